@@ -1,0 +1,89 @@
+//! `deploy`: an rmcp MCP server whose `deploy` tool asks the user for approval
+//! with a multi round-trip elicitation, behind [`ElicitationLayer`].
+//!
+//! ```text
+//! cargo run --example deploy
+//! MCP_ADDR=127.0.0.1:8080 MCP_REQUEST_STATE_KEYS=k1:<base64url 32+ bytes> cargo run --example deploy
+//! ```
+//!
+//! Environment:
+//! - `MCP_ADDR`: listen address (default `127.0.0.1:3000`). Only loopback
+//!   `Host` headers are accepted (`localhost`, `127.0.0.1`, `::1`).
+//! - `MCP_REQUEST_STATE_KEYS`: `kid:base64url-key` pairs, comma-separated, the
+//!   first one signs. Without it a random key is used for this process only.
+//! - `RUST_LOG`: log filter (default `info`).
+
+// Shared with the integration tests; each includer uses a different subset.
+#[allow(dead_code)]
+mod server;
+
+use tower_elicitation::{ElicitationLayer, Keyring};
+use tracing_subscriber::EnvFilter;
+
+const DEFAULT_ADDR: &str = "127.0.0.1:3000";
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+
+    let keyring = match Keyring::from_env()? {
+        Some(keyring) => keyring,
+        None => {
+            tracing::warn!(
+                "MCP_REQUEST_STATE_KEYS is not set: signing requestState with a random key for \
+                 this process only. Retries will FAIL after a restart and across replicas. Set \
+                 MCP_REQUEST_STATE_KEYS=<kid>:<base64url key of at least 32 bytes> (e.g. \
+                 k1:$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')), the same \
+                 value on every replica."
+            );
+            Keyring::ephemeral()
+        }
+    };
+
+    let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    let local = listener.local_addr()?;
+    let app = server::router(ElicitationLayer::new(keyring));
+
+    tracing::info!("MCP endpoint: http://{local}{}", server::MCP_PATH);
+    println!("listening on http://{local}{}", server::MCP_PATH);
+    println!("try it (stateless MCP 2026-07-28 tools/call):");
+    println!("{}", curl_example(&local.to_string()));
+
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            if let Err(error) = tokio::signal::ctrl_c().await {
+                tracing::error!(%error, "cannot listen for Ctrl-C");
+                std::future::pending::<()>().await;
+            }
+            tracing::info!("shutting down");
+        })
+        .await?;
+    Ok(())
+}
+
+/// A one-line curl command for the first round of a `deploy` call.
+fn curl_example(authority: &str) -> String {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "deploy",
+            "arguments": { "environment": "staging" },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": { "name": "curl", "version": "0" },
+                "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} }
+            }
+        }
+    });
+    format!(
+        "curl -sS http://{authority}{path} -H 'Content-Type: application/json' \
+         -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
+         -H 'Mcp-Method: tools/call' -H 'Mcp-Name: deploy' -d '{body}'",
+        path = server::MCP_PATH,
+    )
+}

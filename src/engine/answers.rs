@@ -1,0 +1,248 @@
+//! Checking the client's answers against the questions that were asked.
+
+use serde_json::{Map, Value, json};
+
+use crate::form::validate::ValidatorCache;
+use crate::mcp::InputKind;
+
+/// The verdict on one round of answers.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Checked {
+    /// Every question has an acceptable answer: forward these (cleaned) answers.
+    Complete(Map<String, Value>),
+    /// Some answers are missing or invalid.
+    Reask {
+        /// What to ask now: the original requests, with a hint in the message of invalid ones.
+        ask: Map<String, Value>,
+        /// The answers that were acceptable, kept for the next round.
+        kept: Map<String, Value>,
+    },
+}
+
+/// An answer that is not even the right shape for its kind: a protocol error, not a re-ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Malformed(pub(super) String);
+
+/// Checks `responses` (and answers `kept` from earlier rounds, which win) against `questions`.
+/// Keys that were not asked are dropped.
+pub(super) fn check(
+    questions: &Map<String, Value>,
+    kept: &Map<String, Value>,
+    responses: &Map<String, Value>,
+    validators: &ValidatorCache,
+) -> Result<Checked, Malformed> {
+    let mut accepted = Map::new();
+    let mut ask = Map::new();
+    for (key, question) in questions {
+        if let Some(answer) = kept.get(key) {
+            accepted.insert(key.clone(), answer.clone());
+            continue;
+        }
+        let Some(answer) = responses.get(key) else {
+            ask.insert(key.clone(), question.clone());
+            continue;
+        };
+        match check_one(key, question, answer, validators)? {
+            Ok(clean) => {
+                accepted.insert(key.clone(), clean);
+            }
+            Err(hint) => {
+                ask.insert(key.clone(), with_hint(question, &hint));
+            }
+        }
+    }
+    if ask.is_empty() {
+        Ok(Checked::Complete(accepted))
+    } else {
+        Ok(Checked::Reask {
+            ask,
+            kept: accepted,
+        })
+    }
+}
+
+/// One answer: `Ok(Ok(clean))`, `Ok(Err(hint))` for content to re-ask, `Err` for a wrong shape.
+fn check_one(
+    key: &str,
+    question: &Value,
+    answer: &Value,
+    validators: &ValidatorCache,
+) -> Result<Result<Value, String>, Malformed> {
+    let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
+    let kind = InputKind::of(question).ok_or_else(|| malformed("no such question"))?;
+    let Some(answer) = answer.as_object() else {
+        return Err(malformed("must be an object"));
+    };
+    match kind {
+        InputKind::Form | InputKind::Url => {
+            let action = answer.get("action").and_then(Value::as_str);
+            match action {
+                Some("decline" | "cancel") => Ok(Ok(json!({ "action": action }))),
+                Some("accept") if kind == InputKind::Url => Ok(Ok(json!({"action": "accept"}))),
+                Some("accept") => {
+                    let schema = &question["params"]["requestedSchema"];
+                    let validator = validators
+                        .get(schema)
+                        .map_err(|_| malformed("the question's schema cannot be compiled"))?;
+                    let empty = Value::Object(Map::new());
+                    let content = answer.get("content").unwrap_or(&empty);
+                    Ok(validator
+                        .check(content)
+                        .map(|content| json!({"action": "accept", "content": content})))
+                }
+                _ => Err(malformed(
+                    "`action` must be \"accept\", \"decline\" or \"cancel\"",
+                )),
+            }
+        }
+        InputKind::Sampling { .. } => {
+            let role_ok = answer.get("role").is_some_and(Value::is_string);
+            let content_ok = answer
+                .get("content")
+                .is_some_and(|c| c.is_object() || c.is_array());
+            if role_ok && content_ok {
+                Ok(Ok(Value::Object(answer.clone())))
+            } else {
+                Err(malformed("a sampling result needs `role` and `content`"))
+            }
+        }
+        InputKind::Roots => {
+            if answer.get("roots").is_some_and(Value::is_array) {
+                Ok(Ok(Value::Object(answer.clone())))
+            } else {
+                Err(malformed("a roots result needs a `roots` array"))
+            }
+        }
+    }
+}
+
+/// The question again, its message followed by what was wrong.
+fn with_hint(question: &Value, hint: &str) -> Value {
+    let mut question = question.clone();
+    if let Some(params) = question.get_mut("params").and_then(Value::as_object_mut) {
+        let message = params.get("message").and_then(Value::as_str).unwrap_or("");
+        let message = format!("{message}\n\nThe previous answer was not accepted: {hint}.");
+        params.insert("message".into(), Value::String(message));
+    }
+    question
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn questions() -> Map<String, Value> {
+        json!({
+            "approval": {"method": "elicitation/create", "params": {"message": "Deploy to staging?",
+                "requestedSchema": {"type": "object", "properties": {
+                    "approve": {"type": "boolean"}, "note": {"type": "string", "maxLength": 5}},
+                    "required": ["approve"]}}},
+            "login": {"method": "elicitation/create", "params": {"mode": "url", "message": "Log in", "url": "https://example.com/x"}},
+            "llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}},
+            "roots": {"method": "roots/list", "params": {}}
+        })
+        .as_object()
+        .unwrap()
+        .clone()
+    }
+
+    fn answers() -> Map<String, Value> {
+        json!({
+            "approval": {"action": "accept", "content": {"approve": true, "extra": 1}},
+            "login": {"action": "accept", "content": {"ignored": true}},
+            "llm": {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"},
+            "roots": {"roots": [{"uri": "file:///r"}]},
+            "unasked": {"action": "accept", "content": {}}
+        })
+        .as_object()
+        .unwrap()
+        .clone()
+    }
+
+    fn run(responses: &Map<String, Value>) -> Result<Checked, Malformed> {
+        check(
+            &questions(),
+            &Map::new(),
+            responses,
+            &ValidatorCache::default(),
+        )
+    }
+
+    #[test]
+    fn complete_answers_are_cleaned() {
+        let Checked::Complete(done) = run(&answers()).unwrap() else {
+            panic!("expected complete")
+        };
+        assert_eq!(done.len(), 4);
+        assert_eq!(
+            done["approval"],
+            json!({"action": "accept", "content": {"approve": true}})
+        );
+        assert_eq!(done["login"], json!({"action": "accept"}));
+        assert!(!done.contains_key("unasked"));
+    }
+
+    #[test]
+    fn invalid_and_missing_answers_are_reasked_and_valid_ones_kept() {
+        let mut responses = answers();
+        responses.insert(
+            "approval".into(),
+            json!({"action": "accept", "content": {"approve": true, "note": "far too long"}}),
+        );
+        responses.remove("roots");
+        let Checked::Reask { ask, kept } = run(&responses).unwrap() else {
+            panic!("expected a re-ask")
+        };
+        assert_eq!(ask.keys().collect::<Vec<_>>(), ["approval", "roots"]);
+        let message = ask["approval"]["params"]["message"].as_str().unwrap();
+        assert!(message.starts_with("Deploy to staging?\n\n"), "{message}");
+        assert!(message.contains("note"), "{message}");
+        assert!(!message.contains("far too long"), "{message}");
+        assert_eq!(ask["roots"], questions()["roots"]);
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["llm", "login"]);
+
+        // Next round: the kept answers count, and cannot be overwritten.
+        let mut next = Map::new();
+        next.insert("approval".into(), json!({"action": "decline"}));
+        next.insert("roots".into(), json!({"roots": []}));
+        next.insert("login".into(), json!({"action": "decline"}));
+        let Checked::Complete(done) =
+            check(&questions(), &kept, &next, &ValidatorCache::default()).unwrap()
+        else {
+            panic!("expected complete")
+        };
+        assert_eq!(done["login"], json!({"action": "accept"}));
+        assert_eq!(done["approval"], json!({"action": "decline"}));
+    }
+
+    #[test]
+    fn wrong_shapes_are_protocol_errors() {
+        for (key, bad) in [
+            ("approval", json!(12345)),
+            ("approval", json!({"action": "maybe"})),
+            ("llm", json!({"content": "x"})),
+            ("roots", json!({"roots": "x"})),
+        ] {
+            let mut responses = answers();
+            responses.insert(key.into(), bad);
+            let err = run(&responses).unwrap_err();
+            assert!(
+                err.0.starts_with(&format!("inputResponses.{key}:")),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn decline_and_cancel_are_forwarded_without_content() {
+        let mut responses = answers();
+        responses.insert(
+            "approval".into(),
+            json!({"action": "cancel", "content": {"approve": "nonsense"}}),
+        );
+        let Checked::Complete(done) = run(&responses).unwrap() else {
+            panic!("expected complete")
+        };
+        assert_eq!(done["approval"], json!({"action": "cancel"}));
+    }
+}

@@ -1,0 +1,212 @@
+//! The request side: verify, validate, decide.
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::answers::{self, Checked};
+use super::outbound::{reask, refuse};
+use super::{Context, Round, invalid_state};
+use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply};
+use crate::layer::{AnswersWithoutState, Config};
+use crate::mcp::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, supports_mrtr};
+use crate::state::claims::{Binding, args_digest};
+use crate::state::token::{self, Clock};
+
+/// What to do with an MRTR call.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// Answer the client directly; the inner service is not called.
+    Respond(Reply),
+    /// Call the inner service with `body` (`None`: the original bytes), then run
+    /// [`outbound`](super::outbound) on its response.
+    Forward { body: Option<Vec<u8>>, round: Round },
+    /// Call the inner service with `body` (the call without the client's answers), then
+    /// [`settle_probe`](super::settle_probe) with `answers`.
+    Probe {
+        body: Vec<u8>,
+        round: Round,
+        answers: Map<String, Value>,
+    },
+}
+
+/// Decides what to do with an MRTR call.
+pub(crate) fn inbound(call: &Call<'_>, cx: Context<'_>, config: &Config) -> Inbound {
+    match decide(call, cx, config) {
+        Ok(decision) => decision,
+        Err(reply) => Inbound::Respond(reply),
+    }
+}
+
+fn decide(call: &Call<'_>, cx: Context<'_>, config: &Config) -> Result<Inbound, Reply> {
+    let id = call.id;
+    let malformed = |m: crate::jsonrpc::Malformed| Reply::error(400, id, m.code, &m.message, None);
+
+    let target = match call.field(call.method.target_field()).map_err(malformed)? {
+        Field::Present(Value::String(target)) => target,
+        _ => String::new(),
+    };
+    let arguments = match call.method.arguments_field() {
+        Some(name) => call.field(name).map_err(malformed)?,
+        None => Field::Absent,
+    };
+    let meta = call.field("_meta").map_err(malformed)?;
+    let meta = meta.as_ref();
+    let version = meta
+        .and_then(|m| m.get(META_PROTOCOL_VERSION))
+        .and_then(Value::as_str)
+        .or(cx.header_version);
+    let capabilities = meta
+        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+        .filter(|c| c.is_object())
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+
+    let round = Round {
+        method: call.method,
+        id: id.map(ToOwned::to_owned),
+        target,
+        args: args_digest(arguments.as_ref()),
+        principal: cx.principal.map(<[u8]>::to_vec),
+        capabilities,
+        mrtr: version.is_some_and(supports_mrtr),
+        number: 0,
+        gates: Map::new(),
+    };
+    let has_state = call.raw_field("requestState").is_some();
+    let has_responses = call.raw_field("inputResponses").is_some();
+
+    if !round.mrtr {
+        // Older protocol versions have no multi round-trip requests: whatever rides in these
+        // fields is unverified, so it never reaches the inner service.
+        let body = (has_state || has_responses).then(|| call.rewrite(None, None, None));
+        return Ok(Inbound::Forward { body, round });
+    }
+
+    let state = match call.field("requestState") {
+        Ok(Field::Absent | Field::Present(Value::Null)) => None,
+        Ok(Field::Present(Value::String(token))) => Some(token),
+        Ok(Field::Present(_)) | Err(_) => {
+            log_rejected(&round, "requestState is not a string");
+            return Err(invalid_state(id));
+        }
+    };
+    let responses = read_responses(call, id)?;
+
+    let Some(state) = state else {
+        return match responses {
+            Some(answers) if !answers.is_empty() => without_state(call, round, answers, config),
+            _ => {
+                let body = (has_state || has_responses).then(|| call.rewrite(None, None, None));
+                Ok(Inbound::Forward { body, round })
+            }
+        };
+    };
+
+    let binding = Binding {
+        method: call.method.as_str(),
+        target: &round.target,
+        args: &round.args,
+        principal: cx.principal,
+        audience: config.audience.as_deref(),
+    };
+    let clock = Clock {
+        now: cx.now,
+        skew: config.skew_secs,
+    };
+    let claims = match token::open(
+        &config.keyring,
+        &state,
+        config.max_state_bytes,
+        clock,
+        &binding,
+    ) {
+        Ok(claims) => claims,
+        Err(reason) => {
+            log_rejected(&round, &reason.to_string());
+            return Err(invalid_state(id));
+        }
+    };
+
+    let round = Round {
+        number: claims.r,
+        gates: claims.g.clone(),
+        ..round
+    };
+    let responses = responses.unwrap_or_default();
+    match answers::check(&claims.q, &claims.k, &responses, &config.validators) {
+        Err(answers::Malformed(why)) => Err(Reply::error(200, id, INVALID_PARAMS, &why, None)),
+        Ok(Checked::Reask { ask, kept }) => Err(reask(&round, claims, ask, kept, config, cx.now)),
+        Ok(Checked::Complete(answers)) => {
+            tracing::debug!(
+                target: "tower_elicitation",
+                method = call.method.as_str(),
+                target = %round.target,
+                round = round.number,
+                outcome = "forward",
+                "requestState verified; answers accepted"
+            );
+            let answers = (!claims.q.is_empty()).then_some(&answers);
+            let body = call.rewrite(claims.s.as_deref(), answers, None);
+            Ok(Inbound::Forward {
+                body: Some(body),
+                round,
+            })
+        }
+    }
+}
+
+/// `params.inputResponses`: absent, or an object of objects.
+fn read_responses(
+    call: &Call<'_>,
+    id: Option<&RawValue>,
+) -> Result<Option<Map<String, Value>>, Reply> {
+    let error = |message: &str| Reply::error(200, id, INVALID_PARAMS, message, None);
+    match call.field("inputResponses") {
+        Ok(Field::Absent) => Ok(None),
+        Ok(Field::Present(Value::Object(responses))) => {
+            if let Some((key, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
+                return Err(error(&format!("inputResponses.{key} must be an object")));
+            }
+            Ok(Some(responses))
+        }
+        Ok(Field::Present(_)) => Err(error("inputResponses must be an object")),
+        Err(m) => Err(Reply::error(400, id, m.code, &m.message, None)),
+    }
+}
+
+/// Answers arrived with no `requestState`: there is no record of what was asked.
+fn without_state(
+    call: &Call<'_>,
+    round: Round,
+    answers: Map<String, Value>,
+    config: &Config,
+) -> Result<Inbound, Reply> {
+    match config.without_state {
+        AnswersWithoutState::Reject => Err(refuse(
+            &round,
+            INVALID_PARAMS,
+            "inputResponses without requestState",
+            None,
+        )),
+        AnswersWithoutState::Strip => Ok(Inbound::Forward {
+            body: Some(call.rewrite(None, None, None)),
+            round,
+        }),
+        AnswersWithoutState::Probe => Ok(Inbound::Probe {
+            body: call.rewrite(None, None, None),
+            round,
+            answers,
+        }),
+    }
+}
+
+fn log_rejected(round: &Round, reason: &str) {
+    tracing::info!(
+        target: "tower_elicitation",
+        method = round.method.as_str(),
+        target = %round.target,
+        outcome = "rejected_state",
+        reason,
+        "requestState refused"
+    );
+}

@@ -1,0 +1,379 @@
+//! The response side: seal what the inner service asks, refuse what the client cannot answer.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::Round;
+use super::answers::{self, Checked};
+use crate::jsonrpc::{
+    Call, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
+};
+use crate::layer::Config;
+use crate::mcp::{InputKind, add_requirement};
+use crate::state::claims::{Claims, VERSION};
+use crate::state::token;
+
+/// What becomes of the inner service's response message.
+#[derive(Debug)]
+pub(crate) enum Outbound {
+    /// Send it as it is, byte for byte.
+    Unchanged,
+    /// Send this instead.
+    Replace(Reply),
+}
+
+/// After a probe: answer the client, or call the inner service again with verified answers.
+#[derive(Debug)]
+pub(crate) enum Settle {
+    Respond(Outbound),
+    Forward { body: Vec<u8>, round: Round },
+}
+
+/// How a message relates to the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Relation {
+    /// A notification, a request, or a response to something else.
+    Other,
+    /// The response to the call; `true` when it is an `input_required` result.
+    Response { input_required: bool },
+}
+
+#[derive(Deserialize)]
+struct MessagePeek<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<ResultPeek<'a>>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ResultPeek<'a> {
+    #[serde(borrow, default, rename = "resultType")]
+    result_type: Option<Cow<'a, str>>,
+}
+
+/// Whether `message` is the response to the call of `round`, with a borrowed parse.
+pub(crate) fn relation(message: &[u8], round: &Round) -> Relation {
+    let Ok(peek) = serde_json::from_slice::<MessagePeek<'_>>(message) else {
+        return Relation::Other;
+    };
+    if peek.method.is_some() || (peek.result.is_none() && peek.error.is_none()) {
+        return Relation::Other;
+    }
+    if !same_id(peek.id, round.id.as_deref()) {
+        return Relation::Other;
+    }
+    Relation::Response {
+        input_required: peek
+            .result
+            .and_then(|r| r.result_type)
+            .is_some_and(|t| t == "input_required"),
+    }
+}
+
+fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            a.get() == b.get()
+                || serde_json::from_str::<Value>(a.get()).ok()
+                    == serde_json::from_str::<Value>(b.get()).ok()
+        }
+        _ => false,
+    }
+}
+
+/// Decides what the client receives for the inner service's response `message` to `round`.
+pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64) -> Outbound {
+    if !round.mrtr
+        || relation(message, round)
+            != (Relation::Response {
+                input_required: true,
+            })
+    {
+        return Outbound::Unchanged;
+    }
+    let (mut result, asked) = match read_input_required(message, round) {
+        Ok(read) => read,
+        Err(reply) => return Outbound::Replace(reply),
+    };
+    if let Err(reply) = check_capabilities(&asked.requests, round) {
+        return Outbound::Replace(reply);
+    }
+    let claims = new_claims(
+        round,
+        round.number + 1,
+        asked.state,
+        asked.requests,
+        Map::new(),
+        config,
+        now,
+    );
+    match seal(round, claims, config) {
+        Ok(token) => {
+            result.insert("requestState".into(), Value::String(token));
+            log_outcome(round, "sealed");
+            Outbound::Replace(Reply::result(round.id.as_deref(), &Value::Object(result)))
+        }
+        Err(reply) => Outbound::Replace(reply),
+    }
+}
+
+/// After probing the inner service without the client's state-less answers: if its questions
+/// are answered by them, forward the call again with the verified answers; otherwise ask.
+pub(crate) fn settle_probe(
+    message: &[u8],
+    round: Round,
+    call: &Call<'_>,
+    answers: &Map<String, Value>,
+    config: &Config,
+    now: u64,
+) -> Settle {
+    if relation(message, &round)
+        != (Relation::Response {
+            input_required: true,
+        })
+    {
+        return Settle::Respond(Outbound::Unchanged);
+    }
+    let (_, asked) = match read_input_required(message, &round) {
+        Ok(read) => read,
+        Err(reply) => return Settle::Respond(Outbound::Replace(reply)),
+    };
+    if let Err(reply) = check_capabilities(&asked.requests, &round) {
+        return Settle::Respond(Outbound::Replace(reply));
+    }
+    // As if the client had been asked these questions in round 1 and answered them.
+    let claims = new_claims(
+        &round,
+        1,
+        asked.state,
+        asked.requests,
+        Map::new(),
+        config,
+        now,
+    );
+    let round = Round { number: 1, ..round };
+    match answers::check(&claims.q, &Map::new(), answers, &config.validators) {
+        Err(answers::Malformed(why)) => Settle::Respond(Outbound::Replace(refuse(
+            &round,
+            INVALID_PARAMS,
+            &why,
+            None,
+        ))),
+        Ok(Checked::Reask { ask, kept }) => Settle::Respond(Outbound::Replace(reask(
+            &round, claims, ask, kept, config, now,
+        ))),
+        Ok(Checked::Complete(answers)) => {
+            log_outcome(&round, "probe_answered");
+            let answers = (!claims.q.is_empty()).then_some(&answers);
+            Settle::Forward {
+                body: call.rewrite(claims.s.as_deref(), answers, None),
+                round,
+            }
+        }
+    }
+}
+
+/// The layer's own `input_required`: ask `ask` again, keep `kept`, same inner state.
+pub(crate) fn reask(
+    round: &Round,
+    previous: Claims,
+    ask: Map<String, Value>,
+    kept: Map<String, Value>,
+    config: &Config,
+    now: u64,
+) -> Reply {
+    if let Err(reply) = check_capabilities(&ask, round) {
+        return reply;
+    }
+    let claims = new_claims(
+        round,
+        previous.r + 1,
+        previous.s,
+        previous.q,
+        kept,
+        config,
+        now,
+    );
+    match seal(round, claims, config) {
+        Ok(token) => {
+            log_outcome(round, "reask");
+            let result = json!({
+                "resultType": "input_required",
+                "inputRequests": ask,
+                "requestState": token,
+            });
+            Reply::result(round.id.as_deref(), &result)
+        }
+        Err(reply) => reply,
+    }
+}
+
+/// A JSON-RPC error answering `round`'s call.
+pub(crate) fn refuse(round: &Round, code: i64, message: &str, data: Option<Value>) -> Reply {
+    let status = if code == MISSING_REQUIRED_CLIENT_CAPABILITY {
+        400
+    } else {
+        200
+    };
+    log_outcome(round, "refused");
+    Reply::error(status, round.id.as_deref(), code, message, data)
+}
+
+struct Asked {
+    requests: Map<String, Value>,
+    state: Option<String>,
+}
+
+/// The `input_required` result object and what it asks, or a refusal when the inner service's
+/// result is not one the layer can vouch for.
+fn read_input_required(
+    message: &[u8],
+    round: &Round,
+) -> Result<(Map<String, Value>, Asked), Reply> {
+    let broken = |why: &str| {
+        tracing::warn!(
+            target: "tower_elicitation",
+            method = round.method.as_str(),
+            target = %round.target,
+            why,
+            "the inner service answered an input_required result the layer cannot seal"
+        );
+        refuse(round, INTERNAL_ERROR, "Internal error", None)
+    };
+    let mut message: Map<String, Value> =
+        serde_json::from_slice(message).map_err(|_| broken("not a JSON object"))?;
+    let Some(Value::Object(result)) = message.remove("result") else {
+        return Err(broken("result is not an object"));
+    };
+    let requests = match result.get("inputRequests") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(requests)) => requests.clone(),
+        Some(_) => return Err(broken("inputRequests is not an object")),
+    };
+    for request in requests.values() {
+        match InputKind::of(request) {
+            None => {
+                return Err(broken(
+                    "an input request is not elicitation, sampling or roots",
+                ));
+            }
+            Some(InputKind::Form) => {
+                if !request["params"]["requestedSchema"].is_object() {
+                    return Err(broken("a form request has no requestedSchema object"));
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    let state = match result.get("requestState") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(state)) => Some(state.clone()),
+        Some(_) => return Err(broken("requestState is not a string")),
+    };
+    Ok((result, Asked { requests, state }))
+}
+
+/// `-32021` when the call's own capabilities do not declare a kind of request in `requests`.
+fn check_capabilities(requests: &Map<String, Value>, round: &Round) -> Result<(), Reply> {
+    let mut required = Map::new();
+    for request in requests.values() {
+        if let Some(kind) = InputKind::of(request) {
+            if !kind.is_declared(&round.capabilities) {
+                add_requirement(&mut required, kind);
+            }
+        }
+    }
+    if required.is_empty() {
+        return Ok(());
+    }
+    Err(refuse(
+        round,
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Missing required client capability",
+        Some(json!({ "requiredCapabilities": required })),
+    ))
+}
+
+fn new_claims(
+    round: &Round,
+    number: u32,
+    state: Option<String>,
+    questions: Map<String, Value>,
+    kept: Map<String, Value>,
+    config: &Config,
+    now: u64,
+) -> Claims {
+    Claims {
+        v: VERSION,
+        iat: now,
+        exp: now.saturating_add(config.ttl_secs),
+        m: round.method.as_str().to_owned(),
+        t: round.target.clone(),
+        a: round.args.clone(),
+        p: None,
+        aud: config.audience.clone(),
+        r: number,
+        s: state,
+        q: questions,
+        k: kept,
+        g: round.gates.clone(),
+    }
+}
+
+/// Seals `claims`, refusing past the round cap, on a form schema that cannot be compiled, or
+/// when the token would be larger than a retry may carry.
+fn seal(round: &Round, mut claims: Claims, config: &Config) -> Result<String, Reply> {
+    if claims.r > config.max_rounds {
+        return Err(refuse(
+            round,
+            INVALID_PARAMS,
+            &format!("Too many input rounds (the limit is {})", config.max_rounds),
+            Some(json!({"reason": "too_many_rounds"})),
+        ));
+    }
+    for request in claims.q.values() {
+        if InputKind::of(request) == Some(InputKind::Form) {
+            if let Err(why) = config.validators.get(&request["params"]["requestedSchema"]) {
+                tracing::warn!(
+                    target: "tower_elicitation",
+                    method = round.method.as_str(),
+                    target = %round.target,
+                    why = %why,
+                    "a requestedSchema cannot be compiled; refusing to ask it"
+                );
+                return Err(refuse(round, INTERNAL_ERROR, "Internal error", None));
+            }
+        }
+    }
+    let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
+    if token.len() > config.max_state_bytes {
+        tracing::warn!(
+            target: "tower_elicitation",
+            method = round.method.as_str(),
+            target = %round.target,
+            len = token.len(),
+            max = config.max_state_bytes,
+            "the sealed requestState would exceed the configured bound"
+        );
+        return Err(refuse(round, INTERNAL_ERROR, "Internal error", None));
+    }
+    Ok(token)
+}
+
+fn log_outcome(round: &Round, outcome: &'static str) {
+    tracing::debug!(
+        target: "tower_elicitation",
+        method = round.method.as_str(),
+        target = %round.target,
+        round = round.number,
+        outcome,
+    );
+}

@@ -1,0 +1,779 @@
+//! Compiled form validators, cached per distinct `requestedSchema`, and answer checking.
+//!
+//! [`ValidatorCache::get`] compiles a `requestedSchema` once (keyed by the SHA-256 of its
+//! canonical JSON, so key order does not matter) into a [`FormValidator`], whose
+//! [`check`](FormValidator::check) validates accepted form content and, on failure, builds a short
+//! hint for the user that names the field but never repeats the submitted value.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::{JsonType, ValidationError, Validator};
+use serde_json::{Map, Value};
+
+/// How many compiled validators the cache holds before it is cleared.
+const CACHE_CAPACITY: usize = 1024;
+
+/// Compiled form validators keyed by the digest of their schema's canonical JSON.
+///
+/// Bounded at [`CACHE_CAPACITY`] (1024) entries: inserting into a full cache first clears it
+/// whole. Servers send a handful of distinct forms, so this simple policy only matters when
+/// schemas are generated per request, and then it keeps memory bounded at the cost of
+/// recompiling.
+#[derive(Default)]
+pub(crate) struct ValidatorCache {
+    entries: RwLock<HashMap<[u8; 32], Arc<FormValidator>>>,
+}
+
+impl fmt::Debug for ValidatorCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let len = self
+            .entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("ValidatorCache")
+            .field("len", &len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ValidatorCache {
+    /// The compiled validator for `schema`, compiled once per distinct schema (keyed by
+    /// [`crate::canonical::digest`], so the order of object keys does not matter).
+    ///
+    /// On first compile, if `schema` is outside the MCP form subset
+    /// ([`super::schema::check`]), logs a warning with the path and reason (never any content)
+    /// and compiles it anyway.
+    ///
+    /// # Errors
+    ///
+    /// A message saying why, if `jsonschema` cannot compile `schema` (invalid against its
+    /// meta-schema, unknown `$schema`, unresolvable `$ref`, …). Failures are not cached.
+    pub(crate) fn get(&self, schema: &Value) -> Result<Arc<FormValidator>, String> {
+        let key = crate::canonical::digest(schema);
+        if let Some(found) = self
+            .entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(Arc::clone(found));
+        }
+
+        if let Err(err) = super::schema::check(schema) {
+            tracing::warn!(
+                target: "tower_elicitation",
+                path = %err.path,
+                reason = %err.reason,
+                "requestedSchema is outside the MCP form subset; validating it anyway"
+            );
+        }
+        let compiled = Arc::new(FormValidator::compile(schema)?);
+
+        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
+        // Another thread may have compiled the same schema meanwhile: keep the first one so
+        // every caller shares one validator.
+        if let Some(found) = entries.get(&key) {
+            return Ok(Arc::clone(found));
+        }
+        if entries.len() >= CACHE_CAPACITY {
+            entries.clear();
+        }
+        entries.insert(key, Arc::clone(&compiled));
+        Ok(compiled)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// A compiled `requestedSchema`: checks accepted form content against it.
+#[derive(Debug)]
+pub(crate) struct FormValidator {
+    /// Built with `format` asserted; draft from `$schema`, else 2020-12.
+    validator: Validator,
+    /// The keys of the schema's `properties`: content keys outside it are dropped.
+    properties: HashSet<String>,
+    /// For each property with a closed list of values (`enum`, `oneOf`, `items.enum`,
+    /// `items.anyOf`), that list joined with ", " for hints.
+    choices: HashMap<String, String>,
+}
+
+impl FormValidator {
+    fn compile(schema: &Value) -> Result<Self, String> {
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(schema)
+            .map_err(|err| compile_error(&err))?;
+        let declared = schema.get("properties").and_then(Value::as_object);
+        let properties = declared
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let choices = declared
+            .map(|p| {
+                p.iter()
+                    .filter_map(|(name, property)| Some((name.clone(), choice_list(property)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            validator,
+            properties,
+            choices,
+        })
+    }
+
+    /// Checks accepted form `content`.
+    ///
+    /// Keys that are not declared properties are dropped first (they are never an error, even
+    /// under `additionalProperties: false`); what is left is validated and returned.
+    ///
+    /// # Errors
+    ///
+    /// A short hint for the user naming the first failing field and what is wrong, such as
+    /// ``"`note` must be at most 200 characters"`` or ``"`approve` is required"``. It never
+    /// repeats the submitted value. With several failures, a missing required field is reported
+    /// first, then the failure at the smallest instance path.
+    pub(crate) fn check(&self, content: &Value) -> Result<Map<String, Value>, String> {
+        let Value::Object(content) = content else {
+            return Err("content must be an object".to_owned());
+        };
+        let kept: Map<String, Value> = content
+            .iter()
+            .filter(|(key, _)| self.properties.contains(key.as_str()))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let kept = Value::Object(kept);
+        if self.validator.is_valid(&kept) {
+            let Value::Object(kept) = kept else {
+                unreachable!("built as an object above")
+            };
+            return Ok(kept);
+        }
+        Err(self.hint(&kept))
+    }
+
+    /// The hint for the first error of invalid `content`.
+    #[cold]
+    fn hint(&self, content: &Value) -> String {
+        let first = self.validator.iter_errors(content).min_by(|a, b| {
+            let rank =
+                |e: &ValidationError<'_>| !matches!(e.kind(), ValidationErrorKind::Required { .. });
+            rank(a)
+                .cmp(&rank(b))
+                .then_with(|| a.instance_path().as_str().cmp(b.instance_path().as_str()))
+        });
+        match first {
+            Some(error) => self.describe(&error),
+            // `is_valid` and `iter_errors` disagree; should not happen.
+            None => "content is not valid".to_owned(),
+        }
+    }
+
+    fn describe(&self, error: &ValidationError<'_>) -> String {
+        // The instance path is `/<field>` or `/<field>/<index>`; read the first segment raw
+        // (a field named "007" must not turn into the index 7).
+        let path = error.instance_path().as_str();
+        let Some(rest) = path.strip_prefix('/') else {
+            return root_hint(error.kind());
+        };
+        let (escaped, in_item) = match rest.split_once('/') {
+            Some((first, _)) => (first, true),
+            None => (rest, false),
+        };
+        let field = escaped.replace("~1", "/").replace("~0", "~");
+        let subject = if in_item {
+            format!("`{field}` items")
+        } else {
+            format!("`{field}`")
+        };
+        use ValidationErrorKind as K;
+        match error.kind() {
+            K::Type { kind } => format!("{subject} must be {}", type_phrase(kind)),
+            K::MinLength { limit } => {
+                format!("{subject} must be at least {}", plural(*limit, "character"))
+            }
+            K::MaxLength { limit } => {
+                format!("{subject} must be at most {}", plural(*limit, "character"))
+            }
+            K::Minimum { limit } => format!("{subject} must be at least {limit}"),
+            K::Maximum { limit } => format!("{subject} must be at most {limit}"),
+            K::ExclusiveMinimum { limit } => format!("{subject} must be greater than {limit}"),
+            K::ExclusiveMaximum { limit } => format!("{subject} must be less than {limit}"),
+            K::MultipleOf { multiple_of } => {
+                format!("{subject} must be a multiple of {multiple_of}")
+            }
+            K::MinItems { limit } => {
+                format!("{subject} must have at least {}", plural(*limit, "item"))
+            }
+            K::MaxItems { limit } => {
+                format!("{subject} must have at most {}", plural(*limit, "item"))
+            }
+            K::UniqueItems => format!("{subject} must not repeat a value"),
+            K::Format { format } => format!("{subject} must be {}", format_phrase(format)),
+            K::Pattern { .. } => format!("{subject} does not match the expected pattern"),
+            K::Enum { options } => match self.choices.get(&field) {
+                Some(choices) => format!("{subject} must be one of: {choices}"),
+                None => match options.as_array() {
+                    Some(options) => format!("{subject} must be one of: {}", join_values(options)),
+                    None => format!("{subject} is not valid"),
+                },
+            },
+            K::OneOfNotValid { .. }
+            | K::OneOfMultipleValid { .. }
+            | K::AnyOf { .. }
+            | K::Constant { .. } => match self.choices.get(&field) {
+                Some(choices) => format!("{subject} must be one of: {choices}"),
+                None => format!("{subject} is not valid"),
+            },
+            // A `required` inside a property: outside the form subset.
+            K::Required { property } => match property.as_str() {
+                Some(inner) => format!("{subject} needs `{inner}`"),
+                None => format!("{subject} is not valid"),
+            },
+            _ => format!("{subject} is not valid"),
+        }
+    }
+}
+
+/// The hint for an error on the content object itself.
+fn root_hint(kind: &ValidationErrorKind) -> String {
+    match kind {
+        ValidationErrorKind::Required { property } => match property.as_str() {
+            Some(name) => format!("`{name}` is required"),
+            None => "a required field is missing".to_owned(),
+        },
+        ValidationErrorKind::Type { .. } => "content must be an object".to_owned(),
+        _ => "content is not valid".to_owned(),
+    }
+}
+
+/// "a boolean", "a string or a number", … for a `Type` error.
+fn type_phrase(kind: &TypeKind) -> String {
+    match kind {
+        TypeKind::Single(ty) => a_type(*ty).to_owned(),
+        TypeKind::Multiple(types) => {
+            let names: Vec<&str> = types.iter().map(a_type).collect();
+            names.join(" or ")
+        }
+    }
+}
+
+fn a_type(ty: JsonType) -> &'static str {
+    match ty {
+        JsonType::Null => "null",
+        JsonType::Boolean => "a boolean",
+        JsonType::Integer => "a whole number",
+        JsonType::Number => "a number",
+        JsonType::String => "a string",
+        JsonType::Array => "a list",
+        JsonType::Object => "an object",
+    }
+}
+
+fn format_phrase(format: &str) -> String {
+    match format {
+        "email" => "a valid email address".to_owned(),
+        "uri" => "a valid URI".to_owned(),
+        "date" => "a valid date (YYYY-MM-DD)".to_owned(),
+        "date-time" => "a valid date-time (RFC 3339)".to_owned(),
+        other => format!("a valid {other}"),
+    }
+}
+
+fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// How many allowed values a hint lists before it cuts the list short with "…".
+const MAX_LISTED_CHOICES: usize = 20;
+
+/// Schema values listed for a hint: strings bare, anything else as JSON, at most
+/// [`MAX_LISTED_CHOICES`] of them.
+fn join_values<'a>(values: impl IntoIterator<Item = &'a Value>) -> String {
+    let mut out = String::new();
+    for (i, value) in values.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        if i == MAX_LISTED_CHOICES {
+            out.push('…');
+            break;
+        }
+        match value {
+            Value::String(s) => out.push_str(s),
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    out
+}
+
+/// The closed list of values a property allows, from `enum`, `oneOf` consts, `items.enum` or
+/// `items.anyOf` consts.
+fn choice_list(property: &Value) -> Option<String> {
+    let consts = |options: &Value| -> Option<String> {
+        let options = options.as_array()?;
+        let values: Option<Vec<&Value>> = options.iter().map(|o| o.get("const")).collect();
+        Some(join_values(values?))
+    };
+    if let Some(values) = property.get("enum").and_then(Value::as_array) {
+        return Some(join_values(values));
+    }
+    if let Some(options) = property.get("oneOf").or_else(|| property.get("anyOf")) {
+        return consts(options);
+    }
+    let items = property.get("items")?;
+    if let Some(values) = items.get("enum").and_then(Value::as_array) {
+        return Some(join_values(values));
+    }
+    consts(items.get("anyOf").or_else(|| items.get("oneOf"))?)
+}
+
+/// Why `jsonschema` refused a schema, without repeating schema values (a `default` may hold
+/// user data the server pre-filled).
+fn compile_error(err: &ValidationError<'_>) -> String {
+    match err.kind() {
+        ValidationErrorKind::Referencing(reference) => {
+            format!("requestedSchema cannot be compiled: {reference}")
+        }
+        kind => {
+            let path = err.instance_path().as_str();
+            let path = if path.is_empty() { "/" } else { path };
+            format!(
+                "requestedSchema is not a valid JSON Schema: the value at {path} fails the meta-schema's `{}` rule",
+                kind.keyword()
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deploy() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "approve": {"type": "boolean"},
+                "note": {"type": "string", "maxLength": 200}
+            },
+            "required": ["approve"]
+        })
+    }
+
+    fn validator(schema: Value) -> Arc<FormValidator> {
+        ValidatorCache::default().get(&schema).expect("compiles")
+    }
+
+    #[track_caller]
+    fn hint(schema: Value, content: Value) -> String {
+        validator(schema)
+            .check(&content)
+            .expect_err("expected invalid content")
+    }
+
+    fn one(property: Value) -> Value {
+        json!({"type": "object", "properties": {"x": property}})
+    }
+
+    #[test]
+    fn validator_and_cache_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<FormValidator>();
+        assert_send_sync::<ValidatorCache>();
+    }
+
+    #[test]
+    fn valid_deploy_content_passes_unchanged() {
+        let content = json!({"approve": true, "note": "ship it"});
+        let kept = validator(deploy()).check(&content).unwrap();
+        assert_eq!(Value::Object(kept), content);
+        let kept = validator(deploy())
+            .check(&json!({"approve": false}))
+            .unwrap();
+        assert_eq!(Value::Object(kept), json!({"approve": false}));
+    }
+
+    #[test]
+    fn unknown_fields_are_dropped() {
+        let kept = validator(deploy())
+            .check(&json!({"approve": true, "extra": {"deep": [1, 2]}, "other": "x"}))
+            .unwrap();
+        assert_eq!(Value::Object(kept), json!({"approve": true}));
+    }
+
+    #[test]
+    fn unknown_fields_are_dropped_before_additional_properties_applies() {
+        let mut schema = deploy();
+        schema["additionalProperties"] = json!(false);
+        let kept = validator(schema)
+            .check(&json!({"approve": true, "extra": 1}))
+            .unwrap();
+        assert_eq!(Value::Object(kept), json!({"approve": true}));
+    }
+
+    #[test]
+    fn wrong_type_names_the_field_and_type() {
+        let hint = hint(deploy(), json!({"approve": "yes"}));
+        assert_eq!(hint, "`approve` must be a boolean");
+    }
+
+    #[test]
+    fn too_long_note_does_not_echo_it() {
+        let note = "secret-".repeat(43); // 301 characters
+        let hint = hint(deploy(), json!({"approve": true, "note": note}));
+        assert_eq!(hint, "`note` must be at most 200 characters");
+        assert!(!hint.contains("secret"));
+    }
+
+    #[test]
+    fn missing_required_field() {
+        assert_eq!(
+            hint(deploy(), json!({"note": "hi"})),
+            "`approve` is required"
+        );
+        // The required error wins over a field error.
+        assert_eq!(hint(deploy(), json!({"note": 5})), "`approve` is required");
+    }
+
+    #[test]
+    fn first_error_is_the_smallest_path() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "b": {"type": "boolean"},
+                "a": {"type": "string"}
+            }
+        });
+        assert_eq!(
+            hint(schema, json!({"a": 1, "b": 2})),
+            "`a` must be a string"
+        );
+    }
+
+    #[test]
+    fn email_format_is_asserted() {
+        let schema = one(json!({"type": "string", "format": "email"}));
+        assert!(
+            validator(schema.clone())
+                .check(&json!({"x": "a@example.com"}))
+                .is_ok()
+        );
+        let hint = hint(schema, json!({"x": "not-an-email"}));
+        assert_eq!(hint, "`x` must be a valid email address");
+        assert!(!hint.contains("not-an-email"));
+    }
+
+    #[test]
+    fn other_formats_are_asserted() {
+        for (format, good, bad) in [
+            ("uri", "https://example.com/a", "not a uri"),
+            ("date", "2026-07-28", "2026-13-01"),
+            ("date-time", "2026-07-28T10:00:00Z", "yesterday"),
+        ] {
+            let schema = one(json!({"type": "string", "format": format}));
+            assert!(validator(schema.clone()).check(&json!({"x": good})).is_ok());
+            let hint = hint(schema, json!({"x": bad}));
+            assert!(hint.starts_with("`x` must be a valid"), "{hint}");
+        }
+    }
+
+    #[test]
+    fn integer_bounds_and_wholeness() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"age": {"type": "integer", "minimum": 18, "maximum": 130}}
+        });
+        let v = validator(schema.clone());
+        assert!(v.check(&json!({"age": 18})).is_ok());
+        assert!(v.check(&json!({"age": 30.0})).is_ok());
+        assert_eq!(
+            hint(schema.clone(), json!({"age": 17})),
+            "`age` must be at least 18"
+        );
+        assert_eq!(
+            hint(schema.clone(), json!({"age": 131})),
+            "`age` must be at most 130"
+        );
+        assert_eq!(
+            hint(schema, json!({"age": 20.5})),
+            "`age` must be a whole number"
+        );
+    }
+
+    #[test]
+    fn number_accepts_any_number() {
+        let v = validator(one(json!({"type": "number", "minimum": 0.5})));
+        assert!(v.check(&json!({"x": 0.75})).is_ok());
+        assert!(v.check(&json!({"x": 3})).is_ok());
+        assert_eq!(
+            v.check(&json!({"x": 0.25})).unwrap_err(),
+            "`x` must be at least 0.5"
+        );
+        assert_eq!(
+            v.check(&json!({"x": "3"})).unwrap_err(),
+            "`x` must be a number"
+        );
+    }
+
+    #[test]
+    fn string_min_length() {
+        let schema = one(json!({"type": "string", "minLength": 3}));
+        assert_eq!(
+            hint(schema.clone(), json!({"x": "ab"})),
+            "`x` must be at least 3 characters"
+        );
+        let schema = one(json!({"type": "string", "minLength": 1}));
+        assert_eq!(
+            hint(schema, json!({"x": ""})),
+            "`x` must be at least 1 character"
+        );
+    }
+
+    #[test]
+    fn enum_lists_the_choices() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"env": {"type": "string", "enum": ["staging", "production"]}}
+        });
+        assert!(
+            validator(schema.clone())
+                .check(&json!({"env": "staging"}))
+                .is_ok()
+        );
+        let hint = hint(schema, json!({"env": "dev-secret"}));
+        assert_eq!(hint, "`env` must be one of: staging, production");
+    }
+
+    #[test]
+    fn titled_enum_lists_the_consts() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"env": {"type": "string", "oneOf": [
+                {"const": "stg", "title": "Staging"},
+                {"const": "prd", "title": "Production"}
+            ]}}
+        });
+        assert!(
+            validator(schema.clone())
+                .check(&json!({"env": "prd"}))
+                .is_ok()
+        );
+        assert_eq!(
+            hint(schema.clone(), json!({"env": "dev"})),
+            "`env` must be one of: stg, prd"
+        );
+        assert_eq!(hint(schema, json!({"env": 1})), "`env` must be a string");
+    }
+
+    #[test]
+    fn untitled_multi_select() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"tags": {
+                "type": "array", "minItems": 1, "maxItems": 3,
+                "items": {"type": "string", "enum": ["a", "b", "c", "d"]}
+            }}
+        });
+        let v = validator(schema);
+        assert!(v.check(&json!({"tags": ["a", "c"]})).is_ok());
+        assert_eq!(
+            v.check(&json!({"tags": []})).unwrap_err(),
+            "`tags` must have at least 1 item"
+        );
+        assert_eq!(
+            v.check(&json!({"tags": ["a", "b", "c", "d"]})).unwrap_err(),
+            "`tags` must have at most 3 items"
+        );
+        assert_eq!(
+            v.check(&json!({"tags": ["a", "zz"]})).unwrap_err(),
+            "`tags` items must be one of: a, b, c, d"
+        );
+        assert_eq!(
+            v.check(&json!({"tags": "a"})).unwrap_err(),
+            "`tags` must be a list"
+        );
+    }
+
+    #[test]
+    fn titled_multi_select() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"tags": {
+                "type": "array", "maxItems": 2,
+                "items": {"anyOf": [
+                    {"const": "a", "title": "A"},
+                    {"const": "b", "title": "B"},
+                    {"const": "c", "title": "C"}
+                ]}
+            }}
+        });
+        let v = validator(schema);
+        assert!(v.check(&json!({"tags": ["a", "b"]})).is_ok());
+        assert_eq!(
+            v.check(&json!({"tags": ["x"]})).unwrap_err(),
+            "`tags` items must be one of: a, b, c"
+        );
+        // The count error sits on `/tags`, before `/tags/0`.
+        assert_eq!(
+            v.check(&json!({"tags": ["x", "y", "z"]})).unwrap_err(),
+            "`tags` must have at most 2 items"
+        );
+    }
+
+    #[test]
+    fn field_names_are_read_raw_from_the_path() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "007": {"type": "boolean"},
+                "a/b~c": {"type": "string", "enum": ["p", "q"]}
+            }
+        });
+        let v = validator(schema);
+        assert_eq!(
+            v.check(&json!({"007": 1})).unwrap_err(),
+            "`007` must be a boolean"
+        );
+        assert_eq!(
+            v.check(&json!({"a/b~c": "r"})).unwrap_err(),
+            "`a/b~c` must be one of: p, q"
+        );
+    }
+
+    #[test]
+    fn long_choice_lists_are_cut_short() {
+        let values: Vec<String> = (0..50).map(|i| format!("v{i}")).collect();
+        let hint = hint(
+            one(json!({"type": "string", "enum": values})),
+            json!({"x": "nope"}),
+        );
+        assert!(hint.starts_with("`x` must be one of: v0, v1,"), "{hint}");
+        assert!(hint.ends_with("v19, …"), "{hint}");
+    }
+
+    #[test]
+    fn non_object_content() {
+        let v = validator(deploy());
+        for content in [json!([]), json!("approve"), json!(null), json!(1)] {
+            assert_eq!(v.check(&content).unwrap_err(), "content must be an object");
+        }
+    }
+
+    #[test]
+    fn cache_returns_one_validator_per_schema_in_any_key_order() {
+        let cache = ValidatorCache::default();
+        let a: Value = serde_json::from_str(
+            r#"{"type":"object","properties":{"approve":{"type":"boolean"},"note":{"type":"string","maxLength":200}},"required":["approve"]}"#,
+        )
+        .unwrap();
+        let b: Value = serde_json::from_str(
+            r#"{"required":["approve"],"properties":{"note":{"maxLength":200,"type":"string"},"approve":{"type":"boolean"}},"type":"object"}"#,
+        )
+        .unwrap();
+        let first = cache.get(&a).unwrap();
+        let second = cache.get(&b).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(cache.len(), 1);
+        let other = cache.get(&one(json!({"type": "boolean"}))).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[test]
+    fn cache_is_cleared_when_full() {
+        let cache = ValidatorCache::default();
+        for i in 0..CACHE_CAPACITY {
+            cache
+                .get(&one(json!({"type": "string", "maxLength": i})))
+                .unwrap();
+        }
+        assert_eq!(cache.len(), CACHE_CAPACITY);
+        cache.get(&one(json!({"type": "boolean"}))).unwrap();
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn uncompilable_schema_is_an_error() {
+        let cache = ValidatorCache::default();
+        let err = cache.get(&json!({"type": 5})).unwrap_err();
+        assert!(err.contains("not a valid JSON Schema"), "{err}");
+        assert!(err.contains("/type"), "{err}");
+        let err = cache
+            .get(&json!({"$schema": "https://example.com/custom", "type": "object", "properties": {}}))
+            .unwrap_err();
+        assert!(err.contains("cannot be compiled"), "{err}");
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn out_of_subset_schema_warns_and_still_validates() {
+        use std::io::Write;
+        use std::sync::Mutex;
+
+        #[derive(Clone, Default)]
+        struct Capture(Arc<Mutex<Vec<u8>>>);
+        impl Write for Capture {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        let capture = Capture::default();
+        let writer = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+
+        let schema = json!({
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": "^[0-9]{6}$"}},
+            "required": ["code"]
+        });
+        let (valid, invalid) = tracing::subscriber::with_default(subscriber, || {
+            let cache = ValidatorCache::default();
+            let v = cache.get(&schema).unwrap();
+            // A cache hit does not warn again.
+            cache.get(&schema).unwrap();
+            (
+                v.check(&json!({"code": "123456"})),
+                v.check(&json!({"code": "12ab"})),
+            )
+        });
+        assert_eq!(Value::Object(valid.unwrap()), json!({"code": "123456"}));
+        assert_eq!(
+            invalid.unwrap_err(),
+            "`code` does not match the expected pattern"
+        );
+
+        let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            logs.matches("outside the MCP form subset").count(),
+            1,
+            "{logs}"
+        );
+        assert!(logs.contains("WARN"), "{logs}");
+        assert!(logs.contains("tower_elicitation"), "{logs}");
+        assert!(logs.contains("/properties/code/pattern"), "{logs}");
+        assert!(!logs.contains("12ab"), "{logs}");
+    }
+}

@@ -1,0 +1,597 @@
+//! JSON-RPC envelopes: the borrowed peek, the strict parse of an MRTR call, the rewrite of its
+//! params, and the error table.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Number, Value};
+
+use crate::mcp::Method;
+
+/// Invalid JSON.
+pub(crate) const PARSE_ERROR: i64 = -32700;
+/// Not a valid request object (batches with MRTR methods, duplicated keys).
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+/// Invalid params: bad `requestState`, malformed `inputResponses`.
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+/// The layer could not produce a valid answer.
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
+/// The request needs a client capability that it did not declare.
+pub(crate) const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+
+/// A JSON-RPC reply the layer makes itself, with the HTTP status it goes out with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Reply {
+    /// A JSON-RPC error reply.
+    pub(crate) fn error(
+        status: u16,
+        id: Option<&RawValue>,
+        code: i64,
+        message: &str,
+        data: Option<Value>,
+    ) -> Self {
+        #[derive(Serialize)]
+        struct Error<'a> {
+            code: i64,
+            message: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            data: Option<Value>,
+        }
+        #[derive(Serialize)]
+        struct Envelope<'a> {
+            jsonrpc: &'static str,
+            id: &'a RawValue,
+            error: Error<'a>,
+        }
+        let null = null_id();
+        let envelope = Envelope {
+            jsonrpc: "2.0",
+            id: id.unwrap_or(&null),
+            error: Error {
+                code,
+                message,
+                data,
+            },
+        };
+        Self {
+            status,
+            body: serde_json::to_vec(&envelope).unwrap_or_default(),
+        }
+    }
+
+    /// A JSON-RPC result reply (status 200).
+    pub(crate) fn result(id: Option<&RawValue>, result: &Value) -> Self {
+        #[derive(Serialize)]
+        struct Envelope<'a> {
+            jsonrpc: &'static str,
+            id: &'a RawValue,
+            result: &'a Value,
+        }
+        let null = null_id();
+        let envelope = Envelope {
+            jsonrpc: "2.0",
+            id: id.unwrap_or(&null),
+            result,
+        };
+        Self {
+            status: 200,
+            body: serde_json::to_vec(&envelope).unwrap_or_default(),
+        }
+    }
+}
+
+fn null_id() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable!("null is JSON"))
+}
+
+/// What the borrowed peek found in a POST body.
+#[derive(Debug)]
+pub(crate) enum Peek<'a> {
+    /// A single request of one of the three MRTR methods.
+    Call {
+        method: Method,
+        id: Option<&'a RawValue>,
+    },
+    /// Anything the layer does not act on: other methods, notifications, responses, arrays
+    /// without MRTR methods. Forwarded with the original bytes.
+    Other,
+    /// A batch that carries an MRTR method (or an element the peek cannot read).
+    Batch,
+    /// Not JSON, or an envelope with a duplicated or mistyped standard key.
+    Invalid { code: i64, message: &'static str },
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<BorrowedStr<'a>>,
+    // Read only so that a duplicate is detected; their content is not parsed here.
+    #[serde(borrow, default, rename = "params")]
+    _params: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "jsonrpc")]
+    _jsonrpc: Option<&'a RawValue>,
+}
+
+/// Finds the method of a POST body with a borrowed parse: no tree is built.
+pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
+    // JSON is UTF-8 (RFC 8259); serde skips unread strings without checking them, so check here.
+    let Ok(body) = std::str::from_utf8(body) else {
+        return Peek::Invalid {
+            code: PARSE_ERROR,
+            message: "Parse error",
+        };
+    };
+    let first = body.bytes().find(|b| !b.is_ascii_whitespace());
+    if first == Some(b'[') {
+        return match serde_json::from_str::<Vec<&RawValue>>(body) {
+            Err(_) => Peek::Invalid {
+                code: PARSE_ERROR,
+                message: "Parse error",
+            },
+            Ok(items) => {
+                let dangerous = items.iter().any(|item| {
+                    let text = item.get().trim_start();
+                    text.starts_with('{')
+                        && match serde_json::from_str::<Envelope<'_>>(text) {
+                            Ok(envelope) => envelope
+                                .method
+                                .is_some_and(|m| Method::parse(&m.0).is_some()),
+                            Err(_) => true,
+                        }
+                });
+                if dangerous { Peek::Batch } else { Peek::Other }
+            }
+        };
+    }
+    if first != Some(b'{') {
+        // A scalar is valid JSON but no request; let the inner service say so.
+        return match serde_json::from_str::<de::IgnoredAny>(body) {
+            Ok(_) => Peek::Other,
+            Err(_) => Peek::Invalid {
+                code: PARSE_ERROR,
+                message: "Parse error",
+            },
+        };
+    }
+    match serde_json::from_str::<Envelope<'_>>(body) {
+        Ok(envelope) => match envelope.method.as_ref().and_then(|m| Method::parse(&m.0)) {
+            Some(method) => Peek::Call {
+                method,
+                id: envelope.id,
+            },
+            None => Peek::Other,
+        },
+        Err(e) if e.is_syntax() || e.is_eof() => Peek::Invalid {
+            code: PARSE_ERROR,
+            message: "Parse error",
+        },
+        Err(_) => Peek::Invalid {
+            code: INVALID_REQUEST,
+            message: "Invalid Request",
+        },
+    }
+}
+
+/// An MRTR call, parsed strictly: every key the layer reads is unique at every level, and every
+/// field the layer does not change keeps its original bytes.
+#[derive(Debug)]
+pub(crate) struct Call<'a> {
+    pub(crate) method: Method,
+    pub(crate) id: Option<&'a RawValue>,
+    top: Vec<(Cow<'a, str>, &'a RawValue)>,
+    params: Option<Vec<(Cow<'a, str>, &'a RawValue)>>,
+}
+
+/// A field of `params`, parsed strictly into a `Value`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Field {
+    Absent,
+    Present(Value),
+}
+
+impl Field {
+    pub(crate) fn as_ref(&self) -> Option<&Value> {
+        match self {
+            Self::Absent => None,
+            Self::Present(v) => Some(v),
+        }
+    }
+}
+
+/// Why a body could not be parsed as an MRTR call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Malformed {
+    pub(crate) code: i64,
+    pub(crate) message: String,
+}
+
+impl<'a> Call<'a> {
+    /// Parses the envelope and `params` as ordered lists of raw values, refusing duplicates.
+    pub(crate) fn parse(
+        body: &'a [u8],
+        method: Method,
+        id: Option<&'a RawValue>,
+    ) -> Result<Self, Malformed> {
+        let top = serde_json::from_slice::<RawObject<'a>>(body)
+            .map_err(|e| invalid_request(&e))?
+            .0;
+        let params = match top.iter().find(|(k, _)| k == "params") {
+            Some((_, raw)) if raw.get().trim_start().starts_with('{') => Some(
+                serde_json::from_str::<RawObject<'a>>(raw.get())
+                    .map_err(|e| invalid_request(&e))?
+                    .0,
+            ),
+            _ => None,
+        };
+        Ok(Self {
+            method,
+            id,
+            top,
+            params,
+        })
+    }
+
+    /// A field of `params`, parsed strictly (duplicate keys at any depth are refused).
+    pub(crate) fn field(&self, name: &str) -> Result<Field, Malformed> {
+        let Some(raw) = self.raw_field(name) else {
+            return Ok(Field::Absent);
+        };
+        serde_json::from_str::<Strict>(raw.get())
+            .map(|s| Field::Present(s.0))
+            .map_err(|e| Malformed {
+                code: INVALID_REQUEST,
+                message: format!("Invalid Request: params.{name}: {}", strip_position(&e)),
+            })
+    }
+
+    /// A field of `params`, unparsed.
+    pub(crate) fn raw_field(&self, name: &str) -> Option<&'a RawValue> {
+        self.params
+            .as_ref()?
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, raw)| *raw)
+    }
+
+    /// The body with `params.requestState` and `params.inputResponses` replaced (`None`: removed)
+    /// and `params.arguments` replaced when `arguments` is given. Every other byte of every other
+    /// field is kept.
+    pub(crate) fn rewrite(
+        &self,
+        request_state: Option<&str>,
+        input_responses: Option<&Map<String, Value>>,
+        arguments: Option<&Value>,
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(512);
+        out.push(b'{');
+        let mut first = true;
+        for (key, raw) in &self.top {
+            comma(&mut out, &mut first);
+            write_key(&mut out, key);
+            match (&self.params, key.as_ref()) {
+                (Some(params), "params") => {
+                    out.push(b'{');
+                    let mut first = true;
+                    for (key, raw) in params {
+                        let replaced = match key.as_ref() {
+                            "requestState" | "inputResponses" => true,
+                            "arguments" => arguments.is_some(),
+                            _ => false,
+                        };
+                        if !replaced {
+                            comma(&mut out, &mut first);
+                            write_key(&mut out, key);
+                            out.extend_from_slice(raw.get().as_bytes());
+                        }
+                    }
+                    if let Some(arguments) = arguments {
+                        comma(&mut out, &mut first);
+                        write_key(&mut out, "arguments");
+                        write_json(&mut out, arguments);
+                    }
+                    if let Some(responses) = input_responses {
+                        comma(&mut out, &mut first);
+                        write_key(&mut out, "inputResponses");
+                        write_json(&mut out, responses);
+                    }
+                    if let Some(state) = request_state {
+                        comma(&mut out, &mut first);
+                        write_key(&mut out, "requestState");
+                        write_json(&mut out, state);
+                    }
+                    out.push(b'}');
+                }
+                _ => out.extend_from_slice(raw.get().as_bytes()),
+            }
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+fn comma(out: &mut Vec<u8>, first: &mut bool) {
+    if !std::mem::take(first) {
+        out.push(b',');
+    }
+}
+
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    write_json(out, key);
+    out.push(b':');
+}
+
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Strings, maps of `Value`s: serializing into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+fn invalid_request(e: &serde_json::Error) -> Malformed {
+    Malformed {
+        code: INVALID_REQUEST,
+        message: format!("Invalid Request: {}", strip_position(e)),
+    }
+}
+
+/// serde_json's message without " at line 1 column 42".
+fn strip_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.find(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+/// A string borrowed from the input where it has no escapes.
+struct BorrowedStr<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = BorrowedStr<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
+}
+
+/// A JSON object as an ordered list of raw values; a repeated key is an error.
+struct RawObject<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for RawObject<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawObject<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
+                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+                    entries.push((key.0, map.next_value()?));
+                }
+                let mut keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_ref()).collect();
+                keys.sort_unstable();
+                if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(de::Error::custom(format_args!("duplicate key {:?}", w[0])));
+                }
+                Ok(RawObject(entries))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A `Value` whose objects never repeat a key, at any depth.
+pub(crate) struct Strict(pub(crate) Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Strict(value) = map.next_value()?;
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
+            }
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn peek_finds_mrtr_methods_without_parsing_params() {
+        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#;
+        match peek(body) {
+            Peek::Call { method, id } => {
+                assert_eq!(method, Method::ToolsCall);
+                assert_eq!(id.unwrap().get(), "7");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            peek(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+            Peek::Other
+        ));
+        assert!(matches!(
+            peek(br#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#),
+            Peek::Call { .. }
+        ));
+        assert!(matches!(peek(b"42"), Peek::Other));
+    }
+
+    #[test]
+    fn peek_refuses_what_could_be_read_two_ways() {
+        for body in [
+            r#"{"id":1,"method":"tools/list","method":"tools/call"}"#,
+            r#"{"id":1,"method":"tools/call","params":{},"params":{}}"#,
+            r#"{"id":1,"id":2,"method":"tools/call"}"#,
+            r#"{"id":1,"method":7}"#,
+        ] {
+            assert!(
+                matches!(
+                    peek(body.as_bytes()),
+                    Peek::Invalid {
+                        code: INVALID_REQUEST,
+                        ..
+                    }
+                ),
+                "{body}"
+            );
+        }
+        assert!(matches!(
+            peek(b"{\"id\":1,"),
+            Peek::Invalid {
+                code: PARSE_ERROR,
+                ..
+            }
+        ));
+        assert!(matches!(
+            peek(b"{\"method\":\"tools/call\",\"x\":\"\xff\"}"),
+            Peek::Invalid { .. }
+        ));
+    }
+
+    #[test]
+    fn batches() {
+        assert!(matches!(
+            peek(br#"[{"id":1,"method":"tools/list"},{"id":2,"method":"tools/call"}]"#),
+            Peek::Batch
+        ));
+        assert!(matches!(
+            peek(br#"[{"id":1,"method":"tools/list","method":"tools/call"}]"#),
+            Peek::Batch
+        ));
+        assert!(matches!(
+            peek(br#"[{"id":1,"method":"tools/list"}, 3]"#),
+            Peek::Other
+        ));
+    }
+
+    fn call(body: &str) -> Result<Call<'_>, Malformed> {
+        Call::parse(body.as_bytes(), Method::ToolsCall, None)
+    }
+
+    #[test]
+    fn duplicates_at_any_depth_are_refused() {
+        assert!(call(r#"{"params":{"name":"a","name":"b"}}"#).is_err());
+        let c = call(r#"{"params":{"arguments":{"env":"staging","env":"production"}}}"#).unwrap();
+        assert!(c.field("arguments").is_err());
+        let c = call(r#"{"params":{"arguments":{"a":[{"k":1,"k":2}]}}}"#).unwrap();
+        assert!(c.field("arguments").is_err());
+        let c = call(r#"{"params":{"arguments":{"a":[{"k":1,"j":2}]}}}"#).unwrap();
+        assert_eq!(
+            c.field("arguments").unwrap(),
+            Field::Present(json!({"a": [{"k": 1, "j": 2}]}))
+        );
+        assert_eq!(c.field("missing").unwrap(), Field::Absent);
+    }
+
+    #[test]
+    fn rewrite_keeps_every_other_byte() {
+        let body = r#"{"jsonrpc":"2.0", "id":"a", "method":"tools/call", "params":{"name":"x","arguments":{"n":12345678901234567890123,"s":"\u00e9"},"requestState":"tok","inputResponses":{"junk":{}},"_meta":{"k":1}}}"#;
+        let c = call(body).unwrap();
+        let mut responses = Map::new();
+        responses.insert(
+            "q".into(),
+            json!({"action": "accept", "content": {"ok": true}}),
+        );
+        let out = String::from_utf8(c.rewrite(Some("inner"), Some(&responses), None)).unwrap();
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","arguments":{"n":12345678901234567890123,"s":"\u00e9"},"_meta":{"k":1},"inputResponses":{"q":{"action":"accept","content":{"ok":true}}},"requestState":"inner"}}"#
+        );
+        let stripped = String::from_utf8(c.rewrite(None, None, None)).unwrap();
+        assert!(!stripped.contains("requestState") && !stripped.contains("inputResponses"));
+        let args = String::from_utf8(c.rewrite(None, None, Some(&json!({"n": 1})))).unwrap();
+        assert!(args.contains(r#""arguments":{"n":1}"#));
+    }
+
+    #[test]
+    fn error_replies() {
+        let id = RawValue::from_string("5".into()).unwrap();
+        let r = Reply::error(400, Some(&id), INVALID_PARAMS, "bad", Some(json!({"k": 1})));
+        assert_eq!(r.status, 400);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            v,
+            json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602, "message": "bad", "data": {"k": 1}}})
+        );
+        let r = Reply::error(413, None, INVALID_REQUEST, "too large", None);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["id"], Value::Null);
+    }
+}

@@ -1,0 +1,208 @@
+//! [`ElicitationLayer`]: every option, in one shared configuration.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower_layer::Layer;
+
+use crate::form::validate::ValidatorCache;
+use crate::principal::Principal;
+use crate::service::Elicitation;
+use crate::state::Keyring;
+
+/// What the layer does with `inputResponses` that arrive without any `requestState`.
+///
+/// Such answers cannot be matched to a question the layer saw, so they are never forwarded as
+/// they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnswersWithoutState {
+    /// Call the inner service without them, validate them against the questions it asks, and if
+    /// they answer every question, call it again with the validated answers; otherwise ask.
+    #[default]
+    Probe,
+    /// Drop them and forward the call as if they were not there.
+    Strip,
+    /// Answer `-32602` `inputResponses without requestState`.
+    Reject,
+}
+
+/// Tower layer that gives an MCP Streamable HTTP service the server side of multi round-trip
+/// elicitation: it seals `requestState`, verifies it on the retry, validates the answers and asks
+/// again when they are missing or wrong.
+///
+/// See the [crate docs](crate) for an example.
+#[derive(Clone)]
+pub struct ElicitationLayer {
+    config: Arc<Config>,
+}
+
+/// The layer's configuration; shared by every clone of the layer and its services.
+pub(crate) struct Config {
+    pub(crate) keyring: Keyring,
+    pub(crate) audience: Option<String>,
+    pub(crate) ttl_secs: u64,
+    pub(crate) skew_secs: u64,
+    pub(crate) max_state_bytes: usize,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) max_rounds: u32,
+    pub(crate) without_state: AnswersWithoutState,
+    pub(crate) principal: Principal,
+    pub(crate) validators: ValidatorCache,
+}
+
+impl ElicitationLayer {
+    /// Default lifetime of a sealed token: 600 seconds.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+    /// Default bound on an incoming `requestState`: 64 KiB.
+    pub const DEFAULT_MAX_STATE_BYTES: usize = 64 * 1024;
+    /// Default bound on a request body: 4 MiB.
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+    /// Default cap on `input_required` rounds for one call: 32.
+    pub const DEFAULT_MAX_ROUNDS: u32 = 32;
+
+    /// A layer that signs with `keyring`'s active key, with every other option at its default.
+    pub fn new(keyring: Keyring) -> Self {
+        Self {
+            config: Arc::new(Config {
+                keyring,
+                audience: None,
+                ttl_secs: Self::DEFAULT_TTL.as_secs(),
+                skew_secs: 60,
+                max_state_bytes: Self::DEFAULT_MAX_STATE_BYTES,
+                max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+                max_rounds: Self::DEFAULT_MAX_ROUNDS,
+                without_state: AnswersWithoutState::default(),
+                principal: Principal::default(),
+                validators: ValidatorCache::default(),
+            }),
+        }
+    }
+
+    /// Binds every token to `audience`: tokens minted by a layer with another audience (another
+    /// server sharing the keys) are refused. Default: none.
+    pub fn audience(self, audience: impl Into<String>) -> Self {
+        self.with(|c| c.audience = Some(audience.into()))
+    }
+
+    /// How long a sealed token stays valid (rounded down to whole seconds, at least 1).
+    /// Default: [`DEFAULT_TTL`](Self::DEFAULT_TTL).
+    pub fn ttl(self, ttl: Duration) -> Self {
+        self.with(|c| c.ttl_secs = ttl.as_secs().max(1))
+    }
+
+    /// The clock difference tolerated between replicas when checking a token's times.
+    /// Default: 60 seconds.
+    pub fn clock_skew(self, skew: Duration) -> Self {
+        self.with(|c| c.skew_secs = skew.as_secs())
+    }
+
+    /// The largest `requestState` accepted (and produced), in bytes.
+    /// Default: [`DEFAULT_MAX_STATE_BYTES`](Self::DEFAULT_MAX_STATE_BYTES).
+    pub fn max_state_bytes(self, max: usize) -> Self {
+        self.with(|c| c.max_state_bytes = max)
+    }
+
+    /// The largest POST body read; larger ones are answered 413.
+    /// Default: [`DEFAULT_MAX_BODY_BYTES`](Self::DEFAULT_MAX_BODY_BYTES).
+    pub fn max_body_bytes(self, max: usize) -> Self {
+        self.with(|c| c.max_body_bytes = max)
+    }
+
+    /// The most `input_required` rounds one call may take before the layer ends it with an
+    /// error. Default: [`DEFAULT_MAX_ROUNDS`](Self::DEFAULT_MAX_ROUNDS).
+    pub fn max_rounds(self, max: u32) -> Self {
+        self.with(|c| c.max_rounds = max)
+    }
+
+    /// What to do with answers that arrive without `requestState`.
+    /// Default: [`AnswersWithoutState::Probe`].
+    pub fn answers_without_state(self, policy: AnswersWithoutState) -> Self {
+        self.with(|c| c.without_state = policy)
+    }
+
+    /// Takes the caller's identity from the request, typically from an extension that an
+    /// authentication layer in front of this one inserted. Tokens are bound to a keyed tag of
+    /// it; `None` means anonymous.
+    ///
+    /// Default: the `Authorization` header, when present.
+    ///
+    /// ```
+    /// use tower_elicitation::{ElicitationLayer, Keyring};
+    ///
+    /// #[derive(Clone)]
+    /// struct User(String);
+    ///
+    /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
+    ///     .principal_from(|parts: &http::request::Parts| {
+    ///         parts.extensions.get::<User>().map(|user| user.0.clone().into_bytes())
+    ///     });
+    /// # Ok::<(), tower_elicitation::KeyringError>(())
+    /// ```
+    pub fn principal_from<F>(self, principal: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> Option<Vec<u8>> + Send + Sync + 'static,
+    {
+        self.with(|c| c.principal = Principal::from_fn(principal))
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
+        match Arc::get_mut(&mut self.config) {
+            Some(config) => change(config),
+            None => {
+                let mut config = self.config.cloned();
+                change(&mut config);
+                self.config = Arc::new(config);
+            }
+        }
+        self
+    }
+}
+
+impl Config {
+    /// A copy with a fresh validator cache (the cache is an optimisation, never shared state).
+    fn cloned(&self) -> Self {
+        Self {
+            keyring: self.keyring.clone(),
+            audience: self.audience.clone(),
+            ttl_secs: self.ttl_secs,
+            skew_secs: self.skew_secs,
+            max_state_bytes: self.max_state_bytes,
+            max_body_bytes: self.max_body_bytes,
+            max_rounds: self.max_rounds,
+            without_state: self.without_state,
+            principal: self.principal.clone(),
+            validators: ValidatorCache::default(),
+        }
+    }
+}
+
+impl<S> Layer<S> for ElicitationLayer {
+    type Service = Elicitation<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Elicitation::from_config(inner, self.config.clone())
+    }
+}
+
+impl fmt::Debug for ElicitationLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.config.fmt(f)
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ElicitationLayer")
+            .field("keyring", &self.keyring)
+            .field("audience", &self.audience)
+            .field("ttl_secs", &self.ttl_secs)
+            .field("skew_secs", &self.skew_secs)
+            .field("max_state_bytes", &self.max_state_bytes)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_rounds", &self.max_rounds)
+            .field("without_state", &self.without_state)
+            .finish_non_exhaustive()
+    }
+}

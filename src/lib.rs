@@ -1,0 +1,132 @@
+//! Tower middleware for MCP multi round-trip elicitation (MCP 2026-07-28, SEP-2322).
+//!
+//! In MCP 2026-07-28 a `tools/call`, `prompts/get` or `resources/read` may answer
+//! `resultType: "input_required"` with `inputRequests` (elicitation forms and URLs, sampling,
+//! roots) and an opaque `requestState`; the client asks its user, then retries the call with
+//! `inputResponses` and the same `requestState`. Every round re-runs the handler from the top.
+//!
+//! [`ElicitationLayer`] does the server's side of that for any Tower service speaking MCP
+//! JSON-RPC over Streamable HTTP (an rmcp `StreamableHttpService`, an axum router, a
+//! `service_fn`):
+//!
+//! - **Seals `requestState`.** Every `input_required` leaving the inner service, as JSON or as an
+//!   event stream, gets an HMAC-signed token as its `requestState`, binding the method, the tool
+//!   (or prompt, or resource), the arguments, the caller, the audience, an expiry, the round and
+//!   the questions asked. On the retry the token is verified before anything else; the inner
+//!   service gets its own state back, or none. A tampered, expired or misbound token never
+//!   reaches it: the client gets `-32602` `Invalid or expired requestState`.
+//! - **Validates answers.** Accepted form content must match the `requestedSchema` that was asked
+//!   (checked with `jsonschema`, formats included). A missing or invalid answer is asked again by
+//!   the layer itself, with a hint of what was wrong, without calling the inner service. Unknown
+//!   keys and fields are dropped. The inner service only ever sees answers to its own questions.
+//! - **Respects capabilities.** An input request of a kind the request's own `_meta` capabilities
+//!   do not declare becomes `-32021` (HTTP 400) instead.
+//!
+//! # Example
+//!
+//! ```
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::{BodyExt, Full};
+//! use serde_json::{Value, json};
+//! use tower::{ServiceBuilder, ServiceExt};
+//! use tower_elicitation::{ElicitationLayer, Keyring};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! // An inner MCP server that asks for approval and knows nothing of signing or validation.
+//! let inner = tower::service_fn(|request: Request<tower_elicitation::RequestBody<Full<Bytes>>>| async move {
+//!     let call: Value = serde_json::from_slice(&request.into_body().collect().await?.to_bytes())?;
+//!     let result = match call["params"]["inputResponses"]["approval"]["content"]["approve"].as_bool() {
+//!         Some(true) => json!({"resultType": "complete", "content": [{"type": "text", "text": "Deployed"}]}),
+//!         _ => json!({"resultType": "input_required", "inputRequests": {"approval": {
+//!             "method": "elicitation/create",
+//!             "params": {"message": "Deploy to staging?", "requestedSchema": {
+//!                 "type": "object",
+//!                 "properties": {"approve": {"type": "boolean"}},
+//!                 "required": ["approve"]}}}}}),
+//!     };
+//!     let body = json!({"jsonrpc": "2.0", "id": call["id"], "result": result});
+//!     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+//!         Response::builder()
+//!             .header("content-type", "application/json")
+//!             .body(Full::new(Bytes::from(body.to_string())))?,
+//!     )
+//! });
+//!
+//! let service = ServiceBuilder::new()
+//!     .layer(ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?))
+//!     .service(inner);
+//!
+//! let call = |id: u32, extra: Value| {
+//!     let mut params = json!({"name": "deploy", "arguments": {}, "_meta": {
+//!         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+//!         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+//!     params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+//!     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+//!     Request::post("/mcp")
+//!         .header("content-type", "application/json")
+//!         .body(Full::new(Bytes::from(body.to_string())))
+//!         .unwrap()
+//! };
+//! let send = |request| {
+//!     let service = service.clone();
+//!     async move {
+//!         let response = service.oneshot(request).await?;
+//!         let bytes = response.into_body().collect().await?.to_bytes();
+//!         Ok::<Value, Box<dyn std::error::Error + Send + Sync>>(serde_json::from_slice(&bytes)?)
+//!     }
+//! };
+//!
+//! // Round 1: the layer seals the state of the inner service's question.
+//! let first = send(call(1, json!({}))).await?;
+//! let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+//! assert!(state.starts_with("v1.k1."));
+//!
+//! // An invalid answer never reaches the inner service: the layer asks again, with a hint.
+//! let retry = send(call(2, json!({"requestState": state,
+//!     "inputResponses": {"approval": {"action": "accept", "content": {"approve": "yes"}}}}))).await?;
+//! let message = retry["result"]["inputRequests"]["approval"]["params"]["message"].as_str().unwrap();
+//! assert!(message.starts_with("Deploy to staging?") && message.contains("approve"));
+//!
+//! // A valid answer, with the state the layer issued, goes through.
+//! let state = retry["result"]["requestState"].as_str().unwrap();
+//! let done = send(call(3, json!({"requestState": state,
+//!     "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}}}))).await?;
+//! assert_eq!(done["result"]["content"][0]["text"], "Deployed");
+//!
+//! // A tampered state is refused.
+//! let forged = send(call(4, json!({"requestState": format!("{state}x")}))).await?;
+//! assert_eq!(forged["error"]["message"], "Invalid or expired requestState");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Where it goes
+//!
+//! Put it directly in front of the MCP endpoint (`Router::nest_service("/mcp", …)` or
+//! `route_layer`), after any authentication layer whose identity it should bind
+//! ([`ElicitationLayer::principal_from`]). It reads every POST body it sees as JSON-RPC and
+//! answers bodies it cannot parse with a JSON-RPC error, so don't put it in front of endpoints
+//! that take other kinds of POST.
+
+#![deny(unsafe_code, unreachable_pub)]
+#![warn(missing_docs, rust_2018_idioms, clippy::all)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod body;
+mod canonical;
+mod engine;
+pub mod form;
+mod jsonrpc;
+mod layer;
+mod mcp;
+mod principal;
+mod service;
+mod sse;
+mod state;
+
+pub use body::{RequestBody, ResponseBody};
+pub use layer::{AnswersWithoutState, ElicitationLayer};
+pub use service::{Elicitation, ResponseFuture};
+pub use state::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};

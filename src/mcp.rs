@@ -1,0 +1,206 @@
+//! The few MCP 2026-07-28 wire facts the layer reads and writes.
+
+use serde_json::{Map, Value, json};
+
+/// `params._meta` key of the protocol version.
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `params._meta` key of the client's capabilities.
+pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The first protocol version with multi round-trip requests.
+pub(crate) const MRTR_VERSION: &str = "2026-07-28";
+
+/// The three methods that may answer `input_required`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    ToolsCall,
+    PromptsGet,
+    ResourcesRead,
+}
+
+impl Method {
+    pub(crate) fn parse(method: &str) -> Option<Self> {
+        match method {
+            "tools/call" => Some(Self::ToolsCall),
+            "prompts/get" => Some(Self::PromptsGet),
+            "resources/read" => Some(Self::ResourcesRead),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::ToolsCall => "tools/call",
+            Self::PromptsGet => "prompts/get",
+            Self::ResourcesRead => "resources/read",
+        }
+    }
+
+    /// The `params` field naming what is called: `name`, or `uri` for resources.
+    pub(crate) fn target_field(self) -> &'static str {
+        match self {
+            Self::ResourcesRead => "uri",
+            _ => "name",
+        }
+    }
+
+    /// The `params` field holding arguments, if the method has one.
+    pub(crate) fn arguments_field(self) -> Option<&'static str> {
+        match self {
+            Self::ResourcesRead => None,
+            _ => Some("arguments"),
+        }
+    }
+}
+
+/// Whether `version` (a `YYYY-MM-DD` protocol version) has multi round-trip requests.
+pub(crate) fn supports_mrtr(version: &str) -> bool {
+    let is_date = version.len() == 10
+        && version.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    is_date && version >= MRTR_VERSION
+}
+
+/// The kind of an embedded input request, as far as capabilities are concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InputKind {
+    /// `elicitation/create` in form mode (mode absent or `"form"`).
+    Form,
+    /// `elicitation/create` in URL mode.
+    Url,
+    /// `sampling/createMessage`; `tools` when the request offers tools.
+    Sampling { tools: bool },
+    /// `roots/list`.
+    Roots,
+}
+
+impl InputKind {
+    /// Classifies an input request `{method, params}`; `None` for anything else.
+    pub(crate) fn of(request: &Value) -> Option<Self> {
+        let request = request.as_object()?;
+        let params = request.get("params");
+        match request.get("method")?.as_str()? {
+            "elicitation/create" => {
+                let params = params?.as_object()?;
+                match params.get("mode") {
+                    None => Some(Self::Form),
+                    Some(Value::String(mode)) if mode == "form" => Some(Self::Form),
+                    Some(Value::String(mode)) if mode == "url" => Some(Self::Url),
+                    Some(_) => None,
+                }
+            }
+            "sampling/createMessage" => {
+                let params = params?.as_object()?;
+                let tools = params
+                    .get("tools")
+                    .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()));
+                Some(Self::Sampling { tools })
+            }
+            "roots/list" => match params {
+                None | Some(Value::Object(_)) => Some(Self::Roots),
+                Some(_) => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The capability path this kind needs, as `(capability, sub-capability)`.
+    fn requirement(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            Self::Form => ("elicitation", Some("form")),
+            Self::Url => ("elicitation", Some("url")),
+            Self::Sampling { tools: false } => ("sampling", None),
+            Self::Sampling { tools: true } => ("sampling", Some("tools")),
+            Self::Roots => ("roots", None),
+        }
+    }
+
+    /// Whether `capabilities` (the request's own `clientCapabilities`) declare this kind.
+    pub(crate) fn is_declared(self, capabilities: &Value) -> bool {
+        let Some(cap) = capabilities.get(self.requirement().0) else {
+            return false;
+        };
+        if !cap.is_object() {
+            return false;
+        }
+        match self {
+            // `elicitation: {}` means form only; a mode object lists the modes.
+            Self::Form => {
+                cap.as_object().is_some_and(|m| !m.contains_key("url")) || cap.get("form").is_some()
+            }
+            Self::Url => cap.get("url").is_some(),
+            Self::Sampling { tools: true } => cap.get("tools").is_some(),
+            Self::Sampling { tools: false } | Self::Roots => true,
+        }
+    }
+}
+
+/// Adds what `kind` needs to a `requiredCapabilities` object.
+pub(crate) fn add_requirement(required: &mut Map<String, Value>, kind: InputKind) {
+    let (cap, sub) = kind.requirement();
+    let entry = required.entry(cap).or_insert_with(|| json!({}));
+    if let (Some(sub), Some(obj)) = (sub, entry.as_object_mut()) {
+        obj.entry(sub).or_insert_with(|| json!({}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert!(supports_mrtr("2026-07-28"));
+        assert!(supports_mrtr("2027-01-01"));
+        assert!(!supports_mrtr("2025-11-25"));
+        assert!(!supports_mrtr("DRAFT-2026"));
+        assert!(!supports_mrtr("2026-07-28x"));
+    }
+
+    #[test]
+    fn capability_rules() {
+        let form = json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": {}}});
+        let url = json!({"method": "elicitation/create", "params": {"mode": "url", "message": "m", "url": "https://x"}});
+        let sampling =
+            json!({"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}});
+        let roots = json!({"method": "roots/list", "params": {}});
+        let [form, url, sampling, roots] =
+            [form, url, sampling, roots].map(|r| InputKind::of(&r).unwrap());
+
+        let bare = json!({"elicitation": {}});
+        assert!(form.is_declared(&bare));
+        assert!(!url.is_declared(&bare));
+        let url_only = json!({"elicitation": {"url": {}}});
+        assert!(!form.is_declared(&url_only));
+        assert!(url.is_declared(&url_only));
+        let both = json!({"elicitation": {"form": {}, "url": {}}});
+        assert!(form.is_declared(&both) && url.is_declared(&both));
+        assert!(sampling.is_declared(&json!({"sampling": {}})));
+        assert!(!sampling.is_declared(&json!({})));
+        assert!(roots.is_declared(&json!({"roots": {"listChanged": true}})));
+        assert!(!roots.is_declared(&json!({"roots": true})));
+
+        let mut required = Map::new();
+        add_requirement(&mut required, url);
+        add_requirement(&mut required, form);
+        add_requirement(&mut required, roots);
+        assert_eq!(
+            Value::Object(required),
+            json!({"elicitation": {"url": {}, "form": {}}, "roots": {}})
+        );
+    }
+
+    #[test]
+    fn unknown_requests_have_no_kind() {
+        assert_eq!(InputKind::of(&json!({"method": "ping"})), None);
+        assert_eq!(InputKind::of(&json!("elicitation/create")), None);
+        assert_eq!(
+            InputKind::of(&json!({"method": "elicitation/create", "params": {"mode": "voice"}})),
+            None
+        );
+    }
+}

@@ -1,0 +1,425 @@
+//! [`Elicitation`]: the HTTP service. It moves bytes; the engine decides.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tower_service::Service;
+use tracing::Instrument;
+
+use crate::body::{RequestBody, ResponseBody, Scan, SseBody};
+use crate::engine::outbound::{Relation, relation};
+use crate::engine::{self, Inbound, Outbound, Round, Settle};
+use crate::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply};
+use crate::layer::{Config, ElicitationLayer};
+use crate::mcp::Method;
+use crate::sse;
+use crate::state::Keyring;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The service [`ElicitationLayer`] wraps around an MCP Streamable HTTP service.
+///
+/// Its own answers (bad `requestState`, re-asks, refusals, 413) are HTTP responses; `Err` only
+/// ever comes from the inner service.
+///
+/// See the [crate docs](crate) for an example.
+#[derive(Clone)]
+pub struct Elicitation<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> Elicitation<S> {
+    /// Wraps `inner` with every option at its default; see [`ElicitationLayer`] for options.
+    pub fn new(inner: S, keyring: Keyring) -> Self {
+        tower_layer::Layer::layer(&ElicitationLayer::new(keyring), inner)
+    }
+
+    /// The layer, to configure and apply with `ServiceBuilder` or `Router::layer`.
+    pub fn layer(keyring: Keyring) -> ElicitationLayer {
+        ElicitationLayer::new(keyring)
+    }
+
+    pub(crate) fn from_config(inner: S, config: Arc<Config>) -> Self {
+        Self { inner, config }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for Elicitation<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Elicitation")
+            .field("inner", &self.inner)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Elicitation<S>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqBody: Body<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Send,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResBody, S::Error>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The service that was driven to readiness goes into the future; a fresh clone stays.
+        let fresh = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, fresh);
+        ResponseFuture {
+            inner: Box::pin(handle(ready, self.config.clone(), request)),
+        }
+    }
+}
+
+/// The future of [`Elicitation`]'s response.
+pub struct ResponseFuture<B, E> {
+    inner: Pin<Box<dyn Future<Output = Result<Response<ResponseBody<B>>, E>> + Send>>,
+}
+
+impl<B, E> Future for ResponseFuture<B, E> {
+    type Output = Result<Response<ResponseBody<B>>, E>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<B, E> std::fmt::Debug for ResponseFuture<B, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+async fn handle<S, ReqBody, ResBody>(
+    mut inner: S,
+    config: Arc<Config>,
+    request: Request<ReqBody>,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ReqBody: Body<Data = Bytes>,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body<Data = Bytes>,
+{
+    if request.method() != http::Method::POST {
+        let response = inner.call(request.map(RequestBody::untouched)).await?;
+        return Ok(response.map(ResponseBody::inner));
+    }
+    let (parts, body) = request.into_parts();
+    if let Some(reply) = refuse_unread(&parts, &config) {
+        return Ok(reply_response(reply));
+    }
+    let bytes = match Limited::new(body, config.max_body_bytes).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<LengthLimitError>() => return Ok(reply_response(too_large())),
+        Err(_) => {
+            let reply = Reply::error(
+                400,
+                None,
+                INVALID_REQUEST,
+                "Request body could not be read",
+                None,
+            );
+            return Ok(reply_response(reply));
+        }
+    };
+    let (method, id) = match jsonrpc::peek(&bytes) {
+        Peek::Call { method, id } => (method, id),
+        Peek::Other => {
+            let response = inner.call(rebuild(parts, bytes)).await?;
+            return Ok(response.map(ResponseBody::inner));
+        }
+        Peek::Batch => {
+            let message = "Invalid Request: a batch may not contain tools/call, prompts/get or resources/read";
+            return Ok(reply_response(Reply::error(
+                400,
+                None,
+                INVALID_REQUEST,
+                message,
+                None,
+            )));
+        }
+        Peek::Invalid { code, message } => {
+            return Ok(reply_response(Reply::error(400, None, code, message, None)));
+        }
+    };
+    let span =
+        tracing::debug_span!(target: "tower_elicitation", "elicitation", method = method.as_str());
+    call_mrtr(inner, config, parts, &bytes, method, id)
+        .instrument(span)
+        .await
+}
+
+/// The path of `tools/call`, `prompts/get` and `resources/read`.
+async fn call_mrtr<S, ReqBody, ResBody>(
+    mut inner: S,
+    config: Arc<Config>,
+    parts: http::request::Parts,
+    bytes: &Bytes,
+    method: Method,
+    id: Option<&serde_json::value::RawValue>,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ResBody: Body<Data = Bytes>,
+{
+    let call = match Call::parse(bytes, method, id) {
+        Ok(call) => call,
+        Err(m) => {
+            return Ok(reply_response(Reply::error(
+                400, id, m.code, &m.message, None,
+            )));
+        }
+    };
+    let now = unix_now();
+    let principal = config.principal.of(&parts);
+    let header_version = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    let cx = engine::Context {
+        principal: principal.as_deref(),
+        header_version,
+        now,
+    };
+    match engine::inbound(&call, cx, &config) {
+        Inbound::Respond(reply) => Ok(reply_response(reply)),
+        Inbound::Forward { body, round } => {
+            let body = body.map_or_else(|| bytes.clone(), Bytes::from);
+            let response = inner.call(rebuild(parts, body)).await?;
+            Ok(respond(response, round, config, now).await)
+        }
+        Inbound::Probe {
+            body,
+            round,
+            answers,
+        } => {
+            let mut spare = inner.clone();
+            let response = inner
+                .call(rebuild(parts.clone(), Bytes::from(body)))
+                .await?;
+            let Some(probe) = read_probe(response, &round).await else {
+                return Ok(reply_response(bad_gateway(round.id.as_deref())));
+            };
+            let Some(message) = probe.message else {
+                return Ok(Response::from_parts(
+                    probe.parts,
+                    ResponseBody::full(probe.body),
+                ));
+            };
+            match engine::settle_probe(&message, round, &call, &answers, &config, now) {
+                Settle::Respond(Outbound::Unchanged) => Ok(Response::from_parts(
+                    probe.parts,
+                    ResponseBody::full(probe.body),
+                )),
+                Settle::Respond(Outbound::Replace(reply)) => Ok(reply_response(reply)),
+                Settle::Forward { body, round } => {
+                    std::future::poll_fn(|cx| spare.poll_ready(cx)).await?;
+                    let response = spare.call(rebuild(parts, Bytes::from(body))).await?;
+                    Ok(respond(response, round, config, now).await)
+                }
+            }
+        }
+    }
+}
+
+/// Answers that need no body: an encoded body the layer cannot read, or one declared too large.
+fn refuse_unread(parts: &http::request::Parts, config: &Config) -> Option<Reply> {
+    if let Some(encoding) = parts.headers.get(CONTENT_ENCODING) {
+        if !encoding.as_bytes().eq_ignore_ascii_case(b"identity") {
+            return Some(Reply::error(
+                415,
+                None,
+                INVALID_REQUEST,
+                "Content-Encoding is not supported",
+                None,
+            ));
+        }
+    }
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(len) if len > config.max_body_bytes as u64 => Some(too_large()),
+        _ => None,
+    }
+}
+
+fn too_large() -> Reply {
+    Reply::error(413, None, INVALID_REQUEST, "Request body too large", None)
+}
+
+fn bad_gateway(id: Option<&serde_json::value::RawValue>) -> Reply {
+    tracing::warn!(
+        target: "tower_elicitation",
+        "the inner service's response body failed"
+    );
+    Reply::error(502, id, INTERNAL_ERROR, "Internal error", None)
+}
+
+/// The request for the inner service, with `body` and a matching `Content-Length`.
+fn rebuild<B>(mut parts: http::request::Parts, body: Bytes) -> Request<RequestBody<B>> {
+    parts
+        .headers
+        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    Request::from_parts(parts, RequestBody::buffered(body))
+}
+
+enum Payload {
+    Json,
+    EventStream,
+    Other,
+}
+
+fn payload(headers: &http::HeaderMap) -> Payload {
+    let Some(content_type) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return Payload::Other;
+    };
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        Payload::Json
+    } else if essence.eq_ignore_ascii_case("text/event-stream") {
+        Payload::EventStream
+    } else {
+        Payload::Other
+    }
+}
+
+/// The inner service's response to an MRTR call, through [`engine::outbound`].
+async fn respond<B: Body<Data = Bytes>>(
+    response: Response<B>,
+    round: Round,
+    config: Arc<Config>,
+    now: u64,
+) -> Response<ResponseBody<B>> {
+    if !round.mrtr || !response.status().is_success() {
+        return response.map(ResponseBody::inner);
+    }
+    match payload(response.headers()) {
+        Payload::Other => response.map(ResponseBody::inner),
+        Payload::Json => {
+            let (parts, body) = response.into_parts();
+            let Ok(collected) = body.collect().await else {
+                return reply_response(bad_gateway(round.id.as_deref()));
+            };
+            let bytes = collected.to_bytes();
+            match engine::outbound(&bytes, &round, &config, now) {
+                Outbound::Unchanged => Response::from_parts(parts, ResponseBody::full(bytes)),
+                Outbound::Replace(reply) => replace(parts, reply),
+            }
+        }
+        Payload::EventStream => {
+            let (mut parts, body) = response.into_parts();
+            let id = round.id.clone();
+            let mut sse = Box::pin(SseBody::new(body, Scan { round, config, now }));
+            // Wait for the first event only: when it is the layer's own answer (a refusal with
+            // its own status), the client gets that status; otherwise the stream goes on as it is.
+            match sse.frame().await {
+                Some(Ok(first)) => {
+                    if let Some(reply) = sse.as_mut().take_first_reply() {
+                        if reply.status != 200 {
+                            return replace(parts, reply);
+                        }
+                    }
+                    sse.as_mut().unread(first);
+                }
+                Some(Err(_)) => return reply_response(bad_gateway(id.as_deref())),
+                None => {}
+            }
+            parts.headers.remove(CONTENT_LENGTH);
+            Response::from_parts(parts, ResponseBody::sse(sse))
+        }
+    }
+}
+
+struct Probe {
+    parts: http::response::Parts,
+    body: Bytes,
+    /// The response message, when the response is a successful JSON or event-stream answer.
+    message: Option<Vec<u8>>,
+}
+
+/// Reads a probe's whole response; `None` when its body fails.
+async fn read_probe<B: Body<Data = Bytes>>(response: Response<B>, round: &Round) -> Option<Probe> {
+    let success = response.status().is_success();
+    let kind = payload(response.headers());
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.ok()?.to_bytes();
+    let message = match (success, kind) {
+        (true, Payload::Json) => Some(body.to_vec()),
+        (true, Payload::EventStream) => sse::events(&body)
+            .iter()
+            .filter_map(|event| sse::data(event))
+            .find(|data| relation(data, round) != Relation::Other),
+        _ => None,
+    };
+    Some(Probe {
+        parts,
+        body,
+        message,
+    })
+}
+
+/// A response made of the layer's own reply, keeping the inner response's other headers.
+fn replace<B>(mut parts: http::response::Parts, reply: Reply) -> Response<ResponseBody<B>> {
+    parts.status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts
+        .headers
+        .insert(CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
+    Response::from_parts(parts, ResponseBody::full(reply.body))
+}
+
+fn reply_response<B>(reply: Reply) -> Response<ResponseBody<B>> {
+    let (parts, ()) = Response::new(()).into_parts();
+    replace(parts, reply)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

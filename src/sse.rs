@@ -1,0 +1,201 @@
+//! Incremental Server-Sent Events parsing, for finding and rewriting one event in a stream.
+//!
+//! Events end at an empty line; lines end with `\r\n`, `\n` or `\r`. Only what is needed to find
+//! an event's `data` is parsed: every other byte of every event is kept as it came.
+
+use bytes::{Bytes, BytesMut};
+
+/// Splits a byte stream into complete events, remembering how far it has looked so that a large
+/// event arriving in many small chunks is scanned once.
+#[derive(Debug, Default)]
+pub(crate) struct Splitter {
+    buf: BytesMut,
+    /// Bytes of `buf` already scanned.
+    scanned: usize,
+    /// Where the current line starts.
+    line_start: usize,
+}
+
+impl Splitter {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete event, terminator included.
+    pub(crate) fn next_event(&mut self) -> Option<Bytes> {
+        let buf = &self.buf[..];
+        let mut i = self.scanned;
+        while i < buf.len() {
+            let terminator = match buf[i] {
+                b'\n' => 1,
+                b'\r' => match buf.get(i + 1) {
+                    Some(b'\n') => 2,
+                    Some(_) => 1,
+                    // A lone `\r` at the end may be half of `\r\n`: wait for the next byte.
+                    None => break,
+                },
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            let empty_line = i == self.line_start;
+            i += terminator;
+            self.line_start = i;
+            if empty_line {
+                let event = self.buf.split_to(i).freeze();
+                self.scanned = 0;
+                self.line_start = 0;
+                return Some(event);
+            }
+        }
+        self.scanned = i;
+        None
+    }
+
+    /// Everything not yet returned as an event.
+    pub(crate) fn take_rest(&mut self) -> Bytes {
+        self.scanned = 0;
+        self.line_start = 0;
+        self.buf.split().freeze()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
+/// The event's `data`, its `data:` lines joined by `\n`; `None` when it has none.
+pub(crate) fn data(event: &[u8]) -> Option<Vec<u8>> {
+    let mut data: Option<Vec<u8>> = None;
+    for line in lines(event) {
+        let value = if line == b"data" {
+            &b""[..]
+        } else if let Some(value) = line.strip_prefix(b"data:") {
+            value.strip_prefix(b" ").unwrap_or(value)
+        } else {
+            continue;
+        };
+        match &mut data {
+            Some(joined) => {
+                joined.push(b'\n');
+                joined.extend_from_slice(value);
+            }
+            None => data = Some(value.to_vec()),
+        }
+    }
+    data
+}
+
+/// The event with its `data` replaced by `json` (which has no line breaks); other fields kept.
+pub(crate) fn replace_data(event: &[u8], json: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(json.len() + 32);
+    for line in lines(event) {
+        if line == b"data" || line.starts_with(b"data:") || line.is_empty() {
+            continue;
+        }
+        out.extend_from_slice(line);
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// The events of a complete stream, with anything after the last complete event as a final,
+/// unterminated piece.
+pub(crate) fn events(stream: &[u8]) -> Vec<Bytes> {
+    let mut splitter = Splitter::default();
+    splitter.push(stream);
+    let mut events = Vec::new();
+    while let Some(event) = splitter.next_event() {
+        events.push(event);
+    }
+    if !splitter.is_empty() {
+        events.push(splitter.take_rest());
+    }
+    events
+}
+
+fn lines(event: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = event;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest.iter().position(|&b| b == b'\n' || b == b'\r');
+        let (line, next) = match end {
+            None => (rest, &b""[..]),
+            Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => {
+                (&rest[..i], &rest[i + 2..])
+            }
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+        };
+        rest = next;
+        Some(line)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_all(chunks: &[&[u8]]) -> (Vec<Bytes>, Bytes) {
+        let mut s = Splitter::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            s.push(chunk);
+            while let Some(e) = s.next_event() {
+                out.push(e);
+            }
+        }
+        (out, s.take_rest())
+    }
+
+    #[test]
+    fn splits_on_every_line_ending() {
+        let stream = b"data: a\n\nid: 1\r\ndata: b\r\n\r\ndata: c\r\rdata: d";
+        let (events, rest) = split_all(&[stream]);
+        assert_eq!(
+            events,
+            [
+                &b"data: a\n\n"[..],
+                b"id: 1\r\ndata: b\r\n\r\n",
+                b"data: c\r\r"
+            ]
+        );
+        assert_eq!(&rest[..], b"data: d");
+    }
+
+    #[test]
+    fn the_same_events_come_out_of_any_chunking() {
+        let stream: &[u8] =
+            b"event: message\ndata: {\"a\":1}\n\n: keep-alive\r\n\r\ndata: x\r\ndata: y\r\n\r\n";
+        let (whole, _) = split_all(&[stream]);
+        for size in 1..stream.len() {
+            let chunks: Vec<&[u8]> = stream.chunks(size).collect();
+            let (events, rest) = split_all(&chunks);
+            assert_eq!(events, whole, "chunk size {size}");
+            assert!(rest.is_empty());
+        }
+        // A `\r` then `\n` in the next chunk is one line ending, not two.
+        let (events, _) = split_all(&[b"data: a\r", b"\n\r", b"\n"]);
+        assert_eq!(events, [&b"data: a\r\n\r\n"[..]]);
+    }
+
+    #[test]
+    fn data_lines_are_joined_and_other_fields_kept() {
+        assert_eq!(
+            data(b"id: 7\ndata: {\"a\":\ndata:1}\n\n").unwrap(),
+            b"{\"a\":\n1}"
+        );
+        assert_eq!(data(b": comment\n\n"), None);
+        assert_eq!(data(b"data\n\n").unwrap(), b"");
+        assert_eq!(
+            &replace_data(b"event: message\r\nid: 7\r\ndata: old\r\n\r\n", b"{}")[..],
+            b"event: message\nid: 7\ndata: {}\n\n"
+        );
+        assert_eq!(events(b"data: a\n\ndata: b").len(), 2);
+    }
+}

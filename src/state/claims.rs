@@ -1,0 +1,82 @@
+//! What a sealed token binds: the claims and how they are checked against a request.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::Mac;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::keyring::HmacSha256;
+
+/// The claims format version.
+pub(crate) const VERSION: u8 = 1;
+
+const PRINCIPAL_LABEL: &[u8] = b"tower-elicitation/principal/v1\0";
+
+/// The claims a token carries. Short field names keep tokens small; the client can read them
+/// (tokens are signed, not encrypted), so nothing secret goes in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Claims {
+    /// Format version.
+    pub(crate) v: u8,
+    /// Issued at, Unix seconds.
+    pub(crate) iat: u64,
+    /// Expires at, Unix seconds.
+    pub(crate) exp: u64,
+    /// The JSON-RPC method of the request the token answers.
+    pub(crate) m: String,
+    /// Its target: tool or prompt name, or resource URI.
+    pub(crate) t: String,
+    /// Digest of the canonical arguments ([`args_digest`]).
+    pub(crate) a: String,
+    /// Keyed tag of the caller's principal ([`principal_tag`]), absent for anonymous callers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) p: Option<String>,
+    /// The audience the layer was configured with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) aud: Option<String>,
+    /// The round this token closes: 1 for the first `input_required`.
+    pub(crate) r: u32,
+    /// The inner service's own `requestState`, handed back to it on the retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) s: Option<String>,
+    /// The input requests that were asked, by key, exactly as the client received them.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub(crate) q: Map<String, Value>,
+    /// Answers to `q` already accepted in an earlier round that the layer re-asked itself.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub(crate) k: Map<String, Value>,
+    /// Gate answers already accepted, carried forward to every later round.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub(crate) g: Map<String, Value>,
+}
+
+/// What a request must match for its token to be accepted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Binding<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) args: &'a str,
+    pub(crate) principal: Option<&'a [u8]>,
+    pub(crate) audience: Option<&'a str>,
+}
+
+/// The digest bound as `a`: base64url of the first 16 bytes of SHA-256 over the canonical JSON of
+/// the arguments (`null` when there are none).
+pub(crate) fn args_digest(arguments: Option<&Value>) -> String {
+    let digest = crate::canonical::digest(arguments.unwrap_or(&Value::Null));
+    URL_SAFE_NO_PAD.encode(&digest[..16])
+}
+
+/// A keyed tag of the principal: the raw identity never appears in a token, and a tag from one
+/// deployment's key says nothing in another's.
+pub(crate) fn principal_tag(key: &HmacSha256, principal: &[u8]) -> String {
+    let tag = key
+        .clone()
+        .chain_update(PRINCIPAL_LABEL)
+        .chain_update(principal)
+        .finalize()
+        .into_bytes();
+    URL_SAFE_NO_PAD.encode(&tag[..16])
+}

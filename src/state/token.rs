@@ -1,0 +1,393 @@
+//! The token format: `v1.<kid>.<base64url(claims json)>.<base64url(HMAC-SHA256)>`.
+//!
+//! The MAC covers a domain-separation label followed by `v1.<kid>.<body>`, so a token made for
+//! another purpose or format by the same key never verifies here.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::Mac;
+
+use super::claims::{Binding, Claims, VERSION, principal_tag};
+use super::keyring::{HmacSha256, Keyring};
+
+const PREFIX: &str = "v1";
+const MAC_LABEL: &[u8] = b"tower-elicitation/request-state/v1\0";
+const TAG_LEN: usize = 32;
+
+/// Time rules for opening a token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    /// Now, in Unix seconds.
+    pub(crate) now: u64,
+    /// Tolerated clock difference between replicas, in seconds.
+    pub(crate) skew: u64,
+}
+
+/// Why a token was refused. Logged, never sent: the client always sees one frozen error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reject {
+    TooLarge { len: usize, max: usize },
+    Malformed(&'static str),
+    UnknownKid,
+    BadMac,
+    BadClaims,
+    Version(u8),
+    NotYetValid,
+    Expired,
+    Mismatch(&'static str),
+}
+
+impl fmt::Display for Reject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooLarge { len, max } => write!(f, "token is {len} bytes, over the {max} limit"),
+            Self::Malformed(why) => write!(f, "malformed token: {why}"),
+            Self::UnknownKid => f.write_str("token signed with a key id not in the keyring"),
+            Self::BadMac => f.write_str("MAC verification failed"),
+            Self::BadClaims => f.write_str("claims are not valid JSON of the expected shape"),
+            Self::Version(v) => write!(f, "unsupported claims version {v}"),
+            Self::NotYetValid => f.write_str("token issued in the future"),
+            Self::Expired => f.write_str("token expired"),
+            Self::Mismatch(what) => write!(f, "token bound to a different {what}"),
+        }
+    }
+}
+
+/// Seals `claims` with the keyring's active key, filling in the principal tag.
+pub(crate) fn seal(keyring: &Keyring, claims: &mut Claims, principal: Option<&[u8]>) -> String {
+    let (kid, key) = keyring.active();
+    claims.p = principal.map(|p| principal_tag(key, p));
+    // Claims are plain strings, numbers and JSON values: serializing them cannot fail.
+    let json = serde_json::to_vec(claims).unwrap_or_default();
+    let mut token = String::with_capacity(PREFIX.len() + kid.len() + json.len() * 4 / 3 + 48);
+    token.push_str(PREFIX);
+    token.push('.');
+    token.push_str(kid);
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(&json, &mut token);
+    let tag = mac(key, &token).finalize().into_bytes();
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(tag, &mut token);
+    token
+}
+
+/// Opens `token`: size, format, key, MAC, claims, time, then every binding.
+pub(crate) fn open(
+    keyring: &Keyring,
+    token: &str,
+    max_len: usize,
+    clock: Clock,
+    binding: &Binding<'_>,
+) -> Result<Claims, Reject> {
+    if token.len() > max_len {
+        return Err(Reject::TooLarge {
+            len: token.len(),
+            max: max_len,
+        });
+    }
+    let (signed, tag) = token.rsplit_once('.').ok_or(Reject::Malformed("no MAC"))?;
+    let mut parts = signed.splitn(3, '.');
+    let (Some(prefix), Some(kid), Some(body)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(Reject::Malformed("expected four dot-separated parts"));
+    };
+    if prefix != PREFIX {
+        return Err(Reject::Malformed("unknown prefix"));
+    }
+    if body.contains('.') {
+        return Err(Reject::Malformed("too many parts"));
+    }
+    let key = keyring.get(kid).ok_or(Reject::UnknownKid)?;
+    let tag = decode(tag, TAG_LEN + 1)?;
+    mac(key, signed)
+        .verify_slice(&tag)
+        .map_err(|_| Reject::BadMac)?;
+
+    // Authentic from here on: what follows checks that it applies to this request.
+    let json = decode(body, max_len)?;
+    let claims: Claims = serde_json::from_slice(&json).map_err(|_| Reject::BadClaims)?;
+    if claims.v != VERSION {
+        return Err(Reject::Version(claims.v));
+    }
+    if claims.iat > clock.now.saturating_add(clock.skew) {
+        return Err(Reject::NotYetValid);
+    }
+    if clock.now >= claims.exp.saturating_add(clock.skew) {
+        return Err(Reject::Expired);
+    }
+    if claims.m != binding.method {
+        return Err(Reject::Mismatch("method"));
+    }
+    if claims.t != binding.target {
+        return Err(Reject::Mismatch("target"));
+    }
+    if claims.a != binding.args {
+        return Err(Reject::Mismatch("arguments"));
+    }
+    if claims.aud.as_deref() != binding.audience {
+        return Err(Reject::Mismatch("audience"));
+    }
+    let expected = binding.principal.map(|p| principal_tag(key, p));
+    if claims.p != expected {
+        return Err(Reject::Mismatch("principal"));
+    }
+    Ok(claims)
+}
+
+fn mac(key: &HmacSha256, signed: &str) -> HmacSha256 {
+    key.clone()
+        .chain_update(MAC_LABEL)
+        .chain_update(signed.as_bytes())
+}
+
+fn decode(text: &str, max_len: usize) -> Result<Vec<u8>, Reject> {
+    if base64::decoded_len_estimate(text.len()) > max_len {
+        return Err(Reject::Malformed("part too long"));
+    }
+    URL_SAFE_NO_PAD
+        .decode(text)
+        .map_err(|_| Reject::Malformed("not base64url"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::claims::args_digest;
+    use serde_json::{Map, json};
+
+    const NOW: u64 = 1_800_000_000;
+    const MAX: usize = 64 * 1024;
+
+    fn ring() -> Keyring {
+        Keyring::new("k1", [7u8; 32]).unwrap()
+    }
+
+    fn clock(now: u64) -> Clock {
+        Clock { now, skew: 60 }
+    }
+
+    fn claims() -> Claims {
+        let mut q = Map::new();
+        q.insert(
+            "approval".into(),
+            json!({"method": "elicitation/create", "params": {"message": "Deploy?",
+                "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}),
+        );
+        Claims {
+            v: VERSION,
+            iat: NOW,
+            exp: NOW + 600,
+            m: "tools/call".into(),
+            t: "deploy".into(),
+            a: args_digest(Some(&json!({"environment": "staging"}))),
+            p: None,
+            aud: Some("api".into()),
+            r: 1,
+            s: Some("inner-state".into()),
+            q,
+            k: Map::new(),
+            g: Map::new(),
+        }
+    }
+
+    struct Request {
+        method: &'static str,
+        target: &'static str,
+        args: String,
+        principal: Option<&'static [u8]>,
+        audience: Option<&'static str>,
+    }
+
+    impl Request {
+        fn matching() -> Self {
+            Self {
+                method: "tools/call",
+                target: "deploy",
+                args: args_digest(Some(&json!({"environment": "staging"}))),
+                principal: Some(b"Bearer alice"),
+                audience: Some("api"),
+            }
+        }
+
+        fn binding(&self) -> Binding<'_> {
+            Binding {
+                method: self.method,
+                target: self.target,
+                args: &self.args,
+                principal: self.principal,
+                audience: self.audience,
+            }
+        }
+    }
+
+    fn sealed() -> (String, Claims) {
+        let mut c = claims();
+        let token = seal(&ring(), &mut c, Some(b"Bearer alice"));
+        (token, c)
+    }
+
+    fn open_with(ring: &Keyring, token: &str, now: u64, req: &Request) -> Result<Claims, Reject> {
+        open(ring, token, MAX, clock(now), &req.binding())
+    }
+
+    #[test]
+    fn round_trip() {
+        let (token, c) = sealed();
+        assert!(token.starts_with("v1.k1."));
+        assert_eq!(token.split('.').count(), 4);
+        let opened = open_with(&ring(), &token, NOW + 1, &Request::matching()).unwrap();
+        assert_eq!(opened, c);
+        assert_eq!(opened.s.as_deref(), Some("inner-state"));
+        assert!(opened.p.is_some());
+    }
+
+    #[test]
+    fn the_principal_never_appears_in_clear() {
+        let (token, _) = sealed();
+        let body = token.split('.').nth(2).unwrap();
+        let json = String::from_utf8(URL_SAFE_NO_PAD.decode(body).unwrap()).unwrap();
+        assert!(!json.contains("alice"));
+    }
+
+    #[test]
+    fn every_single_byte_change_is_rejected() {
+        let (token, _) = sealed();
+        let req = Request::matching();
+        let bytes = token.as_bytes();
+        for i in 0..bytes.len() {
+            for replacement in [b'A', b'z', b'0', b'-', b'_', b'.', b'='] {
+                if bytes[i] == replacement {
+                    continue;
+                }
+                let mut changed = bytes.to_vec();
+                changed[i] = replacement;
+                let changed = String::from_utf8(changed).unwrap();
+                assert!(
+                    open_with(&ring(), &changed, NOW, &req).is_err(),
+                    "byte {i} -> {:?} accepted",
+                    replacement as char
+                );
+            }
+        }
+        let mut extended = token.clone();
+        extended.push('A');
+        assert!(open_with(&ring(), &extended, NOW, &req).is_err());
+        assert!(open_with(&ring(), &token[..token.len() - 1], NOW, &req).is_err());
+        assert!(open_with(&ring(), &format!("{token}-TAMPERED"), NOW, &req).is_err());
+    }
+
+    #[test]
+    fn unknown_kid_is_rejected_and_a_listed_retired_key_still_verifies() {
+        let (token, _) = sealed();
+        let other = Keyring::new("k2", [7u8; 32]).unwrap();
+        assert_eq!(
+            open_with(&other, &token, NOW, &Request::matching()),
+            Err(Reject::UnknownKid)
+        );
+        let rotated = Keyring::new("k2", [8u8; 32])
+            .unwrap()
+            .with_verify_key("k1", [7u8; 32])
+            .unwrap();
+        assert!(open_with(&rotated, &token, NOW, &Request::matching()).is_ok());
+        // Same kid, different key material: the MAC fails.
+        let replaced = Keyring::new("k1", [9u8; 32]).unwrap();
+        assert_eq!(
+            open_with(&replaced, &token, NOW, &Request::matching()),
+            Err(Reject::BadMac)
+        );
+    }
+
+    #[test]
+    fn a_kid_swapped_onto_another_keys_token_fails() {
+        let both = Keyring::new("k1", [7u8; 32])
+            .unwrap()
+            .with_verify_key("k2", [8u8; 32])
+            .unwrap();
+        let (token, _) = sealed();
+        let swapped = token.replacen("v1.k1.", "v1.k2.", 1);
+        assert_eq!(
+            open_with(&both, &swapped, NOW, &Request::matching()),
+            Err(Reject::BadMac)
+        );
+    }
+
+    #[test]
+    fn time_is_checked_with_skew() {
+        let (token, _) = sealed();
+        let req = Request::matching();
+        assert!(open_with(&ring(), &token, NOW + 600 + 59, &req).is_ok());
+        assert_eq!(
+            open_with(&ring(), &token, NOW + 600 + 60, &req),
+            Err(Reject::Expired)
+        );
+        assert!(open_with(&ring(), &token, NOW - 60, &req).is_ok());
+        assert_eq!(
+            open_with(&ring(), &token, NOW - 61, &req),
+            Err(Reject::NotYetValid)
+        );
+    }
+
+    #[test]
+    fn every_binding_is_checked() {
+        let (token, _) = sealed();
+        let cases: [(fn(&mut Request), &str); 6] = [
+            (|r| r.method = "prompts/get", "method"),
+            (|r| r.target = "destroy", "target"),
+            (
+                |r| r.args = args_digest(Some(&json!({"environment": "production"}))),
+                "arguments",
+            ),
+            (|r| r.principal = Some(b"Bearer mallory"), "principal"),
+            (|r| r.principal = None, "principal"),
+            (|r| r.audience = Some("other"), "audience"),
+        ];
+        for (change, what) in cases {
+            let mut req = Request::matching();
+            change(&mut req);
+            assert_eq!(
+                open_with(&ring(), &token, NOW, &req),
+                Err(Reject::Mismatch(what))
+            );
+        }
+        // A token minted for nobody is refused for somebody.
+        let mut anonymous = claims();
+        let token = seal(&ring(), &mut anonymous, None);
+        assert_eq!(
+            open_with(&ring(), &token, NOW, &Request::matching()),
+            Err(Reject::Mismatch("principal"))
+        );
+    }
+
+    #[test]
+    fn oversize_tokens_are_rejected_before_decoding() {
+        let (token, _) = sealed();
+        assert_eq!(
+            open(
+                &ring(),
+                &token,
+                token.len() - 1,
+                clock(NOW),
+                &Request::matching().binding()
+            ),
+            Err(Reject::TooLarge {
+                len: token.len(),
+                max: token.len() - 1
+            })
+        );
+    }
+
+    #[test]
+    fn a_valid_mac_over_foreign_claims_is_still_refused() {
+        // Signed by our key with our label, but not claims JSON: never trusted.
+        let key = ring();
+        let (kid, mac_key) = key.active();
+        let body = URL_SAFE_NO_PAD.encode(br#"{"v":1,"extra":true}"#);
+        let signed = format!("v1.{kid}.{body}");
+        let tag = URL_SAFE_NO_PAD.encode(mac(mac_key, &signed).finalize().into_bytes());
+        assert_eq!(
+            open_with(&key, &format!("{signed}.{tag}"), NOW, &Request::matching()),
+            Err(Reject::BadClaims)
+        );
+    }
+}
