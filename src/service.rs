@@ -111,8 +111,10 @@ where
 
 /// The future of [`Elicitation`]'s response.
 pub struct ResponseFuture<B, E> {
-    inner: Pin<Box<dyn Future<Output = Result<Response<ResponseBody<B>>, E>> + Send>>,
+    inner: BoxFuture<Result<Response<ResponseBody<B>>, E>>,
 }
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<B, E> Future for ResponseFuture<B, E> {
     type Output = Result<Response<ResponseBody<B>>, E>;
@@ -264,16 +266,16 @@ where
 
 /// Answers that need no body: an encoded body the layer cannot read, or one declared too large.
 fn refuse_unread(parts: &http::request::Parts, config: &Config) -> Option<Reply> {
-    if let Some(encoding) = parts.headers.get(CONTENT_ENCODING) {
-        if !encoding.as_bytes().eq_ignore_ascii_case(b"identity") {
-            return Some(Reply::error(
-                415,
-                None,
-                INVALID_REQUEST,
-                "Content-Encoding is not supported",
-                None,
-            ));
-        }
+    if let Some(encoding) = parts.headers.get(CONTENT_ENCODING)
+        && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
+    {
+        return Some(Reply::error(
+            415,
+            None,
+            INVALID_REQUEST,
+            "Content-Encoding is not supported",
+            None,
+        ));
     }
     let declared = parts
         .headers
@@ -357,10 +359,10 @@ async fn respond<B: Body<Data = Bytes>>(
             // its own status), the client gets that status; otherwise the stream goes on as it is.
             match sse.frame().await {
                 Some(Ok(first)) => {
-                    if let Some(reply) = sse.as_mut().take_first_reply() {
-                        if reply.status != 200 {
-                            return replace(parts, reply);
-                        }
+                    if let Some(reply) = sse.as_mut().take_first_reply()
+                        && reply.status != 200
+                    {
+                        return replace(parts, reply);
                     }
                     sse.as_mut().unread(first);
                 }

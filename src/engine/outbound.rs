@@ -285,10 +285,10 @@ fn read_input_required(
 fn check_capabilities(requests: &Map<String, Value>, round: &Round) -> Result<(), Reply> {
     let mut required = Map::new();
     for request in requests.values() {
-        if let Some(kind) = InputKind::of(request) {
-            if !kind.is_declared(&round.capabilities) {
-                add_requirement(&mut required, kind);
-            }
+        if let Some(kind) = InputKind::of(request)
+            && !kind.is_declared(&round.capabilities)
+        {
+            add_requirement(&mut required, kind);
         }
     }
     if required.is_empty() {
@@ -340,17 +340,17 @@ fn seal(round: &Round, mut claims: Claims, config: &Config) -> Result<String, Re
         ));
     }
     for request in claims.q.values() {
-        if InputKind::of(request) == Some(InputKind::Form) {
-            if let Err(why) = config.validators.get(&request["params"]["requestedSchema"]) {
-                tracing::warn!(
-                    target: "tower_elicitation",
-                    method = round.method.as_str(),
-                    target = %round.target,
-                    why = %why,
-                    "a requestedSchema cannot be compiled; refusing to ask it"
-                );
-                return Err(refuse(round, INTERNAL_ERROR, "Internal error", None));
-            }
+        if InputKind::of(request) == Some(InputKind::Form)
+            && let Err(why) = config.validators.get(&request["params"]["requestedSchema"])
+        {
+            tracing::warn!(
+                target: "tower_elicitation",
+                method = round.method.as_str(),
+                target = %round.target,
+                why = %why,
+                "a requestedSchema cannot be compiled; refusing to ask it"
+            );
+            return Err(refuse(round, INTERNAL_ERROR, "Internal error", None));
         }
     }
     let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
