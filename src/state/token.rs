@@ -331,7 +331,8 @@ mod tests {
     #[test]
     fn every_binding_is_checked() {
         let (token, _) = sealed();
-        let cases: [(fn(&mut Request), &str); 6] = [
+        type Change = fn(&mut Request);
+        let cases: [(Change, &str); 6] = [
             (|r| r.method = "prompts/get", "method"),
             (|r| r.target = "destroy", "target"),
             (
