@@ -7,7 +7,9 @@ use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use http::header::{
+    CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, TRANSFER_ENCODING,
+};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -302,6 +304,9 @@ fn bad_gateway(id: Option<&serde_json::value::RawValue>) -> Reply {
 
 /// The request for the inner service, with `body` and a matching `Content-Length`.
 fn rebuild<B>(mut parts: http::request::Parts, body: Bytes) -> Request<RequestBody<B>> {
+    // The body is now a buffer of known length: a `Transfer-Encoding` beside the new
+    // `Content-Length` would let a proxying inner service frame it two ways.
+    parts.headers.remove(TRANSFER_ENCODING);
     parts
         .headers
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));

@@ -116,6 +116,11 @@ impl Keyring {
     ///
     /// For demos and tests only: tokens it signs fail to verify after a restart and on any other
     /// replica, so clients mid-flow see `Invalid or expired requestState`.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system's random number generator fails: a predictable key would be far
+    /// worse than stopping.
     pub fn ephemeral() -> Self {
         let mut key = [0u8; MIN_KEY_LEN];
         // The OS generator failing is unrecoverable for a security component; a zero key would
