@@ -7,6 +7,8 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use crate::form::validate::ValidatorCache;
+use crate::gate::{Gate, GateError, GateTarget};
+use crate::mcp::Method;
 use crate::principal::Principal;
 use crate::service::Elicitation;
 use crate::state::Keyring;
@@ -50,6 +52,7 @@ pub(crate) struct Config {
     pub(crate) without_state: AnswersWithoutState,
     pub(crate) principal: Principal,
     pub(crate) validators: ValidatorCache,
+    pub(crate) gates: Vec<(GateTarget, Gate)>,
 }
 
 impl ElicitationLayer {
@@ -76,6 +79,7 @@ impl ElicitationLayer {
                 without_state: AnswersWithoutState::default(),
                 principal: Principal::default(),
                 validators: ValidatorCache::default(),
+                gates: Vec::new(),
             }),
         }
     }
@@ -147,6 +151,24 @@ impl ElicitationLayer {
         self.with(|c| c.principal = Principal::from_fn(principal))
     }
 
+    /// Declares a [`Gate`]: before a call matching `target` reaches the inner service, the layer
+    /// asks the gate's question and forwards the call only after an acceptable answer. Several
+    /// gates on one call are asked together, in the order declared.
+    ///
+    /// Fails when a gate that can apply to the same calls already uses the key.
+    /// See the [gate module](crate::gate) for an example.
+    pub fn gate(self, target: GateTarget, gate: Gate) -> Result<Self, GateError> {
+        if self
+            .config
+            .gates
+            .iter()
+            .any(|(t, g)| g.key == gate.key && t.overlaps(&target))
+        {
+            return Err(GateError::DuplicateKey(gate.key));
+        }
+        Ok(self.with(|c| c.gates.push((target, gate))))
+    }
+
     fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
         match Arc::get_mut(&mut self.config) {
             Some(config) => change(config),
@@ -161,6 +183,25 @@ impl ElicitationLayer {
 }
 
 impl Config {
+    /// The gates on a call, with their index, in the order declared.
+    pub(crate) fn gates_for<'a>(
+        &'a self,
+        method: Method,
+        target: &str,
+    ) -> impl Iterator<Item = (usize, &'a Gate)> {
+        self.gates
+            .iter()
+            .enumerate()
+            .filter(move |(_, (t, _))| t.matches(method, target))
+            .map(|(index, (_, gate))| (index, gate))
+    }
+
+    /// Whether `key` is the key of a gate on this call.
+    pub(crate) fn is_gate_key(&self, method: Method, target: &str, key: &str) -> bool {
+        self.gates_for(method, target)
+            .any(|(_, gate)| gate.key == key)
+    }
+
     /// A copy with a fresh validator cache (the cache is an optimisation, never shared state).
     fn cloned(&self) -> Self {
         Self {
@@ -174,6 +215,7 @@ impl Config {
             without_state: self.without_state,
             principal: self.principal.clone(),
             validators: ValidatorCache::default(),
+            gates: self.gates.clone(),
         }
     }
 }
@@ -203,6 +245,7 @@ impl fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_rounds", &self.max_rounds)
             .field("without_state", &self.without_state)
+            .field("gates", &self.gates)
             .finish_non_exhaustive()
     }
 }

@@ -118,6 +118,7 @@ mod body;
 mod canonical;
 mod engine;
 pub mod form;
+pub mod gate;
 mod jsonrpc;
 mod layer;
 mod mcp;
@@ -127,6 +128,7 @@ mod sse;
 mod state;
 
 pub use body::{RequestBody, ResponseBody};
+pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};
 pub use layer::{AnswersWithoutState, ElicitationLayer};
 pub use service::{Elicitation, ResponseFuture};
 pub use state::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};

@@ -18,7 +18,8 @@ use tracing::Instrument;
 
 use crate::body::{RequestBody, ResponseBody, Scan, SseBody};
 use crate::engine::outbound::{Relation, relation};
-use crate::engine::{self, Inbound, Outbound, Round, Settle};
+use crate::engine::{self, FlowFacts, FlowNeed, FlowQuery, Inbound, Outbound, Round, Settle};
+use crate::gate::{GateCall, GateKind};
 use crate::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply};
 use crate::layer::{Config, ElicitationLayer};
 use crate::mcp::Method;
@@ -225,10 +226,38 @@ where
         header_version,
         now,
     };
-    match engine::inbound(&call, cx, &config) {
+    let mut flows = FlowFacts::default();
+    let mut decision = engine::inbound(&call, cx, &config, &flows);
+    // A URL gate's flow is asked asynchronously, then the engine decides again. Each gate needs
+    // at most its URL or its completion, so this settles in a few passes.
+    for _ in 0..3 {
+        let Inbound::CheckFlows(queries) = &decision else {
+            break;
+        };
+        for query in queries {
+            if let Err(reply) = check_flow(&config, query, &mut flows, call.id).await {
+                return Ok(reply_response(reply));
+            }
+        }
+        decision = engine::inbound(&call, cx, &config, &flows);
+    }
+    match decision {
         Inbound::Respond(reply) => Ok(reply_response(reply)),
-        Inbound::Forward { body, round } => {
+        Inbound::CheckFlows(_) => {
+            tracing::warn!(target: "tower_elicitation", "URL flow checks did not settle");
+            let reply = Reply::error(200, id, INTERNAL_ERROR, "Internal error", None);
+            Ok(reply_response(reply))
+        }
+        Inbound::Forward {
+            body,
+            round,
+            answers,
+        } => {
             let body = body.map_or_else(|| bytes.clone(), Bytes::from);
+            let mut parts = parts;
+            if let Some(answers) = answers {
+                parts.extensions.insert(answers);
+            }
             let response = inner.call(rebuild(parts, body)).await?;
             Ok(respond(response, round, config, now).await)
         }
@@ -264,6 +293,66 @@ where
             }
         }
     }
+}
+
+/// Asks a gate's URL flow what the engine needs to know.
+async fn check_flow(
+    config: &Config,
+    query: &FlowQuery,
+    flows: &mut FlowFacts,
+    id: Option<&serde_json::value::RawValue>,
+) -> Result<(), Reply> {
+    let Some((_, gate)) = config.gates.get(query.gate) else {
+        return Err(Reply::error(
+            200,
+            id,
+            INTERNAL_ERROR,
+            "Internal error",
+            None,
+        ));
+    };
+    let GateKind::Url { flow } = &gate.kind else {
+        return Err(Reply::error(
+            200,
+            id,
+            INTERNAL_ERROR,
+            "Internal error",
+            None,
+        ));
+    };
+    let call = GateCall {
+        method: query.method.as_str(),
+        target: &query.target,
+        arguments: &query.arguments,
+        handle: &query.handle,
+    };
+    match query.need {
+        FlowNeed::Url => match flow.url(&call).await {
+            Ok(url) => {
+                flows.urls.insert(gate.key.clone(), url);
+            }
+            Err(error) => {
+                tracing::warn!(
+                    target: "tower_elicitation",
+                    gate = %gate.key,
+                    %error,
+                    "a URL flow could not give its URL"
+                );
+                return Err(Reply::error(
+                    200,
+                    id,
+                    INTERNAL_ERROR,
+                    "Internal error",
+                    None,
+                ));
+            }
+        },
+        FlowNeed::Completion => {
+            let complete = flow.is_complete(&call).await;
+            flows.complete.insert(gate.key.clone(), complete);
+        }
+    }
+    Ok(())
 }
 
 /// Answers that need no body: an encoded body the layer cannot read, or one declared too large.

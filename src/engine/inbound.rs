@@ -4,8 +4,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
+use super::gates::{FlowFacts, FlowQuery, GateRound};
 use super::outbound::{reask, refuse};
 use super::{Context, Round, invalid_state};
+use crate::gate::Answers;
 use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply};
 use crate::layer::{AnswersWithoutState, Config};
 use crate::mcp::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, supports_mrtr};
@@ -17,9 +19,13 @@ use crate::state::token::{self, Clock};
 pub(crate) enum Inbound {
     /// Answer the client directly; the inner service is not called.
     Respond(Reply),
-    /// Call the inner service with `body` (`None`: the original bytes), then run
-    /// [`outbound`](super::outbound) on its response.
-    Forward { body: Option<Vec<u8>>, round: Round },
+    /// Call the inner service with `body` (`None`: the original bytes) and, when there are gate
+    /// answers, the [`Answers`] extension; then run [`outbound`](super::outbound) on its response.
+    Forward {
+        body: Option<Vec<u8>>,
+        round: Round,
+        answers: Option<Answers>,
+    },
     /// Call the inner service with `body` (the call without the client's answers), then
     /// [`settle_probe`](super::settle_probe) with `answers`.
     Probe {
@@ -27,17 +33,30 @@ pub(crate) enum Inbound {
         round: Round,
         answers: Map<String, Value>,
     },
+    /// Ask these URL flows (asynchronously), then decide again with what they said.
+    CheckFlows(Vec<FlowQuery>),
 }
 
-/// Decides what to do with an MRTR call.
-pub(crate) fn inbound(call: &Call<'_>, cx: Context<'_>, config: &Config) -> Inbound {
-    match decide(call, cx, config) {
+/// Decides what to do with an MRTR call. `flows` holds what URL flows said, after a
+/// [`Inbound::CheckFlows`].
+pub(crate) fn inbound(
+    call: &Call<'_>,
+    cx: Context<'_>,
+    config: &Config,
+    flows: &FlowFacts,
+) -> Inbound {
+    match decide(call, cx, config, flows) {
         Ok(decision) => decision,
         Err(reply) => Inbound::Respond(reply),
     }
 }
 
-fn decide(call: &Call<'_>, cx: Context<'_>, config: &Config) -> Result<Inbound, Reply> {
+fn decide(
+    call: &Call<'_>,
+    cx: Context<'_>,
+    config: &Config,
+    flows: &FlowFacts,
+) -> Result<Inbound, Reply> {
     let id = call.id;
     let malformed = |m: crate::jsonrpc::Malformed| Reply::error(400, id, m.code, &m.message, None);
 
@@ -72,14 +91,22 @@ fn decide(call: &Call<'_>, cx: Context<'_>, config: &Config) -> Result<Inbound, 
         number: 0,
         gates: Map::new(),
     };
+    let gated = GateRound::new(config, &round, arguments.as_ref(), flows);
     let has_state = call.raw_field("requestState").is_some();
     let has_responses = call.raw_field("inputResponses").is_some();
 
     if !round.mrtr {
+        if let Some(gated) = &gated {
+            return Err(gated.refuse_legacy());
+        }
         // Older protocol versions have no multi round-trip requests: whatever rides in these
         // fields is unverified, so it never reaches the inner service.
         let body = (has_state || has_responses).then(|| call.rewrite(None, None, None));
-        return Ok(Inbound::Forward { body, round });
+        return Ok(Inbound::Forward {
+            body,
+            round,
+            answers: None,
+        });
     }
 
     let state = match call.field("requestState") {
@@ -93,11 +120,19 @@ fn decide(call: &Call<'_>, cx: Context<'_>, config: &Config) -> Result<Inbound, 
     let responses = read_responses(call, id)?;
 
     let Some(state) = state else {
+        if let Some(gated) = &gated {
+            // Answers without state cannot be trusted: a gated call starts by asking the gates.
+            return gated.ask(config, cx.now);
+        }
         return match responses {
             Some(answers) if !answers.is_empty() => without_state(call, round, answers, config),
             _ => {
                 let body = (has_state || has_responses).then(|| call.rewrite(None, None, None));
-                Ok(Inbound::Forward { body, round })
+                Ok(Inbound::Forward {
+                    body,
+                    round,
+                    answers: None,
+                })
             }
         };
     };
@@ -132,11 +167,18 @@ fn decide(call: &Call<'_>, cx: Context<'_>, config: &Config) -> Result<Inbound, 
         gates: claims.g.clone(),
         ..round
     };
+    let gated = gated.map(|g| g.with_round(&round));
+    if let Some(gated) = &gated
+        && !gated.all_accepted()
+    {
+        return gated.settle(claims, &responses.unwrap_or_default(), call, config, cx.now);
+    }
+
     let responses = responses.unwrap_or_default();
     match answers::check(&claims.q, &claims.k, &responses, &config.validators) {
         Err(answers::Malformed(why)) => Err(Reply::error(200, id, INVALID_PARAMS, &why, None)),
         Ok(Checked::Reask { ask, kept }) => Err(reask(&round, claims, ask, kept, config, cx.now)),
-        Ok(Checked::Complete(answers)) => {
+        Ok(Checked::Complete(mut answers)) => {
             tracing::debug!(
                 target: "tower_elicitation",
                 method = call.method.as_str(),
@@ -145,11 +187,17 @@ fn decide(call: &Call<'_>, cx: Context<'_>, config: &Config) -> Result<Inbound, 
                 outcome = "forward",
                 "requestState verified; answers accepted"
             );
-            let answers = (!claims.q.is_empty()).then_some(&answers);
-            let body = call.rewrite(claims.s.as_deref(), answers, None);
+            let delivered = gated.as_ref().map(GateRound::delivery);
+            if let Some(delivery) = &delivered {
+                answers.extend(delivery.responses.clone());
+            }
+            let answers_field = (!answers.is_empty()).then_some(&answers);
+            let arguments = delivered.as_ref().and_then(|d| d.arguments.as_ref());
+            let body = call.rewrite(claims.s.as_deref(), answers_field, arguments);
             Ok(Inbound::Forward {
                 body: Some(body),
                 round,
+                answers: delivered.map(|d| d.extension),
             })
         }
     }
@@ -191,6 +239,7 @@ fn without_state(
         AnswersWithoutState::Strip => Ok(Inbound::Forward {
             body: Some(call.rewrite(None, None, None)),
             round,
+            answers: None,
         }),
         AnswersWithoutState::Probe => Ok(Inbound::Probe {
             body: call.rewrite(None, None, None),

@@ -6,6 +6,7 @@
 //! the two.
 
 mod answers;
+mod gates;
 pub(crate) mod inbound;
 pub(crate) mod outbound;
 
@@ -15,6 +16,7 @@ use serde_json::{Map, Value};
 use crate::jsonrpc::Reply;
 use crate::mcp::Method;
 
+pub(crate) use gates::{FlowFacts, FlowNeed, FlowQuery};
 pub(crate) use inbound::{Inbound, inbound};
 pub(crate) use outbound::{Outbound, Settle, outbound, settle_probe};
 

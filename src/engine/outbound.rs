@@ -103,6 +103,20 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
         Ok(read) => read,
         Err(reply) => return Outbound::Replace(reply),
     };
+    if let Some(key) = asked
+        .requests
+        .keys()
+        .find(|key| config.is_gate_key(round.method, &round.target, key))
+    {
+        tracing::warn!(
+            target: "tower_elicitation",
+            method = round.method.as_str(),
+            target = %round.target,
+            key = %key,
+            "the inner service asked under a key that a gate of this call uses"
+        );
+        return Outbound::Replace(refuse(round, INTERNAL_ERROR, "Internal error", None));
+    }
     if let Err(reply) = check_capabilities(&asked.requests, round) {
         return Outbound::Replace(reply);
     }
@@ -181,18 +195,15 @@ pub(crate) fn settle_probe(
     }
 }
 
-/// The layer's own `input_required`: ask `ask` again, keep `kept`, same inner state.
+/// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state.
 pub(crate) fn reask(
     round: &Round,
     previous: Claims,
-    ask: Map<String, Value>,
+    ask_now: Map<String, Value>,
     kept: Map<String, Value>,
     config: &Config,
     now: u64,
 ) -> Reply {
-    if let Err(reply) = check_capabilities(&ask, round) {
-        return reply;
-    }
     let claims = new_claims(
         round,
         previous.r + 1,
@@ -202,12 +213,25 @@ pub(crate) fn reask(
         config,
         now,
     );
+    ask(round, claims, ask_now, config)
+}
+
+/// The layer's own `input_required` asking `requests`, sealed with `claims`.
+pub(crate) fn ask(
+    round: &Round,
+    claims: Claims,
+    requests: Map<String, Value>,
+    config: &Config,
+) -> Reply {
+    if let Err(reply) = check_capabilities(&requests, round) {
+        return reply;
+    }
     match seal(round, claims, config) {
         Ok(token) => {
-            log_outcome(round, "reask");
+            log_outcome(round, "ask");
             let result = json!({
                 "resultType": "input_required",
-                "inputRequests": ask,
+                "inputRequests": requests,
                 "requestState": token,
             });
             Reply::result(round.id.as_deref(), &result)
@@ -302,7 +326,7 @@ fn check_capabilities(requests: &Map<String, Value>, round: &Round) -> Result<()
     ))
 }
 
-fn new_claims(
+pub(crate) fn new_claims(
     round: &Round,
     number: u32,
     state: Option<String>,

@@ -80,3 +80,21 @@ pub(crate) fn principal_tag(key: &HmacSha256, principal: &[u8]) -> String {
         .into_bytes();
     URL_SAFE_NO_PAD.encode(&tag[..16])
 }
+
+const FLOW_LABEL: &[u8] = b"tower-elicitation/flow/v1\0";
+
+/// A stable, unguessable handle for one call's URL flow behind one gate: the same for every round
+/// of the same call by the same caller, different for anything else, and meaningless without the
+/// key.
+pub(crate) fn flow_handle(key: &HmacSha256, principal: Option<&[u8]>, parts: [&str; 4]) -> String {
+    let mut mac = key.clone().chain_update(FLOW_LABEL);
+    // Length-prefixed, so no two different inputs run together into the same bytes.
+    let principal = principal.unwrap_or_default();
+    mac.update(&(principal.len() as u64).to_be_bytes());
+    mac.update(principal);
+    for part in parts {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part.as_bytes());
+    }
+    URL_SAFE_NO_PAD.encode(&mac.finalize().into_bytes()[..18])
+}

@@ -1,0 +1,330 @@
+//! Declared gates on a call: ask them, judge the answers, deliver the accepted ones.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::answers::{self, Checked};
+use super::outbound::{ask, new_claims, reask, refuse};
+use super::{Inbound, Round};
+use crate::gate::{Answers, Gate, GateCall, GateKind};
+use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply};
+use crate::layer::Config;
+use crate::mcp::Method;
+use crate::state::claims::{Claims, flow_handle};
+
+/// What URL flows said, by gate key: gathered by the adapter between two calls of
+/// [`inbound`](super::inbound).
+#[derive(Debug, Default)]
+pub(crate) struct FlowFacts {
+    pub(crate) urls: HashMap<String, String>,
+    pub(crate) complete: HashMap<String, bool>,
+}
+
+/// A question for a URL flow, which the adapter answers asynchronously.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowQuery {
+    /// Index of the gate in the configuration.
+    pub(crate) gate: usize,
+    pub(crate) need: FlowNeed,
+    pub(crate) method: Method,
+    pub(crate) target: String,
+    pub(crate) arguments: Value,
+    pub(crate) handle: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlowNeed {
+    /// The flow's URL, to ask the gate.
+    Url,
+    /// Whether the flow completed, after the client accepted.
+    Completion,
+}
+
+/// The gates that apply to one call.
+pub(super) struct GateRound<'c> {
+    gates: Vec<(usize, &'c Gate, String)>,
+    round: Round,
+    arguments: Value,
+    flows: &'c FlowFacts,
+}
+
+/// What accepted gate answers add to the forwarded call.
+pub(super) struct Delivery {
+    pub(super) responses: Map<String, Value>,
+    pub(super) arguments: Option<Value>,
+    pub(super) extension: Answers,
+}
+
+impl<'c> GateRound<'c> {
+    /// The gates on `round`'s call; `None` when no gate applies.
+    pub(super) fn new(
+        config: &'c Config,
+        round: &Round,
+        arguments: Option<&Value>,
+        flows: &'c FlowFacts,
+    ) -> Option<Self> {
+        let (_, key) = config.keyring.active();
+        let gates: Vec<_> = config
+            .gates_for(round.method, &round.target)
+            .map(|(index, gate)| {
+                let handle = flow_handle(
+                    key,
+                    round.principal.as_deref(),
+                    [round.method.as_str(), &round.target, &round.args, &gate.key],
+                );
+                (index, gate, handle)
+            })
+            .collect();
+        if gates.is_empty() {
+            return None;
+        }
+        Some(Self {
+            gates,
+            round: round.clone(),
+            arguments: arguments.cloned().unwrap_or(Value::Null),
+            flows,
+        })
+    }
+
+    /// The same gates, on the round a verified token describes.
+    pub(super) fn with_round(self, round: &Round) -> Self {
+        Self {
+            round: round.clone(),
+            ..self
+        }
+    }
+
+    /// Whether every gate has an accepted answer (carried in the token).
+    pub(super) fn all_accepted(&self) -> bool {
+        self.pending().next().is_none()
+    }
+
+    fn pending(&self) -> impl Iterator<Item = &(usize, &'c Gate, String)> {
+        self.gates
+            .iter()
+            .filter(|(_, gate, _)| !self.round.gates.contains_key(&gate.key))
+    }
+
+    fn call<'s>(&'s self, handle: &'s str) -> GateCall<'s> {
+        GateCall {
+            method: self.round.method.as_str(),
+            target: &self.round.target,
+            arguments: &self.arguments,
+            handle,
+        }
+    }
+
+    fn query(&self, index: usize, handle: &str, need: FlowNeed) -> FlowQuery {
+        FlowQuery {
+            gate: index,
+            need,
+            method: self.round.method,
+            target: self.round.target.clone(),
+            arguments: self.arguments.clone(),
+            handle: handle.to_owned(),
+        }
+    }
+
+    /// A gated call from a client that cannot answer: fail closed.
+    pub(super) fn refuse_legacy(&self) -> Reply {
+        let text = format!(
+            "`{}` needs the user's approval, which requires MCP 2026-07-28 or later.",
+            self.round.target
+        );
+        self.refusal(&text, None)
+    }
+
+    /// Asks every gate not yet accepted, in one round.
+    pub(super) fn ask(&self, config: &Config, now: u64) -> Result<Inbound, Reply> {
+        let mut requests = Map::new();
+        let mut queries = Vec::new();
+        for (index, gate, handle) in self.pending() {
+            let call = self.call(handle);
+            let message = gate.message_for(&call);
+            let params = match &gate.kind {
+                GateKind::Form { schema } => {
+                    json!({"mode": "form", "message": message, "requestedSchema": schema})
+                }
+                GateKind::Url { .. } => match self.flows.urls.get(&gate.key) {
+                    Some(url) => json!({"mode": "url", "message": message, "url": url}),
+                    None => {
+                        queries.push(self.query(*index, handle, FlowNeed::Url));
+                        continue;
+                    }
+                },
+            };
+            requests.insert(
+                gate.key.clone(),
+                json!({"method": "elicitation/create", "params": params}),
+            );
+        }
+        if !queries.is_empty() {
+            return Ok(Inbound::CheckFlows(queries));
+        }
+        let round = &self.round;
+        let claims = new_claims(
+            round,
+            round.number + 1,
+            None,
+            requests.clone(),
+            Map::new(),
+            config,
+            now,
+        );
+        Err(ask(round, claims, requests, config))
+    }
+
+    /// The retry of a gate round: judge the answers; forward when every gate accepts.
+    pub(super) fn settle(
+        &self,
+        claims: Claims,
+        responses: &Map<String, Value>,
+        call: &Call<'_>,
+        config: &Config,
+        now: u64,
+    ) -> Result<Inbound, Reply> {
+        if !self
+            .pending()
+            .all(|(_, gate, _)| claims.q.contains_key(&gate.key))
+        {
+            // The gates changed since this token was made: ask the ones not asked.
+            return self.ask(config, now);
+        }
+        let round = &self.round;
+        let answers = match answers::check(&claims.q, &claims.k, responses, &config.validators) {
+            Err(answers::Malformed(why)) => {
+                return Err(refuse(round, INVALID_PARAMS, &why, None));
+            }
+            Ok(Checked::Reask { ask, kept }) => {
+                return Err(reask(round, claims, ask, kept, config, now));
+            }
+            Ok(Checked::Complete(answers)) => answers,
+        };
+
+        let mut incomplete = Map::new();
+        let mut queries = Vec::new();
+        for (index, gate, handle) in self.pending() {
+            let answer = &answers[&gate.key];
+            let action = answer.get("action").and_then(Value::as_str);
+            if action != Some("accept") {
+                return Err(self.refuse_gate(gate));
+            }
+            match &gate.kind {
+                GateKind::Form { .. } => {
+                    let empty = Map::new();
+                    let content = answer
+                        .get("content")
+                        .and_then(Value::as_object)
+                        .unwrap_or(&empty);
+                    if !gate.allows(content, &self.call(handle)) {
+                        return Err(self.refuse_gate(gate));
+                    }
+                }
+                GateKind::Url { .. } => match self.flows.complete.get(&gate.key) {
+                    None => queries.push(self.query(*index, handle, FlowNeed::Completion)),
+                    Some(false) => {
+                        incomplete.insert(gate.key.clone(), claims.q[&gate.key].clone());
+                    }
+                    Some(true) => {}
+                },
+            }
+        }
+        if !queries.is_empty() {
+            return Ok(Inbound::CheckFlows(queries));
+        }
+        if !incomplete.is_empty() {
+            // Consent is not completion: ask again, with the same URL.
+            let kept = answers
+                .into_iter()
+                .filter(|(key, _)| !incomplete.contains_key(key))
+                .collect();
+            return Err(reask(round, claims, incomplete, kept, config, now));
+        }
+
+        let mut accepted = round.gates.clone();
+        for (_, gate, _) in self.pending() {
+            accepted.insert(gate.key.clone(), answers[&gate.key].clone());
+        }
+        let round = Round {
+            gates: accepted,
+            number: claims.r,
+            ..round.clone()
+        };
+        tracing::debug!(
+            target: "tower_elicitation",
+            method = round.method.as_str(),
+            target = %round.target,
+            round = round.number,
+            outcome = "gates_accepted",
+        );
+        let delivery = self.delivery_of(&round.gates);
+        let body = call.rewrite(None, Some(&delivery.responses), delivery.arguments.as_ref());
+        Ok(Inbound::Forward {
+            body: Some(body),
+            round,
+            answers: Some(delivery.extension),
+        })
+    }
+
+    /// The gate answers carried in the token, as the inner service receives them.
+    pub(super) fn delivery(&self) -> Delivery {
+        self.delivery_of(&self.round.gates)
+    }
+
+    fn delivery_of(&self, accepted: &Map<String, Value>) -> Delivery {
+        let mut arguments = None;
+        for (_, gate, _) in &self.gates {
+            let (Some(name), Some(answer)) = (&gate.inject, accepted.get(&gate.key)) else {
+                continue;
+            };
+            let value = match gate.kind {
+                GateKind::Form { .. } => answer.get("content").cloned().unwrap_or(Value::Null),
+                GateKind::Url { .. } => Value::Bool(true),
+            };
+            let args = arguments.get_or_insert_with(|| match &self.arguments {
+                Value::Object(map) => map.clone(),
+                _ => Map::new(),
+            });
+            args.insert(name.clone(), value);
+        }
+        Delivery {
+            responses: accepted.clone(),
+            arguments: arguments.map(Value::Object),
+            extension: Answers::new(accepted.clone()),
+        }
+    }
+
+    fn refuse_gate(&self, gate: &Gate) -> Reply {
+        tracing::debug!(
+            target: "tower_elicitation",
+            method = self.round.method.as_str(),
+            target = %self.round.target,
+            gate = %gate.key,
+            outcome = "gate_refused",
+        );
+        self.refusal(&gate.refusal, Some(&gate.key))
+    }
+
+    /// A tool error result for `tools/call`; a JSON-RPC error for prompts and resources.
+    fn refusal(&self, text: &str, gate: Option<&str>) -> Reply {
+        let id = self.round.id.as_deref();
+        match self.round.method {
+            Method::ToolsCall => Reply::result(
+                id,
+                &json!({
+                    "resultType": "complete",
+                    "content": [{"type": "text", "text": text}],
+                    "isError": true,
+                }),
+            ),
+            _ => {
+                let (code, data) = match gate {
+                    Some(gate) => (INVALID_PARAMS, json!({"reason": "refused", "gate": gate})),
+                    None => (INVALID_REQUEST, json!({"reason": "requires_2026_07_28"})),
+                };
+                Reply::error(200, id, code, text, Some(data))
+            }
+        }
+    }
+}

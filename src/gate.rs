@@ -1,0 +1,519 @@
+//! Declared gates: questions the layer asks before a call may reach the inner service.
+//!
+//! A gate retrofits an approval step onto a server that knows nothing of elicitation. Before a
+//! `tools/call` of a gated tool (or a `prompts/get` of a gated prompt, or a `resources/read` of a
+//! gated URI) reaches the inner service, the layer asks the gate's question itself, validates the
+//! answer, and forwards the call only after an acceptable one: a form answer that matches the
+//! schema (and the gate's predicate, if it has one), or a URL flow that the server confirms is
+//! complete. A decline, a cancel or a failed predicate ends the call with the gate's refusal; the
+//! inner service is never called.
+//!
+//! Accepted answers reach the inner service in `params.inputResponses`, as the [`Answers`]
+//! request extension, and, for gates configured with [`Gate::inject_as`], inside
+//! `params.arguments`. They ride in the sealed token, so a gate is asked once per call even when
+//! the inner service then asks questions of its own.
+//!
+//! # Example
+//!
+//! ```
+//! use serde_json::json;
+//! use tower_elicitation::{ElicitationLayer, Gate, GateTarget, Keyring};
+//!
+//! let confirm = Gate::form(
+//!     "confirm-delete",
+//!     json!({
+//!         "type": "object",
+//!         "properties": {"confirm": {"type": "string", "title": "Branch name"}},
+//!         "required": ["confirm"],
+//!     }),
+//! )?
+//! .message(|call| format!("Type the branch name to delete {}", call.argument_str("name").unwrap_or("")))
+//! .require(|content, call| content.get("confirm") == call.argument("name"))
+//! .refusal("Branch was not deleted.");
+//!
+//! let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
+//!     .gate(GateTarget::tool("delete_branch"), confirm)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::form::FormSchemaError;
+use crate::mcp::Method;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
+type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;
+
+/// The refusal text when none is configured.
+const DEFAULT_REFUSAL: &str = "The request was not approved.";
+
+/// A question the layer asks before a call may reach the inner service.
+///
+/// See the [module docs](crate::gate) for an example.
+#[derive(Clone)]
+pub struct Gate {
+    pub(crate) key: String,
+    pub(crate) kind: GateKind,
+    message: Option<Arc<MessageFn>>,
+    pub(crate) refusal: String,
+    predicate: Option<Arc<PredicateFn>>,
+    pub(crate) inject: Option<String>,
+}
+
+#[derive(Clone)]
+pub(crate) enum GateKind {
+    /// An elicitation form with this `requestedSchema`.
+    Form { schema: Value },
+    /// A URL-mode elicitation backed by a flow the server can check.
+    Url { flow: Arc<dyn ErasedFlow> },
+}
+
+impl Gate {
+    /// A gate asking a form with `schema` as its `requestedSchema`.
+    ///
+    /// The schema must be inside the MCP form subset ([`crate::form::check`]); a schema outside
+    /// it is refused here, when the layer is built, not when a client first meets it.
+    pub fn form(key: impl Into<String>, schema: Value) -> Result<Self, GateError> {
+        let key = checked_key(key.into())?;
+        crate::form::check(&schema).map_err(|error| GateError::Schema {
+            key: key.clone(),
+            error,
+        })?;
+        let validators = crate::form::validate::ValidatorCache::default();
+        if let Err(why) = validators.get(&schema) {
+            return Err(GateError::Schema {
+                key,
+                error: FormSchemaError {
+                    path: String::new(),
+                    reason: why,
+                },
+            });
+        }
+        Ok(Self::new(key, GateKind::Form { schema }))
+    }
+
+    /// A gate asking a form whose schema is derived from `T` with `schemars`.
+    ///
+    /// `Option` fields become optional properties; integer formats (`uint32`, …) are dropped, and
+    /// subschemas are inlined. A type that cannot be a flat form (a nested struct, a `Vec` of
+    /// anything but a string enum, a map) is refused with an error naming the field.
+    ///
+    /// ```
+    /// use tower_elicitation::Gate;
+    ///
+    /// #[derive(schemars::JsonSchema, serde::Deserialize)]
+    /// struct Approval {
+    ///     /// Approve the deployment
+    ///     approve: bool,
+    ///     /// Why (optional)
+    ///     note: Option<String>,
+    /// }
+    ///
+    /// #[derive(schemars::JsonSchema, serde::Deserialize)]
+    /// struct Nested {
+    ///     approval: Approval,
+    /// }
+    ///
+    /// assert!(Gate::form_for::<Approval>("approval").is_ok());
+    /// let error = Gate::form_for::<Nested>("nested").unwrap_err();
+    /// assert!(error.to_string().contains("/properties/approval"), "{error}");
+    /// ```
+    #[cfg(feature = "schemars")]
+    pub fn form_for<T: schemars::JsonSchema>(key: impl Into<String>) -> Result<Self, GateError> {
+        let generator = schemars::generate::SchemaSettings::draft2020_12()
+            .with(|s| s.inline_subschemas = true)
+            .into_generator();
+        let schema = flatten_schemars(generator.into_root_schema_for::<T>().to_value());
+        Self::form(key, schema)
+    }
+
+    /// A gate asking the user to complete a flow at a URL (an OAuth authorization, a payment, a
+    /// signature), which the server then confirms with [`UrlFlow::is_complete`].
+    pub fn url(key: impl Into<String>, flow: impl UrlFlow) -> Result<Self, GateError> {
+        let key = checked_key(key.into())?;
+        Ok(Self::new(
+            key,
+            GateKind::Url {
+                flow: Arc::new(flow),
+            },
+        ))
+    }
+
+    fn new(key: String, kind: GateKind) -> Self {
+        Self {
+            key,
+            kind,
+            message: None,
+            refusal: DEFAULT_REFUSAL.to_owned(),
+            predicate: None,
+            inject: None,
+        }
+    }
+
+    /// The message shown to the user, built from the call. Default: `Allow <target>?`.
+    pub fn message<F>(mut self, message: F) -> Self
+    where
+        F: Fn(&GateCall<'_>) -> String + Send + Sync + 'static,
+    {
+        self.message = Some(Arc::new(message));
+        self
+    }
+
+    /// The text of the refusal after a decline, a cancel or a failed predicate: the text of a
+    /// `tools/call` error result, or the message of the JSON-RPC error for prompts and
+    /// resources. Default: `The request was not approved.`
+    pub fn refusal(mut self, text: impl Into<String>) -> Self {
+        self.refusal = text.into();
+        self
+    }
+
+    /// A condition on the accepted form content (already valid against the schema); when it
+    /// returns `false` the call is refused. Form gates only: a URL gate ignores it.
+    pub fn require<F>(mut self, predicate: F) -> Self
+    where
+        F: Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.predicate = Some(Arc::new(predicate));
+        self
+    }
+
+    /// Like [`require`](Self::require), on the content deserialized as `T`; content that does
+    /// not deserialize is refused.
+    pub fn require_as<T, F>(self, predicate: F) -> Self
+    where
+        T: DeserializeOwned,
+        F: Fn(&T, &GateCall<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.require(move |content, call| {
+            serde_json::from_value::<T>(Value::Object(content.clone()))
+                .is_ok_and(|typed| predicate(&typed, call))
+        })
+    }
+
+    /// Also delivers the accepted answer inside `params.arguments` under `argument`, so a tool
+    /// that takes an ordinary argument can receive it: the form content for a form gate, `true`
+    /// for a URL gate. Whatever the client put under that name is replaced.
+    pub fn inject_as(mut self, argument: impl Into<String>) -> Self {
+        self.inject = Some(argument.into());
+        self
+    }
+
+    /// The gate's key in `inputRequests` and `inputResponses`.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub(crate) fn message_for(&self, call: &GateCall<'_>) -> String {
+        match &self.message {
+            Some(message) => message(call),
+            None => format!("Allow {}?", call.target()),
+        }
+    }
+
+    pub(crate) fn allows(&self, content: &Map<String, Value>, call: &GateCall<'_>) -> bool {
+        self.predicate
+            .as_ref()
+            .is_none_or(|predicate| predicate(content, call))
+    }
+}
+
+impl fmt::Debug for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gate")
+            .field("key", &self.key)
+            .field(
+                "kind",
+                &match self.kind {
+                    GateKind::Form { .. } => "form",
+                    GateKind::Url { .. } => "url",
+                },
+            )
+            .field("refusal", &self.refusal)
+            .field("inject", &self.inject)
+            .finish_non_exhaustive()
+    }
+}
+
+fn checked_key(key: String) -> Result<String, GateError> {
+    if key.is_empty() {
+        Err(GateError::EmptyKey)
+    } else {
+        Ok(key)
+    }
+}
+
+/// Which calls a gate applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GateTarget {
+    /// `tools/call` of this tool.
+    Tool(String),
+    /// `prompts/get` of this prompt.
+    Prompt(String),
+    /// `resources/read` of exactly this URI.
+    Resource(String),
+    /// `resources/read` of any URI starting with this prefix.
+    ResourcePrefix(String),
+}
+
+impl GateTarget {
+    /// `tools/call` of the tool `name`.
+    pub fn tool(name: impl Into<String>) -> Self {
+        Self::Tool(name.into())
+    }
+
+    /// `prompts/get` of the prompt `name`.
+    pub fn prompt(name: impl Into<String>) -> Self {
+        Self::Prompt(name.into())
+    }
+
+    /// `resources/read` of exactly `uri`.
+    pub fn resource(uri: impl Into<String>) -> Self {
+        Self::Resource(uri.into())
+    }
+
+    /// `resources/read` of every URI starting with `prefix`.
+    pub fn resource_prefix(prefix: impl Into<String>) -> Self {
+        Self::ResourcePrefix(prefix.into())
+    }
+
+    pub(crate) fn matches(&self, method: Method, target: &str) -> bool {
+        match (self, method) {
+            (Self::Tool(name), Method::ToolsCall) | (Self::Prompt(name), Method::PromptsGet) => {
+                name == target
+            }
+            (Self::Resource(uri), Method::ResourcesRead) => uri == target,
+            (Self::ResourcePrefix(prefix), Method::ResourcesRead) => target.starts_with(prefix),
+            _ => false,
+        }
+    }
+
+    /// Whether some call could match both targets.
+    pub(crate) fn overlaps(&self, other: &Self) -> bool {
+        use GateTarget::*;
+        match (self, other) {
+            (Tool(a), Tool(b)) | (Prompt(a), Prompt(b)) | (Resource(a), Resource(b)) => a == b,
+            (Resource(uri), ResourcePrefix(prefix)) | (ResourcePrefix(prefix), Resource(uri)) => {
+                uri.starts_with(prefix.as_str())
+            }
+            (ResourcePrefix(a), ResourcePrefix(b)) => {
+                a.starts_with(b.as_str()) || b.starts_with(a.as_str())
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The call a gate is asked about.
+#[derive(Debug, Clone, Copy)]
+pub struct GateCall<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) arguments: &'a Value,
+    pub(crate) handle: &'a str,
+}
+
+impl<'a> GateCall<'a> {
+    /// `tools/call`, `prompts/get` or `resources/read`.
+    pub fn method(&self) -> &'a str {
+        self.method
+    }
+
+    /// The tool or prompt name, or the resource URI.
+    pub fn target(&self) -> &'a str {
+        self.target
+    }
+
+    /// The call's arguments as the client sent them (`null` when there are none).
+    pub fn arguments(&self) -> &'a Value {
+        self.arguments
+    }
+
+    /// One argument.
+    pub fn argument(&self, name: &str) -> Option<&'a Value> {
+        self.arguments.get(name)
+    }
+
+    /// One argument, when it is a string.
+    pub fn argument_str(&self, name: &str) -> Option<&'a str> {
+        self.argument(name).and_then(Value::as_str)
+    }
+
+    /// A stable, unguessable handle for this call: the same for every round of the same call by
+    /// the same caller (same method, target, arguments and principal, same signing key), and
+    /// different for any other. URL flows key their state by it.
+    pub fn handle(&self) -> &'a str {
+        self.handle
+    }
+}
+
+/// An out-of-band flow behind a URL gate, checked on the server.
+///
+/// The layer asks for the URL when it asks the gate, and checks completion when the client
+/// answers `accept`, which means only that the user consented to open it. Until
+/// [`is_complete`](Self::is_complete) says so, the layer asks again with the same URL.
+///
+/// ```
+/// use std::collections::HashSet;
+/// use std::sync::{Arc, Mutex};
+/// use tower_elicitation::{GateCall, UrlFlow};
+///
+/// #[derive(Clone, Default)]
+/// struct Flows {
+///     completed: Arc<Mutex<HashSet<String>>>,
+/// }
+///
+/// impl UrlFlow for Flows {
+///     async fn url(&self, call: &GateCall<'_>) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+///         Ok(format!("https://auth.example.com/flows/{}", call.handle()))
+///     }
+///
+///     async fn is_complete(&self, call: &GateCall<'_>) -> bool {
+///         // Your OAuth callback inserts the handle when the flow succeeds.
+///         self.completed.lock().unwrap().contains(call.handle())
+///     }
+/// }
+/// ```
+pub trait UrlFlow: Send + Sync + 'static {
+    /// The URL for this call's flow, creating the flow if it does not exist yet. It must not
+    /// carry secrets or pre-authenticated links: the client sees it, and so may others.
+    fn url(&self, call: &GateCall<'_>) -> impl Future<Output = Result<String, BoxError>> + Send;
+
+    /// Whether this call's flow has completed.
+    fn is_complete(&self, call: &GateCall<'_>) -> impl Future<Output = bool> + Send;
+}
+
+/// [`UrlFlow`] in a form that can be stored behind `dyn`.
+pub(crate) trait ErasedFlow: Send + Sync {
+    fn url<'a>(&'a self, call: &'a GateCall<'a>) -> BoxFuture<'a, Result<String, BoxError>>;
+    fn is_complete<'a>(&'a self, call: &'a GateCall<'a>) -> BoxFuture<'a, bool>;
+}
+
+impl<T: UrlFlow> ErasedFlow for T {
+    fn url<'a>(&'a self, call: &'a GateCall<'a>) -> BoxFuture<'a, Result<String, BoxError>> {
+        Box::pin(UrlFlow::url(self, call))
+    }
+
+    fn is_complete<'a>(&'a self, call: &'a GateCall<'a>) -> BoxFuture<'a, bool> {
+        Box::pin(UrlFlow::is_complete(self, call))
+    }
+}
+
+/// Accepted gate answers, as a request extension for the inner service.
+///
+/// An axum handler reads it with `Extension<Answers>`; an rmcp handler from the
+/// `http::request::Parts` rmcp puts in the request context.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answers {
+    answers: Map<String, Value>,
+}
+
+impl Answers {
+    pub(crate) fn new(answers: Map<String, Value>) -> Self {
+        Self { answers }
+    }
+
+    /// The accepted form content of gate `key`, deserialized as `T`.
+    pub fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        let content = self.answers.get(key)?.get("content")?;
+        serde_json::from_value(content.clone()).ok()
+    }
+
+    /// The answer of gate `key` as an `ElicitResult` (`{"action": "accept", "content": …}`).
+    pub fn raw(&self, key: &str) -> Option<&Value> {
+        self.answers.get(key)
+    }
+
+    /// Whether gate `key` was answered (accepted: refused calls never reach the inner service).
+    pub fn contains(&self, key: &str) -> bool {
+        self.answers.contains_key(key)
+    }
+}
+
+/// Why a gate could not be declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GateError {
+    /// A gate key is empty.
+    EmptyKey,
+    /// A form gate's schema is outside the MCP form subset, or cannot be compiled.
+    Schema {
+        /// The gate.
+        key: String,
+        /// Where and why.
+        error: FormSchemaError,
+    },
+    /// Two gates that can apply to the same call share a key.
+    DuplicateKey(String),
+}
+
+impl fmt::Display for GateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::EmptyKey => f.write_str("a gate key must not be empty"),
+            Self::Schema { key, error } => write!(f, "gate `{key}`: {error}"),
+            Self::DuplicateKey(key) => write!(
+                f,
+                "two gates that can apply to the same call share the key `{key}`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for GateError {}
+
+/// Turns a schemars root schema into the shape of an MCP form: nullable `Option` fields become
+/// plain optional ones, integer formats go, and a `null` default disappears.
+#[cfg(feature = "schemars")]
+fn flatten_schemars(mut schema: Value) -> Value {
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for property in properties.values_mut() {
+            let Some(object) = property.as_object_mut() else {
+                continue;
+            };
+            // `Option<T>`: `"type": ["T", "null"]` …
+            if let Some(Value::Array(types)) = object.get("type") {
+                let non_null: Vec<&Value> = types.iter().filter(|t| *t != "null").collect();
+                if let [only] = non_null[..] {
+                    let only = only.clone();
+                    object.insert("type".into(), only);
+                }
+            }
+            // … or `"anyOf": [{…}, {"type": "null"}]`.
+            if let Some(Value::Array(variants)) = object.get("anyOf") {
+                let non_null: Vec<&Value> = variants
+                    .iter()
+                    .filter(|v| v.get("type").and_then(Value::as_str) != Some("null"))
+                    .collect();
+                if let ([Value::Object(only)], true) =
+                    (&non_null[..], non_null.len() < variants.len())
+                {
+                    let only = only.clone();
+                    object.remove("anyOf");
+                    for (k, v) in only {
+                        object.entry(k).or_insert(v);
+                    }
+                }
+            }
+            if object.get("default") == Some(&Value::Null) {
+                object.remove("default");
+            }
+            let numeric = matches!(
+                object.get("type").and_then(Value::as_str),
+                Some("integer" | "number")
+            );
+            if numeric {
+                object.remove("format");
+            }
+        }
+    }
+    schema
+}
