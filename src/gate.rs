@@ -47,7 +47,7 @@ use serde_json::{Map, Value};
 use crate::form::FormSchemaError;
 use crate::mcp::Method;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::BoxError;
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;

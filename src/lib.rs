@@ -132,3 +132,6 @@ pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};
 pub use layer::{AnswersWithoutState, ElicitationLayer};
 pub use service::{Elicitation, ResponseFuture};
 pub use state::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
+
+/// The boxed error type of [`UrlFlow::url`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -26,7 +26,7 @@ use crate::mcp::Method;
 use crate::sse;
 use crate::state::Keyring;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::BoxError;
 
 /// The service [`ElicitationLayer`] wraps around an MCP Streamable HTTP service.
 ///

@@ -91,7 +91,8 @@ impl Setup {
     async fn start(answers: impl IntoIterator<Item = ElicitResult>) -> Self {
         let state = DeployState::new();
         let keyring = Keyring::new("test", [7u8; 32]).expect("valid test key");
-        let app = server::router_with(ElicitationLayer::new(keyring), state.clone(), false);
+        let app = server::router_with(ElicitationLayer::new(keyring), state.clone(), false)
+            .expect("the example's gates are valid");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -62,7 +62,8 @@ impl Harness {
             ElicitationLayer::new(keyring),
             state.clone(),
             matches!(mode, Mode::Json),
-        );
+        )
+        .expect("the example's gates are valid");
         Self {
             router,
             state,

@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let local = listener.local_addr()?;
-    let app = server::router(ElicitationLayer::new(keyring));
+    let app = server::router(ElicitationLayer::new(keyring), &format!("http://{local}"))?;
 
     tracing::info!("MCP endpoint: http://{local}{}", server::MCP_PATH);
     println!("listening on http://{local}{}", server::MCP_PATH);

@@ -26,12 +26,19 @@
 //! ```
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     fmt,
     sync::{
-        Arc,
+        Arc, Mutex, PoisonError,
         atomic::{AtomicUsize, Ordering},
     },
+};
+
+use axum::{
+    extract::{Path, State},
+    http::StatusCode,
+    response::{Html, IntoResponse, Response},
+    routing::get,
 };
 
 use rmcp::{
@@ -52,7 +59,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::ElicitationLayer;
+use tower_elicitation::{ElicitationLayer, Gate, GateCall, GateError, GateTarget, UrlFlow};
 
 /// The `inputRequests` key the `deploy` tool asks under.
 pub const APPROVAL_KEY: &str = "deployment-approval";
@@ -63,19 +70,44 @@ pub const NOT_APPROVED: &str = "Deployment was not approved.";
 /// Where the MCP endpoint is mounted.
 pub const MCP_PATH: &str = "/mcp";
 
-/// Shared state of the `deploy` server: how many deployments were performed.
+/// Shared state of the `deploy` server: deployments performed, the branches
+/// of an in-memory repository, GitHub connections made and the URL flows that
+/// stand in for GitHub's OAuth.
 ///
-/// Clones share the same counter, so a test can keep one clone and hand
-/// another to [`router_with`].
-#[derive(Clone, Debug, Default)]
+/// Clones share everything, so a test can keep one clone and hand another to
+/// [`router_with`].
+#[derive(Clone, Debug)]
 pub struct DeployState {
     deploys: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
+    branches: Arc<Mutex<Vec<String>>>,
+    flows: GithubFlows,
+}
+
+impl Default for DeployState {
+    fn default() -> Self {
+        Self {
+            deploys: Arc::default(),
+            connections: Arc::default(),
+            branches: Arc::new(Mutex::new(
+                ["main", "dev", "feature-x"].map(String::from).to_vec(),
+            )),
+            flows: GithubFlows::new(DEFAULT_BASE_URL),
+        }
+    }
 }
 
 impl DeployState {
-    /// A fresh state with no deployments.
+    /// A fresh state: no deployments, branches `main`, `dev`, `feature-x`.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same state with URL flows pointing at `base_url` (this server's
+    /// own address, e.g. `http://127.0.0.1:3000`).
+    pub fn with_base_url(mut self, base_url: &str) -> Self {
+        self.flows = GithubFlows::new(base_url);
+        self
     }
 
     /// The number of deployments the handler actually performed.
@@ -83,10 +115,88 @@ impl DeployState {
         self.deploys.load(Ordering::SeqCst)
     }
 
+    /// The number of GitHub connections the handler actually made.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// The branches of the in-memory repository.
+    pub fn branches(&self) -> Vec<String> {
+        self.branches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The URL flows behind the `github-authorization` gate.
+    pub fn flows(&self) -> &GithubFlows {
+        &self.flows
+    }
+
     fn record_deploy(&self) {
         self.deploys.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+/// Where the example listens by default; flows point here unless told otherwise.
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:3000";
+
+/// In-process URL flows standing in for GitHub's OAuth: the URL points at
+/// this server (`/flows/<handle>`), and opening `/flows/<handle>/complete`
+/// marks the flow complete, as an OAuth callback would.
+///
+/// The handle is the one the layer derives from the call
+/// ([`GateCall::handle`]): stable across the rounds of one call, unguessable,
+/// and different for every caller, tool and arguments.
+#[derive(Clone, Debug)]
+pub struct GithubFlows {
+    base_url: Arc<str>,
+    /// handle → completed?
+    flows: Arc<Mutex<HashMap<String, bool>>>,
+}
+
+impl GithubFlows {
+    fn new(base_url: &str) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').into(),
+            flows: Arc::default(),
+        }
+    }
+
+    /// Marks the flow complete, as the OAuth callback would; `false` when
+    /// there is no such flow.
+    pub fn complete(&self, handle: &str) -> bool {
+        let mut flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
+        match flows.get_mut(handle) {
+            Some(done) => {
+                *done = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn exists(&self, handle: &str) -> bool {
+        let flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
+        flows.contains_key(handle)
+    }
+}
+
+impl UrlFlow for GithubFlows {
+    async fn url(&self, call: &GateCall<'_>) -> Result<String, tower_elicitation::BoxError> {
+        let mut flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
+        flows.entry(call.handle().to_owned()).or_insert(false);
+        Ok(format!("{}{FLOWS_PATH}/{}", self.base_url, call.handle()))
+    }
+
+    async fn is_complete(&self, call: &GateCall<'_>) -> bool {
+        let flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
+        flows.get(call.handle()).copied().unwrap_or(false)
+    }
+}
+
+/// Where the URL flows are served.
+pub const FLOWS_PATH: &str = "/flows";
 
 /// The deployment target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -114,7 +224,23 @@ pub struct DeployArgs {
     pub environment: Environment,
 }
 
-/// The rmcp server handler with the single `deploy` tool.
+/// Arguments of `delete_branch`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct BranchArgs {
+    /// The branch to delete.
+    pub name: String,
+}
+
+/// Arguments of `connect_github`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct GithubArgs {
+    /// The GitHub account to connect.
+    pub account: String,
+}
+
+/// The rmcp server handler: `deploy` (asks for approval itself) and
+/// `list_branches`, `delete_branch`, `connect_github` (which know nothing of
+/// elicitation: the layer's gates ask for them).
 #[derive(Clone, Debug)]
 pub struct DeployServer {
     state: DeployState,
@@ -148,6 +274,86 @@ impl DeployServer {
         tracing::info!(%environment, "deployed");
         CallToolResult::structured(json!({ "environment": environment, "deployed": true })).into()
     }
+
+    /// List the branches of the repository.
+    #[tool(description = "List the branches of the repository.")]
+    async fn list_branches(&self) -> CallToolResult {
+        CallToolResult::structured(json!({ "branches": self.state.branches() }))
+    }
+
+    /// Delete a branch. No elicitation code here: the `confirm-delete` gate
+    /// asks before the call can reach this handler.
+    #[tool(description = "Delete a branch of the repository.")]
+    async fn delete_branch(
+        &self,
+        Parameters(BranchArgs { name }): Parameters<BranchArgs>,
+    ) -> CallToolResult {
+        let mut branches = self
+            .state
+            .branches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match branches.iter().position(|b| *b == name) {
+            Some(index) => {
+                branches.remove(index);
+                tracing::info!(%name, "deleted branch");
+                CallToolResult::success(vec![ContentBlock::text(format!("Deleted branch {name}"))])
+            }
+            None => CallToolResult::error(vec![ContentBlock::text(format!("No branch {name}"))]),
+        }
+    }
+
+    /// Connect a GitHub account. No elicitation code here: the
+    /// `github-authorization` URL gate lets the call through only once the
+    /// flow has completed on the server.
+    #[tool(description = "Connect a GitHub account.")]
+    async fn connect_github(
+        &self,
+        Parameters(GithubArgs { account }): Parameters<GithubArgs>,
+    ) -> CallToolResult {
+        self.state.connections.fetch_add(1, Ordering::SeqCst);
+        CallToolResult::success(vec![ContentBlock::text(format!("Connected {account}"))])
+    }
+}
+
+/// The key of the gate on `delete_branch`.
+pub const CONFIRM_DELETE_KEY: &str = "confirm-delete";
+/// The refusal text of the gate on `delete_branch`.
+pub const NOT_DELETED: &str = "Branch was not deleted.";
+/// The key of the gate on `connect_github`.
+pub const GITHUB_KEY: &str = "github-authorization";
+
+/// Retrofits approval onto `delete_branch` and `connect_github`, whose
+/// handlers contain no elicitation code at all.
+pub fn with_gates(
+    layer: ElicitationLayer,
+    state: &DeployState,
+) -> Result<ElicitationLayer, GateError> {
+    let confirm_delete = Gate::form(
+        CONFIRM_DELETE_KEY,
+        json!({
+            "type": "object",
+            "properties": {
+                "confirm": {"type": "string", "title": "Branch name", "description": "Type the branch name to confirm"}
+            },
+            "required": ["confirm"]
+        }),
+    )?
+    .message(|call| {
+        format!(
+            "Type the branch name to delete {}",
+            call.argument_str("name").unwrap_or_default()
+        )
+    })
+    .require(|content, call| content.get("confirm") == call.argument("name"))
+    .refusal(NOT_DELETED);
+
+    let github = Gate::url(GITHUB_KEY, state.flows().clone())?
+        .message(|_| "Authorize GitHub access".to_owned());
+
+    layer
+        .gate(GateTarget::tool("delete_branch"), confirm_delete)?
+        .gate(GateTarget::tool("connect_github"), github)
 }
 
 #[tool_handler]
@@ -236,23 +442,55 @@ pub fn mcp_service(
     )
 }
 
-/// The axum router serving the `deploy` tool at [`MCP_PATH`] behind `layer`,
-/// with SSE responses and its own (unobservable) [`DeployState`].
-pub fn router(layer: ElicitationLayer) -> axum::Router {
-    router_with(layer, DeployState::new(), false)
+/// The axum router serving the MCP endpoint at [`MCP_PATH`] behind `layer`
+/// (with the example's gates), with SSE responses and a fresh [`DeployState`].
+pub fn router(layer: ElicitationLayer, base_url: &str) -> Result<axum::Router, GateError> {
+    router_with(layer, DeployState::new().with_base_url(base_url), false)
 }
 
-/// The axum router serving the `deploy` tool at [`MCP_PATH`] behind `layer`.
+/// The axum router serving the MCP endpoint at [`MCP_PATH`] behind `layer`
+/// plus the example's gates, and the URL flow pages at [`FLOWS_PATH`].
 ///
-/// Deployments are counted in `state`; `json_response` is passed to
+/// Everything is recorded in `state`; `json_response` is passed to
 /// [`mcp_service`].
 pub fn router_with(
     layer: ElicitationLayer,
     state: DeployState,
     json_response: bool,
-) -> axum::Router {
+) -> Result<axum::Router, GateError> {
     let mcp = ServiceBuilder::new()
-        .layer(layer)
-        .service(mcp_service(state, json_response));
-    axum::Router::new().nest_service(MCP_PATH, mcp)
+        .layer(with_gates(layer, &state)?)
+        .service(mcp_service(state.clone(), json_response));
+    let flows = state.flows().clone();
+    Ok(axum::Router::new()
+        .nest_service(MCP_PATH, mcp)
+        .route(&format!("{FLOWS_PATH}/{{handle}}"), get(flow_page))
+        .route(
+            &format!("{FLOWS_PATH}/{{handle}}/complete"),
+            get(complete_flow),
+        )
+        .with_state(flows))
+}
+
+/// The page a URL elicitation opens: where a real server would redirect to
+/// GitHub's OAuth consent screen.
+async fn flow_page(State(flows): State<GithubFlows>, Path(handle): Path<String>) -> Response {
+    if !flows.exists(&handle) {
+        return (StatusCode::NOT_FOUND, "No such flow").into_response();
+    }
+    Html(format!(
+        "<h1>Authorize GitHub access</h1><p>This stands in for GitHub's consent screen.</p>\
+         <p><a href=\"{FLOWS_PATH}/{handle}/complete\">Authorize</a></p>"
+    ))
+    .into_response()
+}
+
+/// The OAuth callback stand-in: marks the flow complete.
+async fn complete_flow(State(flows): State<GithubFlows>, Path(handle): Path<String>) -> Response {
+    if flows.complete(&handle) {
+        Html("<h1>GitHub access authorized</h1><p>You can return to your MCP client.</p>")
+            .into_response()
+    } else {
+        (StatusCode::NOT_FOUND, "No such flow").into_response()
+    }
 }
