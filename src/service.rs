@@ -429,7 +429,7 @@ async fn respond<B: Body<Data = Bytes>>(
     config: Arc<Config>,
     now: u64,
 ) -> Response<ResponseBody<B>> {
-    if !round.mrtr || !response.status().is_success() {
+    if !response.status().is_success() {
         return response.map(ResponseBody::inner);
     }
     match payload(response.headers()) {

@@ -62,7 +62,16 @@ fn decide(
 
     let target = match call.field(call.method.target_field()).map_err(malformed)? {
         Field::Present(Value::String(target)) => target,
-        _ => String::new(),
+        Field::Absent | Field::Present(Value::Null) => String::new(),
+        // Bound as text, a non-string name could not be told from another: refuse it here, as
+        // any MCP server would.
+        Field::Present(_) => {
+            let message = format!(
+                "Invalid params: `{}` must be a string",
+                call.method.target_field()
+            );
+            return Err(Reply::error(200, id, INVALID_PARAMS, &message, None));
+        }
     };
     let arguments = match call.method.arguments_field() {
         Some(name) => call.field(name).map_err(malformed)?,

@@ -91,13 +91,22 @@ fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
 
 /// Decides what the client receives for the inner service's response `message` to `round`.
 pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64) -> Outbound {
-    if !round.mrtr
-        || relation(message, round)
-            != (Relation::Response {
-                input_required: true,
-            })
+    if relation(message, round)
+        != (Relation::Response {
+            input_required: true,
+        })
     {
         return Outbound::Unchanged;
+    }
+    if !round.mrtr {
+        // Clients before 2026-07-28 cannot answer it, and its state could not be verified.
+        tracing::warn!(
+            target: "tower_elicitation",
+            method = round.method.as_str(),
+            target = %round.target,
+            "the inner service answered input_required to a request older than 2026-07-28"
+        );
+        return Outbound::Replace(refuse(round, INTERNAL_ERROR, "Internal error", None));
     }
     let (mut result, asked) = match read_input_required(message, round) {
         Ok(read) => read,
@@ -163,17 +172,16 @@ pub(crate) fn settle_probe(
     if let Err(reply) = check_capabilities(&asked.requests, &round) {
         return Settle::Respond(Outbound::Replace(reply));
     }
-    // As if the client had been asked these questions in round 1 and answered them.
+    // As if the client had been asked these questions and answered them: a re-ask is round 1.
     let claims = new_claims(
         &round,
-        1,
+        0,
         asked.state,
         asked.requests,
         Map::new(),
         config,
         now,
     );
-    let round = Round { number: 1, ..round };
     match answers::check(&claims.q, &Map::new(), answers, &config.validators) {
         Err(answers::Malformed(why)) => Settle::Respond(Outbound::Replace(refuse(
             &round,

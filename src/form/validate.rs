@@ -105,6 +105,9 @@ pub(crate) struct FormValidator {
     /// For each property with a closed list of values (`enum`, `oneOf`, `items.enum`,
     /// `items.anyOf`), that list joined with ", " for hints.
     choices: HashMap<String, String>,
+    /// The properties of `type: "integer"`: a whole number written `2.0` is accepted and
+    /// forwarded as `2`, so the inner service can read it as an integer.
+    integers: HashSet<String>,
 }
 
 impl FormValidator {
@@ -124,10 +127,19 @@ impl FormValidator {
                     .collect()
             })
             .unwrap_or_default();
+        let integers = declared
+            .map(|p| {
+                p.iter()
+                    .filter(|(_, property)| property.get("type") == Some(&Value::from("integer")))
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Self {
             validator,
             properties,
             choices,
+            integers,
         })
     }
 
@@ -153,9 +165,14 @@ impl FormValidator {
             .collect();
         let kept = Value::Object(kept);
         if self.validator.is_valid(&kept) {
-            let Value::Object(kept) = kept else {
+            let Value::Object(mut kept) = kept else {
                 unreachable!("built as an object above")
             };
+            for name in &self.integers {
+                if let Some(value) = kept.get_mut(name) {
+                    whole_as_integer(value);
+                }
+            }
             return Ok(kept);
         }
         Err(self.hint(&kept))
@@ -343,6 +360,18 @@ fn choice_list(property: &Value) -> Option<String> {
 
 /// Why `jsonschema` refused a schema, without repeating schema values (a `default` may hold
 /// user data the server pre-filled).
+/// `2.0` → `2`, for a number the schema already accepted as an integer.
+fn whole_as_integer(value: &mut Value) {
+    let Some(float) = value.as_f64().filter(|_| value.is_f64()) else {
+        return;
+    };
+    // Within ±2^53 every whole f64 is exact; beyond it the value stays as it came.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    if float.fract() == 0.0 && float.abs() <= EXACT {
+        *value = Value::from(float as i64);
+    }
+}
+
 fn compile_error(err: &ValidationError<'_>) -> String {
     match err.kind() {
         ValidationErrorKind::Referencing(reference) => {
@@ -414,6 +443,19 @@ mod tests {
             .check(&json!({"approve": true, "extra": {"deep": [1, 2]}, "other": "x"}))
             .unwrap();
         assert_eq!(Value::Object(kept), json!({"approve": true}));
+    }
+
+    #[test]
+    fn whole_numbers_for_integers_are_forwarded_as_integers() {
+        let cache = ValidatorCache::default();
+        let v = cache
+            .get(&json!({"type": "object", "properties": {
+                "age": {"type": "integer"}, "score": {"type": "number"}}}))
+            .unwrap();
+        let out = v.check(&json!({"age": 2.0, "score": 2.0})).unwrap();
+        assert!(out["age"].is_i64(), "{out:?}");
+        assert!(out["score"].is_f64(), "{out:?}");
+        assert!(v.check(&json!({"age": 2.5})).is_err());
     }
 
     #[test]

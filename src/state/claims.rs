@@ -63,9 +63,14 @@ pub(crate) struct Binding<'a> {
 }
 
 /// The digest bound as `a`: base64url of the first 16 bytes of SHA-256 over the canonical JSON of
-/// the arguments (`null` when there are none).
+/// the arguments. No arguments, `null` and `{}` are the same call.
 pub(crate) fn args_digest(arguments: Option<&Value>) -> String {
-    let digest = crate::canonical::digest(arguments.unwrap_or(&Value::Null));
+    let empty = Value::Object(Map::new());
+    let arguments = match arguments {
+        None | Some(Value::Null) => &empty,
+        Some(arguments) => arguments,
+    };
+    let digest = crate::canonical::digest(arguments);
     URL_SAFE_NO_PAD.encode(&digest[..16])
 }
 
