@@ -1,0 +1,493 @@
+//! `conformance`: the fixture server of the official MCP conformance suite
+//! (`@modelcontextprotocol/conformance`), as an rmcp server behind
+//! [`ElicitationLayer`].
+//!
+//! ```text
+//! cargo run --example conformance
+//! scripts/conformance.sh            # builds this, starts it and runs the suite
+//! ```
+//!
+//! It serves the fixtures the multi round-trip (`input-required-result-*`)
+//! scenarios and `server-stateless` call (`test_input_required_result_*`, the
+//! prompt `test_input_required_result_prompt`, `test_missing_capability`,
+//! `test_streaming_elicitation`, `test_logging_tool`), statelessly (MCP
+//! 2026-07-28) at `/mcp`. The handlers are written the way any rmcp handler
+//! would be: they ask with an `InputRequiredResult`, read `InputResponses`,
+//! and keep their own state as plain text in `requestState`. None of them signs, verifies or
+//! validates anything; [`ElicitationLayer`] does, which is what the suite
+//! checks:
+//!
+//! - every `input_required` gets a sealed `requestState`, so a fixture with no
+//!   state of its own still gets one, and a tampered one is answered `-32602`
+//!   before any handler runs;
+//! - a handler only ever gets back its own state (never a forged one) and
+//!   answers that match the form it asked, so "state present" means "state
+//!   valid";
+//! - answers sent without any `requestState` are checked against what the
+//!   handler asks for, missing ones are asked again, unknown keys dropped.
+//!
+//! Environment:
+//! - `MCP_ADDR`: listen address (default `127.0.0.1:3001`; port `0` picks a
+//!   free one, printed on the first line of stdout).
+//! - `MCP_REQUEST_STATE_KEYS`: `kid:base64url-key` pairs, comma-separated, the
+//!   first one signs. Without it a random key is used for this process only.
+//! - `MCP_JSON_RESPONSE`: `1` for `application/json` replies instead of
+//!   rmcp's default event streams.
+//! - `RUST_LOG`: log filter (default `info`).
+
+// Sampling and roots are deprecated since 2026-07-28 (SEP-2577) but still part
+// of the protocol, and the suite asks for both.
+#![allow(deprecated)]
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    handler::server::tool::{InputResponses, RequestState},
+    model::{
+        BooleanSchema, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
+        CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
+        ElicitationSchema, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+        Implementation, InputRequest, InputRequests, InputRequiredResult, ListPromptsResult,
+        ListRootsRequest, PaginatedRequestParams, PrimitiveSchemaDefinition, Prompt, PromptMessage,
+        ProtocolVersion, Role, SamplingMessage, ServerCapabilities, ServerConfig, StringSchema,
+    },
+    service::RequestContext,
+    tool, tool_handler, tool_router,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tower::ServiceBuilder;
+use tower_elicitation::{ElicitationLayer, Keyring};
+use tracing_subscriber::EnvFilter;
+
+const DEFAULT_ADDR: &str = "127.0.0.1:3001";
+const MCP_PATH: &str = "/mcp";
+const PROMPT: &str = "test_input_required_result_prompt";
+
+/// The fixture server: no fields, every round starts from the request alone.
+#[derive(Clone, Debug, Default)]
+struct Conformance;
+
+#[tool_router]
+impl Conformance {
+    #[tool(description = "MRTR: asks the user's name with a form (`user_name`), then greets.")]
+    async fn test_input_required_result_elicitation(
+        &self,
+        InputResponses(answers): InputResponses,
+    ) -> CallToolResponse {
+        match answers.as_ref().and_then(|a| a.get("user_name")) {
+            None => ask([("user_name", ask_name("What is your name?"))], None),
+            Some(answer) => match text_field(answer, "name") {
+                Some(name) => done(format!("Hello, {name}!")),
+                None => refused("No name was given."),
+            },
+        }
+    }
+
+    #[tool(description = "MRTR: asks the client's model a question (`capital_question`).")]
+    async fn test_input_required_result_sampling(
+        &self,
+        InputResponses(answers): InputResponses,
+    ) -> CallToolResponse {
+        match answers.as_ref().and_then(|a| a.get("capital_question")) {
+            None => {
+                let question = sample("What is the capital of France?", 100);
+                ask([("capital_question", question)], None)
+            }
+            Some(answer) => done(format!("Sampling result: {}", sampled_text(answer))),
+        }
+    }
+
+    #[tool(description = "MRTR: asks the client for its roots (`client_roots`).")]
+    async fn test_input_required_result_list_roots(
+        &self,
+        InputResponses(answers): InputResponses,
+    ) -> CallToolResponse {
+        match answers.as_ref().and_then(|a| a.get("client_roots")) {
+            None => ask([("client_roots", list_roots())], None),
+            Some(answer) => done(format!("Found {} root(s)", root_count(answer))),
+        }
+    }
+
+    #[tool(description = "MRTR: asks for a confirmation (`confirm`) and keeps a requestState.")]
+    async fn test_input_required_result_request_state(
+        &self,
+        InputResponses(answers): InputResponses,
+        RequestState(state): RequestState,
+    ) -> CallToolResponse {
+        confirm_with_state("request_state: awaiting confirm", answers, state)
+    }
+
+    #[tool(description = "MRTR: asks for a name, a sampled greeting and the roots at once.")]
+    async fn test_input_required_result_multiple_inputs(
+        &self,
+        InputResponses(answers): InputResponses,
+        RequestState(state): RequestState,
+    ) -> CallToolResponse {
+        const STATE: &str = "multiple_inputs: awaiting 3 answers";
+        let answers = answers.unwrap_or_default();
+        let (Some(name), Some(greeting), Some(roots), Some(STATE)) = (
+            answers.get("user_name"),
+            answers.get("greeting"),
+            answers.get("client_roots"),
+            state.as_deref(),
+        ) else {
+            let questions = [
+                ("user_name", ask_name("What is your name?")),
+                ("greeting", sample("Generate a greeting", 50)),
+                ("client_roots", list_roots()),
+            ];
+            return ask(questions, Some(STATE.to_owned()));
+        };
+        done(format!(
+            "Name: {}; greeting: {}; {} root(s)",
+            text_field(name, "name").unwrap_or("(declined)"),
+            sampled_text(greeting),
+            root_count(roots),
+        ))
+    }
+
+    #[tool(description = "MRTR: two rounds, name (`step1`) then favourite colour (`step2`).")]
+    async fn test_input_required_result_multi_round(
+        &self,
+        InputResponses(answers): InputResponses,
+        RequestState(state): RequestState,
+    ) -> CallToolResponse {
+        let answers = answers.unwrap_or_default();
+        let state: Option<MultiRound> = state.and_then(|s| serde_json::from_str(&s).ok());
+        match state {
+            Some(MultiRound { round: 1, .. }) if answers.contains_key("step1") => {
+                let Some(name) = text_field(&answers["step1"], "name") else {
+                    return refused("No name was given.");
+                };
+                let next = MultiRound {
+                    round: 2,
+                    name: Some(name.to_owned()),
+                };
+                let question = ask_form("Step 2: What is your favorite color?", "color");
+                ask([("step2", question)], Some(next.to_json()))
+            }
+            Some(MultiRound {
+                round: 2,
+                name: Some(name),
+            }) if answers.contains_key("step2") => match text_field(&answers["step2"], "color") {
+                Some(color) => done(format!("Multi-round complete for {name} who likes {color}")),
+                None => refused("No colour was given."),
+            },
+            // Anything else starts over.
+            _ => {
+                let first = MultiRound {
+                    round: 1,
+                    name: None,
+                };
+                let question = ask_name("Step 1: What is your name?");
+                ask([("step1", question)], Some(first.to_json()))
+            }
+        }
+    }
+
+    #[tool(description = "MRTR: like request_state; the suite then tampers with the state.")]
+    async fn test_input_required_result_tampered_state(
+        &self,
+        InputResponses(answers): InputResponses,
+        RequestState(state): RequestState,
+    ) -> CallToolResponse {
+        confirm_with_state("tampered_state: awaiting confirm", answers, state)
+    }
+
+    #[tool(description = "MRTR: asks only what the request's _meta clientCapabilities allow.")]
+    async fn test_input_required_result_capabilities(
+        &self,
+        InputResponses(answers): InputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        if answers.is_some_and(|a| !a.is_empty()) {
+            return done("Capabilities respected");
+        }
+        let declared = context.client_capabilities().unwrap_or_default();
+        let mut questions = Vec::new();
+        if declared.elicitation.is_some() {
+            questions.push(("elicit_input", ask_form("Please provide a value", "value")));
+        }
+        if declared.sampling.is_some() {
+            questions.push(("sample_input", sample("Say something", 50)));
+        }
+        if questions.is_empty() {
+            return done("No supported capabilities declared");
+        }
+        ask(questions, Some("capabilities: asked".to_owned()))
+    }
+
+    #[tool(description = "Needs the sampling capability: -32021 (HTTP 400) without it.")]
+    async fn test_missing_capability(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let declared = context.client_capabilities().unwrap_or_default();
+        if declared.sampling.is_none() {
+            let required = ClientCapabilities::builder().enable_sampling().build();
+            return Err(McpError::missing_required_client_capability(required));
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text("Success")]))
+    }
+
+    // `server-stateless` also calls the next two diagnostic tools; without them
+    // two of its checks fail as "Not testable".
+
+    #[tool(description = "Asks through MRTR, never with a request on the response stream.")]
+    async fn test_streaming_elicitation(
+        &self,
+        InputResponses(answers): InputResponses,
+    ) -> CallToolResponse {
+        match answers.as_ref().and_then(|a| a.get("confirm")) {
+            None => ask([("confirm", ask_confirm())], None),
+            Some(_) => done("Streaming complete"),
+        }
+    }
+
+    #[tool(description = "Sends no log message: the request sets no _meta logLevel.")]
+    async fn test_logging_tool(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text("Logged nothing")])
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for Conformance {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            "tower-elicitation-conformance",
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    // Multi round-trip requests exist only in 2026-07-28.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Owned(vec![ProtocolVersion::V_2026_07_28])
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let description = "MRTR: asks what context the prompt should use (`user_context`).";
+        let prompt = Prompt::new(PROMPT, Some(description), None);
+        Ok(ListPromptsResult::with_all_items(vec![prompt]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != PROMPT {
+            let message = format!("Unknown prompt: {}", request.name);
+            return Err(McpError::invalid_params(message, None));
+        }
+        let answer = request
+            .input_responses
+            .as_ref()
+            .and_then(|a| a.get("user_context"));
+        let Some(answer) = answer else {
+            let question = ask_form("What context should the prompt use?", "context");
+            let questions = requests([("user_context", question)]);
+            return Ok(InputRequiredResult::from_input_requests(questions).into());
+        };
+        let context = text_field(answer, "context").unwrap_or("(declined)");
+        let text = format!("Prompt with context: {context}");
+        let message = PromptMessage::new_text(Role::User, text);
+        Ok(GetPromptResult::new(vec![message]).into())
+    }
+}
+
+/// The multi-round fixture's own state, as plain JSON text (the layer seals it).
+#[derive(Debug, Serialize, Deserialize)]
+struct MultiRound {
+    round: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+}
+
+impl MultiRound {
+    fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a MultiRound always serializes")
+    }
+}
+
+/// `request_state` and `tampered_state`: ask `confirm` with a plain `state`;
+/// complete once both come back. The layer only ever hands back the state
+/// this handler issued, so a present state is a valid one.
+fn confirm_with_state(
+    state: &str,
+    answers: Option<rmcp::model::InputResponses>,
+    returned: Option<String>,
+) -> CallToolResponse {
+    let answer = answers.as_ref().and_then(|a| a.get("confirm"));
+    match (answer, returned.as_deref()) {
+        (Some(answer), Some(returned)) if returned == state => {
+            if accepted(answer).and_then(|c| c.get("ok")) == Some(&Value::Bool(true)) {
+                done("state-ok: requestState validated")
+            } else {
+                refused("Not confirmed.")
+            }
+        }
+        _ => ask([("confirm", ask_confirm())], Some(state.to_owned())),
+    }
+}
+
+// ---- building results ----
+
+fn done(text: impl Into<String>) -> CallToolResponse {
+    CallToolResult::success(vec![ContentBlock::text(text)]).into()
+}
+
+fn refused(text: &str) -> CallToolResponse {
+    CallToolResult::error(vec![ContentBlock::text(text)]).into()
+}
+
+/// An `input_required` result asking `questions`, with the handler's own plain `state`.
+fn ask<'a>(
+    questions: impl IntoIterator<Item = (&'a str, InputRequest)>,
+    state: Option<String>,
+) -> CallToolResponse {
+    InputRequiredResult::new(Some(requests(questions)), state).into()
+}
+
+fn requests<'a>(questions: impl IntoIterator<Item = (&'a str, InputRequest)>) -> InputRequests {
+    questions
+        .into_iter()
+        .map(|(key, request)| (key.to_owned(), request))
+        .collect()
+}
+
+/// A form asking for one required string `field`.
+fn ask_form(message: &str, field: &str) -> InputRequest {
+    let properties = BTreeMap::from([(
+        field.to_owned(),
+        PrimitiveSchemaDefinition::String(StringSchema::new()),
+    )]);
+    form(message, properties, field)
+}
+
+fn ask_name(message: &str) -> InputRequest {
+    ask_form(message, "name")
+}
+
+/// "Please confirm", with one required boolean `ok`.
+fn ask_confirm() -> InputRequest {
+    let properties = BTreeMap::from([(
+        "ok".to_owned(),
+        PrimitiveSchemaDefinition::Boolean(BooleanSchema::new()),
+    )]);
+    form("Please confirm", properties, "ok")
+}
+
+fn form(
+    message: &str,
+    properties: BTreeMap<String, PrimitiveSchemaDefinition>,
+    required: &str,
+) -> InputRequest {
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: message.to_owned(),
+        requested_schema: ElicitationSchema::new(properties)
+            .with_required(vec![required.to_owned()]),
+    };
+    InputRequest::Elicitation(ElicitRequest::new(params))
+}
+
+fn sample(question: &str, max_tokens: u32) -> InputRequest {
+    let params =
+        CreateMessageRequestParams::new(vec![SamplingMessage::user_text(question)], max_tokens);
+    InputRequest::CreateMessage(CreateMessageRequest::new(params))
+}
+
+fn list_roots() -> InputRequest {
+    InputRequest::ListRoots(ListRootsRequest::default())
+}
+
+// ---- reading answers (opaque JSON in rmcp) ----
+
+/// The content of an accepted elicitation answer.
+fn accepted(answer: &Value) -> Option<&Map<String, Value>> {
+    (answer.get("action")? == "accept")
+        .then(|| answer.get("content")?.as_object())
+        .flatten()
+}
+
+fn text_field<'a>(answer: &'a Value, field: &str) -> Option<&'a str> {
+    accepted(answer)?.get(field)?.as_str()
+}
+
+/// The text of a `sampling/createMessage` result.
+fn sampled_text(answer: &Value) -> &str {
+    answer
+        .pointer("/content/text")
+        .and_then(Value::as_str)
+        .unwrap_or("(no text)")
+}
+
+/// The number of roots in a `roots/list` result.
+fn root_count(answer: &Value) -> usize {
+    answer
+        .get("roots")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len)
+}
+
+// ---- serving ----
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+
+    let keyring = match Keyring::from_env()? {
+        Some(keyring) => keyring,
+        None => {
+            tracing::warn!(
+                "MCP_REQUEST_STATE_KEYS is not set: signing requestState with a random key for \
+                 this process only. Retries will FAIL after a restart and across replicas."
+            );
+            Keyring::ephemeral()
+        }
+    };
+    let json_response = std::env::var("MCP_JSON_RESPONSE").is_ok_and(|v| v == "1");
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_stateless_protocol_metadata_required(true)
+        .with_json_response(json_response)
+        .with_allowed_hosts(["localhost", "127.0.0.1", "::1"]);
+    let mcp = StreamableHttpService::new(
+        || Ok(Conformance),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let mcp = ServiceBuilder::new()
+        .layer(ElicitationLayer::new(keyring))
+        .service(mcp);
+    let app = axum::Router::new().nest_service(MCP_PATH, mcp);
+
+    let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    println!("listening on http://{}{MCP_PATH}", listener.local_addr()?);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
