@@ -128,6 +128,14 @@ impl<B> ResponseBody<B> {
     }
 }
 
+impl<B> Default for ResponseBody<B> {
+    /// An empty body: lets layers in front of this one (an authorization layer's 401) answer
+    /// with the same body type.
+    fn default() -> Self {
+        Self::full(Bytes::new())
+    }
+}
+
 impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
     type Data = Bytes;
     type Error = B::Error;
@@ -178,14 +186,16 @@ pub(crate) struct Scan {
 }
 
 pin_project! {
-    /// An inner event stream passed on event by event until the response event, which goes
-    /// through [`engine::outbound`]; after it, bytes pass straight through.
+    /// An inner event stream passed on event by event. The response event goes through
+    /// [`engine::outbound`]; any further response to the same call is dropped (JSON-RPC allows
+    /// one, and a second would reach the client unsealed); every other event passes unchanged.
     pub(crate) struct SseBody<B> {
         #[pin]
         inner: B,
         splitter: Splitter,
         pending: VecDeque<Frame<Bytes>>,
-        scan: Option<Box<Scan>>,
+        scan: Box<Scan>,
+        responded: bool,
         ended: bool,
         emitted_event: bool,
         first_reply: Option<Reply>,
@@ -199,7 +209,8 @@ impl<B: Body<Data = Bytes>> SseBody<B> {
             inner,
             splitter: Splitter::default(),
             pending: VecDeque::new(),
-            scan: Some(Box::new(scan)),
+            scan: Box::new(scan),
+            responded: false,
             ended: false,
             emitted_event: false,
             first_reply: None,
@@ -237,46 +248,29 @@ impl<B: Body<Data = Bytes>> Body for SseBody<B> {
             if *this.ended {
                 return Poll::Ready(None);
             }
+            let mut events = Events {
+                scan: this.scan,
+                responded: this.responded,
+                emitted_event: this.emitted_event,
+                first_reply: this.first_reply,
+                pending: this.pending,
+            };
             match ready!(this.inner.as_mut().poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) if this.scan.is_none() && this.splitter.is_empty() => {
-                        return Poll::Ready(Some(Ok(Frame::data(data))));
-                    }
                     Ok(data) => {
                         this.splitter.push(&data);
-                        while this.scan.is_some() {
-                            let Some(event) = this.splitter.next_event() else {
-                                break;
-                            };
-                            let event = rewrite_event(
-                                event,
-                                this.scan,
-                                *this.emitted_event,
-                                this.first_reply,
-                            );
-                            *this.emitted_event = true;
-                            this.pending.push_back(Frame::data(event));
-                        }
-                        if this.scan.is_none() && !this.splitter.is_empty() {
-                            let rest = this.splitter.take_rest();
-                            this.pending.push_back(Frame::data(rest));
+                        while let Some(event) = this.splitter.next_event() {
+                            events.complete(event);
                         }
                     }
-                    Err(other) => {
-                        if !this.splitter.is_empty() {
-                            this.pending
-                                .push_back(Frame::data(this.splitter.take_rest()));
-                        }
-                        this.pending.push_back(other);
+                    Err(trailers) => {
+                        events.incomplete(this.splitter.take_rest());
+                        events.pending.push_back(trailers);
                     }
                 },
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => {
-                    // A stream that ends inside an event: pass on what came, unchanged.
-                    if !this.splitter.is_empty() {
-                        this.pending
-                            .push_back(Frame::data(this.splitter.take_rest()));
-                    }
+                    events.incomplete(this.splitter.take_rest());
                     *this.ended = true;
                 }
             }
@@ -288,33 +282,65 @@ impl<B: Body<Data = Bytes>> Body for SseBody<B> {
     }
 }
 
-/// One complete event: the response event goes through the engine, any other is kept.
-fn rewrite_event(
-    event: Bytes,
-    scan: &mut Option<Box<Scan>>,
-    emitted_before: bool,
-    first_reply: &mut Option<Reply>,
-) -> Bytes {
-    let Some(state) = scan.as_deref() else {
-        return event;
-    };
-    let Some(data) = sse::data(&event) else {
-        return event;
-    };
-    if let Relation::Other = relation(&data, &state.round) {
-        return event;
-    }
-    let outcome = engine::outbound(&data, &state.round, &state.config, state.now);
-    *scan = None;
-    match outcome {
-        Outbound::Unchanged => event,
-        Outbound::Replace(reply) => {
-            let event = sse::replace_data(&event, &reply.body);
-            if !emitted_before {
-                *first_reply = Some(reply);
+/// What the stream knows while it sorts events.
+struct Events<'a> {
+    scan: &'a Scan,
+    responded: &'a mut bool,
+    emitted_event: &'a mut bool,
+    first_reply: &'a mut Option<Reply>,
+    pending: &'a mut VecDeque<Frame<Bytes>>,
+}
+
+impl Events<'_> {
+    /// One complete event: the response event goes through the engine, a repeated response is
+    /// dropped, any other event is kept.
+    fn complete(&mut self, event: Bytes) {
+        let outcome = match sse::data(&event) {
+            Some(data) if relation(&data, &self.scan.round) != Relation::Other => {
+                if std::mem::replace(self.responded, true) {
+                    self.drop_repeated();
+                    return;
+                }
+                engine::outbound(&data, &self.scan.round, &self.scan.config, self.scan.now)
             }
-            event
+            _ => Outbound::Unchanged,
+        };
+        let event = match outcome {
+            Outbound::Unchanged => event,
+            Outbound::Replace(reply) => {
+                let rewritten = sse::replace_data(&event, &reply.body);
+                if !*self.emitted_event {
+                    *self.first_reply = Some(reply);
+                }
+                rewritten
+            }
+        };
+        *self.emitted_event = true;
+        self.pending.push_back(Frame::data(event));
+    }
+
+    /// What is left when the stream ends inside an event. Clients discard an unterminated
+    /// event; it passes unchanged, unless it carries a response the layer has not vouched for.
+    fn incomplete(&mut self, rest: Bytes) {
+        if rest.is_empty() {
+            return;
         }
+        if let Some(data) = sse::data(&rest)
+            && relation(&data, &self.scan.round) != Relation::Other
+        {
+            self.drop_repeated();
+            return;
+        }
+        self.pending.push_back(Frame::data(rest));
+    }
+
+    fn drop_repeated(&self) {
+        tracing::warn!(
+            target: "tower_elicitation",
+            method = self.scan.round.method.as_str(),
+            target = %self.scan.round.target,
+            "dropped a second or unterminated response event from the inner service"
+        );
     }
 }
 

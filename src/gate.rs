@@ -319,6 +319,7 @@ pub struct GateCall<'a> {
     pub(crate) target: &'a str,
     pub(crate) arguments: &'a Value,
     pub(crate) handle: &'a str,
+    pub(crate) principal: Option<&'a [u8]>,
 }
 
 impl<'a> GateCall<'a> {
@@ -345,6 +346,13 @@ impl<'a> GateCall<'a> {
     /// One argument, when it is a string.
     pub fn argument_str(&self, name: &str) -> Option<&'a str> {
         self.argument(name).and_then(Value::as_str)
+    }
+
+    /// The caller's identity as the layer took it (the `Authorization` header by default, or
+    /// what [`ElicitationLayer::principal_from`](crate::ElicitationLayer::principal_from)
+    /// returns); `None` for an anonymous caller. A flow can record whose it is.
+    pub fn principal(&self) -> Option<&'a [u8]> {
+        self.principal
     }
 
     /// A stable, unguessable handle for this call: the same for every round of the same call by

@@ -343,7 +343,7 @@ fn invalid_request(e: &serde_json::Error) -> Malformed {
 }
 
 /// serde_json's message without " at line 1 column 42".
-fn strip_position(e: &serde_json::Error) -> String {
+pub(crate) fn strip_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
     match text.find(" at line ") {
         Some(at) => text[..at].to_owned(),
@@ -352,7 +352,7 @@ fn strip_position(e: &serde_json::Error) -> String {
 }
 
 /// A string borrowed from the input where it has no escapes.
-struct BorrowedStr<'a>(Cow<'a, str>);
+pub(crate) struct BorrowedStr<'a>(pub(crate) Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -374,7 +374,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
 }
 
 /// A JSON object as an ordered list of raw values; a repeated key is an error.
-struct RawObject<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+pub(crate) struct RawObject<'a>(pub(crate) Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'de> Deserialize<'de> for RawObject<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

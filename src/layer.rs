@@ -196,6 +196,11 @@ impl Config {
             .map(|(index, (_, gate))| (index, gate))
     }
 
+    /// Whether any gate applies to this call.
+    pub(crate) fn has_gates(&self, method: Method, target: &str) -> bool {
+        self.gates_for(method, target).next().is_some()
+    }
+
     /// Whether `key` is the key of a gate on this call.
     pub(crate) fn is_gate_key(&self, method: Method, target: &str, key: &str) -> bool {
         self.gates_for(method, target)

@@ -1,5 +1,9 @@
 //! The few MCP 2026-07-28 wire facts the layer reads and writes.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// `params._meta` key of the protocol version.
@@ -106,6 +110,45 @@ impl InputKind {
             },
             _ => None,
         }
+    }
+
+    /// Classifies an input request given as JSON text, with a borrowed parse; also returns its
+    /// `params.requestedSchema` text, if any. Agrees with [`InputKind::of`] on canonical JSON.
+    pub(crate) fn of_raw(request: &RawValue) -> Option<(Self, Option<&RawValue>)> {
+        #[derive(Deserialize)]
+        struct Request<'a> {
+            #[serde(borrow)]
+            method: Cow<'a, str>,
+            #[serde(borrow, default)]
+            params: Option<Params<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow, default)]
+            mode: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            tools: Option<&'a RawValue>,
+            #[serde(borrow, default, rename = "requestedSchema")]
+            schema: Option<&'a RawValue>,
+        }
+        let request: Request<'_> = serde_json::from_str(request.get()).ok()?;
+        let params = request.params;
+        let kind = match request.method.as_ref() {
+            "elicitation/create" => match params.as_ref()?.mode.map(RawValue::get) {
+                None | Some("\"form\"") => Self::Form,
+                Some("\"url\"") => Self::Url,
+                Some(_) => return None,
+            },
+            "sampling/createMessage" => {
+                let tools = params.as_ref()?.tools.map(RawValue::get);
+                Self::Sampling {
+                    tools: tools.is_some_and(|t| t != "null" && t != "[]"),
+                }
+            }
+            "roots/list" => Self::Roots,
+            _ => return None,
+        };
+        Some((kind, params.and_then(|p| p.schema)))
     }
 
     /// The capability path this kind needs, as `(capability, sub-capability)`.

@@ -145,7 +145,12 @@ where
     ReqBody::Error: Into<BoxError>,
     ResBody: Body<Data = Bytes>,
 {
-    if request.method() != http::Method::POST {
+    // MCP sends JSON-RPC in POSTs. A body in any other request is read too, so that an inner
+    // service that ignores the HTTP method is no way around the layer; unless it carries one of
+    // the three MRTR methods, it passes as it came. Requests without a body pass untouched.
+    let post = request.method() == http::Method::POST;
+    let body = request.body();
+    if !post && (body.is_end_stream() || body.size_hint().exact() == Some(0)) {
         let response = inner.call(request.map(RequestBody::untouched)).await?;
         return Ok(response.map(ResponseBody::inner));
     }
@@ -182,6 +187,10 @@ where
                 message,
                 None,
             )));
+        }
+        Peek::Invalid { .. } if !post => {
+            let response = inner.call(rebuild(parts, bytes)).await?;
+            return Ok(response.map(ResponseBody::inner));
         }
         Peek::Invalid { code, message } => {
             return Ok(reply_response(Reply::error(400, None, code, message, None)));
@@ -325,6 +334,7 @@ async fn check_flow(
         target: &query.target,
         arguments: &query.arguments,
         handle: &query.handle,
+        principal: query.principal.as_deref(),
     };
     match query.need {
         FlowNeed::Url => match flow.url(&call).await {

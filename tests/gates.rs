@@ -718,9 +718,6 @@ async fn url_flow_survives_key_rotation(mode: Mode) {
 }
 
 #[tokio::test]
-#[ignore = "BUG: after a key rotation an in-flight URL gate re-asks its completed flow's URL forever: \
-            the completion check derives the flow handle from the new active key \
-            (GateRound::new in src/engine/gates.rs), not from the handle that was asked"]
 async fn url_flow_survives_key_rotation_json() {
     url_flow_survives_key_rotation(Mode::Json).await;
 }
@@ -1564,9 +1561,6 @@ async fn url_capability_is_checked_before_a_flow_is_created(mode: Mode) {
 }
 
 #[tokio::test]
-#[ignore = "BUG (minor): a URL gate's flow is created (UrlFlow::url) before the layer refuses \
-            -32021 for a client without elicitation.url (src/service.rs call_mrtr runs \
-            CheckFlows before GateRound::ask checks capabilities)"]
 async fn url_capability_is_checked_before_a_flow_is_created_json() {
     url_capability_is_checked_before_a_flow_is_created(Mode::Json).await;
 }

@@ -1,9 +1,11 @@
 //! Checking the client's answers against the questions that were asked.
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::form::validate::ValidatorCache;
 use crate::mcp::InputKind;
+use crate::state::claims::Questions;
 
 /// The verdict on one round of answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,7 +28,7 @@ pub(super) struct Malformed(pub(super) String);
 /// Checks `responses` (and answers `kept` from earlier rounds, which win) against `questions`.
 /// Keys that were not asked are dropped.
 pub(super) fn check(
-    questions: &Map<String, Value>,
+    questions: &Questions,
     kept: &Map<String, Value>,
     responses: &Map<String, Value>,
     validators: &ValidatorCache,
@@ -39,7 +41,7 @@ pub(super) fn check(
             continue;
         }
         let Some(answer) = responses.get(key) else {
-            ask.insert(key.clone(), question.clone());
+            ask.insert(key.clone(), crate::state::claims::question(question));
             continue;
         };
         match check_one(key, question, answer, validators)? {
@@ -64,12 +66,13 @@ pub(super) fn check(
 /// One answer: `Ok(Ok(clean))`, `Ok(Err(hint))` for content to re-ask, `Err` for a wrong shape.
 fn check_one(
     key: &str,
-    question: &Value,
+    question: &RawValue,
     answer: &Value,
     validators: &ValidatorCache,
 ) -> Result<Result<Value, String>, Malformed> {
     let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
-    let kind = InputKind::of(question).ok_or_else(|| malformed("no such question"))?;
+    let (kind, schema) =
+        InputKind::of_raw(question).ok_or_else(|| malformed("no such question"))?;
     let Some(answer) = answer.as_object() else {
         return Err(malformed("must be an object"));
     };
@@ -80,9 +83,11 @@ fn check_one(
                 Some("decline" | "cancel") => Ok(Ok(json!({ "action": action }))),
                 Some("accept") if kind == InputKind::Url => Ok(Ok(json!({"action": "accept"}))),
                 Some("accept") => {
-                    let schema = &question["params"]["requestedSchema"];
-                    let validator = validators
-                        .get(schema)
+                    let validator = schema
+                        .ok_or(())
+                        .and_then(|schema| {
+                            validators.get_canonical_text(schema.get()).map_err(|_| ())
+                        })
                         .map_err(|_| malformed("the question's schema cannot be compiled"))?;
                     let empty = Value::Object(Map::new());
                     let content = answer.get("content").unwrap_or(&empty);
@@ -117,8 +122,8 @@ fn check_one(
 }
 
 /// The question again, its message followed by what was wrong.
-fn with_hint(question: &Value, hint: &str) -> Value {
-    let mut question = question.clone();
+fn with_hint(question: &RawValue, hint: &str) -> Value {
+    let mut question = crate::state::claims::question(question);
     if let Some(params) = question.get_mut("params").and_then(Value::as_object_mut) {
         let message = params.get("message").and_then(Value::as_str).unwrap_or("");
         let message = format!("{message}\n\nThe previous answer was not accepted: {hint}.");
@@ -131,8 +136,8 @@ fn with_hint(question: &Value, hint: &str) -> Value {
 mod tests {
     use super::*;
 
-    fn questions() -> Map<String, Value> {
-        json!({
+    fn questions() -> Questions {
+        crate::state::claims::questions(&json!({
             "approval": {"method": "elicitation/create", "params": {"message": "Deploy to staging?",
                 "requestedSchema": {"type": "object", "properties": {
                     "approve": {"type": "boolean"}, "note": {"type": "string", "maxLength": 5}},
@@ -142,8 +147,7 @@ mod tests {
             "roots": {"method": "roots/list", "params": {}}
         })
         .as_object()
-        .unwrap()
-        .clone()
+        .unwrap())
     }
 
     fn answers() -> Map<String, Value> {
@@ -198,7 +202,7 @@ mod tests {
         assert!(message.starts_with("Deploy to staging?\n\n"), "{message}");
         assert!(message.contains("note"), "{message}");
         assert!(!message.contains("far too long"), "{message}");
-        assert_eq!(ask["roots"], questions()["roots"]);
+        assert_eq!(ask["roots"], json!({"method": "roots/list", "params": {}}));
         assert_eq!(kept.keys().collect::<Vec<_>>(), ["llm", "login"]);
 
         // Next round: the kept answers count, and cannot be overwritten.

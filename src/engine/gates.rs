@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
-use super::outbound::{ask, new_claims, reask, refuse};
+use super::outbound::{ask, new_claims, reask, refuse, require};
 use super::{Inbound, Round};
 use crate::gate::{Answers, Gate, GateCall, GateKind};
 use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply};
 use crate::layer::Config;
-use crate::mcp::Method;
-use crate::state::claims::{Claims, flow_handle};
+use crate::mcp::{InputKind, Method};
+use crate::state::claims::{Claims, flow_handle, question, questions};
 
 /// What URL flows said, by gate key: gathered by the adapter between two calls of
 /// [`inbound`](super::inbound).
@@ -31,6 +31,7 @@ pub(crate) struct FlowQuery {
     pub(crate) target: String,
     pub(crate) arguments: Value,
     pub(crate) handle: String,
+    pub(crate) principal: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +113,7 @@ impl<'c> GateRound<'c> {
             target: &self.round.target,
             arguments: &self.arguments,
             handle,
+            principal: self.round.principal.as_deref(),
         }
     }
 
@@ -123,6 +125,7 @@ impl<'c> GateRound<'c> {
             target: self.round.target.clone(),
             arguments: self.arguments.clone(),
             handle: handle.to_owned(),
+            principal: self.round.principal.clone(),
         }
     }
 
@@ -137,6 +140,14 @@ impl<'c> GateRound<'c> {
 
     /// Asks every gate not yet accepted, in one round.
     pub(super) fn ask(&self, config: &Config, now: u64) -> Result<Inbound, Reply> {
+        // Before any flow is created: a client that cannot answer gets -32021 right away.
+        require(
+            &self.round,
+            self.pending().map(|(_, gate, _)| match gate.kind {
+                GateKind::Form { .. } => InputKind::Form,
+                GateKind::Url { .. } => InputKind::Url,
+            }),
+        )?;
         let mut requests = Map::new();
         let mut queries = Vec::new();
         for (index, gate, handle) in self.pending() {
@@ -163,15 +174,20 @@ impl<'c> GateRound<'c> {
             return Ok(Inbound::CheckFlows(queries));
         }
         let round = &self.round;
-        let claims = new_claims(
+        let mut claims = new_claims(
             round,
             round.number + 1,
             None,
-            requests.clone(),
+            questions(&requests),
             Map::new(),
             config,
             now,
         );
+        claims.h = self
+            .pending()
+            .filter(|(_, gate, _)| matches!(gate.kind, GateKind::Url { .. }))
+            .map(|(_, gate, handle)| (gate.key.clone(), handle.clone()))
+            .collect();
         Err(ask(round, claims, requests, config))
     }
 
@@ -205,6 +221,8 @@ impl<'c> GateRound<'c> {
         let mut incomplete = Map::new();
         let mut queries = Vec::new();
         for (index, gate, handle) in self.pending() {
+            // The handle the flow was asked with, even if the signing key rotated since.
+            let handle = claims.h.get(&gate.key).unwrap_or(handle);
             let answer = &answers[&gate.key];
             let action = answer.get("action").and_then(Value::as_str);
             if action != Some("accept") {
@@ -224,7 +242,7 @@ impl<'c> GateRound<'c> {
                 GateKind::Url { .. } => match self.flows.complete.get(&gate.key) {
                     None => queries.push(self.query(*index, handle, FlowNeed::Completion)),
                     Some(false) => {
-                        incomplete.insert(gate.key.clone(), claims.q[&gate.key].clone());
+                        incomplete.insert(gate.key.clone(), question(&claims.q[&gate.key]));
                     }
                     Some(true) => {}
                 },

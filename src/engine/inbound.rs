@@ -8,7 +8,7 @@ use super::gates::{FlowFacts, FlowQuery, GateRound};
 use super::outbound::{reask, refuse};
 use super::{Context, Round, invalid_state};
 use crate::gate::Answers;
-use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply};
+use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply, strip_position};
 use crate::layer::{AnswersWithoutState, Config};
 use crate::mcp::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, supports_mrtr};
 use crate::state::claims::{Binding, args_digest};
@@ -73,10 +73,19 @@ fn decide(
             return Err(Reply::error(200, id, INVALID_PARAMS, &message, None));
         }
     };
-    let arguments = match call.method.arguments_field() {
-        Some(name) => call.field(name).map_err(malformed)?,
-        None => Field::Absent,
-    };
+    let raw_arguments = call
+        .method
+        .arguments_field()
+        .and_then(|name| call.raw_field(name));
+    let args = args_digest(raw_arguments).map_err(|e| {
+        Reply::error(
+            400,
+            id,
+            crate::jsonrpc::INVALID_REQUEST,
+            &format!("Invalid Request: params.arguments: {}", strip_position(&e)),
+            None,
+        )
+    })?;
     let meta = call.field("_meta").map_err(malformed)?;
     let meta = meta.as_ref();
     let version = meta
@@ -93,14 +102,23 @@ fn decide(
         method: call.method,
         id: id.map(ToOwned::to_owned),
         target,
-        args: args_digest(arguments.as_ref()),
+        args,
         principal: cx.principal.map(<[u8]>::to_vec),
         capabilities,
         mrtr: version.is_some_and(supports_mrtr),
         number: 0,
         gates: Map::new(),
     };
-    let gated = GateRound::new(config, &round, arguments.as_ref(), flows);
+    let gated = if config.has_gates(round.method, &round.target) {
+        // Gates see the arguments (messages, predicates, injection): parse them only then.
+        let arguments = match call.method.arguments_field() {
+            Some(name) => call.field(name).map_err(malformed)?,
+            None => Field::Absent,
+        };
+        GateRound::new(config, &round, arguments.as_ref(), flows)
+    } else {
+        None
+    };
     let has_state = call.raw_field("requestState").is_some();
     let has_responses = call.raw_field("inputResponses").is_some();
 

@@ -1,6 +1,7 @@
 //! The response side: seal what the inner service asks, refuse what the client cannot answer.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -13,7 +14,7 @@ use crate::jsonrpc::{
 };
 use crate::layer::Config;
 use crate::mcp::{InputKind, add_requirement};
-use crate::state::claims::{Claims, VERSION};
+use crate::state::claims::{Claims, Questions, VERSION, questions};
 use crate::state::token;
 
 /// What becomes of the inner service's response message.
@@ -133,7 +134,7 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
         round,
         round.number + 1,
         asked.state,
-        asked.requests,
+        questions(&asked.requests),
         Map::new(),
         config,
         now,
@@ -177,7 +178,7 @@ pub(crate) fn settle_probe(
         &round,
         0,
         asked.state,
-        asked.requests,
+        questions(&asked.requests),
         Map::new(),
         config,
         now,
@@ -315,11 +316,17 @@ fn read_input_required(
 
 /// `-32021` when the call's own capabilities do not declare a kind of request in `requests`.
 fn check_capabilities(requests: &Map<String, Value>, round: &Round) -> Result<(), Reply> {
+    require(round, requests.values().filter_map(InputKind::of))
+}
+
+/// `-32021` when the call's own capabilities do not declare one of `kinds`.
+pub(crate) fn require(
+    round: &Round,
+    kinds: impl IntoIterator<Item = InputKind>,
+) -> Result<(), Reply> {
     let mut required = Map::new();
-    for request in requests.values() {
-        if let Some(kind) = InputKind::of(request)
-            && !kind.is_declared(&round.capabilities)
-        {
+    for kind in kinds {
+        if !kind.is_declared(&round.capabilities) {
             add_requirement(&mut required, kind);
         }
     }
@@ -338,7 +345,7 @@ pub(crate) fn new_claims(
     round: &Round,
     number: u32,
     state: Option<String>,
-    questions: Map<String, Value>,
+    questions: Questions,
     kept: Map<String, Value>,
     config: &Config,
     now: u64,
@@ -357,6 +364,7 @@ pub(crate) fn new_claims(
         q: questions,
         k: kept,
         g: round.gates.clone(),
+        h: BTreeMap::new(),
     }
 }
 
@@ -372,8 +380,10 @@ fn seal(round: &Round, mut claims: Claims, config: &Config) -> Result<String, Re
         ));
     }
     for request in claims.q.values() {
-        if InputKind::of(request) == Some(InputKind::Form)
-            && let Err(why) = config.validators.get(&request["params"]["requestedSchema"])
+        if let Some((InputKind::Form, schema)) = InputKind::of_raw(request)
+            && let Err(why) = schema
+                .ok_or_else(|| "no requestedSchema".to_owned())
+                .and_then(|schema| config.validators.get_canonical_text(schema.get()))
         {
             tracing::warn!(
                 target: "tower_elicitation",

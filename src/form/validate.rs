@@ -1,7 +1,7 @@
 //! Compiled form validators, cached per distinct `requestedSchema`, and answer checking.
 //!
-//! [`ValidatorCache::get`] compiles a `requestedSchema` once (keyed by the SHA-256 of its
-//! canonical JSON, so key order does not matter) into a [`FormValidator`], whose
+//! [`ValidatorCache::get`] compiles a `requestedSchema` once (keyed by its
+//! canonical JSON text, so key order does not matter) into a [`FormValidator`], whose
 //! [`check`](FormValidator::check) validates accepted form content and, on failure, builds a short
 //! hint for the user that names the field but never repeats the submitted value.
 
@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 /// How many compiled validators the cache holds before it is cleared.
 const CACHE_CAPACITY: usize = 1024;
 
-/// Compiled form validators keyed by the digest of their schema's canonical JSON.
+/// Compiled form validators keyed by their schema's canonical JSON.
 ///
 /// Bounded at [`CACHE_CAPACITY`] (1024) entries: inserting into a full cache first clears it
 /// whole. Servers send a handful of distinct forms, so this simple policy only matters when
@@ -24,7 +24,7 @@ const CACHE_CAPACITY: usize = 1024;
 /// recompiling.
 #[derive(Default)]
 pub(crate) struct ValidatorCache {
-    entries: RwLock<HashMap<[u8; 32], Arc<FormValidator>>>,
+    entries: RwLock<HashMap<Box<str>, Arc<FormValidator>>>,
 }
 
 impl fmt::Debug for ValidatorCache {
@@ -41,8 +41,8 @@ impl fmt::Debug for ValidatorCache {
 }
 
 impl ValidatorCache {
-    /// The compiled validator for `schema`, compiled once per distinct schema (keyed by
-    /// [`crate::canonical::digest`], so the order of object keys does not matter).
+    /// The compiled validator for `schema`, compiled once per distinct schema (keyed by its
+    /// canonical JSON, so the order of object keys does not matter).
     ///
     /// On first compile, if `schema` is outside the MCP form subset
     /// ([`super::schema::check`]), logs a warning with the path and reason (never any content)
@@ -53,17 +53,35 @@ impl ValidatorCache {
     /// A message saying why, if `jsonschema` cannot compile `schema` (invalid against its
     /// meta-schema, unknown `$schema`, unresolvable `$ref`, …). Failures are not cached.
     pub(crate) fn get(&self, schema: &Value) -> Result<Arc<FormValidator>, String> {
-        let key = crate::canonical::digest(schema);
+        let key = String::from_utf8(crate::canonical::canonical_json(schema))
+            .map_err(|_| "the schema is not UTF-8".to_owned())?;
+        self.get_canonical(&key, || Ok(schema.clone()))
+    }
+
+    /// Like [`get`](Self::get), for a schema given as its canonical JSON text (as sealed tokens
+    /// carry it): a cache hit costs one hash of the text, and no parse.
+    pub(crate) fn get_canonical_text(&self, text: &str) -> Result<Arc<FormValidator>, String> {
+        self.get_canonical(text, || {
+            serde_json::from_str(text).map_err(|_| "the schema is not JSON".to_owned())
+        })
+    }
+
+    fn get_canonical(
+        &self,
+        key: &str,
+        schema: impl FnOnce() -> Result<Value, String>,
+    ) -> Result<Arc<FormValidator>, String> {
         if let Some(found) = self
             .entries
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
+            .get(key)
         {
             return Ok(Arc::clone(found));
         }
 
-        if let Err(err) = super::schema::check(schema) {
+        let schema = schema()?;
+        if let Err(err) = super::schema::check(&schema) {
             tracing::warn!(
                 target: "tower_elicitation",
                 path = %err.path,
@@ -71,18 +89,18 @@ impl ValidatorCache {
                 "requestedSchema is outside the MCP form subset; validating it anyway"
             );
         }
-        let compiled = Arc::new(FormValidator::compile(schema)?);
+        let compiled = Arc::new(FormValidator::compile(&schema)?);
 
         let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
         // Another thread may have compiled the same schema meanwhile: keep the first one so
         // every caller shares one validator.
-        if let Some(found) = entries.get(&key) {
+        if let Some(found) = entries.get(key) {
             return Ok(Arc::clone(found));
         }
         if entries.len() >= CACHE_CAPACITY {
             entries.clear();
         }
-        entries.insert(key, Arc::clone(&compiled));
+        entries.insert(key.into(), Arc::clone(&compiled));
         Ok(compiled)
     }
 

@@ -3,7 +3,10 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::Mac;
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::keyring::HmacSha256;
@@ -15,7 +18,7 @@ const PRINCIPAL_LABEL: &[u8] = b"tower-elicitation/principal/v1\0";
 
 /// The claims a token carries. Short field names keep tokens small; the client can read them
 /// (tokens are signed, not encrypted), so nothing secret goes in.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Claims {
     /// Format version.
@@ -41,15 +44,40 @@ pub(crate) struct Claims {
     /// The inner service's own `requestState`, handed back to it on the retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) s: Option<String>,
-    /// The input requests that were asked, by key, exactly as the client received them.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub(crate) q: Map<String, Value>,
+    /// The input requests that were asked, by key, as the client received them (in canonical
+    /// JSON, kept unparsed until needed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) q: Questions,
     /// Answers to `q` already accepted in an earlier round that the layer re-asked itself.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub(crate) k: Map<String, Value>,
     /// Gate answers already accepted, carried forward to every later round.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub(crate) g: Map<String, Value>,
+    /// The flow handle each URL gate asked in this round was asked with, by gate key: checked
+    /// again with the same handle even if the signing key rotated meanwhile.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) h: BTreeMap<String, String>,
+}
+
+/// Asked input requests by key, each as canonical JSON.
+pub(crate) type Questions = BTreeMap<String, Box<RawValue>>;
+
+/// `requests` as a token carries them: each in canonical JSON, so the `requestedSchema` inside
+/// is the very text the validator cache is keyed by.
+pub(crate) fn questions(requests: &Map<String, Value>) -> Questions {
+    requests
+        .iter()
+        .filter_map(|(key, request)| {
+            let text = String::from_utf8(crate::canonical::canonical_json(request)).ok()?;
+            Some((key.clone(), RawValue::from_string(text).ok()?))
+        })
+        .collect()
+}
+
+/// One asked request, parsed.
+pub(crate) fn question(raw: &RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }
 
 /// What a request must match for its token to be accepted.
@@ -63,15 +91,21 @@ pub(crate) struct Binding<'a> {
 }
 
 /// The digest bound as `a`: base64url of the first 16 bytes of SHA-256 over the canonical JSON of
-/// the arguments. No arguments, `null` and `{}` are the same call.
-pub(crate) fn args_digest(arguments: Option<&Value>) -> String {
-    let empty = Value::Object(Map::new());
-    let arguments = match arguments {
-        None | Some(Value::Null) => &empty,
-        Some(arguments) => arguments,
+/// the arguments, numbers exactly as written. No arguments, `null` and `{}` are the same call.
+/// Fails on a repeated key at any depth.
+pub(crate) fn args_digest(arguments: Option<&RawValue>) -> Result<String, serde_json::Error> {
+    let digest = match arguments.filter(|raw| raw.get().trim() != "null") {
+        Some(raw) => crate::canonical::digest_raw(raw)?,
+        None => crate::canonical::digest(&Value::Object(Map::new())),
     };
-    let digest = crate::canonical::digest(arguments);
-    URL_SAFE_NO_PAD.encode(&digest[..16])
+    Ok(URL_SAFE_NO_PAD.encode(&digest[..16]))
+}
+
+/// [`args_digest`] of a parsed value.
+#[cfg(test)]
+pub(crate) fn args_digest_of(arguments: &Value) -> String {
+    let raw = RawValue::from_string(arguments.to_string()).expect("JSON");
+    args_digest(Some(&raw)).expect("no duplicate keys")
 }
 
 /// A keyed tag of the principal: the raw identity never appears in a token, and a tag from one
