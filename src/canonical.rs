@@ -33,6 +33,16 @@ pub(crate) fn digest_raw(raw: &RawValue) -> Result<[u8; 32], serde_json::Error> 
     Ok(Sha256::digest(out).into())
 }
 
+/// The canonical form of JSON `raw` (keys sorted, no whitespace, one spelling per string,
+/// numbers as written), read without building a tree.
+pub(crate) fn canonical_raw(raw: &RawValue) -> Result<Box<RawValue>, serde_json::Error> {
+    let mut out = Vec::with_capacity(raw.get().len());
+    write_raw(raw, &mut out, 0)?;
+    // The writer only emits JSON it read, re-spelled: this never fails on its output.
+    let text = String::from_utf8(out).map_err(serde::de::Error::custom)?;
+    RawValue::from_string(text)
+}
+
 /// As deep as serde_json itself nests before it refuses.
 const MAX_DEPTH: usize = 128;
 

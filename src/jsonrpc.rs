@@ -92,6 +92,36 @@ fn null_id() -> Box<RawValue> {
     RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable!("null is JSON"))
 }
 
+/// A JSON-RPC result message: `result`'s fields as they came (raw), but for `requestState`,
+/// which becomes `state`.
+pub(crate) fn result_with_state(
+    id: Option<&RawValue>,
+    result: &[(Cow<'_, str>, &RawValue)],
+    state: &str,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(
+        64 + state.len()
+            + result
+                .iter()
+                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .sum::<usize>(),
+    );
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.map_or("null", RawValue::get).as_bytes());
+    out.extend_from_slice(b",\"result\":{");
+    let mut first = true;
+    for (key, raw) in result.iter().filter(|(key, _)| key != "requestState") {
+        comma(&mut out, &mut first);
+        write_key(&mut out, key);
+        out.extend_from_slice(raw.get().as_bytes());
+    }
+    comma(&mut out, &mut first);
+    write_key(&mut out, "requestState");
+    write_json(&mut out, state);
+    out.extend_from_slice(b"}}");
+    out
+}
+
 /// What the borrowed peek found in a POST body.
 #[derive(Debug)]
 pub(crate) enum Peek<'a> {

@@ -9,12 +9,14 @@ use serde_json::{Map, Value, json};
 
 use super::Round;
 use super::answers::{self, Checked};
+use crate::canonical::canonical_raw;
+use crate::jsonrpc::RawObject;
 use crate::jsonrpc::{
     Call, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
 };
 use crate::layer::Config;
 use crate::mcp::{InputKind, add_requirement};
-use crate::state::claims::{Claims, Questions, VERSION, questions};
+use crate::state::claims::{Claims, Questions, VERSION};
 use crate::state::token;
 
 /// What becomes of the inner service's response message.
@@ -109,12 +111,12 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
         );
         return Outbound::Replace(refuse(round, INTERNAL_ERROR, "Internal error", None));
     }
-    let (mut result, asked) = match read_input_required(message, round) {
-        Ok(read) => read,
+    let asked = match read_input_required(message, round) {
+        Ok(asked) => asked,
         Err(reply) => return Outbound::Replace(reply),
     };
     if let Some(key) = asked
-        .requests
+        .questions
         .keys()
         .find(|key| config.is_gate_key(round.method, &round.target, key))
     {
@@ -127,23 +129,25 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
         );
         return Outbound::Replace(refuse(round, INTERNAL_ERROR, "Internal error", None));
     }
-    if let Err(reply) = check_capabilities(&asked.requests, round) {
+    if let Err(reply) = require(round, asked.kinds.iter().copied()) {
         return Outbound::Replace(reply);
     }
     let claims = new_claims(
         round,
         round.number + 1,
         asked.state,
-        questions(&asked.requests),
+        asked.questions,
         Map::new(),
         config,
         now,
     );
     match seal(round, claims, config) {
         Ok(token) => {
-            result.insert("requestState".into(), Value::String(token));
             log_outcome(round, "sealed");
-            Outbound::Replace(Reply::result(round.id.as_deref(), &Value::Object(result)))
+            // The inner service's result, byte for byte, but for the sealed state.
+            let body =
+                crate::jsonrpc::result_with_state(round.id.as_deref(), &asked.result, &token);
+            Outbound::Replace(Reply { status: 200, body })
         }
         Err(reply) => Outbound::Replace(reply),
     }
@@ -166,11 +170,11 @@ pub(crate) fn settle_probe(
     {
         return Settle::Respond(Outbound::Unchanged);
     }
-    let (_, asked) = match read_input_required(message, &round) {
-        Ok(read) => read,
+    let asked = match read_input_required(message, &round) {
+        Ok(asked) => asked,
         Err(reply) => return Settle::Respond(Outbound::Replace(reply)),
     };
-    if let Err(reply) = check_capabilities(&asked.requests, &round) {
+    if let Err(reply) = require(&round, asked.kinds.iter().copied()) {
         return Settle::Respond(Outbound::Replace(reply));
     }
     // As if the client had been asked these questions and answered them: a re-ask is round 1.
@@ -178,7 +182,7 @@ pub(crate) fn settle_probe(
         &round,
         0,
         asked.state,
-        questions(&asked.requests),
+        asked.questions,
         Map::new(),
         config,
         now,
@@ -260,17 +264,21 @@ pub(crate) fn refuse(round: &Round, code: i64, message: &str, data: Option<Value
     Reply::error(status, round.id.as_deref(), code, message, data)
 }
 
-struct Asked {
-    requests: Map<String, Value>,
+/// An `input_required` result as the inner service gave it.
+struct Asked<'a> {
+    /// The result object's fields, unparsed, in order.
+    result: Vec<(Cow<'a, str>, &'a RawValue)>,
+    /// What it asks, each request in canonical JSON.
+    questions: Questions,
+    /// The kind of each request, for the capability check.
+    kinds: Vec<InputKind>,
+    /// The inner service's own state.
     state: Option<String>,
 }
 
-/// The `input_required` result object and what it asks, or a refusal when the inner service's
-/// result is not one the layer can vouch for.
-fn read_input_required(
-    message: &[u8],
-    round: &Round,
-) -> Result<(Map<String, Value>, Asked), Reply> {
+/// Reads an `input_required` result without building a tree of it, or refuses when it is not
+/// one the layer can vouch for.
+fn read_input_required<'a>(message: &'a [u8], round: &Round) -> Result<Asked<'a>, Reply> {
     let broken = |why: &str| {
         tracing::warn!(
             target: "tower_elicitation",
@@ -281,37 +289,55 @@ fn read_input_required(
         );
         refuse(round, INTERNAL_ERROR, "Internal error", None)
     };
-    let mut message: Map<String, Value> =
+    let object = |raw: &'a RawValue, why: &str| {
+        serde_json::from_str::<RawObject<'a>>(raw.get())
+            .map(|o| o.0)
+            .map_err(|_| broken(why))
+    };
+    let RawObject(message) =
         serde_json::from_slice(message).map_err(|_| broken("not a JSON object"))?;
-    let Some(Value::Object(result)) = message.remove("result") else {
-        return Err(broken("result is not an object"));
+    let field = |fields: &[(Cow<'a, str>, &'a RawValue)], name: &str| {
+        fields
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, raw)| *raw)
+            .filter(|raw| raw.get() != "null")
     };
-    let requests = match result.get("inputRequests") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(requests)) => requests.clone(),
-        Some(_) => return Err(broken("inputRequests is not an object")),
+    let result = match field(&message, "result") {
+        Some(raw) => object(raw, "result is not an object")?,
+        None => return Err(broken("result is not an object")),
     };
-    for request in requests.values() {
-        match InputKind::of(request) {
-            None => {
+    let mut questions = Questions::new();
+    let mut kinds = Vec::new();
+    if let Some(requests) = field(&result, "inputRequests") {
+        for (key, request) in object(requests, "inputRequests is not an object")? {
+            let canonical = canonical_raw(request)
+                .map_err(|_| broken("an input request is not JSON the layer can read"))?;
+            let Some((kind, schema)) = InputKind::of_raw(&canonical) else {
                 return Err(broken(
                     "an input request is not elicitation, sampling or roots",
                 ));
+            };
+            if kind == InputKind::Form && !schema.is_some_and(|s| s.get().starts_with('{')) {
+                return Err(broken("a form request has no requestedSchema object"));
             }
-            Some(InputKind::Form) => {
-                if !request["params"]["requestedSchema"].is_object() {
-                    return Err(broken("a form request has no requestedSchema object"));
-                }
-            }
-            Some(_) => {}
+            kinds.push(kind);
+            questions.insert(key.into_owned(), canonical);
         }
     }
-    let state = match result.get("requestState") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(state)) => Some(state.clone()),
-        Some(_) => return Err(broken("requestState is not a string")),
+    let state = match field(&result, "requestState") {
+        None => None,
+        Some(raw) => Some(
+            serde_json::from_str::<String>(raw.get())
+                .map_err(|_| broken("requestState is not a string"))?,
+        ),
     };
-    Ok((result, Asked { requests, state }))
+    Ok(Asked {
+        result,
+        questions,
+        kinds,
+        state,
+    })
 }
 
 /// `-32021` when the call's own capabilities do not declare a kind of request in `requests`.
