@@ -137,7 +137,7 @@ mod tests {
     use super::*;
 
     fn questions() -> Questions {
-        crate::state::claims::questions(&json!({
+        let requests = json!({
             "approval": {"method": "elicitation/create", "params": {"message": "Deploy to staging?",
                 "requestedSchema": {"type": "object", "properties": {
                     "approve": {"type": "boolean"}, "note": {"type": "string", "maxLength": 5}},
@@ -145,9 +145,8 @@ mod tests {
             "login": {"method": "elicitation/create", "params": {"mode": "url", "message": "Log in", "url": "https://example.com/x"}},
             "llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}},
             "roots": {"method": "roots/list", "params": {}}
-        })
-        .as_object()
-        .unwrap())
+        });
+        crate::state::claims::questions(requests.as_object().unwrap())
     }
 
     fn answers() -> Map<String, Value> {
