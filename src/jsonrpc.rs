@@ -238,6 +238,13 @@ impl Field {
     }
 }
 
+/// What `params._meta` says about the call.
+#[derive(Debug, Default)]
+pub(crate) struct Meta {
+    pub(crate) version: Option<String>,
+    pub(crate) capabilities: Option<Value>,
+}
+
 /// Why a body could not be parsed as an MRTR call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Malformed {
@@ -282,6 +289,52 @@ impl<'a> Call<'a> {
                 code: INVALID_REQUEST,
                 message: format!("Invalid Request: params.{name}: {}", strip_position(&e)),
             })
+    }
+
+    /// The two `params._meta` entries the layer reads. Each is parsed strictly; the rest of
+    /// `_meta` (client info, progress token, …) is skipped without building anything.
+    pub(crate) fn meta(&self) -> Result<Meta, Malformed> {
+        #[derive(Deserialize)]
+        struct Wire<'a> {
+            #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
+            version: Option<&'a RawValue>,
+            #[serde(borrow, default, rename = "io.modelcontextprotocol/clientCapabilities")]
+            capabilities: Option<&'a RawValue>,
+        }
+        let Some(raw) = self.raw_field("_meta") else {
+            return Ok(Meta::default());
+        };
+        let malformed = |e: serde_json::Error| Malformed {
+            code: INVALID_REQUEST,
+            message: format!("Invalid Request: params._meta: {}", strip_position(&e)),
+        };
+        if !raw.get().trim_start().starts_with('{') {
+            return Ok(Meta::default());
+        }
+        let wire: Wire<'_> = serde_json::from_str(raw.get()).map_err(malformed)?;
+        let strict = |raw: Option<&RawValue>| -> Result<Option<Value>, Malformed> {
+            raw.map(|raw| serde_json::from_str::<Strict>(raw.get()).map(|s| s.0))
+                .transpose()
+                .map_err(malformed)
+        };
+        Ok(Meta {
+            version: match strict(wire.version)? {
+                Some(Value::String(version)) => Some(version),
+                _ => None,
+            },
+            capabilities: strict(wire.capabilities)?,
+        })
+    }
+
+    /// `params.requestState`: absent or `null` is `None`; anything but a string is `Err`.
+    pub(crate) fn state(&self) -> Result<Option<Cow<'a, str>>, ()> {
+        match self.raw_field("requestState") {
+            None => Ok(None),
+            Some(raw) if raw.get() == "null" => Ok(None),
+            Some(raw) => serde_json::from_str::<BorrowedStr<'a>>(raw.get())
+                .map(|s| Some(s.0))
+                .map_err(drop),
+        }
     }
 
     /// A field of `params`, unparsed.

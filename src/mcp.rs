@@ -6,10 +6,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-/// `params._meta` key of the protocol version.
-pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// `params._meta` key of the client's capabilities.
-pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// The first protocol version with multi round-trip requests.
 pub(crate) const MRTR_VERSION: &str = "2026-07-28";
 

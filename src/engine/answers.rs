@@ -91,9 +91,12 @@ fn check_one(
                         .map_err(|_| malformed("the question's schema cannot be compiled"))?;
                     let empty = Value::Object(Map::new());
                     let content = answer.get("content").unwrap_or(&empty);
-                    Ok(validator
-                        .check(content)
-                        .map(|content| json!({"action": "accept", "content": content})))
+                    Ok(validator.check(content).map(|content| {
+                        let mut answer = Map::new();
+                        answer.insert("action".into(), Value::from("accept"));
+                        answer.insert("content".into(), Value::Object(content));
+                        Value::Object(answer)
+                    }))
                 }
                 _ => Err(malformed(
                     "`action` must be \"accept\", \"decline\" or \"cancel\"",

@@ -10,7 +10,7 @@ use super::{Context, Round, invalid_state};
 use crate::gate::Answers;
 use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply, strip_position};
 use crate::layer::{AnswersWithoutState, Config};
-use crate::mcp::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, supports_mrtr};
+use crate::mcp::supports_mrtr;
 use crate::state::claims::{Binding, args_digest};
 use crate::state::token::{self, Clock};
 
@@ -86,16 +86,11 @@ fn decide(
             None,
         )
     })?;
-    let meta = call.field("_meta").map_err(malformed)?;
-    let meta = meta.as_ref();
-    let version = meta
-        .and_then(|m| m.get(META_PROTOCOL_VERSION))
-        .and_then(Value::as_str)
-        .or(cx.header_version);
+    let meta = call.meta().map_err(malformed)?;
+    let version = meta.version.as_deref().or(cx.header_version);
     let capabilities = meta
-        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
-        .filter(|c| c.is_object())
-        .cloned()
+        .capabilities
+        .filter(Value::is_object)
         .unwrap_or_else(|| Value::Object(Map::new()));
 
     let round = Round {
@@ -136,10 +131,9 @@ fn decide(
         });
     }
 
-    let state = match call.field("requestState") {
-        Ok(Field::Absent | Field::Present(Value::Null)) => None,
-        Ok(Field::Present(Value::String(token))) => Some(token),
-        Ok(Field::Present(_)) | Err(_) => {
+    let state = match call.state() {
+        Ok(state) => state,
+        Err(()) => {
             log_rejected(&round, "requestState is not a string");
             return Err(invalid_state(id));
         }
