@@ -320,16 +320,22 @@ impl Events<'_> {
     }
 
     /// What is left when the stream ends inside an event. Clients discard an unterminated
-    /// event; it passes unchanged, unless it carries a response the layer has not vouched for.
+    /// event; it passes unchanged, unless it is an `input_required` the layer has not sealed
+    /// (or a second response).
     fn incomplete(&mut self, rest: Bytes) {
         if rest.is_empty() {
             return;
         }
-        if let Some(data) = sse::data(&rest)
-            && relation(&data, &self.scan.round) != Relation::Other
-        {
-            self.drop_repeated();
-            return;
+        if let Some(data) = sse::data(&rest) {
+            match relation(&data, &self.scan.round) {
+                Relation::Other => {}
+                Relation::Response { input_required } => {
+                    if input_required || *self.responded {
+                        self.drop_repeated();
+                        return;
+                    }
+                }
+            }
         }
         self.pending.push_back(Frame::data(rest));
     }

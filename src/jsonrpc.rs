@@ -337,6 +337,15 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// Whether `params` is absent or an object (positional params are not MCP).
+    pub(crate) fn params_are_an_object(&self) -> bool {
+        self.params.is_some()
+            || self
+                .top
+                .iter()
+                .all(|(key, raw)| key != "params" || raw.get() == "null")
+    }
+
     /// A field of `params`, unparsed.
     pub(crate) fn raw_field(&self, name: &str) -> Option<&'a RawValue> {
         self.params

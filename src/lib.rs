@@ -114,6 +114,9 @@
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[doc(hidden)]
+#[path = "fuzz_api.rs"]
+pub mod __fuzz;
 mod body;
 mod canonical;
 mod engine;

@@ -630,6 +630,21 @@ async fn a_non_string_target_is_refused() {
 }
 
 #[tokio::test]
+async fn positional_params_are_refused() {
+    let h = Harness::new(
+        layer(),
+        FakeMcp::answering(Transport::Json, approval_server),
+    );
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["deploy",{"inputResponses":{}}]}"#;
+    let reply = h.send(support::post(body.to_owned())).await;
+    assert_eq!(
+        reply.json(),
+        error_message(1, -32602, "Invalid params: params must be an object", None)
+    );
+    assert_eq!(h.fake.calls(), 0);
+}
+
+#[tokio::test]
 async fn the_token_is_bound_to_the_authorization_header_by_default() {
     let h = Harness::new(
         layer(),

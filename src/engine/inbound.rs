@@ -60,6 +60,15 @@ fn decide(
     let id = call.id;
     let malformed = |m: crate::jsonrpc::Malformed| Reply::error(400, id, m.code, &m.message, None);
 
+    if !call.params_are_an_object() {
+        return Err(Reply::error(
+            200,
+            id,
+            INVALID_PARAMS,
+            "Invalid params: params must be an object",
+            None,
+        ));
+    }
     let target = match call.field(call.method.target_field()).map_err(malformed)? {
         Field::Present(Value::String(target)) => target,
         Field::Absent | Field::Present(Value::Null) => String::new(),

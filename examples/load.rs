@@ -1,0 +1,381 @@
+//! `load`: N complete three-round `deploy` flows from C concurrent clients against the `deploy`
+//! example server (rmcp behind `ElicitationLayer`), over real HTTP on loopback.
+//!
+//! ```text
+//! cargo run --release --example load -- --flows 20000 --concurrency 64
+//! ```
+//!
+//! Each flow is a first call (answered `input_required`, sealed), a retry with an invalid answer
+//! (`approve: "yes"`: the layer asks again with a hint, without calling the handler), and a retry
+//! with a valid answer (the handler deploys). After a warm-up of its own, it prints one line:
+//! flows per second, p50 and p99 latency per request, errors, and resident memory (current and
+//! peak) after the warm-up and after the run.
+//!
+//! Options: `--flows N` (default 2000), `--concurrency C` (64), `--warmup W` (N/10, at most
+//! 2000), `--max-secs S` (600: no new flow starts after that; unstarted flows count as errors),
+//! `--sse` (event-stream responses instead of JSON), `--max-rss-growth F` (exit 1 when the peak
+//! RSS after the run exceeds the RSS after the warm-up by more than the fraction F, e.g. 0.2).
+//! It exits 1 on any error. The server listens on 127.0.0.1 only.
+
+// Shared with the integration tests; this binary uses part of it.
+#[allow(dead_code)]
+#[path = "deploy/server.rs"]
+mod server;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use server::{APPROVAL_KEY, DeployState};
+use tower_elicitation::{ElicitationLayer, Keyring};
+
+struct Options {
+    flows: usize,
+    concurrency: usize,
+    warmup: usize,
+    max_secs: u64,
+    sse: bool,
+    max_rss_growth: Option<f64>,
+}
+
+impl Options {
+    fn parse() -> Result<Self, String> {
+        let mut options = Self {
+            flows: 2000,
+            concurrency: 64,
+            warmup: usize::MAX,
+            max_secs: 600,
+            sse: false,
+            max_rss_growth: None,
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+            match arg.as_str() {
+                "--flows" => options.flows = number(&value()?)?,
+                "--concurrency" => options.concurrency = number::<usize>(&value()?)?.max(1),
+                "--warmup" => options.warmup = number(&value()?)?,
+                "--max-secs" => options.max_secs = number(&value()?)?,
+                "--max-rss-growth" => options.max_rss_growth = Some(number(&value()?)?),
+                "--sse" => options.sse = true,
+                other => return Err(format!("unknown option {other}")),
+            }
+        }
+        if options.warmup == usize::MAX {
+            options.warmup = (options.flows / 10).min(2000);
+        }
+        Ok(options)
+    }
+}
+
+fn number<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    text.parse().map_err(|_| format!("not a number: {text}"))
+}
+
+/// `VmRSS` and `VmHWM` (peak RSS) of this process, in KiB (0 where /proc is not there).
+fn rss_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// One client: the HTTP client and where the server is.
+#[derive(Clone)]
+struct Client {
+    http: reqwest::Client,
+    url: Arc<str>,
+    sse: bool,
+}
+
+impl Client {
+    /// POSTs one stateless 2026-07-28 `tools/call deploy`; returns the JSON-RPC response
+    /// message and the request's latency.
+    async fn call(
+        &self,
+        id: u64,
+        environment: &str,
+        extra: Value,
+    ) -> Result<(Value, Duration), String> {
+        let mut params = json!({"name": "deploy", "arguments": {"environment": environment},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "load", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+        if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+            params.extend(extra);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let started = Instant::now();
+        let response = self
+            .http
+            .post(&*self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "deploy")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| format!("request failed: {e}"))?;
+        let status = response.status();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| format!("body failed: {e}"))?;
+        let latency = started.elapsed();
+        if !status.is_success() {
+            return Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&bytes)
+            ));
+        }
+        let message = if self.sse {
+            response_event(&bytes, id)
+        } else {
+            serde_json::from_slice(&bytes).ok()
+        };
+        let message = message
+            .ok_or_else(|| format!("no response message in {}", String::from_utf8_lossy(&bytes)))?;
+        Ok((message, latency))
+    }
+}
+
+/// The data of the event that answers `id`.
+fn response_event(bytes: &[u8], id: u64) -> Option<Value> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    text.split("\n\n").find_map(|event| {
+        let data: Vec<&str> = event
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(str::trim_start)
+            .collect();
+        let message: Value = serde_json::from_str(&data.join("\n")).ok()?;
+        (message["id"] == id).then_some(message)
+    })
+}
+
+fn input_required(message: &Value) -> Result<String, String> {
+    let result = &message["result"];
+    if result["resultType"] != "input_required"
+        || result["inputRequests"].get(APPROVAL_KEY).is_none()
+    {
+        return Err(format!("expected input_required, got {message}"));
+    }
+    result["requestState"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no requestState in {message}"))
+}
+
+/// One complete flow: ask, invalid answer and re-ask, valid answer and deploy.
+async fn flow(client: &Client, n: usize, latencies: &mut Vec<u32>) -> Result<(), String> {
+    let environment = if n.is_multiple_of(2) {
+        "staging"
+    } else {
+        "production"
+    };
+    let id = (n as u64) * 3;
+    let mut record = |latency: Duration| {
+        latencies.push(u32::try_from(latency.as_micros()).unwrap_or(u32::MAX));
+    };
+    let (first, latency) = client.call(id + 1, environment, json!({})).await?;
+    record(latency);
+    let state = input_required(&first)?;
+
+    let wrong = json!({APPROVAL_KEY: {"action": "accept", "content": {"approve": "yes"}}});
+    let (reask, latency) = client
+        .call(
+            id + 2,
+            environment,
+            json!({"requestState": state, "inputResponses": wrong}),
+        )
+        .await?;
+    record(latency);
+    let state = input_required(&reask)?;
+    let message = reask["result"]["inputRequests"][APPROVAL_KEY]["params"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    if !message.contains("not accepted") {
+        return Err(format!("the re-ask has no hint: {message}"));
+    }
+
+    let right = json!({APPROVAL_KEY: {"action": "accept", "content": {"approve": true}}});
+    let (done, latency) = client
+        .call(
+            id + 3,
+            environment,
+            json!({"requestState": state, "inputResponses": right}),
+        )
+        .await?;
+    record(latency);
+    if done["result"]["structuredContent"]["deployed"] != true {
+        return Err(format!("expected a deployment, got {done}"));
+    }
+    Ok(())
+}
+
+struct Outcome {
+    completed: usize,
+    errors: usize,
+    latencies: Vec<u32>,
+    elapsed: Duration,
+}
+
+/// `flows` flows from `concurrency` clients; none starts after `deadline`.
+async fn run(client: &Client, flows: usize, concurrency: usize, deadline: Instant) -> Outcome {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                let (mut completed, mut errors, mut latencies) = (0, 0, Vec::new());
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= flows || Instant::now() >= deadline {
+                        break;
+                    }
+                    match flow(&client, n, &mut latencies).await {
+                        Ok(()) => completed += 1,
+                        Err(error) => {
+                            if errors == 0 {
+                                eprintln!("load: flow {n} failed: {error}");
+                            }
+                            errors += 1;
+                        }
+                    }
+                }
+                (completed, errors, latencies)
+            })
+        })
+        .collect();
+    let mut outcome = Outcome {
+        completed: 0,
+        errors: 0,
+        latencies: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    for worker in workers {
+        match worker.await {
+            Ok((completed, errors, latencies)) => {
+                outcome.completed += completed;
+                outcome.errors += errors;
+                outcome.latencies.extend(latencies);
+            }
+            Err(_) => outcome.errors += 1,
+        }
+    }
+    outcome.elapsed = started.elapsed();
+    // Flows that never started before the deadline are failures too.
+    outcome.errors += flows.saturating_sub(outcome.completed + outcome.errors);
+    outcome
+}
+
+fn percentile_ms(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    f64::from(sorted[rank.clamp(1, sorted.len()) - 1]) / 1000.0
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let options = match Options::parse() {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("load: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let keyring = Keyring::new("load", [42u8; 32]).expect("a valid key");
+    let state = DeployState::new();
+    let app = match server::router_with(ElicitationLayer::new(keyring), state.clone(), !options.sse)
+    {
+        Ok(app) => app,
+        Err(error) => {
+            eprintln!("load: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("load: cannot listen on loopback: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let addr = listener.local_addr().expect("a bound address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(options.concurrency)
+        .build()
+        .expect("an HTTP client");
+    let client = Client {
+        http,
+        url: format!("http://{addr}{}", server::MCP_PATH).into(),
+        sse: options.sse,
+    };
+    let deadline = Instant::now() + Duration::from_secs(options.max_secs);
+
+    let warmup = run(&client, options.warmup, options.concurrency, deadline).await;
+    let (rss_warm, peak_warm) = rss_kib();
+    let mut outcome = run(&client, options.flows, options.concurrency, deadline).await;
+    let (rss_after, peak_after) = rss_kib();
+
+    let errors = warmup.errors + outcome.errors;
+    let deploys = state.deploys();
+    let missing = (warmup.completed + outcome.completed).abs_diff(deploys);
+    outcome.latencies.sort_unstable();
+    let seconds = outcome.elapsed.as_secs_f64();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "load: flows={} concurrency={} mode={} requests={} secs={seconds:.2} flows/s={:.0} \
+         p50_ms={:.3} p99_ms={:.3} errors={} deploys={deploys} rss_warm_mib={:.1} \
+         peak_rss_warm_mib={:.1} rss_after_mib={:.1} peak_rss_after_mib={:.1} peak_growth={:+.1}%",
+        outcome.completed,
+        options.concurrency,
+        if options.sse { "sse" } else { "json" },
+        outcome.latencies.len(),
+        outcome.completed as f64 / seconds.max(f64::EPSILON),
+        percentile_ms(&outcome.latencies, 50.0),
+        percentile_ms(&outcome.latencies, 99.0),
+        errors + missing,
+        mib(rss_warm),
+        mib(peak_warm),
+        mib(rss_after),
+        mib(peak_after),
+        (peak_after as f64 / rss_warm.max(1) as f64 - 1.0) * 100.0,
+    );
+    let mut failed = false;
+    if errors + missing > 0 {
+        eprintln!("load: FAILED: {errors} errors, {missing} deployments unaccounted for");
+        failed = true;
+    }
+    if let Some(growth) = options.max_rss_growth
+        && peak_after as f64 > rss_warm as f64 * (1.0 + growth)
+    {
+        eprintln!(
+            "load: FAILED: peak RSS after the run ({peak_after} KiB) exceeds the RSS after the \
+             warm-up ({rss_warm} KiB) by more than {:.0}%",
+            growth * 100.0
+        );
+        failed = true;
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

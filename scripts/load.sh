@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Load run: the `deploy` example server (rmcp behind ElicitationLayer) in-process on a loopback
+# port, driven by examples/load.rs (release build) with complete three-round flows (first call;
+# invalid answer and the layer's re-ask; valid answer and deploy) from concurrent clients over
+# real HTTP.
+#
+#   scripts/load.sh                                       # 20,000 flows from 64 clients (CI)
+#   LOAD_FLOWS=2000 LOAD_CONCURRENCY=16 scripts/load.sh   # smaller
+#   LOAD_ARGS=--sse scripts/load.sh                       # event-stream responses
+#
+# Prints the example's one line (flows/s, p50 and p99 latency per request, errors, RSS after
+# the warm-up and after the run) and fails on any error, or when the peak RSS after the run
+# exceeds the RSS after the warm-up by more than LOAD_MAX_RSS_GROWTH (default 0.20 = 20 %).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+flows="${LOAD_FLOWS:-20000}"
+concurrency="${LOAD_CONCURRENCY:-64}"
+growth="${LOAD_MAX_RSS_GROWTH:-0.20}"
+
+# shellcheck disable=SC2086 # LOAD_ARGS is a list of options
+exec cargo run --quiet --release --example load -- --flows "$flows" --concurrency "$concurrency" \
+    --max-rss-growth "$growth" --max-secs 1200 ${LOAD_ARGS:-}
