@@ -12,18 +12,19 @@
 //! `cargo bench --bench allocations -- 10000` sets the number of measured requests (default
 //! 1000; 20 when run as a test, without `--bench`).
 
+mod support;
+
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::convert::Infallible;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use http::{Request, Response, header};
+use http::{Request, Response};
 use http_body::Body;
-use http_body_util::{BodyExt, Full};
-use serde_json::{Value, json};
-use tower::{Service, ServiceBuilder, ServiceExt};
-use tower_elicitation::{ElicitationLayer, Keyring};
+use http_body_util::Full;
+use serde_json::json;
+use support::{answer, call, echo, layer, meta, post, send, token};
+use tower::{Service, ServiceBuilder};
 
 /// `System`, counting every allocation and the bytes asked for.
 struct Counting;
@@ -65,144 +66,14 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// Requests sent before counting, so caches and pools are warm.
+const WARM_UP: usize = 100;
+
 fn counters() -> (u64, u64) {
     (
         ALLOCS.load(Ordering::Relaxed),
         BYTES.load(Ordering::Relaxed),
     )
-}
-
-const KEY: [u8; 32] = [7u8; 32];
-const FORM_KEY: &str = "profile";
-const WARM_UP: usize = 100;
-
-fn layer() -> ElicitationLayer {
-    ElicitationLayer::new(Keyring::new("k1", KEY).expect("valid key"))
-}
-
-/// `overhead.rs`'s minimal MCP server (JSON responses only): reads and parses the request,
-/// answers from the method and params.
-async fn echo<B>(request: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
-where
-    B: Body<Data = Bytes>,
-    B::Error: std::fmt::Debug,
-{
-    let bytes = request
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    let message: Value = serde_json::from_slice(&bytes).expect("JSON-RPC");
-    let result = match message["method"].as_str() {
-        Some("tools/list") => tools_list(),
-        _ if message["params"]["inputResponses"][FORM_KEY].is_object() => json!({
-            "resultType": "complete",
-            "content": [{"type": "text", "text": "Profile saved"}],
-        }),
-        _ => json!({
-            "resultType": "input_required",
-            "inputRequests": {FORM_KEY: {"method": "elicitation/create", "params": {
-                "message": "Your profile?", "requestedSchema": profile_schema()}}},
-            "requestState": "inner-state-1",
-        }),
-    };
-    let response = json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
-    Ok(Response::builder()
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(
-            serde_json::to_vec(&response).expect("JSON"),
-        )))
-        .expect("response"))
-}
-
-fn tools_list() -> Value {
-    json!({"resultType": "complete", "tools": [
-        {"name": "save_profile", "description": "Save the user's profile", "inputSchema": {"type": "object", "properties": {}}},
-        {"name": "deploy", "description": "Deploy", "inputSchema": {"type": "object", "properties": {"environment": {"type": "string"}}}},
-    ]})
-}
-
-fn profile_schema() -> Value {
-    json!({"type": "object", "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": 50},
-        "age": {"type": "integer", "minimum": 0, "maximum": 150},
-        "email": {"type": "string", "format": "email"},
-        "subscribe": {"type": "boolean"},
-    }, "required": ["name", "email"]})
-}
-
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0.0"},
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    })
-}
-
-fn call(name: &str, arguments: Value, extra: Value) -> Bytes {
-    let mut params = json!({"name": name, "arguments": arguments, "_meta": meta()});
-    params
-        .as_object_mut()
-        .expect("object")
-        .extend(extra.as_object().expect("object").clone());
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params});
-    Bytes::from(serde_json::to_vec(&body).expect("JSON"))
-}
-
-fn answer(valid: bool) -> Value {
-    let email = if valid {
-        "ada@example.com"
-    } else {
-        "not an address"
-    };
-    json!({FORM_KEY: {"action": "accept", "content": {
-        "name": "Ada Lovelace", "age": 36, "email": email, "subscribe": true}}})
-}
-
-fn post(body: &Bytes, method: &str, name: Option<&str>) -> Request<Full<Bytes>> {
-    let mut request = Request::post("/mcp")
-        .header(header::HOST, "localhost")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::ACCEPT, "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(name) = name {
-        request = request.header("mcp-name", name);
-    }
-    request.body(Full::new(body.clone())).expect("request")
-}
-
-async fn send<S, B>(service: &S, request: Request<Full<Bytes>>) -> Bytes
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
-    S::Error: std::fmt::Debug,
-    B: Body<Data = Bytes>,
-    B::Error: std::fmt::Debug,
-{
-    let response = service.clone().oneshot(request).await.expect("response");
-    response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes()
-}
-
-/// The `requestState` the layer seals for the first round of `body`.
-async fn token<S, B>(service: &S, body: &Bytes) -> String
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
-    S::Error: std::fmt::Debug,
-    B: Body<Data = Bytes>,
-    B::Error: std::fmt::Debug,
-{
-    let reply = send(service, post(body, "tools/call", Some("deploy"))).await;
-    let message: Value = serde_json::from_slice(&reply).expect("JSON-RPC");
-    message["result"]["requestState"]
-        .as_str()
-        .expect("a sealed requestState")
-        .to_owned()
 }
 
 /// Mean allocations and bytes per request over `requests` requests, after a warm-up.
@@ -267,8 +138,10 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let bare = tower::service_fn(|r: Request<Full<Bytes>>| echo(r));
-    let layered = ServiceBuilder::new().layer(layer()).service_fn(echo);
+    let bare = tower::service_fn(|r: Request<Full<Bytes>>| echo(r, false));
+    let layered = ServiceBuilder::new()
+        .layer(layer())
+        .service_fn(|r| echo(r, false));
 
     let list = Bytes::from(
         serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",

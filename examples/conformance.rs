@@ -455,16 +455,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 
-    let keyring = match Keyring::from_env()? {
-        Some(keyring) => keyring,
-        None => {
-            tracing::warn!(
-                "MCP_REQUEST_STATE_KEYS is not set: signing requestState with a random key for \
-                 this process only. Retries will FAIL after a restart and across replicas."
-            );
-            Keyring::ephemeral()
-        }
-    };
+    let keyring = Keyring::from_env_or_ephemeral()?;
     let json_response = std::env::var("MCP_JSON_RESPONSE").is_ok_and(|v| v == "1");
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)

@@ -28,19 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
 
-    let keyring = match Keyring::from_env()? {
-        Some(keyring) => keyring,
-        None => {
-            tracing::warn!(
-                "MCP_REQUEST_STATE_KEYS is not set: signing requestState with a random key for \
-                 this process only. Retries will FAIL after a restart and across replicas. Set \
-                 MCP_REQUEST_STATE_KEYS=<kid>:<base64url key of at least 32 bytes> (e.g. \
-                 k1:$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')), the same \
-                 value on every replica."
-            );
-            Keyring::ephemeral()
-        }
-    };
+    let keyring = Keyring::from_env_or_ephemeral()?;
 
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;

@@ -39,16 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .init();
 
-    let keyring = match Keyring::from_env()? {
-        Some(keyring) => keyring,
-        None => {
-            tracing::warn!(
-                "MCP_REQUEST_STATE_KEYS is not set: signing requestState with a random key for \
-                 this process only; retries will fail after a restart and across replicas"
-            );
-            Keyring::ephemeral()
-        }
-    };
+    let keyring = Keyring::from_env_or_ephemeral()?;
 
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;

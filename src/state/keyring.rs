@@ -112,6 +112,32 @@ impl Keyring {
         }
     }
 
+    /// [`Keyring::from_env`], or, when the variable is unset, [`Keyring::ephemeral`] with a
+    /// loud warning (through `tracing`) that retries will fail after a restart and across
+    /// replicas. For examples and local development; production sets the variable.
+    ///
+    /// ```
+    /// # // SAFETY: the doctest is single-threaded.
+    /// # unsafe { std::env::remove_var(tower_elicitation::KEYS_ENV) };
+    /// let keyring = tower_elicitation::Keyring::from_env_or_ephemeral()?;
+    /// assert_eq!(keyring.active_kid(), "ephemeral");
+    /// # Ok::<(), tower_elicitation::KeyringError>(())
+    /// ```
+    pub fn from_env_or_ephemeral() -> Result<Self, KeyringError> {
+        if let Some(keyring) = Self::from_env()? {
+            return Ok(keyring);
+        }
+        tracing::warn!(
+            target: "tower_elicitation",
+            "{KEYS_ENV} is not set: signing requestState with a random key for this process only. \
+             Retries will FAIL after a restart and across replicas. Set \
+             {KEYS_ENV}=<kid>:<base64url key of at least 32 bytes> (e.g. \
+             k1:$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')), the same value on \
+             every replica."
+        );
+        Ok(Self::ephemeral())
+    }
+
     /// A keyring with one fresh random 32-byte key, key id `ephemeral`.
     ///
     /// For demos and tests only: tokens it signs fail to verify after a restart and on any other

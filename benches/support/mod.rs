@@ -1,0 +1,169 @@
+//! What both benches share: the echo inner service, the requests and the round trip.
+
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{Request, Response, header};
+use http_body::Body;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tower::{Service, ServiceExt};
+use tower_elicitation::{ElicitationLayer, Keyring};
+
+pub const KEY: [u8; 32] = [7u8; 32];
+pub const FORM_KEY: &str = "profile";
+
+pub fn layer() -> ElicitationLayer {
+    ElicitationLayer::new(Keyring::new("k1", KEY).expect("valid key"))
+}
+
+/// A minimal MCP server: reads and parses the request, answers from the method and params.
+/// `sse` answers as an event stream with a progress notification before the response.
+pub async fn echo<B>(request: Request<B>, sse: bool) -> Result<Response<Full<Bytes>>, Infallible>
+where
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let bytes = request
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let message: Value = serde_json::from_slice(&bytes).expect("JSON-RPC");
+    let result = match message["method"].as_str() {
+        Some("tools/list") => tools_list(),
+        _ if message["params"]["inputResponses"][FORM_KEY].is_object() => json!({
+            "resultType": "complete",
+            "content": [{"type": "text", "text": "Profile saved"}],
+        }),
+        _ => json!({
+            "resultType": "input_required",
+            "inputRequests": {FORM_KEY: {"method": "elicitation/create", "params": {
+                "message": "Your profile?", "requestedSchema": profile_schema()}}},
+            "requestState": "inner-state-1",
+        }),
+    };
+    let response = json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+    let (content_type, body) = if sse {
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": 1, "progress": 1}});
+        let stream =
+            format!("event: message\ndata: {progress}\n\nevent: message\ndata: {response}\n\n");
+        ("text/event-stream", Bytes::from(stream))
+    } else {
+        (
+            "application/json",
+            Bytes::from(serde_json::to_vec(&response).expect("JSON")),
+        )
+    };
+    Ok(Response::builder()
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Full::new(body))
+        .expect("response"))
+}
+
+pub fn tools_list() -> Value {
+    json!({"resultType": "complete", "tools": [
+        {"name": "save_profile", "description": "Save the user's profile", "inputSchema": {"type": "object", "properties": {}}},
+        {"name": "deploy", "description": "Deploy", "inputSchema": {"type": "object", "properties": {"environment": {"type": "string"}}}},
+    ]})
+}
+
+pub fn profile_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 50},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "email": {"type": "string", "format": "email"},
+        "subscribe": {"type": "boolean"},
+    }, "required": ["name", "email"]})
+}
+
+pub fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0.0"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    })
+}
+
+pub fn call(name: &str, arguments: Value, extra: Value) -> Bytes {
+    let mut params = json!({"name": name, "arguments": arguments, "_meta": meta()});
+    params
+        .as_object_mut()
+        .expect("object")
+        .extend(extra.as_object().expect("object").clone());
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params});
+    Bytes::from(serde_json::to_vec(&body).expect("JSON"))
+}
+
+pub fn answer(valid: bool) -> Value {
+    let email = if valid {
+        "ada@example.com"
+    } else {
+        "not an address"
+    };
+    json!({FORM_KEY: {"action": "accept", "content": {
+        "name": "Ada Lovelace", "age": 36, "email": email, "subscribe": true}}})
+}
+
+pub fn post(body: &Bytes, method: &str, name: Option<&str>) -> Request<Full<Bytes>> {
+    let mut request = Request::post("/mcp")
+        .header(header::HOST, "localhost")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = name {
+        request = request.header("mcp-name", name);
+    }
+    request.body(Full::new(body.clone())).expect("request")
+}
+
+pub async fn send<S, B>(service: &S, request: Request<Full<Bytes>>) -> Bytes
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let response = service.clone().oneshot(request).await.expect("response");
+    response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes()
+}
+
+/// The `requestState` the layer seals for the first round of `body`.
+pub async fn token<S, B>(service: &S, body: &Bytes) -> String
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let reply = send(service, post(body, "tools/call", Some("deploy"))).await;
+    let text = String::from_utf8_lossy(&reply);
+    let json = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or(&text);
+    let message: Value = serde_json::from_str(json).expect("JSON-RPC");
+    message["result"]["requestState"]
+        .as_str()
+        .expect("a sealed requestState")
+        .to_owned()
+}
+
+/// About 64 KiB of tool arguments.
+pub fn large_arguments() -> Value {
+    let items: Vec<Value> = (0..600)
+        .map(|i| json!({"id": i, "name": format!("item-{i}"), "tags": ["alpha", "beta", "gamma"], "weight": i as f64 * 0.5, "active": i % 2 == 0}))
+        .collect();
+    json!({"items": items})
+}
