@@ -18,9 +18,11 @@ use tracing::Instrument;
 
 use crate::body::{RequestBody, ResponseBody, Scan, SseBody};
 use crate::engine::outbound::{Relation, relation};
-use crate::engine::{self, FlowFacts, FlowNeed, FlowQuery, Inbound, Outbound, Round, Settle};
+use crate::engine::{
+    self, FlowFacts, FlowNeed, FlowQuery, Inbound, Intake, Outbound, Round, Settle,
+};
 use crate::gate::{GateCall, GateKind};
-use crate::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply};
+use crate::jsonrpc::{Call, INTERNAL_ERROR, Reply};
 use crate::layer::{Config, ElicitationLayer};
 use crate::mcp::Method;
 use crate::sse;
@@ -155,45 +157,32 @@ where
         return Ok(response.map(ResponseBody::inner));
     }
     let (parts, body) = request.into_parts();
-    if let Some(reply) = refuse_unread(&parts, &config) {
+    let head = engine::Head {
+        post,
+        content_encoding: parts
+            .headers
+            .get(CONTENT_ENCODING)
+            .map(HeaderValue::as_bytes),
+        content_length: parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok()),
+    };
+    if let Some(reply) = engine::refuse_unread(head, config.max_body_bytes) {
         return Ok(reply_response(reply));
     }
     let bytes = match Limited::new(body, config.max_body_bytes).collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<LengthLimitError>() => return Ok(reply_response(too_large())),
-        Err(_) => {
-            let reply = Reply::error(
-                400,
-                None,
-                INVALID_REQUEST,
-                "Request body could not be read",
-                None,
-            );
-            return Ok(reply_response(reply));
-        }
+        Err(e) if e.is::<LengthLimitError>() => return Ok(reply_response(engine::too_large())),
+        Err(_) => return Ok(reply_response(engine::unreadable())),
     };
-    let (method, id) = match jsonrpc::peek(&bytes) {
-        Peek::Call { method, id } => (method, id),
-        Peek::Other => {
+    let (method, id) = match engine::intake(&bytes, head) {
+        Intake::Call { method, id } => (method, id),
+        Intake::Respond(reply) => return Ok(reply_response(reply)),
+        Intake::Forward => {
             let response = inner.call(rebuild(parts, bytes)).await?;
             return Ok(response.map(ResponseBody::inner));
-        }
-        Peek::Batch => {
-            let message = "Invalid Request: a batch may not contain tools/call, prompts/get or resources/read";
-            return Ok(reply_response(Reply::error(
-                400,
-                None,
-                INVALID_REQUEST,
-                message,
-                None,
-            )));
-        }
-        Peek::Invalid { .. } if !post => {
-            let response = inner.call(rebuild(parts, bytes)).await?;
-            return Ok(response.map(ResponseBody::inner));
-        }
-        Peek::Invalid { code, message } => {
-            return Ok(reply_response(Reply::error(400, None, code, message, None)));
         }
     };
     let span =
@@ -280,7 +269,9 @@ where
                 .call(rebuild(parts.clone(), Bytes::from(body)))
                 .await?;
             let Some(probe) = read_probe(response, &round).await else {
-                return Ok(reply_response(bad_gateway(round.id.as_deref())));
+                return Ok(reply_response(engine::inner_body_failed(
+                    round.id.as_deref(),
+                )));
             };
             let Some(message) = probe.message else {
                 return Ok(Response::from_parts(
@@ -365,42 +356,6 @@ async fn check_flow(
     Ok(())
 }
 
-/// Answers that need no body: an encoded body the layer cannot read, or one declared too large.
-fn refuse_unread(parts: &http::request::Parts, config: &Config) -> Option<Reply> {
-    if let Some(encoding) = parts.headers.get(CONTENT_ENCODING)
-        && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
-    {
-        return Some(Reply::error(
-            415,
-            None,
-            INVALID_REQUEST,
-            "Content-Encoding is not supported",
-            None,
-        ));
-    }
-    let declared = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match declared {
-        Some(len) if len > config.max_body_bytes as u64 => Some(too_large()),
-        _ => None,
-    }
-}
-
-fn too_large() -> Reply {
-    Reply::error(413, None, INVALID_REQUEST, "Request body too large", None)
-}
-
-fn bad_gateway(id: Option<&serde_json::value::RawValue>) -> Reply {
-    tracing::warn!(
-        target: "tower_elicitation",
-        "the inner service's response body failed"
-    );
-    Reply::error(502, id, INTERNAL_ERROR, "Internal error", None)
-}
-
 /// The request for the inner service, with `body` and a matching `Content-Length`.
 fn rebuild<B>(mut parts: http::request::Parts, body: Bytes) -> Request<RequestBody<B>> {
     // The body is now a buffer of known length: a `Transfer-Encoding` beside the new
@@ -447,7 +402,7 @@ async fn respond<B: Body<Data = Bytes>>(
         Payload::Json => {
             let (parts, body) = response.into_parts();
             let Ok(collected) = body.collect().await else {
-                return reply_response(bad_gateway(round.id.as_deref()));
+                return reply_response(engine::inner_body_failed(round.id.as_deref()));
             };
             let bytes = collected.to_bytes();
             match engine::outbound(&bytes, &round, &config, now) {
@@ -470,7 +425,7 @@ async fn respond<B: Body<Data = Bytes>>(
                     }
                     sse.as_mut().unread(first);
                 }
-                Some(Err(_)) => return reply_response(bad_gateway(id.as_deref())),
+                Some(Err(_)) => return reply_response(engine::inner_body_failed(id.as_deref())),
                 None => {}
             }
             parts.headers.remove(CONTENT_LENGTH);

@@ -8,6 +8,7 @@
 mod answers;
 mod gates;
 pub(crate) mod inbound;
+mod intake;
 pub(crate) mod outbound;
 
 use serde_json::value::RawValue;
@@ -18,6 +19,9 @@ use crate::mcp::Method;
 
 pub(crate) use gates::{FlowFacts, FlowNeed, FlowQuery};
 pub(crate) use inbound::{Inbound, inbound};
+pub(crate) use intake::{
+    Head, Intake, inner_body_failed, intake, refuse_unread, too_large, unreadable,
+};
 pub(crate) use outbound::{Outbound, Settle, outbound, settle_probe};
 
 /// What the adapter learned outside the JSON body.

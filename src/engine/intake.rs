@@ -1,0 +1,95 @@
+//! The first look at a request: whether the layer reads it, and what it does with its body.
+
+use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply};
+use crate::mcp::Method;
+use serde_json::value::RawValue;
+
+/// What the adapter saw before reading the body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Head<'a> {
+    /// The request is a POST.
+    pub(crate) post: bool,
+    /// Its `Content-Encoding`, if any.
+    pub(crate) content_encoding: Option<&'a [u8]>,
+    /// Its declared `Content-Length`, if any.
+    pub(crate) content_length: Option<u64>,
+}
+
+/// Refuses a body the layer would not read: encoded (it cannot see inside), or declared larger
+/// than the limit (no need to read it to know).
+pub(crate) fn refuse_unread(head: Head<'_>, max_body_bytes: usize) -> Option<Reply> {
+    if let Some(encoding) = head.content_encoding
+        && !encoding.eq_ignore_ascii_case(b"identity")
+    {
+        return Some(Reply::error(
+            415,
+            None,
+            INVALID_REQUEST,
+            "Content-Encoding is not supported",
+            None,
+        ));
+    }
+    match head.content_length {
+        Some(len) if len > max_body_bytes as u64 => Some(too_large()),
+        _ => None,
+    }
+}
+
+/// A body over the limit.
+pub(crate) fn too_large() -> Reply {
+    Reply::error(413, None, INVALID_REQUEST, "Request body too large", None)
+}
+
+/// A body the client did not finish sending.
+pub(crate) fn unreadable() -> Reply {
+    Reply::error(
+        400,
+        None,
+        INVALID_REQUEST,
+        "Request body could not be read",
+        None,
+    )
+}
+
+/// The inner service's response body failed before the layer could read it whole.
+pub(crate) fn inner_body_failed(id: Option<&RawValue>) -> Reply {
+    tracing::warn!(
+        target: "tower_elicitation",
+        "the inner service's response body failed"
+    );
+    Reply::error(502, id, INTERNAL_ERROR, "Internal error", None)
+}
+
+/// What to do with a body that was read.
+#[derive(Debug)]
+pub(crate) enum Intake<'a> {
+    /// Forward the original bytes.
+    Forward,
+    /// Answer this instead.
+    Respond(Reply),
+    /// One of the three MRTR methods: on to [`inbound`](super::inbound).
+    Call {
+        method: Method,
+        id: Option<&'a RawValue>,
+    },
+}
+
+/// Sorts a body by its borrowed peek.
+pub(crate) fn intake<'a>(body: &'a [u8], head: Head<'_>) -> Intake<'a> {
+    match jsonrpc::peek(body) {
+        Peek::Call { method, id } => Intake::Call { method, id },
+        Peek::Other => Intake::Forward,
+        Peek::Batch => Intake::Respond(Reply::error(
+            400,
+            None,
+            INVALID_REQUEST,
+            "Invalid Request: a batch may not contain tools/call, prompts/get or resources/read",
+            None,
+        )),
+        // Outside a POST, a body that is not JSON-RPC is none of the layer's business.
+        Peek::Invalid { .. } if !head.post => Intake::Forward,
+        Peek::Invalid { code, message } => {
+            Intake::Respond(Reply::error(400, None, code, message, None))
+        }
+    }
+}
