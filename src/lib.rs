@@ -21,6 +21,8 @@
 //!   keys and fields are dropped. The inner service only ever sees answers to its own questions.
 //! - **Respects capabilities.** An input request of a kind the request's own `_meta` capabilities
 //!   do not declare becomes `-32021` (HTTP 400) instead.
+//! - **Retrofits approval.** [Gates](gate) make the layer ask a form or URL question of its own
+//!   before a call may reach a server that knows nothing of elicitation.
 //!
 //! # Example
 //!
