@@ -187,9 +187,8 @@ where
     };
     let span =
         tracing::debug_span!(target: "tower_elicitation", "elicitation", method = method.as_str());
-    call_mrtr(inner, config, parts, &bytes, method, id)
-        .instrument(span)
-        .await
+    // Boxed on its own: every other request's future stays small.
+    Box::pin(call_mrtr(inner, config, parts, &bytes, method, id).instrument(span)).await
 }
 
 /// The path of `tools/call`, `prompts/get` and `resources/read`.
