@@ -67,6 +67,11 @@ impl Reply {
         }
     }
 
+    /// The layer's `-32603 Internal error` (status 200): what went wrong goes to `tracing`.
+    pub(crate) fn internal(id: Option<&RawValue>) -> Self {
+        Self::error(200, id, INTERNAL_ERROR, "Internal error", None)
+    }
+
     /// A JSON-RPC result reply (status 200).
     pub(crate) fn result(id: Option<&RawValue>, result: &Value) -> Self {
         #[derive(Serialize)]

@@ -22,7 +22,7 @@ use crate::engine::{
     self, FlowFacts, FlowNeed, FlowQuery, Inbound, Intake, Outbound, Round, Settle,
 };
 use crate::gate::{GateCall, GateKind};
-use crate::jsonrpc::{Call, INTERNAL_ERROR, Reply};
+use crate::jsonrpc::{Call, Reply};
 use crate::layer::{Config, ElicitationLayer};
 use crate::mcp::Method;
 use crate::sse;
@@ -242,7 +242,7 @@ where
         Inbound::Respond(reply) => Ok(reply_response(reply)),
         Inbound::CheckFlows(_) => {
             tracing::warn!(target: "tower_elicitation", "URL flow checks did not settle");
-            let reply = Reply::error(200, id, INTERNAL_ERROR, "Internal error", None);
+            let reply = Reply::internal(id);
             Ok(reply_response(reply))
         }
         Inbound::Forward {
@@ -302,22 +302,10 @@ async fn check_flow(
     id: Option<&serde_json::value::RawValue>,
 ) -> Result<(), Reply> {
     let Some((_, gate)) = config.gates.get(query.gate) else {
-        return Err(Reply::error(
-            200,
-            id,
-            INTERNAL_ERROR,
-            "Internal error",
-            None,
-        ));
+        return Err(Reply::internal(id));
     };
     let GateKind::Url { flow } = &gate.kind else {
-        return Err(Reply::error(
-            200,
-            id,
-            INTERNAL_ERROR,
-            "Internal error",
-            None,
-        ));
+        return Err(Reply::internal(id));
     };
     let call = GateCall {
         method: query.method.as_str(),
@@ -338,13 +326,7 @@ async fn check_flow(
                     %error,
                     "a URL flow could not give its URL"
                 );
-                return Err(Reply::error(
-                    200,
-                    id,
-                    INTERNAL_ERROR,
-                    "Internal error",
-                    None,
-                ));
+                return Err(Reply::internal(id));
             }
         },
         FlowNeed::Completion => {
