@@ -11,7 +11,9 @@
 //! (`json::*`) and `text/event-stream` (`sse::*`). The `#[ignore = "BUG: …"]` tests
 //! describe behaviour the layer gets wrong today.
 
-// Shared with the examples; this file uses only part of them.
+// Shared with the examples and `rmcp_inner.rs`; this file uses only part of them.
+#[allow(dead_code)]
+mod rmcp_support;
 #[allow(dead_code)]
 #[path = "../examples/deploy/server.rs"]
 mod server;
@@ -20,102 +22,33 @@ mod stack;
 
 use std::{
     collections::HashSet,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
+    sync::{Arc, Mutex},
 };
 
 use axum::{
     Router,
     body::Body,
-    http::{Request, Response, StatusCode, header},
+    http::{Request, StatusCode, header},
 };
 use http_body_util::BodyExt;
+use rmcp_support::{
+    Caller, Mcp, Mode, PROTOCOL_VERSION, Reply, accept, in_both_modes, keyring, merge, tool_params,
+};
 use serde_json::{Map, Value, json};
 use server::{
     CONFIRM_DELETE_KEY, DEFAULT_BASE_URL, DeployState, FLOWS_PATH, GITHUB_KEY, MCP_PATH,
     NOT_DELETED,
 };
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceBuilder;
 use tower_elicitation::{
     BoxError, ElicitationLayer, Gate, GateCall, GateError, GateTarget, Keyring, UrlFlow,
 };
 
-const PROTOCOL_VERSION: &str = "2026-07-28";
 const LEGACY_VERSION: &str = "2025-11-25";
-const TIMEOUT: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------
-// HTTP + JSON-RPC helpers
+// HTTP + JSON-RPC helpers (the shared plumbing is in `rmcp_support`)
 // ---------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug)]
-enum Mode {
-    Json,
-    Sse,
-}
-
-impl Mode {
-    fn json_response(self) -> bool {
-        matches!(self, Mode::Json)
-    }
-}
-
-fn keyring() -> Keyring {
-    Keyring::new("test", [7u8; 32]).expect("valid test key")
-}
-
-/// Who calls, and what their requests declare.
-#[derive(Clone, Debug)]
-struct Caller {
-    capabilities: Value,
-    version: &'static str,
-    authorization: Option<String>,
-}
-
-impl Caller {
-    /// A 2026-07-28 client declaring form and URL elicitation, without `Authorization`.
-    fn new() -> Self {
-        Self {
-            capabilities: json!({ "elicitation": { "form": {}, "url": {} } }),
-            version: PROTOCOL_VERSION,
-            authorization: None,
-        }
-    }
-
-    fn capabilities(self, capabilities: Value) -> Self {
-        Self {
-            capabilities,
-            ..self
-        }
-    }
-
-    fn version(self, version: &'static str) -> Self {
-        Self { version, ..self }
-    }
-
-    fn bearer(self, token: &str) -> Self {
-        Self {
-            authorization: Some(format!("Bearer {token}")),
-            ..self
-        }
-    }
-}
-
-/// An MCP endpoint behind a router, and a JSON-RPC id counter.
-struct Mcp {
-    router: Router,
-    next_id: AtomicU64,
-}
-
-/// An HTTP status and the JSON-RPC response message that came with it.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    message: Value,
-}
 
 /// An `input_required` result: what it asks, and its sealed state.
 #[derive(Debug)]
@@ -125,56 +58,6 @@ struct Asked {
 }
 
 impl Mcp {
-    fn new(router: Router) -> Self {
-        Self {
-            router,
-            next_id: AtomicU64::new(1),
-        }
-    }
-
-    /// POSTs one stateless JSON-RPC request with the headers and `_meta` rmcp requires.
-    async fn send(&self, caller: &Caller, method: &str, mut params: Value) -> Reply {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": caller.version,
-            "io.modelcontextprotocol/clientInfo": { "name": "gates-test", "version": "0.0.0" },
-            "io.modelcontextprotocol/clientCapabilities": caller.capabilities,
-        });
-        let mut request = Request::post(MCP_PATH)
-            .header(header::HOST, "localhost")
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", caller.version)
-            .header("Mcp-Method", method);
-        if let Some(name) = ["name", "uri"]
-            .iter()
-            .find_map(|field| params.get(*field).and_then(Value::as_str))
-        {
-            request = request.header("Mcp-Name", name);
-        }
-        if let Some(authorization) = &caller.authorization {
-            request = request.header(header::AUTHORIZATION, authorization);
-        }
-        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let request = request
-            .body(Body::from(body.to_string()))
-            .expect("valid request");
-        let exchange = async {
-            let response = self
-                .router
-                .clone()
-                .oneshot(request)
-                .await
-                .expect("infallible");
-            let status = response.status();
-            let message = read_message(response, id).await;
-            Reply { status, message }
-        };
-        tokio::time::timeout(TIMEOUT, exchange)
-            .await
-            .expect("no response within the timeout")
-    }
-
     /// `tools/call name arguments` (plus `extra` params) from a default caller.
     async fn call_tool(&self, name: &str, arguments: Value, extra: Value) -> Reply {
         self.send(
@@ -191,12 +74,7 @@ impl Mcp {
             .header(header::HOST, "localhost")
             .body(Body::empty())
             .expect("valid request");
-        let response = self
-            .router
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("infallible");
+        let response = self.serve(request).await;
         let status = response.status();
         let body = response
             .into_body()
@@ -208,25 +86,9 @@ impl Mcp {
     }
 }
 
-fn tool_params(name: &str, arguments: Value, extra: Value) -> Value {
-    let mut params = json!({ "name": name, "arguments": arguments });
-    merge(&mut params, extra);
-    params
-}
-
-fn merge(params: &mut Value, extra: Value) {
-    if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
-        params.extend(extra);
-    }
-}
-
 /// The params of a retry: the echoed `requestState` and the `inputResponses`.
 fn answering(state: &str, responses: Value) -> Value {
     json!({ "requestState": state, "inputResponses": responses })
-}
-
-fn accept(content: Value) -> Value {
-    json!({ "action": "accept", "content": content })
 }
 
 fn decline() -> Value {
@@ -238,19 +100,6 @@ fn cancel() -> Value {
 }
 
 impl Reply {
-    fn result(&self) -> &Value {
-        assert_eq!(self.status, StatusCode::OK, "{:#}", self.message);
-        self.message
-            .get("result")
-            .unwrap_or_else(|| panic!("expected a result, got {:#}", self.message))
-    }
-
-    fn error(&self) -> &Value {
-        self.message
-            .get("error")
-            .unwrap_or_else(|| panic!("expected a JSON-RPC error, got {:#}", self.message))
-    }
-
     /// The `input_required` result: what it asks and its (non-empty) sealed state.
     fn asked(&self) -> Asked {
         let result = self.result();
@@ -333,53 +182,6 @@ impl Asked {
     }
 }
 
-/// Reads the JSON-RPC response for `id` from a JSON body or an SSE stream.
-async fn read_message(response: Response<Body>, id: u64) -> Value {
-    let is_sse = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"));
-    let mut body = response.into_body();
-    let mut text = String::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame.expect("body frame").into_data() {
-            text.push_str(std::str::from_utf8(&data).expect("UTF-8 body"));
-        }
-        // An SSE response stream may stay open after the response event.
-        if is_sse && let Some(message) = sse_response(&text, id, false) {
-            return message;
-        }
-    }
-    if is_sse {
-        sse_response(&text, id, true)
-            .unwrap_or_else(|| panic!("no response for id {id} in SSE stream:\n{text}"))
-    } else {
-        // Not every answer is JSON-RPC (a `401`, say): keep it as a string.
-        serde_json::from_str(&text).unwrap_or(Value::String(text))
-    }
-}
-
-/// The response with `id` among the complete SSE events of `text` (the last one only once the
-/// stream has `ended`).
-fn sse_response(text: &str, id: u64, ended: bool) -> Option<Value> {
-    let text = text.replace("\r\n", "\n");
-    let mut events: Vec<&str> = text.split("\n\n").collect();
-    if !ended {
-        events.pop();
-    }
-    events.into_iter().find_map(|event| {
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .map(|data| data.strip_prefix(' ').unwrap_or(data))
-            .collect();
-        let message: Value = serde_json::from_str(&data.join("\n")).ok()?;
-        let is_response = message.get("result").is_some() || message.get("error").is_some();
-        (is_response && message["id"] == json!(id)).then_some(message)
-    })
-}
-
 // ---------------------------------------------------------------------------
 // The deploy example: `delete_branch` (form gate) and `connect_github` (URL gate)
 // ---------------------------------------------------------------------------
@@ -392,17 +194,8 @@ struct Deploy {
 
 impl Deploy {
     fn new(mode: Mode) -> Self {
-        let state = DeployState::new();
-        let router = server::router_with(
-            ElicitationLayer::new(keyring()),
-            state.clone(),
-            mode.json_response(),
-        )
-        .expect("the example's gates are valid");
-        Self {
-            mcp: Mcp::new(router),
-            state,
-        }
+        let (mcp, state) = rmcp_support::deploy(mode);
+        Self { mcp, state }
     }
 
     /// The branches, as the `list_branches` tool reports them.
@@ -1767,24 +1560,6 @@ async fn stack_completes_url_flows_without_a_bearer(mode: Mode) {
         .await;
     assert_eq!(reply.tool_text(), "Connected octocat");
     assert_eq!(state.connections(), 1);
-}
-
-/// Generates `json::<case>` and `sse::<case>` tests for each case fn.
-macro_rules! in_both_modes {
-    ($($case:ident),* $(,)?) => {
-        mod json {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(super::Mode::Json).await;
-            })*
-        }
-        mod sse {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(super::Mode::Sse).await;
-            })*
-        }
-    };
 }
 
 in_both_modes!(

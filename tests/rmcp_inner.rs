@@ -3,49 +3,22 @@
 //! on the axum router: no sockets. Every case runs with rmcp answering
 //! `application/json` (`json::*`) and `text/event-stream` (`sse::*`).
 
-// Shared with the `deploy` example; this file uses only part of it.
+// Shared with the `deploy` example and `gates.rs`; this file uses only part of them.
+#[allow(dead_code)]
+mod rmcp_support;
 #[allow(dead_code)]
 #[path = "../examples/deploy/server.rs"]
 mod server;
 
-use std::{
-    sync::atomic::{AtomicU64, Ordering},
-    time::Duration,
-};
-
-use axum::{
-    Router,
-    body::Body,
-    http::{Request, Response, StatusCode, header},
-};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
+use rmcp_support::{Caller, Mcp, Mode, Reply, accept, in_both_modes, tool_params};
 use serde_json::{Value, json};
 use server::{APPROVAL_KEY, DeployState, NOT_APPROVED};
-use tower::ServiceExt;
-use tower_elicitation::{ElicitationLayer, Keyring};
 
-const PROTOCOL_VERSION: &str = "2026-07-28";
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-#[derive(Clone, Copy, Debug)]
-enum Mode {
-    Json,
-    Sse,
-}
-
-/// One server (router + deploy counter) and a JSON-RPC id counter.
+/// The `deploy` example's MCP endpoint and its state (the deploy counter).
 struct Harness {
-    router: Router,
+    mcp: Mcp,
     state: DeployState,
-    next_id: AtomicU64,
-}
-
-/// An HTTP status and the JSON-RPC response message that came with it.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    content_type: String,
-    message: Value,
 }
 
 /// The outcome of a first `deploy` call: the `input_required` result and its state.
@@ -56,76 +29,21 @@ struct Round {
 
 impl Harness {
     fn new(mode: Mode) -> Self {
-        let keyring = Keyring::new("test", [7u8; 32]).expect("valid test key");
-        let state = DeployState::new();
-        let router = server::router_with(
-            ElicitationLayer::new(keyring),
-            state.clone(),
-            matches!(mode, Mode::Json),
-        )
-        .expect("the example's gates are valid");
-        Self {
-            router,
-            state,
-            next_id: AtomicU64::new(1),
-        }
+        let (mcp, state) = rmcp_support::deploy(mode);
+        Self { mcp, state }
     }
 
     /// POSTs one stateless 2026-07-28 JSON-RPC request with all required headers
     /// and `_meta`, declaring `capabilities` as the client capabilities.
-    async fn rpc(&self, method: &str, mut params: Value, capabilities: Value) -> Reply {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-            "io.modelcontextprotocol/clientInfo": { "name": "rmcp-inner-test", "version": "0.0.0" },
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        });
-        let mut request = Request::post(server::MCP_PATH)
-            .header(header::HOST, "localhost")
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", PROTOCOL_VERSION)
-            .header("Mcp-Method", method);
-        if let Some(name) = params.get("name").and_then(Value::as_str) {
-            request = request.header("Mcp-Name", name);
-        }
-        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let request = request
-            .body(Body::from(body.to_string()))
-            .expect("valid request");
-        let exchange = async {
-            let response = self
-                .router
-                .clone()
-                .oneshot(request)
-                .await
-                .expect("infallible");
-            let status = response.status();
-            let content_type = response
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|value| value.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
-            let message = read_message(response, id).await;
-            Reply {
-                status,
-                content_type,
-                message,
-            }
-        };
-        tokio::time::timeout(TIMEOUT, exchange)
-            .await
-            .expect("no response within the timeout")
+    async fn rpc(&self, method: &str, params: Value, capabilities: Value) -> Reply {
+        let caller = Caller::new().capabilities(capabilities);
+        self.mcp.send(&caller, method, params).await
     }
 
     /// `tools/call deploy {"environment": "staging"}` plus `extra` params
     /// (`inputResponses`, `requestState`).
     async fn call_deploy(&self, extra: Value, capabilities: Value) -> Reply {
-        let mut params = json!({ "name": "deploy", "arguments": { "environment": "staging" } });
-        if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
-            params.extend(extra);
-        }
+        let params = tool_params("deploy", json!({ "environment": "staging" }), extra);
         self.rpc("tools/call", params, capabilities).await
     }
 
@@ -155,19 +73,6 @@ impl Harness {
 }
 
 impl Reply {
-    fn result(&self) -> &Value {
-        assert_eq!(self.status, StatusCode::OK, "{:#}", self.message);
-        self.message
-            .get("result")
-            .unwrap_or_else(|| panic!("expected a result, got {:#}", self.message))
-    }
-
-    fn error(&self) -> &Value {
-        self.message
-            .get("error")
-            .unwrap_or_else(|| panic!("expected a JSON-RPC error, got {:#}", self.message))
-    }
-
     /// The text of the first content block of a complete tool result.
     fn tool_text(&self) -> &str {
         let result = self.result();
@@ -182,63 +87,12 @@ fn elicitation() -> Value {
     json!({ "elicitation": {} })
 }
 
-fn accept(content: Value) -> Value {
-    json!({ "action": "accept", "content": content })
-}
-
 /// The `elicitation/create` params asked under `deployment-approval`.
 fn approval_request(result: &Value) -> &Value {
     assert_eq!(result["resultType"], "input_required", "{result:#}");
     let request = &result["inputRequests"][APPROVAL_KEY];
     assert_eq!(request["method"], "elicitation/create", "{result:#}");
     &request["params"]
-}
-
-/// Reads the JSON-RPC response for `id` from a JSON body or an SSE stream.
-async fn read_message(response: Response<Body>, id: u64) -> Value {
-    let is_sse = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"));
-    let mut body = response.into_body();
-    let mut text = String::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.expect("body frame");
-        if let Ok(data) = frame.into_data() {
-            text.push_str(std::str::from_utf8(&data).expect("UTF-8 body"));
-        }
-        // An SSE response stream may stay open after the response event.
-        if is_sse && let Some(message) = sse_response(&text, id, false) {
-            return message;
-        }
-    }
-    if is_sse {
-        sse_response(&text, id, true)
-            .unwrap_or_else(|| panic!("no response for id {id} in SSE stream:\n{text}"))
-    } else {
-        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not a JSON body: {text:?}"))
-    }
-}
-
-/// The JSON-RPC response with `id` among the SSE events in `text`; the last
-/// event is used only once the stream has `ended`.
-fn sse_response(text: &str, id: u64, ended: bool) -> Option<Value> {
-    let text = text.replace("\r\n", "\n");
-    let mut events: Vec<&str> = text.split("\n\n").collect();
-    if !ended {
-        events.pop();
-    }
-    events.into_iter().find_map(|event| {
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .map(|data| data.strip_prefix(' ').unwrap_or(data))
-            .collect();
-        let message: Value = serde_json::from_str(&data.join("\n")).ok()?;
-        let is_response = message.get("result").is_some() || message.get("error").is_some();
-        (is_response && message["id"] == json!(id)).then_some(message)
-    })
 }
 
 /// Asserts `reply` re-asks for approval (fresh sealed state, hint naming `field`).
@@ -390,24 +244,6 @@ async fn tools_list_passes_through(mode: Mode) {
         tools.iter().any(|tool| tool["name"] == "deploy"),
         "{result:#}"
     );
-}
-
-/// Generates `json::<case>` and `sse::<case>` tests for each case fn.
-macro_rules! in_both_modes {
-    ($($case:ident),* $(,)?) => {
-        mod json {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(super::Mode::Json).await;
-            })*
-        }
-        mod sse {
-            $(#[tokio::test]
-            async fn $case() {
-                super::$case(super::Mode::Sse).await;
-            })*
-        }
-    };
 }
 
 in_both_modes!(

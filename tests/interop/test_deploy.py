@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,19 +51,6 @@ EXPECTED_SCHEMA = {
 # Per-test wall-clock bound, so a hung server fails the test instead of the run.
 TEST_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 15.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def url() -> str:
-    value = os.environ.get("MCP_INTEROP_URL")
-    if not value:
-        pytest.fail("MCP_INTEROP_URL is not set (run scripts/interop.sh, or start the deploy example and export it)")
-    return value
 
 
 def accept(**content: Any) -> types.ElicitResult:

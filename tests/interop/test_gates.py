@@ -7,7 +7,6 @@ must be running; its endpoint is read from `MCP_INTEROP_URL` (`scripts/interop.s
 
 from __future__ import annotations
 
-import os
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,19 +23,6 @@ GITHUB_KEY = "github-authorization"
 NOT_DELETED = "Branch was not deleted."
 TEST_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 15.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def url() -> str:
-    value = os.environ.get("MCP_INTEROP_URL")
-    if not value:
-        pytest.fail("MCP_INTEROP_URL is not set (run scripts/interop.sh)")
-    return value
 
 
 @dataclass
