@@ -108,9 +108,9 @@
 //!
 //! Put it directly in front of the MCP endpoint (`Router::nest_service("/mcp", …)` or
 //! `route_layer`), after any authentication layer whose identity it should bind
-//! ([`ElicitationLayer::principal_from`]). It reads every POST body it sees as JSON-RPC and
-//! answers bodies it cannot parse with a JSON-RPC error, so don't put it in front of endpoints
-//! that take other kinds of POST.
+//! ([`ElicitationLayer::principal_from`]). It reads every request body it sees as JSON-RPC and
+//! answers a POST body it cannot parse with a JSON-RPC error, so don't put it in front of
+//! endpoints that take other kinds of POST.
 
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
