@@ -23,7 +23,7 @@ use http::{Request, Response};
 use http_body::Body;
 use http_body_util::Full;
 use serde_json::json;
-use support::{answer, call, echo, layer, meta, post, send, token};
+use support::{call, echo, layer, meta, post, send, token};
 use tower::{Service, ServiceBuilder};
 
 /// `System`, counting every allocation and the bytes asked for.
@@ -150,21 +150,11 @@ fn main() {
     );
     let first = call("deploy", json!({"environment": "staging"}), json!({}));
     let sealed = rt.block_on(token(&layered, &first));
-    let retry_bare = call(
-        "deploy",
-        json!({"environment": "staging"}),
-        json!({"requestState": "inner-state-1", "inputResponses": answer(true)}),
-    );
-    let retry = call(
-        "deploy",
-        json!({"environment": "staging"}),
-        json!({"requestState": sealed, "inputResponses": answer(true)}),
-    );
-    let reask = call(
-        "deploy",
-        json!({"environment": "staging"}),
-        json!({"requestState": sealed, "inputResponses": answer(false)}),
-    );
+    let support::Retries {
+        bare: retry_bare,
+        layer: retry,
+        reask,
+    } = support::retries(json!({"environment": "staging"}), &sealed);
 
     println!(
         "Heap allocations per request (mean of {requests} after {WARM_UP} warm-up; \

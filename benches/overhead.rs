@@ -17,7 +17,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use http::Request;
 use http_body_util::Full;
 use serde_json::json;
-use support::{answer, call, echo, large_arguments, layer, meta, post, send, token};
+use support::{call, echo, large_arguments, layer, meta, post, send, token};
 use tower::ServiceBuilder;
 
 fn overhead(c: &mut Criterion) {
@@ -66,21 +66,11 @@ fn overhead(c: &mut Criterion) {
 
     // The retry: valid token, a 4-field accepted form; the inner completes.
     let sealed = rt.block_on(token(&layered, &first));
-    let retry_bare = call(
-        "deploy",
-        json!({"environment": "staging"}),
-        json!({"requestState": "inner-state-1", "inputResponses": answer(true)}),
-    );
-    let retry = call(
-        "deploy",
-        json!({"environment": "staging"}),
-        json!({"requestState": sealed, "inputResponses": answer(true)}),
-    );
-    let reask = call(
-        "deploy",
-        json!({"environment": "staging"}),
-        json!({"requestState": sealed, "inputResponses": answer(false)}),
-    );
+    let support::Retries {
+        bare: retry_bare,
+        layer: retry,
+        reask,
+    } = support::retries(json!({"environment": "staging"}), &sealed);
     group.bench_function("echo/bare/call_retry", |b| {
         b.to_async(&rt).iter(|| async {
             black_box(send(&bare, post(&retry_bare, "tools/call", Some("deploy"))).await)
@@ -143,16 +133,11 @@ fn overhead(c: &mut Criterion) {
     let large = large_arguments();
     let large_first = call("deploy", large.clone(), json!({}));
     let large_sealed = rt.block_on(token(&layered, &large_first));
-    let large_bare = call(
-        "deploy",
-        large.clone(),
-        json!({"requestState": "inner-state-1", "inputResponses": answer(true)}),
-    );
-    let large_retry = call(
-        "deploy",
-        large,
-        json!({"requestState": large_sealed, "inputResponses": answer(true)}),
-    );
+    let support::Retries {
+        bare: large_bare,
+        layer: large_retry,
+        ..
+    } = support::retries(large, &large_sealed);
     group.bench_function("echo/bare/call_retry_64k", |b| {
         b.to_async(&rt).iter(|| async {
             black_box(send(&bare, post(&large_bare, "tools/call", Some("deploy"))).await)

@@ -167,3 +167,26 @@ pub fn large_arguments() -> Value {
         .collect();
     json!({"items": items})
 }
+
+/// The retry of a `deploy` call with `arguments`: for the bare inner service (its own state),
+/// for the layer (the sealed token), and for the layer with one invalid field.
+pub struct Retries {
+    pub bare: Bytes,
+    pub layer: Bytes,
+    pub reask: Bytes,
+}
+
+pub fn retries(arguments: Value, sealed: &str) -> Retries {
+    let with = |state: &str, valid: bool| {
+        call(
+            "deploy",
+            arguments.clone(),
+            json!({"requestState": state, "inputResponses": answer(valid)}),
+        )
+    };
+    Retries {
+        bare: with("inner-state-1", true),
+        layer: with(sealed, true),
+        reask: with(sealed, false),
+    }
+}
