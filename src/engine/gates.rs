@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
-use super::outbound::{ask, new_claims, reask, refuse, require};
+use super::outbound::{ask, log_outcome, new_claims, reask, refuse, require};
 use super::{Inbound, Round};
 use crate::gate::{Answers, Gate, GateCall, GateKind};
 use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply};
@@ -14,7 +14,7 @@ use crate::mcp::{InputKind, Method};
 use crate::state::claims::{Claims, flow_handle, question, questions};
 
 /// What URL flows said, by gate key: gathered by the adapter between two calls of
-/// [`inbound`](super::inbound).
+/// [`inbound`](fn@super::inbound).
 #[derive(Debug, Default)]
 pub(crate) struct FlowFacts {
     pub(crate) urls: HashMap<String, String>,
@@ -269,13 +269,7 @@ impl<'c> GateRound<'c> {
             number: claims.r,
             ..round.clone()
         };
-        tracing::debug!(
-            target: "tower_elicitation",
-            method = round.method.as_str(),
-            target = %round.target,
-            round = round.number,
-            outcome = "gates_accepted",
-        );
+        log_outcome(&round, "gates_accepted");
         let delivery = self.delivery_of(&round.gates);
         let body = call.rewrite(None, Some(&delivery.responses), delivery.arguments.as_ref());
         Ok(Inbound::Forward {
@@ -314,13 +308,7 @@ impl<'c> GateRound<'c> {
     }
 
     fn refuse_gate(&self, gate: &Gate) -> Reply {
-        tracing::debug!(
-            target: "tower_elicitation",
-            method = self.round.method.as_str(),
-            target = %self.round.target,
-            gate = %gate.key,
-            outcome = "gate_refused",
-        );
+        log_outcome(&self.round, "gate_refused");
         self.refusal(&gate.refusal, Some(&gate.key))
     }
 

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
 use super::gates::{FlowFacts, FlowQuery, GateRound};
-use super::outbound::{reask, refuse};
+use super::outbound::{log_outcome, reask, refuse};
 use super::{Context, Round, invalid_state};
 use crate::gate::Answers;
 use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply, strip_position};
@@ -20,7 +20,7 @@ pub(crate) enum Inbound {
     /// Answer the client directly; the inner service is not called.
     Respond(Reply),
     /// Call the inner service with `body` (`None`: the original bytes) and, when there are gate
-    /// answers, the [`Answers`] extension; then run [`outbound`](super::outbound) on its response.
+    /// answers, the [`Answers`] extension; then run [`outbound`](fn@super::outbound) on its response.
     Forward {
         body: Option<Vec<u8>>,
         round: Round,
@@ -209,14 +209,7 @@ fn decide(
         Err(answers::Malformed(why)) => Err(Reply::error(200, id, INVALID_PARAMS, &why, None)),
         Ok(Checked::Reask { ask, kept }) => Err(reask(&round, claims, ask, kept, config, cx.now)),
         Ok(Checked::Complete(mut answers)) => {
-            tracing::debug!(
-                target: "tower_elicitation",
-                method = call.method.as_str(),
-                target = %round.target,
-                round = round.number,
-                outcome = "forward",
-                "requestState verified; answers accepted"
-            );
+            log_outcome(&round, "forward");
             let delivered = gated.as_ref().map(GateRound::delivery);
             if let Some(delivery) = &delivered {
                 answers.extend(delivery.responses.clone());

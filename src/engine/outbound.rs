@@ -103,13 +103,10 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
     }
     if !round.mrtr {
         // Clients before 2026-07-28 cannot answer it, and its state could not be verified.
-        tracing::warn!(
-            target: "tower_elicitation",
-            method = round.method.as_str(),
-            target = %round.target,
-            "the inner service answered input_required to a request older than 2026-07-28"
-        );
-        return Outbound::Replace(refuse(round, INTERNAL_ERROR, "Internal error", None));
+        return Outbound::Replace(cannot_vouch(
+            round,
+            "input_required answering a request older than 2026-07-28",
+        ));
     }
     let asked = match read_input_required(message, round) {
         Ok(asked) => asked,
@@ -120,14 +117,8 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
         .keys()
         .find(|key| config.is_gate_key(round.method, &round.target, key))
     {
-        tracing::warn!(
-            target: "tower_elicitation",
-            method = round.method.as_str(),
-            target = %round.target,
-            key = %key,
-            "the inner service asked under a key that a gate of this call uses"
-        );
-        return Outbound::Replace(refuse(round, INTERNAL_ERROR, "Internal error", None));
+        let why = format!("an input request reuses the key `{key}` of a gate of this call");
+        return Outbound::Replace(cannot_vouch(round, &why));
     }
     if let Err(reply) = require(round, asked.kinds.iter().copied()) {
         return Outbound::Replace(reply);
@@ -279,16 +270,7 @@ struct Asked<'a> {
 /// Reads an `input_required` result without building a tree of it, or refuses when it is not
 /// one the layer can vouch for.
 fn read_input_required<'a>(message: &'a [u8], round: &Round) -> Result<Asked<'a>, Reply> {
-    let broken = |why: &str| {
-        tracing::warn!(
-            target: "tower_elicitation",
-            method = round.method.as_str(),
-            target = %round.target,
-            why,
-            "the inner service answered an input_required result the layer cannot seal"
-        );
-        refuse(round, INTERNAL_ERROR, "Internal error", None)
-    };
+    let broken = |why: &str| cannot_vouch(round, why);
     let object = |raw: &'a RawValue, why: &str| {
         serde_json::from_str::<RawObject<'a>>(raw.get())
             .map(|o| o.0)
@@ -411,32 +393,38 @@ fn seal(round: &Round, mut claims: Claims, config: &Config) -> Result<String, Re
                 .ok_or_else(|| "no requestedSchema".to_owned())
                 .and_then(|schema| config.validators.get_canonical_text(schema.get()))
         {
-            tracing::warn!(
-                target: "tower_elicitation",
-                method = round.method.as_str(),
-                target = %round.target,
-                why = %why,
-                "a requestedSchema cannot be compiled; refusing to ask it"
-            );
-            return Err(refuse(round, INTERNAL_ERROR, "Internal error", None));
+            return Err(cannot_vouch(
+                round,
+                &format!("a requestedSchema cannot be compiled: {why}"),
+            ));
         }
     }
     let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
     if token.len() > config.max_state_bytes {
-        tracing::warn!(
-            target: "tower_elicitation",
-            method = round.method.as_str(),
-            target = %round.target,
-            len = token.len(),
-            max = config.max_state_bytes,
-            "the sealed requestState would exceed the configured bound"
+        let why = format!(
+            "the sealed requestState would be {} bytes, over the {} bound",
+            token.len(),
+            config.max_state_bytes
         );
-        return Err(refuse(round, INTERNAL_ERROR, "Internal error", None));
+        return Err(cannot_vouch(round, &why));
     }
     Ok(token)
 }
 
-fn log_outcome(round: &Round, outcome: &'static str) {
+/// The layer's `-32603` for an `input_required` it cannot vouch for; why goes to `tracing`.
+fn cannot_vouch(round: &Round, why: &str) -> Reply {
+    tracing::warn!(
+        target: "tower_elicitation",
+        method = round.method.as_str(),
+        target = %round.target,
+        why,
+        "the layer cannot seal what the inner service asked; answering -32603"
+    );
+    refuse(round, INTERNAL_ERROR, "Internal error", None)
+}
+
+/// The debug event every decision leaves.
+pub(crate) fn log_outcome(round: &Round, outcome: &'static str) {
     tracing::debug!(
         target: "tower_elicitation",
         method = round.method.as_str(),
