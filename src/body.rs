@@ -187,7 +187,7 @@ pub(crate) struct Scan {
 
 pin_project! {
     /// An inner event stream passed on event by event. The response event goes through
-    /// [`engine::outbound`]; any further response to the same call is dropped (JSON-RPC allows
+    /// [`engine::outbound`](fn@engine::outbound); any further response to the same call is dropped (JSON-RPC allows
     /// one, and a second would reach the client unsealed); every other event passes unchanged.
     pub(crate) struct SseBody<B> {
         #[pin]

@@ -87,8 +87,7 @@ impl Gate {
             key: key.clone(),
             error,
         })?;
-        let validators = crate::form::validate::ValidatorCache::default();
-        if let Err(why) = validators.get(&schema) {
+        if let Err(why) = crate::form::validate::FormValidator::compile(&schema) {
             return Err(GateError::Schema {
                 key,
                 error: FormSchemaError {

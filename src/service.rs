@@ -368,7 +368,7 @@ fn payload(headers: &http::HeaderMap) -> Payload {
     }
 }
 
-/// The inner service's response to an MRTR call, through [`engine::outbound`].
+/// The inner service's response to an MRTR call, through [`engine::outbound`](fn@engine::outbound).
 async fn respond<B: Body<Data = Bytes>>(
     response: Response<B>,
     round: Round,

@@ -67,7 +67,7 @@ pub(crate) enum Intake<'a> {
     Forward,
     /// Answer this instead.
     Respond(Reply),
-    /// One of the three MRTR methods: on to [`inbound`](super::inbound).
+    /// One of the three MRTR methods: on to [`inbound`](fn@super::inbound).
     Call {
         method: Method,
         id: Option<&'a RawValue>,

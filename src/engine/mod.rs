@@ -1,7 +1,7 @@
 //! The decisions, on JSON values only: no HTTP types here.
 //!
-//! [`inbound`] looks at an MRTR call and decides to answer it directly, forward it (rewritten)
-//! or probe the inner service first. [`outbound`] looks at the inner service's response to such
+//! [`inbound`](fn@inbound) looks at an MRTR call and decides to answer it directly, forward it (rewritten)
+//! or probe the inner service first. [`outbound`](fn@outbound) looks at the inner service's response to such
 //! a call and seals, re-asks or refuses. The HTTP adapter (`service.rs`) only moves bytes between
 //! the two.
 

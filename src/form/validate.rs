@@ -1,7 +1,7 @@
 //! Compiled form validators, cached per distinct `requestedSchema`, and answer checking.
 //!
-//! [`ValidatorCache::get`] compiles a `requestedSchema` once (keyed by its
-//! canonical JSON text, so key order does not matter) into a [`FormValidator`], whose
+//! [`ValidatorCache::get_canonical_text`] compiles a `requestedSchema` once (keyed by its
+//! canonical JSON text, as sealed tokens carry it) into a [`FormValidator`], whose
 //! [`check`](FormValidator::check) validates accepted form content and, on failure, builds a short
 //! hint for the user that names the field but never repeats the submitted value.
 
@@ -52,14 +52,25 @@ impl ValidatorCache {
     ///
     /// A message saying why, if `jsonschema` cannot compile `schema` (invalid against its
     /// meta-schema, unknown `$schema`, unresolvable `$ref`, …). Failures are not cached.
+    #[cfg(test)]
     pub(crate) fn get(&self, schema: &Value) -> Result<Arc<FormValidator>, String> {
         let key = String::from_utf8(crate::canonical::canonical_json(schema))
             .map_err(|_| "the schema is not UTF-8".to_owned())?;
         self.get_canonical(&key, || Ok(schema.clone()))
     }
 
-    /// Like [`get`](Self::get), for a schema given as its canonical JSON text (as sealed tokens
-    /// carry it): a cache hit costs one hash of the text, and no parse.
+    /// The compiled validator for the schema whose canonical JSON text is `text` (as sealed
+    /// tokens carry it), compiled once per distinct schema: a cache hit costs one hash of the
+    /// text and no parse.
+    ///
+    /// On first compile, if the schema is outside the MCP form subset
+    /// ([`super::schema::check`]), logs a warning with the path and reason (never any content)
+    /// and compiles it anyway.
+    ///
+    /// # Errors
+    ///
+    /// A message saying why, if the text is not JSON or `jsonschema` cannot compile it. Failures
+    /// are not cached.
     pub(crate) fn get_canonical_text(&self, text: &str) -> Result<Arc<FormValidator>, String> {
         self.get_canonical(text, || {
             serde_json::from_str(text).map_err(|_| "the schema is not JSON".to_owned())
@@ -129,7 +140,8 @@ pub(crate) struct FormValidator {
 }
 
 impl FormValidator {
-    fn compile(schema: &Value) -> Result<Self, String> {
+    /// Compiles `schema`, outside any cache.
+    pub(crate) fn compile(schema: &Value) -> Result<Self, String> {
         let validator = jsonschema::options()
             .should_validate_formats(true)
             .build(schema)
