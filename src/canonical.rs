@@ -9,7 +9,6 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::jsonrpc::RawObject;
 
 /// Writes `value` as canonical JSON: object keys sorted by their UTF-8 bytes, no whitespace,
 /// strings and numbers as `serde_json` writes them.
@@ -24,68 +23,299 @@ pub(crate) fn digest(value: &Value) -> [u8; 32] {
     Sha256::digest(canonical_json(value)).into()
 }
 
-/// SHA-256 of the canonical form of JSON `text`, read without building a tree and with every
-/// number kept exactly as written: `1e400` and integers beyond 64 bits are bound as they are, not
-/// as the nearest `f64`. Refuses a repeated object key at any depth, and anything not JSON.
-pub(crate) fn digest_raw(raw: &RawValue) -> Result<[u8; 32], serde_json::Error> {
+/// SHA-256 of the canonical form of JSON `text`, read in one pass without building a tree and
+/// with every number kept exactly as written: `1e400` and integers beyond 64 bits are bound as
+/// they are, not as the nearest `f64`. Refuses a repeated object key at any depth, and anything
+/// not JSON.
+pub(crate) fn digest_raw(raw: &RawValue) -> Result<[u8; 32], Error> {
     let mut out = Vec::with_capacity(raw.get().len());
-    write_raw(raw, &mut out, 0)?;
+    write_canonical(raw.get(), &mut out)?;
     Ok(Sha256::digest(out).into())
 }
 
 /// The canonical form of JSON `raw` (keys sorted, no whitespace, one spelling per string,
-/// numbers as written), read without building a tree.
-pub(crate) fn canonical_raw(raw: &RawValue) -> Result<Box<RawValue>, serde_json::Error> {
+/// numbers as written), read in one pass without building a tree.
+pub(crate) fn canonical_raw(raw: &RawValue) -> Result<Box<RawValue>, Error> {
     let mut out = Vec::with_capacity(raw.get().len());
-    write_raw(raw, &mut out, 0)?;
+    write_canonical(raw.get(), &mut out)?;
     // The writer only emits JSON it read, re-spelled: this never fails on its output.
-    let text = String::from_utf8(out).map_err(serde::de::Error::custom)?;
-    RawValue::from_string(text)
+    let text = String::from_utf8(out).map_err(|_| Error::Syntax)?;
+    RawValue::from_string(text).map_err(|_| Error::Syntax)
 }
 
-/// As deep as serde_json itself nests before it refuses.
-const MAX_DEPTH: usize = 128;
+/// Why a text has no canonical form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Error {
+    /// Not JSON.
+    Syntax,
+    /// An object repeats this key.
+    DuplicateKey(String),
+    /// Nested deeper than serde_json itself reads.
+    TooDeep,
+}
 
-fn write_raw(raw: &RawValue, out: &mut Vec<u8>, depth: usize) -> Result<(), serde_json::Error> {
-    if depth >= MAX_DEPTH {
-        return Err(serde::de::Error::custom("recursion limit exceeded"));
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Syntax => f.write_str("invalid JSON"),
+            Self::DuplicateKey(key) => write!(f, "duplicate key {key:?}"),
+            Self::TooDeep => f.write_str("recursion limit exceeded"),
+        }
     }
-    let text = raw.get().trim_matches(|c: char| c.is_ascii_whitespace());
-    match text.as_bytes().first() {
-        Some(b'{') => {
-            let RawObject(mut entries) = serde_json::from_str::<RawObject<'_>>(text)?;
-            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push(b'{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(&key, out);
-                out.push(b':');
-                write_raw(item, out, depth + 1)?;
-            }
-            out.push(b'}');
-        }
-        Some(b'[') => {
-            let items = serde_json::from_str::<Vec<&RawValue>>(text)?;
-            out.push(b'[');
-            for (i, item) in items.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_raw(item, out, depth + 1)?;
-            }
-            out.push(b']');
-        }
-        Some(b'"') => {
-            // One spelling for every string: `"\u0041"` and `"A"` are the same argument.
-            let string = serde_json::from_str::<Cow<'_, str>>(text)?;
-            write_str(&string, out);
-        }
-        // Numbers, `true`, `false`, `null`: exactly as written (RawValue already checked them).
-        _ => out.extend_from_slice(text.as_bytes()),
+}
+
+impl std::error::Error for Error {}
+
+/// As deep as serde_json itself nests containers before it refuses.
+const MAX_DEPTH: usize = 127;
+
+/// Writes the canonical form of JSON `text` to `out` in a single pass: values are copied as they
+/// are read, and only an object whose keys come out of order has its members moved.
+pub(crate) fn write_canonical(text: &str, out: &mut Vec<u8>) -> Result<(), Error> {
+    let mut writer = Canonicalizer {
+        src: text.as_bytes(),
+        text,
+        pos: 0,
+        out,
+        members: Vec::new(),
+        scratch: Vec::new(),
+    };
+    writer.value(0)?;
+    writer.skip_space();
+    if writer.pos == writer.src.len() {
+        Ok(())
+    } else {
+        Err(Error::Syntax)
     }
-    Ok(())
+}
+
+/// One member of an object being written: its key (as decoded) and where its `"key":value`
+/// bytes sit in the output.
+struct Member<'a> {
+    key: Cow<'a, str>,
+    start: usize,
+    end: usize,
+}
+
+struct Canonicalizer<'a, 'o> {
+    src: &'a [u8],
+    text: &'a str,
+    pos: usize,
+    out: &'o mut Vec<u8>,
+    /// The members of every object open on the way down, innermost last.
+    members: Vec<Member<'a>>,
+    /// Where an out-of-order object's members wait while they are written back sorted.
+    scratch: Vec<u8>,
+}
+
+impl<'a> Canonicalizer<'a, '_> {
+    fn skip_space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.src.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_space();
+        self.src.get(self.pos).copied()
+    }
+
+    fn value(&mut self, depth: usize) -> Result<(), Error> {
+        match self.peek().ok_or(Error::Syntax)? {
+            b'{' => self.object(depth + 1),
+            b'[' => self.array(depth + 1),
+            b'"' => {
+                let string = self.string()?;
+                write_str(&string, self.out);
+                Ok(())
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number(),
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<(), Error> {
+        if depth > MAX_DEPTH {
+            return Err(Error::TooDeep);
+        }
+        self.pos += 1;
+        self.out.push(b'{');
+        let body = self.out.len();
+        let base = self.members.len();
+        let mut sorted = true;
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                if self.peek() != Some(b'"') {
+                    return Err(Error::Syntax);
+                }
+                if self.members.len() > base {
+                    self.out.push(b',');
+                }
+                let start = self.out.len();
+                let key = self.string()?;
+                if let Some(previous) = self.members[base..].last()
+                    && previous.key.as_bytes() >= key.as_bytes()
+                {
+                    sorted = false;
+                }
+                write_str(&key, self.out);
+                if self.peek() != Some(b':') {
+                    return Err(Error::Syntax);
+                }
+                self.pos += 1;
+                self.out.push(b':');
+                self.value(depth)?;
+                let end = self.out.len();
+                self.members.push(Member { key, start, end });
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(Error::Syntax),
+                }
+            }
+        }
+        if !sorted {
+            self.sort_members(base, body)?;
+        }
+        self.members.truncate(base);
+        self.out.push(b'}');
+        Ok(())
+    }
+
+    /// Rewrites the members written since `body` in key order, refusing a repeated key.
+    fn sort_members(&mut self, base: usize, body: usize) -> Result<(), Error> {
+        let members = &mut self.members[base..];
+        members.sort_unstable_by(|a, b| a.key.as_bytes().cmp(b.key.as_bytes()));
+        if let Some(pair) = members.windows(2).find(|w| w[0].key == w[1].key) {
+            return Err(Error::DuplicateKey(pair[0].key.clone().into_owned()));
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&self.out[body..]);
+        self.out.truncate(body);
+        for (i, member) in members.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.out
+                .extend_from_slice(&self.scratch[member.start - body..member.end - body]);
+        }
+        Ok(())
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), Error> {
+        if depth > MAX_DEPTH {
+            return Err(Error::TooDeep);
+        }
+        self.pos += 1;
+        self.out.push(b'[');
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.value(depth)?;
+                match self.peek() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        self.out.push(b',');
+                    }
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(Error::Syntax),
+                }
+            }
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+
+    /// A string at `pos`, decoded: borrowed when it has no escapes, else decoded by serde_json.
+    fn string(&mut self) -> Result<Cow<'a, str>, Error> {
+        let start = self.pos;
+        let mut escaped = false;
+        let mut at = start + 1;
+        loop {
+            match memchr::memchr2(b'"', b'\\', &self.src[at..]) {
+                None => return Err(Error::Syntax),
+                Some(offset) if self.src[at + offset] == b'"' => {
+                    at += offset;
+                    break;
+                }
+                Some(offset) => {
+                    escaped = true;
+                    at += offset + 2;
+                    if at > self.src.len() {
+                        return Err(Error::Syntax);
+                    }
+                }
+            }
+        }
+        self.pos = at + 1;
+        if escaped {
+            serde_json::from_str::<String>(&self.text[start..self.pos])
+                .map(Cow::Owned)
+                .map_err(|_| Error::Syntax)
+        } else {
+            let inner = &self.text[start + 1..at];
+            // Control characters must be escaped in JSON.
+            if inner.bytes().any(|b| b < 0x20) {
+                return Err(Error::Syntax);
+            }
+            Ok(Cow::Borrowed(inner))
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), Error> {
+        if self.src[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            self.out.extend_from_slice(word);
+            Ok(())
+        } else {
+            Err(Error::Syntax)
+        }
+    }
+
+    /// A number, checked against RFC 8259's grammar and copied exactly as written.
+    fn number(&mut self) -> Result<(), Error> {
+        let start = self.pos;
+        let digits = |s: &Self, mut at: usize| {
+            let from = at;
+            while s.src.get(at).is_some_and(u8::is_ascii_digit) {
+                at += 1;
+            }
+            (at > from).then_some(at)
+        };
+        let mut at = start;
+        if self.src.get(at) == Some(&b'-') {
+            at += 1;
+        }
+        at = match self.src.get(at) {
+            Some(b'0') => at + 1,
+            Some(b'1'..=b'9') => digits(self, at).ok_or(Error::Syntax)?,
+            _ => return Err(Error::Syntax),
+        };
+        if self.src.get(at) == Some(&b'.') {
+            at = digits(self, at + 1).ok_or(Error::Syntax)?;
+        }
+        if let Some(b'e' | b'E') = self.src.get(at) {
+            at += 1;
+            if let Some(b'+' | b'-') = self.src.get(at) {
+                at += 1;
+            }
+            at = digits(self, at).ok_or(Error::Syntax)?;
+        }
+        self.out.extend_from_slice(&self.src[start..at]);
+        self.pos = at;
+        Ok(())
+    }
 }
 
 fn write(value: &Value, out: &mut Vec<u8>) {
@@ -163,6 +393,53 @@ mod tests {
         let text = r#"{"b": [true, null, "s", {"z": 1, "a": -2}], "a": "é\\n"}"#;
         let value: Value = serde_json::from_str(text).unwrap();
         assert_eq!(digest_raw(&raw(text)).unwrap(), digest(&value));
+    }
+
+    fn canonical(text: &str) -> Result<String, Error> {
+        let mut out = Vec::new();
+        write_canonical(text, &mut out)?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn one_pass_matches_the_value_writer_where_values_are_exact() {
+        for text in [
+            r#"{"b":{"z":[3,{"y":1,"x":2}],"a":null},"a":"\u0041\n","\u00e9":true,"e":false}"#,
+            r#" [ 1 , -2.5 , "x" , { } , [ ] , {"b":1,"a":2} ] "#,
+            r#"{"k\"ey":1,"k":2,"a\\":3}"#,
+            r#""\ud83d\ude00/\/""#,
+            "0",
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                canonical(text).unwrap().as_bytes(),
+                canonical_json(&value),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_pass_refuses_what_is_not_json() {
+        for text in [
+            "", "{", "[1,]", "{\"a\":1,}", "01", "1.", "-", "1e", "+1", "tru", "nul", "\"a",
+            "\"\t\"", "{\"a\" 1}", "{1:2}", "[1 2]", "1 2", "\"\\x\"", "\"\\ud800\"",
+        ] {
+            assert_eq!(canonical(text), Err(Error::Syntax), "{text:?}");
+        }
+        assert_eq!(
+            canonical(r#"{"b":1,"a":{"k":1,"j":2,"k":3}}"#),
+            Err(Error::DuplicateKey("k".into()))
+        );
+        assert_eq!(
+            canonical(r#"{"a":1,"\u0061":2}"#),
+            Err(Error::DuplicateKey("a".into()))
+        );
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(canonical(&deep(127)).is_ok());
+        assert_eq!(canonical(&deep(128)), Err(Error::TooDeep));
+        assert!(serde_json::from_str::<Value>(&deep(127)).is_ok());
+        assert!(serde_json::from_str::<Value>(&deep(128)).is_err());
     }
 
     #[test]

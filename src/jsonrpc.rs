@@ -130,11 +130,8 @@ pub(crate) fn result_with_state(
 /// What the borrowed peek found in a POST body.
 #[derive(Debug)]
 pub(crate) enum Peek<'a> {
-    /// A single request of one of the three MRTR methods.
-    Call {
-        method: Method,
-        id: Option<&'a RawValue>,
-    },
+    /// A single request of one of the three MRTR methods, read in the same pass.
+    Call(Call<'a>),
     /// Anything the layer does not act on: other methods, notifications, responses, arrays
     /// without MRTR methods. Forwarded with the original bytes.
     Other,
@@ -142,22 +139,41 @@ pub(crate) enum Peek<'a> {
     Batch,
     /// Not JSON, or an envelope with a duplicated or mistyped standard key.
     Invalid { code: i64, message: &'static str },
+    /// An MRTR call the layer refuses as it is: a repeated key, or `params` not an object.
+    Refuse(Reply),
+}
+
+/// The three method names a body must spell out to be one of the layer's calls.
+static MRTR_METHODS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
+    std::sync::LazyLock::new(|| {
+        [Method::ToolsCall, Method::PromptsGet, Method::ResourcesRead]
+            .map(|m| memchr::memmem::Finder::new(m.as_str()))
+    });
+
+/// Whether `body` certainly names none of the three MRTR methods, in any way a JSON parser
+/// could read it: it is UTF-8, spells none of them out, and has no escape (`\/`, `\u0074`) or NUL
+/// (UTF-16 or UTF-32 text) that could hide one. Such a body is forwarded without a parse.
+pub(crate) fn names_no_mrtr_method(body: &[u8]) -> bool {
+    memchr::memchr2(b'\\', 0, body).is_none()
+        && MRTR_METHODS.iter().all(|m| m.find(body).is_none())
+        && std::str::from_utf8(body).is_ok()
 }
 
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     method: Option<BorrowedStr<'a>>,
     // Read only so that a duplicate is detected; their content is not parsed here.
+    #[serde(borrow, default, rename = "id")]
+    _id: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "params")]
     _params: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "jsonrpc")]
     _jsonrpc: Option<&'a RawValue>,
 }
 
-/// Finds the method of a POST body with a borrowed parse: no tree is built.
+/// Reads a POST body in one borrowed pass: its method and, for an MRTR call, every field of the
+/// envelope and of `params` as raw text. No tree is built.
 pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
     // JSON is UTF-8 (RFC 8259); serde skips unread strings without checking them, so check here.
     let Ok(body) = std::str::from_utf8(body) else {
@@ -198,32 +214,189 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
             },
         };
     }
-    match serde_json::from_str::<Envelope<'_>>(body) {
-        Ok(envelope) => match envelope.method.as_ref().and_then(|m| Method::parse(&m.0)) {
-            Some(method) => Peek::Call {
-                method,
-                id: envelope.id,
+    let message = match serde_json::from_str::<Message<'_>>(body) {
+        Ok(message) => message,
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            return Peek::Invalid {
+                code: PARSE_ERROR,
+                message: "Parse error",
+            };
+        }
+        Err(_) => {
+            return Peek::Invalid {
+                code: INVALID_REQUEST,
+                message: "Invalid Request",
+            };
+        }
+    };
+    message.into_peek()
+}
+
+/// A JSON-RPC message object as it came: its members in order, `params`' members too.
+struct Message<'a> {
+    /// The envelope's members; `None` stands for `params`, which is in `params`.
+    top: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
+    params: Params<'a>,
+}
+
+enum Params<'a> {
+    Absent,
+    Null,
+    Object(Vec<(Cow<'a, str>, &'a RawValue)>),
+    /// An array or a scalar: not MCP, and never rewritten.
+    NotObject,
+}
+
+impl<'a> Message<'a> {
+    fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.top
+            .iter()
+            .find(|(key, _)| key == name)
+            .and_then(|(_, raw)| *raw)
+    }
+
+    fn into_peek(self) -> Peek<'a> {
+        // The members any JSON-RPC reader looks at may not be read two ways, whatever the method.
+        for standard in ["id", "method", "params", "jsonrpc"] {
+            if self.top.iter().filter(|(key, _)| key == standard).count() > 1 {
+                return Peek::Invalid {
+                    code: INVALID_REQUEST,
+                    message: "Invalid Request",
+                };
+            }
+        }
+        let method = match self.get("method") {
+            None => return Peek::Other,
+            Some(raw) => match serde_json::from_str::<BorrowedStr<'_>>(raw.get()) {
+                Ok(method) => Method::parse(&method.0),
+                Err(_) => {
+                    return Peek::Invalid {
+                        code: INVALID_REQUEST,
+                        message: "Invalid Request",
+                    };
+                }
             },
-            None => Peek::Other,
-        },
-        Err(e) if e.is_syntax() || e.is_eof() => Peek::Invalid {
-            code: PARSE_ERROR,
-            message: "Parse error",
-        },
-        Err(_) => Peek::Invalid {
-            code: INVALID_REQUEST,
-            message: "Invalid Request",
-        },
+        };
+        let Some(method) = method else {
+            return Peek::Other;
+        };
+        let id = self.get("id");
+        let params = match self.params {
+            Params::Absent | Params::Null => None,
+            Params::Object(members) => Some(members),
+            Params::NotObject => {
+                return Peek::Refuse(Reply::error(
+                    200,
+                    id,
+                    INVALID_PARAMS,
+                    "Invalid params: params must be an object",
+                    None,
+                ));
+            }
+        };
+        let repeated = duplicate(self.top.iter().map(|(key, _)| key.as_ref())).or_else(|| {
+            params
+                .as_deref()
+                .and_then(|members| duplicate(members.iter().map(|(key, _)| key.as_ref())))
+        });
+        if let Some(key) = repeated {
+            let message = format!("Invalid Request: duplicate key {key:?}");
+            return Peek::Refuse(Reply::error(400, id, INVALID_REQUEST, &message, None));
+        }
+        Peek::Call(Call {
+            method,
+            id,
+            top: self.top,
+            params,
+        })
     }
 }
 
-/// An MRTR call, parsed strictly: every key the layer reads is unique at every level, and every
+/// The first key that occurs twice, if any.
+fn duplicate<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> Option<&'k str> {
+    let mut keys: Vec<&str> = keys.collect();
+    keys.sort_unstable();
+    keys.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+}
+
+impl<'de> Deserialize<'de> for Message<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Message<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut top = Vec::with_capacity(4);
+                let mut params = Params::Absent;
+                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+                    if key.0 == "params" {
+                        // A repeated `params` is refused afterwards; the last one read is kept.
+                        params = map.next_value()?;
+                        top.push((key.0, None));
+                    } else {
+                        top.push((key.0, Some(map.next_value()?)));
+                    }
+                }
+                Ok(Message { top, params })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Params<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Params<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("params")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::with_capacity(8);
+                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+                    members.push((key.0, map.next_value()?));
+                }
+                Ok(Params::Object(members))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Params::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(Params::NotObject)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Params::NotObject)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Params::NotObject)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Params::NotObject)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Params::NotObject)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Params::NotObject)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An MRTR call, read strictly: every key the layer reads is unique at every level, and every
 /// field the layer does not change keeps its original bytes.
 #[derive(Debug)]
 pub(crate) struct Call<'a> {
     pub(crate) method: Method,
     pub(crate) id: Option<&'a RawValue>,
-    top: Vec<(Cow<'a, str>, &'a RawValue)>,
+    /// The envelope's members in order; `None` stands for `params`.
+    top: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
+    /// `params`' members in order; `None` when `params` is absent or `null`.
     params: Option<Vec<(Cow<'a, str>, &'a RawValue)>>,
 }
 
@@ -258,31 +431,6 @@ pub(crate) struct Malformed {
 }
 
 impl<'a> Call<'a> {
-    /// Parses the envelope and `params` as ordered lists of raw values, refusing duplicates.
-    pub(crate) fn parse(
-        body: &'a [u8],
-        method: Method,
-        id: Option<&'a RawValue>,
-    ) -> Result<Self, Malformed> {
-        let top = serde_json::from_slice::<RawObject<'a>>(body)
-            .map_err(|e| invalid_request(&e))?
-            .0;
-        let params = match top.iter().find(|(k, _)| k == "params") {
-            Some((_, raw)) if raw.get().trim_start().starts_with('{') => Some(
-                serde_json::from_str::<RawObject<'a>>(raw.get())
-                    .map_err(|e| invalid_request(&e))?
-                    .0,
-            ),
-            _ => None,
-        };
-        Ok(Self {
-            method,
-            id,
-            top,
-            params,
-        })
-    }
-
     /// A field of `params`, parsed strictly (duplicate keys at any depth are refused).
     pub(crate) fn field(&self, name: &str) -> Result<Field, Malformed> {
         let Some(raw) = self.raw_field(name) else {
@@ -342,15 +490,6 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// Whether `params` is absent or an object (positional params are not MCP).
-    pub(crate) fn params_are_an_object(&self) -> bool {
-        self.params.is_some()
-            || self
-                .top
-                .iter()
-                .all(|(key, raw)| key != "params" || raw.get() == "null")
-    }
-
     /// A field of `params`, unparsed.
     pub(crate) fn raw_field(&self, name: &str) -> Option<&'a RawValue> {
         self.params
@@ -375,8 +514,10 @@ impl<'a> Call<'a> {
         for (key, raw) in &self.top {
             comma(&mut out, &mut first);
             write_key(&mut out, key);
-            match (&self.params, key.as_ref()) {
-                (Some(params), "params") => {
+            match (raw, &self.params) {
+                (Some(raw), _) => out.extend_from_slice(raw.get().as_bytes()),
+                (None, None) => out.extend_from_slice(b"null"),
+                (None, Some(params)) => {
                     out.push(b'{');
                     let mut first = true;
                     for (key, raw) in params {
@@ -408,7 +549,6 @@ impl<'a> Call<'a> {
                     }
                     out.push(b'}');
                 }
-                _ => out.extend_from_slice(raw.get().as_bytes()),
             }
         }
         out.push(b'}');
@@ -430,13 +570,6 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
 fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // Strings, maps of `Value`s: serializing into a `Vec` cannot fail.
     let _ = serde_json::to_writer(&mut *out, value);
-}
-
-fn invalid_request(e: &serde_json::Error) -> Malformed {
-    Malformed {
-        code: INVALID_REQUEST,
-        message: format!("Invalid Request: {}", strip_position(e)),
-    }
 }
 
 /// serde_json's message without " at line 1 column 42".
@@ -573,9 +706,9 @@ mod tests {
     fn peek_finds_mrtr_methods_without_parsing_params() {
         let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#;
         match peek(body) {
-            Peek::Call { method, id } => {
-                assert_eq!(method, Method::ToolsCall);
-                assert_eq!(id.unwrap().get(), "7");
+            Peek::Call(call) => {
+                assert_eq!(call.method, Method::ToolsCall);
+                assert_eq!(call.id.unwrap().get(), "7");
             }
             other => panic!("{other:?}"),
         }
@@ -585,9 +718,17 @@ mod tests {
         ));
         assert!(matches!(
             peek(br#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#),
-            Peek::Call { .. }
+            Peek::Call(_)
         ));
         assert!(matches!(peek(b"42"), Peek::Other));
+        assert!(matches!(
+            peek(br#"{"id":1,"method":"tools/call","params":[1]}"#),
+            Peek::Refuse(Reply { status: 200, .. })
+        ));
+        assert!(matches!(
+            peek(br#"{"id":1,"method":"tools/list","params":{"a":1,"a":2}}"#),
+            Peek::Other
+        ));
     }
 
     #[test]
@@ -638,18 +779,44 @@ mod tests {
         ));
     }
 
-    fn call(body: &str) -> Result<Call<'_>, Malformed> {
-        Call::parse(body.as_bytes(), Method::ToolsCall, None)
+    fn call(body: &str) -> Result<Call<'_>, Reply> {
+        match peek(body.as_bytes()) {
+            Peek::Call(call) => Ok(call),
+            Peek::Refuse(reply) => Err(reply),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_prefilter_only_passes_bodies_that_name_no_mrtr_method() {
+        assert!(names_no_mrtr_method(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
+        ));
+        for body in [
+            &br#"{"method":"tools/call"}"#[..],
+            br#"{"method":"tools\/call"}"#,
+            br#"{"method":"\u0074ools/call"}"#,
+            b"{\"method\":\"tools/list\",\"x\":\"\xff\"}",
+            b"{\0\"\0m\0",
+            br#"{"method":"tools/list","params":{"note":"resources/read"}}"#,
+        ] {
+            assert!(!names_no_mrtr_method(body), "{body:?}");
+        }
     }
 
     #[test]
     fn duplicates_at_any_depth_are_refused() {
-        assert!(call(r#"{"params":{"name":"a","name":"b"}}"#).is_err());
-        let c = call(r#"{"params":{"arguments":{"env":"staging","env":"production"}}}"#).unwrap();
+        let m = r#""method":"tools/call""#;
+        assert!(call(&format!(r#"{{{m},"params":{{"name":"a","name":"b"}}}}"#)).is_err());
+        assert!(call(&format!(r#"{{{m},"x":1,"params":{{}},"x":2}}"#)).is_err());
+        let body = format!(r#"{{{m},"params":{{"arguments":{{"env":"staging","env":"production"}}}}}}"#);
+        let c = call(&body).unwrap();
         assert!(c.field("arguments").is_err());
-        let c = call(r#"{"params":{"arguments":{"a":[{"k":1,"k":2}]}}}"#).unwrap();
+        let body = format!(r#"{{{m},"params":{{"arguments":{{"a":[{{"k":1,"k":2}}]}}}}}}"#);
+        let c = call(&body).unwrap();
         assert!(c.field("arguments").is_err());
-        let c = call(r#"{"params":{"arguments":{"a":[{"k":1,"j":2}]}}}"#).unwrap();
+        let body = format!(r#"{{{m},"params":{{"arguments":{{"a":[{{"k":1,"j":2}}]}}}}}}"#);
+        let c = call(&body).unwrap();
         assert_eq!(
             c.field("arguments").unwrap(),
             Field::Present(json!({"a": [{"k": 1, "j": 2}]}))

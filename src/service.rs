@@ -24,7 +24,6 @@ use crate::engine::{
 use crate::gate::{GateCall, GateKind};
 use crate::jsonrpc::{Call, Reply};
 use crate::layer::{Config, ElicitationLayer};
-use crate::mcp::Method;
 use crate::sse;
 use crate::state::Keyring;
 
@@ -177,18 +176,21 @@ where
         Err(e) if e.is::<LengthLimitError>() => return Ok(reply_response(engine::too_large())),
         Err(_) => return Ok(reply_response(engine::unreadable())),
     };
-    let (method, id) = match engine::intake(&bytes, head) {
-        Intake::Call { method, id } => (method, id),
+    let call = match engine::intake(&bytes, head) {
+        Intake::Call(call) => call,
         Intake::Respond(reply) => return Ok(reply_response(reply)),
         Intake::Forward => {
             let response = inner.call(rebuild(parts, bytes)).await?;
             return Ok(response.map(ResponseBody::inner));
         }
     };
-    let span =
-        tracing::debug_span!(target: "tower_elicitation", "elicitation", method = method.as_str());
+    let span = tracing::debug_span!(
+        target: "tower_elicitation",
+        "elicitation",
+        method = call.method.as_str()
+    );
     // Boxed on its own: every other request's future stays small.
-    Box::pin(call_mrtr(inner, config, parts, &bytes, method, id).instrument(span)).await
+    Box::pin(call_mrtr(inner, config, parts, &bytes, call).instrument(span)).await
 }
 
 /// The path of `tools/call`, `prompts/get` and `resources/read`.
@@ -197,21 +199,13 @@ async fn call_mrtr<S, ReqBody, ResBody>(
     config: Arc<Config>,
     parts: http::request::Parts,
     bytes: &Bytes,
-    method: Method,
-    id: Option<&serde_json::value::RawValue>,
+    call: Call<'_>,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
     ResBody: Body<Data = Bytes>,
 {
-    let call = match Call::parse(bytes, method, id) {
-        Ok(call) => call,
-        Err(m) => {
-            return Ok(reply_response(Reply::error(
-                400, id, m.code, &m.message, None,
-            )));
-        }
-    };
+    let id = call.id;
     let now = unix_now();
     let principal = config.principal.of(&parts);
     let header_version = parts

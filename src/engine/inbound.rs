@@ -8,7 +8,7 @@ use super::gates::{FlowFacts, FlowQuery, GateRound};
 use super::outbound::{log_outcome, reask, refuse};
 use super::{Context, Round, invalid_state};
 use crate::gate::Answers;
-use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply, strip_position};
+use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply};
 use crate::layer::{AnswersWithoutState, Config};
 use crate::mcp::supports_mrtr;
 use crate::state::claims::{Binding, args_digest};
@@ -60,15 +60,6 @@ fn decide(
     let id = call.id;
     let malformed = |m: crate::jsonrpc::Malformed| Reply::error(400, id, m.code, &m.message, None);
 
-    if !call.params_are_an_object() {
-        return Err(Reply::error(
-            200,
-            id,
-            INVALID_PARAMS,
-            "Invalid params: params must be an object",
-            None,
-        ));
-    }
     let target = match call.field(call.method.target_field()).map_err(malformed)? {
         Field::Present(Value::String(target)) => target,
         Field::Absent | Field::Present(Value::Null) => String::new(),
@@ -91,7 +82,7 @@ fn decide(
             400,
             id,
             crate::jsonrpc::INVALID_REQUEST,
-            &format!("Invalid Request: params.arguments: {}", strip_position(&e)),
+            &format!("Invalid Request: params.arguments: {e}"),
             None,
         )
     })?;

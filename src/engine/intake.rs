@@ -1,7 +1,6 @@
 //! The first look at a request: whether the layer reads it, and what it does with its body.
 
-use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply};
-use crate::mcp::Method;
+use crate::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply};
 use serde_json::value::RawValue;
 
 /// What the adapter saw before reading the body.
@@ -67,17 +66,19 @@ pub(crate) enum Intake<'a> {
     Forward,
     /// Answer this instead.
     Respond(Reply),
-    /// One of the three MRTR methods: on to [`inbound`](fn@super::inbound).
-    Call {
-        method: Method,
-        id: Option<&'a RawValue>,
-    },
+    /// One of the three MRTR methods, read: on to [`inbound`](fn@super::inbound).
+    Call(Call<'a>),
 }
 
-/// Sorts a body by its borrowed peek.
+/// Sorts a body: one that names no MRTR method goes on untouched after a byte scan; any other
+/// by its borrowed peek.
 pub(crate) fn intake<'a>(body: &'a [u8], head: Head<'_>) -> Intake<'a> {
+    if jsonrpc::names_no_mrtr_method(body) {
+        return Intake::Forward;
+    }
     match jsonrpc::peek(body) {
-        Peek::Call { method, id } => Intake::Call { method, id },
+        Peek::Call(call) => Intake::Call(call),
+        Peek::Refuse(reply) => Intake::Respond(reply),
         Peek::Other => Intake::Forward,
         Peek::Batch => Intake::Respond(Reply::error(
             400,

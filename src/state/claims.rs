@@ -93,7 +93,9 @@ pub(crate) struct Binding<'a> {
 /// The digest bound as `a`: base64url of the first 16 bytes of SHA-256 over the canonical JSON of
 /// the arguments, numbers exactly as written. No arguments, `null` and `{}` are the same call.
 /// Fails on a repeated key at any depth.
-pub(crate) fn args_digest(arguments: Option<&RawValue>) -> Result<String, serde_json::Error> {
+pub(crate) fn args_digest(
+    arguments: Option<&RawValue>,
+) -> Result<String, crate::canonical::Error> {
     let digest = match arguments.filter(|raw| raw.get().trim() != "null") {
         Some(raw) => crate::canonical::digest_raw(raw)?,
         None => crate::canonical::digest(&Value::Object(Map::new())),
