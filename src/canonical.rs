@@ -9,7 +9,6 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-
 /// Writes `value` as canonical JSON: object keys sorted by their UTF-8 bytes, no whitespace,
 /// strings and numbers as `serde_json` writes them.
 pub(crate) fn canonical_json(value: &Value) -> Vec<u8> {
@@ -422,8 +421,25 @@ mod tests {
     #[test]
     fn one_pass_refuses_what_is_not_json() {
         for text in [
-            "", "{", "[1,]", "{\"a\":1,}", "01", "1.", "-", "1e", "+1", "tru", "nul", "\"a",
-            "\"\t\"", "{\"a\" 1}", "{1:2}", "[1 2]", "1 2", "\"\\x\"", "\"\\ud800\"",
+            "",
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "01",
+            "1.",
+            "-",
+            "1e",
+            "+1",
+            "tru",
+            "nul",
+            "\"a",
+            "\"\t\"",
+            "{\"a\" 1}",
+            "{1:2}",
+            "[1 2]",
+            "1 2",
+            "\"\\x\"",
+            "\"\\ud800\"",
         ] {
             assert_eq!(canonical(text), Err(Error::Syntax), "{text:?}");
         }

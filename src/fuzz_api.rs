@@ -76,10 +76,11 @@ pub fn open_token(
     skew: u64,
     binding: &Binding<'_>,
 ) -> Result<Value, String> {
+    let args = claims::Arguments::from_digest(binding.args_digest.to_owned());
     let binding = claims::Binding {
         method: binding.method,
         target: binding.target,
-        args: binding.args_digest,
+        args: &args,
         principal: binding.principal,
         audience: binding.audience,
     };

@@ -809,7 +809,8 @@ mod tests {
         let m = r#""method":"tools/call""#;
         assert!(call(&format!(r#"{{{m},"params":{{"name":"a","name":"b"}}}}"#)).is_err());
         assert!(call(&format!(r#"{{{m},"x":1,"params":{{}},"x":2}}"#)).is_err());
-        let body = format!(r#"{{{m},"params":{{"arguments":{{"env":"staging","env":"production"}}}}}}"#);
+        let body =
+            format!(r#"{{{m},"params":{{"arguments":{{"env":"staging","env":"production"}}}}}}"#);
         let c = call(&body).unwrap();
         assert!(c.field("arguments").is_err());
         let body = format!(r#"{{{m},"params":{{"arguments":{{"a":[{{"k":1,"k":2}}]}}}}}}"#);

@@ -539,6 +539,37 @@ async fn arguments_are_bound_by_value_not_by_bytes() {
 }
 
 #[tokio::test]
+async fn a_reask_after_a_retry_bound_by_its_exact_text_binds_the_same_arguments() {
+    let h = Harness::new(
+        layer(),
+        FakeMcp::answering(Transport::Json, approval_server),
+    );
+    let call = deploy().args(json!({"env": "staging", "replicas": 3}));
+    let token = first_round(&h, &call).await;
+    // The same bytes, an invalid answer: the layer asks again with a token of its own.
+    let invalid = json!({"approval": {"action": "accept", "content": {"approve": "yes"}}});
+    let mut reply = h
+        .call(&call.clone().id(2).state(&token).answers(invalid))
+        .await
+        .json();
+    assert_eq!(reply["result"]["resultType"], "input_required");
+    let again = take_state(&mut reply);
+    // That token binds the arguments' meaning, whatever their spelling.
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"deploy",
+        "arguments":{{ "replicas" : 3, "env":"stag\u0069ng" }},"requestState":"{again}",
+        "inputResponses":{{"approval":{{"action":"accept","content":{{"approve":true}}}}}},
+        "_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}}}}}"#
+    );
+    let reply = h.send(support::post(body)).await;
+    assert_eq!(reply.json()["result"]["resultType"], "complete");
+    // And no other arguments.
+    let other = deploy().args(json!({"env": "production", "replicas": 3}));
+    assert_refused(&h, &other.id(4).state(&again).answers(approve())).await;
+}
+
+#[tokio::test]
 async fn resources_and_prompts_are_bound_to_their_uri_and_name() {
     let fake = asking(Transport::Json, json!({"approval": approval()}), None);
     let h = Harness::new(layer(), fake);

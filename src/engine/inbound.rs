@@ -11,7 +11,7 @@ use crate::gate::Answers;
 use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply};
 use crate::layer::{AnswersWithoutState, Config};
 use crate::mcp::supports_mrtr;
-use crate::state::claims::{Binding, args_digest};
+use crate::state::claims::{Arguments, Binding};
 use crate::state::token::{self, Clock};
 
 /// What to do with an MRTR call.
@@ -77,15 +77,7 @@ fn decide(
         .method
         .arguments_field()
         .and_then(|name| call.raw_field(name));
-    let args = args_digest(raw_arguments).map_err(|e| {
-        Reply::error(
-            400,
-            id,
-            crate::jsonrpc::INVALID_REQUEST,
-            &format!("Invalid Request: params.arguments: {e}"),
-            None,
-        )
-    })?;
+    let arguments = Arguments::new(raw_arguments);
     let meta = call.meta().map_err(malformed)?;
     let version = meta.version.as_deref().or(cx.header_version);
     let capabilities = meta
@@ -93,18 +85,30 @@ fn decide(
         .filter(Value::is_object)
         .unwrap_or_else(|| Value::Object(Map::new()));
 
+    let mrtr = version.is_some_and(supports_mrtr);
+    let has_state = call.raw_field("requestState").is_some();
+    let sealed_retry = matches!(call.state(), Ok(Some(_)));
+    let gated_call = config.has_gates(call.method, &target);
+    // A retry's arguments are bound by their exact text when it is the text that was sealed; the
+    // canonical form is needed first only where a token cannot vouch for them.
+    let args = if mrtr && sealed_retry && !gated_call {
+        String::new()
+    } else {
+        canonical_args(&arguments, id)?
+    };
     let round = Round {
         method: call.method,
         id: id.map(ToOwned::to_owned),
         target,
         args,
+        exact: arguments.exact().map(ToOwned::to_owned),
         principal: cx.principal.map(<[u8]>::to_vec),
         capabilities,
-        mrtr: version.is_some_and(supports_mrtr),
+        mrtr,
         number: 0,
         gates: Map::new(),
     };
-    let gated = if config.has_gates(round.method, &round.target) {
+    let gated = if gated_call {
         // Gates see the arguments (messages, predicates, injection): parse them only then.
         let arguments = match call.method.arguments_field() {
             Some(name) => call.field(name).map_err(malformed)?,
@@ -114,7 +118,6 @@ fn decide(
     } else {
         None
     };
-    let has_state = call.raw_field("requestState").is_some();
     let has_responses = call.raw_field("inputResponses").is_some();
 
     if !round.mrtr {
@@ -161,7 +164,7 @@ fn decide(
     let binding = Binding {
         method: call.method.as_str(),
         target: &round.target,
-        args: &round.args,
+        args: &arguments,
         principal: cx.principal,
         audience: config.audience.as_deref(),
     };
@@ -178,12 +181,19 @@ fn decide(
     ) {
         Ok(claims) => claims,
         Err(reason) => {
+            canonical_args(&arguments, id)?;
             log_rejected(&round, &reason.to_string());
             return Err(invalid_state(id));
         }
     };
 
     let round = Round {
+        // The token vouches for the arguments: by their canonical form, or by the very text
+        // whose canonical form it carries.
+        args: match arguments.canonical_if_known() {
+            Some(args) => args.to_owned(),
+            None => claims.a.clone(),
+        },
         number: claims.r,
         gates: claims.g.clone(),
         ..round
@@ -215,6 +225,19 @@ fn decide(
             })
         }
     }
+}
+
+/// The canonical digest of `arguments`; `-32600` when they repeat a key.
+fn canonical_args(arguments: &Arguments<'_>, id: Option<&RawValue>) -> Result<String, Reply> {
+    arguments.canonical().map(ToOwned::to_owned).map_err(|e| {
+        Reply::error(
+            400,
+            id,
+            crate::jsonrpc::INVALID_REQUEST,
+            &format!("Invalid Request: params.arguments: {e}"),
+            None,
+        )
+    })
 }
 
 /// `params.inputResponses`: absent, or an object of objects.

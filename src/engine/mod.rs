@@ -41,7 +41,10 @@ pub(crate) struct Round {
     pub(crate) method: Method,
     pub(crate) id: Option<Box<RawValue>>,
     pub(crate) target: String,
+    /// The canonical digest of the arguments (claim `a`).
     pub(crate) args: String,
+    /// The digest of the arguments' exact text (claim `x`).
+    pub(crate) exact: Option<String>,
     pub(crate) principal: Option<Vec<u8>>,
     pub(crate) capabilities: Value,
     /// The call speaks 2026-07-28 or later.

@@ -365,6 +365,7 @@ pub(crate) fn new_claims(
         m: round.method.as_str().to_owned(),
         t: round.target.clone(),
         a: round.args.clone(),
+        x: round.exact.clone(),
         p: None,
         aud: config.audience.clone(),
         r: number,

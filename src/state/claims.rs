@@ -3,7 +3,10 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::Mac;
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -33,6 +36,10 @@ pub(crate) struct Claims {
     pub(crate) t: String,
     /// Digest of the canonical arguments ([`args_digest`]).
     pub(crate) a: String,
+    /// Digest of the arguments' exact text ([`exact_digest`]): a retry that sends the same bytes
+    /// is bound without canonicalising them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) x: Option<String>,
     /// Keyed tag of the caller's principal ([`principal_tag`]), absent for anonymous callers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) p: Option<String>,
@@ -85,7 +92,7 @@ pub(crate) fn question(raw: &RawValue) -> Value {
 pub(crate) struct Binding<'a> {
     pub(crate) method: &'a str,
     pub(crate) target: &'a str,
-    pub(crate) args: &'a str,
+    pub(crate) args: &'a Arguments<'a>,
     pub(crate) principal: Option<&'a [u8]>,
     pub(crate) audience: Option<&'a str>,
 }
@@ -93,14 +100,73 @@ pub(crate) struct Binding<'a> {
 /// The digest bound as `a`: base64url of the first 16 bytes of SHA-256 over the canonical JSON of
 /// the arguments, numbers exactly as written. No arguments, `null` and `{}` are the same call.
 /// Fails on a repeated key at any depth.
-pub(crate) fn args_digest(
-    arguments: Option<&RawValue>,
-) -> Result<String, crate::canonical::Error> {
+pub(crate) fn args_digest(arguments: Option<&RawValue>) -> Result<String, crate::canonical::Error> {
     let digest = match arguments.filter(|raw| raw.get().trim() != "null") {
         Some(raw) => crate::canonical::digest_raw(raw)?,
         None => crate::canonical::digest(&Value::Object(Map::new())),
     };
     Ok(URL_SAFE_NO_PAD.encode(&digest[..16]))
+}
+
+/// The digest bound as `x`: base64url of the first 16 bytes of SHA-256 over the arguments' text
+/// exactly as sent (empty when absent). Equal texts have equal canonical forms, so a match here
+/// binds as surely as [`args_digest`], without its pass.
+pub(crate) fn exact_digest(arguments: Option<&RawValue>) -> String {
+    let text = arguments.map_or("", RawValue::get);
+    URL_SAFE_NO_PAD.encode(&Sha256::digest(text.as_bytes())[..16])
+}
+
+/// A call's arguments as a token binds them: the digest of their exact text, and the digest of
+/// their canonical form, computed only when needed.
+#[derive(Debug)]
+pub(crate) struct Arguments<'a> {
+    raw: Option<&'a RawValue>,
+    exact: Option<String>,
+    canonical: OnceCell<Result<String, crate::canonical::Error>>,
+}
+
+impl<'a> Arguments<'a> {
+    /// The arguments of a request, as sent (`None`: absent).
+    pub(crate) fn new(raw: Option<&'a RawValue>) -> Self {
+        Self {
+            raw,
+            exact: Some(exact_digest(raw)),
+            canonical: OnceCell::new(),
+        }
+    }
+
+    /// Arguments known only by their canonical digest.
+    pub(crate) fn from_digest(canonical: String) -> Self {
+        Self {
+            raw: None,
+            exact: None,
+            canonical: OnceCell::from(Ok(canonical)),
+        }
+    }
+
+    /// The digest of their exact text.
+    pub(crate) fn exact(&self) -> Option<&str> {
+        self.exact.as_deref()
+    }
+
+    /// The digest of their canonical form ([`args_digest`]), computed on first use; `Err` for
+    /// text that is not JSON or repeats a key.
+    pub(crate) fn canonical(&self) -> Result<&str, &crate::canonical::Error> {
+        self.canonical
+            .get_or_init(|| args_digest(self.raw))
+            .as_deref()
+    }
+
+    /// The canonical digest if it was computed already.
+    pub(crate) fn canonical_if_known(&self) -> Option<&str> {
+        self.canonical.get()?.as_deref().ok()
+    }
+
+    /// Whether a token sealed with canonical digest `a` and exact digest `x` was sealed for these
+    /// arguments: the same text, or else the same canonical form.
+    pub(crate) fn bound_by(&self, a: &str, x: Option<&str>) -> bool {
+        (x.is_some() && self.exact() == x) || self.canonical().is_ok_and(|c| c == a)
+    }
 }
 
 /// [`args_digest`] of a parsed value.

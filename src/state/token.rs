@@ -122,7 +122,7 @@ pub(crate) fn open(
     if claims.t != binding.target {
         return Err(Reject::Mismatch("target"));
     }
-    if claims.a != binding.args {
+    if !binding.args.bound_by(&claims.a, claims.x.as_deref()) {
         return Err(Reject::Mismatch("arguments"));
     }
     if claims.aud.as_deref() != binding.audience {
@@ -153,7 +153,7 @@ fn decode(text: &str, max_len: usize) -> Result<Vec<u8>, Reject> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::claims::args_digest_of;
+    use crate::state::claims::{Arguments, args_digest_of};
     use serde_json::{Map, json};
 
     const NOW: u64 = 1_800_000_000;
@@ -181,6 +181,7 @@ mod tests {
             m: "tools/call".into(),
             t: "deploy".into(),
             a: args_digest_of(&json!({"environment": "staging"})),
+            x: None,
             p: None,
             aud: Some("api".into()),
             r: 1,
@@ -195,7 +196,7 @@ mod tests {
     struct Request {
         method: &'static str,
         target: &'static str,
-        args: String,
+        args: Arguments<'static>,
         principal: Option<&'static [u8]>,
         audience: Option<&'static str>,
     }
@@ -205,7 +206,7 @@ mod tests {
             Self {
                 method: "tools/call",
                 target: "deploy",
-                args: args_digest_of(&json!({"environment": "staging"})),
+                args: Arguments::from_digest(args_digest_of(&json!({"environment": "staging"}))),
                 principal: Some(b"Bearer alice"),
                 audience: Some("api"),
             }
@@ -344,7 +345,11 @@ mod tests {
             (|r| r.method = "prompts/get", "method"),
             (|r| r.target = "destroy", "target"),
             (
-                |r| r.args = args_digest_of(&json!({"environment": "production"})),
+                |r| {
+                    r.args = Arguments::from_digest(args_digest_of(
+                        &json!({"environment": "production"}),
+                    ))
+                },
                 "arguments",
             ),
             (|r| r.principal = Some(b"Bearer mallory"), "principal"),
