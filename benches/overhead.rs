@@ -10,6 +10,9 @@ mod server;
 
 mod support;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 
 use bytes::Bytes;

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -12,7 +12,9 @@ use http::header::{
 };
 use http::{Request, Response, StatusCode};
 use http_body::Body;
+use http_body_util::combinators::Collect;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use pin_project_lite::pin_project;
 use tower_service::Service;
 use tracing::Instrument;
 
@@ -96,7 +98,7 @@ where
 {
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<ResBody, S::Error>;
+    type Future = ResponseFuture<S, ReqBody, ResBody>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -106,81 +108,211 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         // The service that was driven to readiness goes into the future; a fresh clone stays.
         let fresh = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, fresh);
-        ResponseFuture {
-            inner: Box::pin(handle(ready, self.config.clone(), request)),
+        let mut inner = std::mem::replace(&mut self.inner, fresh);
+        // MCP sends JSON-RPC in POSTs. A body in any other request is read too, so that an inner
+        // service that ignores the HTTP method is no way around the layer; unless it carries one
+        // of the three MRTR methods, it passes as it came. Requests without a body pass untouched.
+        let post = request.method() == http::Method::POST;
+        let body = request.body();
+        if !post && (body.is_end_stream() || body.size_hint().exact() == Some(0)) {
+            let future = inner.call(request.map(RequestBody::untouched));
+            return ResponseFuture::new(State::Forwarding { future });
         }
+        let (parts, body) = request.into_parts();
+        let head = engine::Head {
+            content_encoding: parts
+                .headers
+                .get(CONTENT_ENCODING)
+                .map(HeaderValue::as_bytes),
+            content_length: parts
+                .headers
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok()),
+        };
+        if let Some(reply) = engine::refuse_unread(head, self.config.max_body_bytes) {
+            return ResponseFuture::new(State::Ready {
+                response: Some(reply_response(reply)),
+            });
+        }
+        ResponseFuture::new(State::Reading {
+            collect: Limited::new(body, self.config.max_body_bytes).collect(),
+            pending: Some(Pending {
+                inner,
+                config: self.config.clone(),
+                parts,
+                post,
+            }),
+        })
     }
 }
 
-/// The future of [`Elicitation`]'s response.
-pub struct ResponseFuture<B, E> {
-    inner: BoxFuture<Result<Response<ResponseBody<B>>, E>>,
+pin_project! {
+    /// The future of [`Elicitation`]'s response.
+    ///
+    /// A request that names no MRTR method is read and handed to the inner service without a
+    /// heap allocation of the layer's own; the three MRTR methods take a boxed path.
+    pub struct ResponseFuture<S, ReqBody, ResBody>
+    where
+        S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+        ReqBody: Body,
+        ReqBody::Error: Into<BoxError>,
+    {
+        #[pin]
+        state: State<S, ReqBody, ResBody>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqBody, ResBody>
+    where
+        S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+        ReqBody: Body,
+        ReqBody::Error: Into<BoxError>,
+    {
+        /// Reading the request body.
+        Reading {
+            #[pin]
+            collect: Collect<Limited<ReqBody>>,
+            pending: Option<Pending<S>>,
+        },
+        /// The inner service has the request as it came.
+        Forwarding {
+            #[pin]
+            future: S::Future,
+        },
+        /// Everything else: one of the three MRTR methods, or a body that needs a closer look.
+        Boxed {
+            future: BoxFuture<Result<Response<ResponseBody<ResBody>>, S::Error>>,
+        },
+        /// The layer's own answer.
+        Ready {
+            response: Option<Response<ResponseBody<ResBody>>>,
+        },
+    }
+}
+
+/// What the request is waiting with while its body is read.
+struct Pending<S> {
+    inner: S,
+    config: Arc<Config>,
+    parts: http::request::Parts,
+    post: bool,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-impl<B, E> Future for ResponseFuture<B, E> {
-    type Output = Result<Response<ResponseBody<B>>, E>;
-
-    #[inline]
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.inner.as_mut().poll(cx)
+impl<S, ReqBody, ResBody> ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ReqBody::Error: Into<BoxError>,
+{
+    fn new(state: State<S, ReqBody, ResBody>) -> Self {
+        Self { state }
     }
 }
 
-impl<B, E> std::fmt::Debug for ResponseFuture<B, E> {
+impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqBody: Body<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Send,
+{
+    type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            let next = match state.as_mut().project() {
+                StateProj::Reading { collect, pending } => {
+                    let read = ready!(collect.poll(cx));
+                    let Some(Pending {
+                        mut inner,
+                        config,
+                        parts,
+                        post,
+                    }) = pending.take()
+                    else {
+                        panic!("ResponseFuture polled after completion");
+                    };
+                    match read {
+                        Err(e) if e.is::<LengthLimitError>() => State::Ready {
+                            response: Some(reply_response(engine::too_large())),
+                        },
+                        Err(_) => State::Ready {
+                            response: Some(reply_response(engine::unreadable())),
+                        },
+                        Ok(collected) => {
+                            let bytes = collected.to_bytes();
+                            if engine::passes_unread(&bytes) {
+                                // The original bytes, under the original headers.
+                                let request =
+                                    Request::from_parts(parts, RequestBody::buffered(bytes));
+                                State::Forwarding {
+                                    future: inner.call(request),
+                                }
+                            } else {
+                                State::Boxed {
+                                    future: Box::pin(handle(inner, config, parts, bytes, post)),
+                                }
+                            }
+                        }
+                    }
+                }
+                StateProj::Forwarding { future } => {
+                    return future
+                        .poll(cx)
+                        .map(|result| result.map(|response| response.map(ResponseBody::inner)));
+                }
+                StateProj::Boxed { future } => return future.as_mut().poll(cx),
+                StateProj::Ready { response } => match response.take() {
+                    Some(response) => return Poll::Ready(Ok(response)),
+                    None => panic!("ResponseFuture polled after completion"),
+                },
+            };
+            state.set(next);
+        }
+    }
+}
+
+impl<S, ReqBody, ResBody> std::fmt::Debug for ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ReqBody::Error: Into<BoxError>,
+{
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ResponseFuture")
     }
 }
 
+/// A body that may name an MRTR method: the engine's intake decides.
 async fn handle<S, ReqBody, ResBody>(
     mut inner: S,
     config: Arc<Config>,
-    request: Request<ReqBody>,
+    parts: http::request::Parts,
+    bytes: Bytes,
+    post: bool,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
-    ReqBody: Body<Data = Bytes>,
-    ReqBody::Error: Into<BoxError>,
     ResBody: Body<Data = Bytes>,
 {
-    // MCP sends JSON-RPC in POSTs. A body in any other request is read too, so that an inner
-    // service that ignores the HTTP method is no way around the layer; unless it carries one of
-    // the three MRTR methods, it passes as it came. Requests without a body pass untouched.
-    let post = request.method() == http::Method::POST;
-    let body = request.body();
-    if !post && (body.is_end_stream() || body.size_hint().exact() == Some(0)) {
-        let response = inner.call(request.map(RequestBody::untouched)).await?;
-        return Ok(response.map(ResponseBody::inner));
-    }
-    let (parts, body) = request.into_parts();
-    let head = engine::Head {
-        post,
-        content_encoding: parts
-            .headers
-            .get(CONTENT_ENCODING)
-            .map(HeaderValue::as_bytes),
-        content_length: parts
-            .headers
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok()),
-    };
-    if let Some(reply) = engine::refuse_unread(head, config.max_body_bytes) {
-        return Ok(reply_response(reply));
-    }
-    let bytes = match Limited::new(body, config.max_body_bytes).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<LengthLimitError>() => return Ok(reply_response(engine::too_large())),
-        Err(_) => return Ok(reply_response(engine::unreadable())),
-    };
-    let call = match engine::intake(&bytes, head) {
+    let call = match engine::intake(&bytes, post) {
         Intake::Call(call) => call,
         Intake::Respond(reply) => return Ok(reply_response(reply)),
         Intake::Forward => {
-            let response = inner.call(rebuild(parts, bytes)).await?;
+            let request = Request::from_parts(parts, RequestBody::buffered(bytes.clone()));
+            let response = inner.call(request).await?;
             return Ok(response.map(ResponseBody::inner));
         }
     };
@@ -189,8 +321,9 @@ where
         "elicitation",
         method = call.method.as_str()
     );
-    // Boxed on its own: every other request's future stays small.
-    Box::pin(call_mrtr(inner, config, parts, &bytes, call).instrument(span)).await
+    call_mrtr(inner, config, parts, &bytes, call)
+        .instrument(span)
+        .await
 }
 
 /// The path of `tools/call`, `prompts/get` and `resources/read`.

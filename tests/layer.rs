@@ -1454,7 +1454,7 @@ fn the_layer_and_service_are_clone_send_sync() {
     clone_send_sync::<ElicitationLayer>();
     clone_send_sync::<Elicitation<support::Inner>>();
     clone_send_sync::<Elicitation<axum::routing::Route>>();
-    send::<tower_elicitation::ResponseFuture<Body, Infallible>>();
+    send::<tower_elicitation::ResponseFuture<support::Inner, Body, Body>>();
 }
 
 /// One whole round trip through `service`: asked, answered, complete, the inner service given

@@ -6,8 +6,6 @@ use serde_json::value::RawValue;
 /// What the adapter saw before reading the body.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Head<'a> {
-    /// The request is a POST.
-    pub(crate) post: bool,
     /// Its `Content-Encoding`, if any.
     pub(crate) content_encoding: Option<&'a [u8]>,
     /// Its declared `Content-Length`, if any.
@@ -70,12 +68,14 @@ pub(crate) enum Intake<'a> {
     Call(Call<'a>),
 }
 
-/// Sorts a body: one that names no MRTR method goes on untouched after a byte scan; any other
-/// by its borrowed peek.
-pub(crate) fn intake<'a>(body: &'a [u8], head: Head<'_>) -> Intake<'a> {
-    if jsonrpc::names_no_mrtr_method(body) {
-        return Intake::Forward;
-    }
+/// Whether a body goes on untouched after a byte scan alone: it names no MRTR method in any way
+/// a JSON parser could read (see [`jsonrpc::names_no_mrtr_method`]).
+pub(crate) fn passes_unread(body: &[u8]) -> bool {
+    jsonrpc::names_no_mrtr_method(body)
+}
+
+/// Sorts a body by its borrowed peek; `post` says whether it came in a POST.
+pub(crate) fn intake(body: &[u8], post: bool) -> Intake<'_> {
     match jsonrpc::peek(body) {
         Peek::Call(call) => Intake::Call(call),
         Peek::Refuse(reply) => Intake::Respond(reply),
@@ -88,7 +88,7 @@ pub(crate) fn intake<'a>(body: &'a [u8], head: Head<'_>) -> Intake<'a> {
             None,
         )),
         // Outside a POST, a body that is not JSON-RPC is none of the layer's business.
-        Peek::Invalid { .. } if !head.post => Intake::Forward,
+        Peek::Invalid { .. } if !post => Intake::Forward,
         Peek::Invalid { code, message } => {
             Intake::Respond(Reply::error(400, None, code, message, None))
         }
