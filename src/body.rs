@@ -11,8 +11,8 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
 
-use crate::engine::outbound::{Relation, relation};
-use crate::engine::{self, Outbound, Round};
+use crate::engine::outbound::{Relation, relation, respond};
+use crate::engine::{Outbound, Round};
 use crate::jsonrpc::Reply;
 use crate::layer::Config;
 use crate::sse::{self, Splitter};
@@ -296,14 +296,24 @@ impl Events<'_> {
     /// dropped, any other event is kept.
     fn complete(&mut self, event: Bytes) {
         let outcome = match sse::data(&event) {
-            Some(data) if relation(&data, &self.scan.round) != Relation::Other => {
-                if std::mem::replace(self.responded, true) {
+            Some(data) if *self.responded => {
+                if relation(&data, &self.scan.round) != Relation::Other {
                     self.drop_repeated();
                     return;
                 }
-                engine::outbound(&data, &self.scan.round, &self.scan.config, self.scan.now)
+                Outbound::Unchanged
             }
-            _ => Outbound::Unchanged,
+            Some(data) => {
+                let scan = &self.scan;
+                match respond(&data, &scan.round, &scan.config, scan.now) {
+                    Some(outcome) => {
+                        *self.responded = true;
+                        outcome
+                    }
+                    None => Outbound::Unchanged,
+                }
+            }
+            None => Outbound::Unchanged,
         };
         let event = match outcome {
             Outbound::Unchanged => event,

@@ -97,18 +97,25 @@ fn null_id() -> Box<RawValue> {
     RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable!("null is JSON"))
 }
 
-/// A JSON-RPC result message: `result`'s fields as they came (raw), but for `requestState`,
-/// which becomes `state`.
+/// A JSON-RPC result message: `result`'s members as they came (raw), but for `inputRequests`
+/// (the member given as `None`), written from `requests`, and `requestState`, which becomes
+/// `state`.
 pub(crate) fn result_with_state(
     id: Option<&RawValue>,
-    result: &[(Cow<'_, str>, &RawValue)],
+    result: &[(Cow<'_, str>, Option<&RawValue>)],
+    requests: &std::collections::BTreeMap<String, Box<RawValue>>,
     state: &str,
 ) -> Vec<u8> {
+    let size = |(k, v): (&str, &str)| k.len() + v.len() + 4;
     let mut out = Vec::with_capacity(
         64 + state.len()
             + result
                 .iter()
-                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .filter_map(|(k, v)| Some(size((k, v.as_ref()?.get()))))
+                .sum::<usize>()
+            + requests
+                .iter()
+                .map(|(k, v)| size((k, v.get())))
                 .sum::<usize>(),
     );
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
@@ -118,7 +125,19 @@ pub(crate) fn result_with_state(
     for (key, raw) in result.iter().filter(|(key, _)| key != "requestState") {
         comma(&mut out, &mut first);
         write_key(&mut out, key);
-        out.extend_from_slice(raw.get().as_bytes());
+        match raw {
+            Some(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            None => {
+                out.push(b'{');
+                let mut first = true;
+                for (key, request) in requests {
+                    comma(&mut out, &mut first);
+                    write_key(&mut out, key);
+                    out.extend_from_slice(request.get().as_bytes());
+                }
+                out.push(b'}');
+            }
+        }
     }
     comma(&mut out, &mut first);
     write_key(&mut out, "requestState");
@@ -600,34 +619,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
             }
         }
         d.deserialize_str(V(std::marker::PhantomData))
-    }
-}
-
-/// A JSON object as an ordered list of raw values; a repeated key is an error.
-pub(crate) struct RawObject<'a>(pub(crate) Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for RawObject<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RawObject<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::new();
-                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-                    entries.push((key.0, map.next_value()?));
-                }
-                let mut keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_ref()).collect();
-                keys.sort_unstable();
-                if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(de::Error::custom(format_args!("duplicate key {:?}", w[0])));
-                }
-                Ok(RawObject(entries))
-            }
-        }
-        d.deserialize_map(V)
     }
 }
 

@@ -1138,6 +1138,29 @@ async fn an_input_required_the_layer_cannot_seal_is_an_internal_error() {
     }
 }
 
+/// An `input_required` whose keys could be read two ways is never sealed.
+#[tokio::test]
+async fn an_input_required_with_a_repeated_key_is_an_internal_error() {
+    const FORM: &str = r#"{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}"#;
+    let bodies: [&'static str; 3] = [
+        // Two states, one the client would see and one the layer would seal.
+        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{FORM}}},"requestState":"s","requestState":"t"}}}}"#).into_boxed_str()),
+        // Two questions under one key.
+        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{FORM},"a":{{"method":"roots/list"}}}}}}}}"#).into_boxed_str()),
+        // Two ids.
+        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{FORM}}}}}}}"#).into_boxed_str()),
+    ];
+    for body in bodies {
+        let h = Harness::new(layer(), fixed("application/json", body));
+        let reply = h.call(&deploy()).await;
+        assert_eq!(
+            reply.json(),
+            error_message(1, -32603, "Internal error", None),
+            "{body}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 12–13. Batches and duplicate keys.
 

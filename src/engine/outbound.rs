@@ -3,14 +3,17 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use std::fmt;
+
 use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::Round;
 use super::answers::{self, Checked};
 use crate::canonical::canonical_raw;
-use crate::jsonrpc::RawObject;
+use crate::jsonrpc::BorrowedStr;
 use crate::jsonrpc::{
     Call, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
 };
@@ -44,41 +47,211 @@ pub(crate) enum Relation {
     Response { input_required: bool },
 }
 
-#[derive(Deserialize)]
-struct MessagePeek<'a> {
-    #[serde(borrow, default)]
+/// A response message, read in one borrowed pass: what identifies it, and the members of its
+/// result (with those of `inputRequests`) as raw text.
+struct Message<'a> {
     id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    result: Option<ResultPeek<'a>>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
+    has_method: bool,
+    has_error: bool,
+    result: Members<'a>,
+    /// A key occurs twice in the message or in its result.
+    repeated: bool,
 }
 
-#[derive(Deserialize)]
-struct ResultPeek<'a> {
-    #[serde(borrow, default, rename = "resultType")]
-    result_type: Option<Cow<'a, str>>,
+/// An object's members as raw text, or what stands in its place.
+enum Members<'a> {
+    Absent,
+    Null,
+    /// Members in order; `inputRequests`' value is `None` here, its members are in `requests`.
+    Object {
+        members: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
+        requests: Requests<'a>,
+    },
+    NotObject,
+}
+
+/// `inputRequests`' members.
+enum Requests<'a> {
+    Absent,
+    Null,
+    Object(Vec<(Cow<'a, str>, &'a RawValue)>),
+    NotObject,
+}
+
+impl<'a> Message<'a> {
+    fn read(message: &'a [u8]) -> Option<Self> {
+        serde_json::from_slice(message).ok()
+    }
+
+    /// How the message relates to the call of `round`.
+    fn relation(&self, round: &Round) -> Relation {
+        let result = match &self.result {
+            Members::NotObject => return Relation::Other,
+            Members::Absent | Members::Null if !self.has_error => return Relation::Other,
+            Members::Absent | Members::Null => None,
+            Members::Object { members, .. } => Some(members),
+        };
+        if self.has_method || !same_id(self.id, round.id.as_deref()) {
+            return Relation::Other;
+        }
+        let input_required = result.is_some_and(|members| {
+            members.iter().any(|(key, raw)| {
+                key == "resultType"
+                    && raw.is_some_and(|raw| {
+                        serde_json::from_str::<BorrowedStr<'_>>(raw.get())
+                            .is_ok_and(|t| t.0 == "input_required")
+                    })
+            })
+        });
+        Relation::Response { input_required }
+    }
+}
+
+impl<'de> Deserialize<'de> for Message<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Message<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut message = Message {
+                    id: None,
+                    has_method: false,
+                    has_error: false,
+                    result: Members::Absent,
+                    repeated: false,
+                };
+                let mut keys = Vec::with_capacity(4);
+                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+                    match key.0.as_ref() {
+                        "id" => message.id = Some(map.next_value()?),
+                        "result" => message.result = map.next_value()?,
+                        "method" => {
+                            message.has_method = true;
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                        "error" => {
+                            let error: &RawValue = map.next_value()?;
+                            message.has_error |= error.get() != "null";
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                    keys.push(key.0);
+                }
+                message.repeated = repeats(keys.iter().map(AsRef::as_ref))
+                    || matches!(&message.result, Members::Object { members, .. }
+                        if repeats(members.iter().map(|(key, _)| key.as_ref())));
+                Ok(message)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a result")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::with_capacity(4);
+                let mut requests = Requests::Absent;
+                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+                    if key.0 == "inputRequests" {
+                        requests = map.next_value()?;
+                        members.push((key.0, None));
+                    } else {
+                        members.push((key.0, Some(map.next_value()?)));
+                    }
+                }
+                Ok(Members::Object { members, requests })
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Members::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Members::NotObject)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Members::NotObject)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Members::NotObject)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Members::NotObject)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Members::NotObject)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Members::NotObject)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Requests<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Requests<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("input requests")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::with_capacity(2);
+                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+                    members.push((key.0, map.next_value()?));
+                }
+                Ok(Requests::Object(members))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Requests::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Requests::NotObject)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Requests::NotObject)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Requests::NotObject)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Requests::NotObject)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Requests::NotObject)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Requests::NotObject)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Whether a key occurs twice.
+fn repeats<'k>(keys: impl Iterator<Item = &'k str>) -> bool {
+    let mut keys: Vec<&str> = keys.collect();
+    keys.sort_unstable();
+    keys.windows(2).any(|w| w[0] == w[1])
 }
 
 /// Whether `message` is the response to the call of `round`, with a borrowed parse.
 pub(crate) fn relation(message: &[u8], round: &Round) -> Relation {
-    let Ok(peek) = serde_json::from_slice::<MessagePeek<'_>>(message) else {
-        return Relation::Other;
-    };
-    if peek.method.is_some() || (peek.result.is_none() && peek.error.is_none()) {
-        return Relation::Other;
-    }
-    if !same_id(peek.id, round.id.as_deref()) {
-        return Relation::Other;
-    }
-    Relation::Response {
-        input_required: peek
-            .result
-            .and_then(|r| r.result_type)
-            .is_some_and(|t| t == "input_required"),
-    }
+    Message::read(message).map_or(Relation::Other, |m| m.relation(round))
 }
 
 fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
@@ -92,25 +265,40 @@ fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
     }
 }
 
-/// Decides what the client receives for the inner service's response `message` to `round`.
+/// Decides what the client receives for the inner service's response `message` to `round`:
+/// `None` when the message is not the response to it at all.
 pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64) -> Outbound {
-    if relation(message, round)
-        != (Relation::Response {
+    respond(message, round, config, now).unwrap_or(Outbound::Unchanged)
+}
+
+/// [`outbound`](fn@outbound), telling a message that is no response to the call (`None`) from
+/// the response.
+pub(crate) fn respond(
+    message: &[u8],
+    round: &Round,
+    config: &Config,
+    now: u64,
+) -> Option<Outbound> {
+    let read = Message::read(message)?;
+    match read.relation(round) {
+        Relation::Other => return None,
+        Relation::Response {
+            input_required: false,
+        } => return Some(Outbound::Unchanged),
+        Relation::Response {
             input_required: true,
-        })
-    {
-        return Outbound::Unchanged;
+        } => {}
     }
     if !round.mrtr {
         // Clients before 2026-07-28 cannot answer it, and its state could not be verified.
-        return Outbound::Replace(cannot_vouch(
+        return Some(Outbound::Replace(cannot_vouch(
             round,
             "input_required answering a request older than 2026-07-28",
-        ));
+        )));
     }
-    let asked = match read_input_required(message, round) {
+    let asked = match read_input_required(read, round, config) {
         Ok(asked) => asked,
-        Err(reply) => return Outbound::Replace(reply),
+        Err(reply) => return Some(Outbound::Replace(reply)),
     };
     if let Some(key) = asked
         .questions
@@ -118,10 +306,10 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
         .find(|key| config.is_gate_key(round.method, &round.target, key))
     {
         let why = format!("an input request reuses the key `{key}` of a gate of this call");
-        return Outbound::Replace(cannot_vouch(round, &why));
+        return Some(Outbound::Replace(cannot_vouch(round, &why)));
     }
     if let Err(reply) = require(round, asked.kinds.iter().copied()) {
-        return Outbound::Replace(reply);
+        return Some(Outbound::Replace(reply));
     }
     let claims = new_claims(
         round,
@@ -132,16 +320,21 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
         config,
         now,
     );
-    match seal(round, claims, config) {
+    let mut claims = claims;
+    Some(match seal(round, &mut claims, config) {
         Ok(token) => {
             log_outcome(round, "sealed");
-            // The inner service's result, byte for byte, but for the sealed state.
-            let body =
-                crate::jsonrpc::result_with_state(round.id.as_deref(), &asked.result, &token);
+            // The inner service's result, but for the sealed state; `inputRequests` as sealed.
+            let body = crate::jsonrpc::result_with_state(
+                round.id.as_deref(),
+                &asked.result,
+                &claims.q,
+                &token,
+            );
             Outbound::Replace(Reply { status: 200, body })
         }
         Err(reply) => Outbound::Replace(reply),
-    }
+    })
 }
 
 /// After probing the inner service without the client's state-less answers: if its questions
@@ -154,14 +347,17 @@ pub(crate) fn settle_probe(
     config: &Config,
     now: u64,
 ) -> Settle {
-    if relation(message, &round)
+    let Some(read) = Message::read(message) else {
+        return Settle::Respond(Outbound::Unchanged);
+    };
+    if read.relation(&round)
         != (Relation::Response {
             input_required: true,
         })
     {
         return Settle::Respond(Outbound::Unchanged);
     }
-    let asked = match read_input_required(message, &round) {
+    let asked = match read_input_required(read, &round, config) {
         Ok(asked) => asked,
         Err(reply) => return Settle::Respond(Outbound::Replace(reply)),
     };
@@ -230,7 +426,8 @@ pub(crate) fn ask(
     if let Err(reply) = check_capabilities(&requests, round) {
         return reply;
     }
-    match seal(round, claims, config) {
+    let mut claims = claims;
+    match seal(round, &mut claims, config) {
         Ok(token) => {
             log_outcome(round, "ask");
             let result = json!({
@@ -257,8 +454,8 @@ pub(crate) fn refuse(round: &Round, code: i64, message: &str, data: Option<Value
 
 /// An `input_required` result as the inner service gave it.
 struct Asked<'a> {
-    /// The result object's fields, unparsed, in order.
-    result: Vec<(Cow<'a, str>, &'a RawValue)>,
+    /// The result object's members, unparsed, in order (`None`: `inputRequests`).
+    result: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
     /// What it asks, each request in canonical JSON.
     questions: Questions,
     /// The kind of each request, for the capability check.
@@ -268,46 +465,56 @@ struct Asked<'a> {
 }
 
 /// Reads an `input_required` result without building a tree of it, or refuses when it is not
-/// one the layer can vouch for.
-fn read_input_required<'a>(message: &'a [u8], round: &Round) -> Result<Asked<'a>, Reply> {
+/// one the layer can vouch for: every form's schema must compile.
+fn read_input_required<'a>(
+    message: Message<'a>,
+    round: &Round,
+    config: &Config,
+) -> Result<Asked<'a>, Reply> {
     let broken = |why: &str| cannot_vouch(round, why);
-    let object = |raw: &'a RawValue, why: &str| {
-        serde_json::from_str::<RawObject<'a>>(raw.get())
-            .map(|o| o.0)
-            .map_err(|_| broken(why))
-    };
-    let RawObject(message) =
-        serde_json::from_slice(message).map_err(|_| broken("not a JSON object"))?;
-    let field = |fields: &[(Cow<'a, str>, &'a RawValue)], name: &str| {
-        fields
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, raw)| *raw)
-            .filter(|raw| raw.get() != "null")
-    };
-    let result = match field(&message, "result") {
-        Some(raw) => object(raw, "result is not an object")?,
-        None => return Err(broken("result is not an object")),
+    if message.repeated {
+        return Err(broken("a key occurs twice in the message or its result"));
+    }
+    let Members::Object { members, requests } = message.result else {
+        return Err(broken("result is not an object"));
     };
     let mut questions = Questions::new();
     let mut kinds = Vec::new();
-    if let Some(requests) = field(&result, "inputRequests") {
-        for (key, request) in object(requests, "inputRequests is not an object")? {
-            let canonical = canonical_raw(request)
-                .map_err(|_| broken("an input request is not JSON the layer can read"))?;
-            let Some((kind, schema)) = InputKind::of_raw(&canonical) else {
-                return Err(broken(
-                    "an input request is not elicitation, sampling or roots",
-                ));
-            };
-            if kind == InputKind::Form && !schema.is_some_and(|s| s.get().starts_with('{')) {
-                return Err(broken("a form request has no requestedSchema object"));
+    match requests {
+        Requests::Absent | Requests::Null => {}
+        Requests::NotObject => return Err(broken("inputRequests is not an object")),
+        Requests::Object(requests) => {
+            for (key, request) in requests {
+                let canonical = canonical_raw(request)
+                    .map_err(|_| broken("an input request is not JSON the layer can read"))?;
+                let Some((kind, schema)) = InputKind::of_raw(&canonical) else {
+                    return Err(broken(
+                        "an input request is not elicitation, sampling or roots",
+                    ));
+                };
+                if kind == InputKind::Form {
+                    let Some(schema) = schema.filter(|s| s.get().starts_with('{')) else {
+                        return Err(broken("a form request has no requestedSchema object"));
+                    };
+                    if let Err(why) = config.validators.get_canonical_text(schema.get()) {
+                        return Err(broken(&format!(
+                            "a requestedSchema cannot be compiled: {why}"
+                        )));
+                    }
+                }
+                kinds.push(kind);
+                if questions.insert(key.into_owned(), canonical).is_some() {
+                    return Err(broken("inputRequests repeats a key"));
+                }
             }
-            kinds.push(kind);
-            questions.insert(key.into_owned(), canonical);
         }
     }
-    let state = match field(&result, "requestState") {
+    let state = match members
+        .iter()
+        .find(|(key, _)| key == "requestState")
+        .and_then(|(_, raw)| *raw)
+        .filter(|raw| raw.get() != "null")
+    {
         None => None,
         Some(raw) => Some(
             serde_json::from_str::<String>(raw.get())
@@ -315,7 +522,7 @@ fn read_input_required<'a>(message: &'a [u8], round: &Round) -> Result<Asked<'a>
         ),
     };
     Ok(Asked {
-        result,
+        result: members,
         questions,
         kinds,
         state,
@@ -379,7 +586,7 @@ pub(crate) fn new_claims(
 
 /// Seals `claims`, refusing past the round cap, on a form schema that cannot be compiled, or
 /// when the token would be larger than a retry may carry.
-fn seal(round: &Round, mut claims: Claims, config: &Config) -> Result<String, Reply> {
+fn seal(round: &Round, claims: &mut Claims, config: &Config) -> Result<String, Reply> {
     if claims.r > config.max_rounds {
         return Err(refuse(
             round,
@@ -388,19 +595,7 @@ fn seal(round: &Round, mut claims: Claims, config: &Config) -> Result<String, Re
             Some(json!({"reason": "too_many_rounds"})),
         ));
     }
-    for request in claims.q.values() {
-        if let Some((InputKind::Form, schema)) = InputKind::of_raw(request)
-            && let Err(why) = schema
-                .ok_or_else(|| "no requestedSchema".to_owned())
-                .and_then(|schema| config.validators.get_canonical_text(schema.get()))
-        {
-            return Err(cannot_vouch(
-                round,
-                &format!("a requestedSchema cannot be compiled: {why}"),
-            ));
-        }
-    }
-    let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
+    let token = token::seal(&config.keyring, claims, round.principal.as_deref());
     if token.len() > config.max_state_bytes {
         let why = format!(
             "the sealed requestState would be {} bytes, over the {} bound",
