@@ -173,8 +173,8 @@ static MRTR_METHODS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
 /// could read it: it is UTF-8, spells none of them out, and has no escape (`\/`, `\u0074`) or NUL
 /// (UTF-16 or UTF-32 text) that could hide one. Such a body is forwarded without a parse.
 pub(crate) fn names_no_mrtr_method(body: &[u8]) -> bool {
-    memchr::memchr2(b'\\', 0, body).is_none()
-        && MRTR_METHODS.iter().all(|m| m.find(body).is_none())
+    MRTR_METHODS.iter().all(|m| m.find(body).is_none())
+        && memchr::memchr2(b'\\', 0, body).is_none()
         && std::str::from_utf8(body).is_ok()
 }
 
