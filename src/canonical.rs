@@ -125,7 +125,7 @@ impl<'a> Canonicalizer<'a, '_> {
             b'[' => self.array(depth + 1),
             b'"' => {
                 let string = self.string()?;
-                write_str(&string, self.out);
+                write_string(&string, self.out);
                 Ok(())
             }
             b't' => self.literal(b"true"),
@@ -161,7 +161,7 @@ impl<'a> Canonicalizer<'a, '_> {
                 {
                     sorted = false;
                 }
-                write_str(&key, self.out);
+                write_string(&key, self.out);
                 if self.peek() != Some(b':') {
                     return Err(Error::Syntax);
                 }
@@ -350,6 +350,20 @@ fn write(value: &Value, out: &mut Vec<u8>) {
 fn write_scalar(value: &Value, out: &mut Vec<u8>) {
     // Writing a scalar into a `Vec` cannot fail.
     let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// A string as read by [`Canonicalizer::string`]: one without escapes is written as it came (its
+/// bytes are exactly what serde_json writes: it escapes only `"`, `\\` and control characters,
+/// which cannot appear raw in JSON), a decoded one is re-escaped.
+fn write_string(string: &Cow<'_, str>, out: &mut Vec<u8>) {
+    match string {
+        Cow::Borrowed(raw) => {
+            out.push(b'"');
+            out.extend_from_slice(raw.as_bytes());
+            out.push(b'"');
+        }
+        Cow::Owned(decoded) => write_str(decoded, out),
+    }
 }
 
 fn write_str(key: &str, out: &mut Vec<u8>) {

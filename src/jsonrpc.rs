@@ -141,7 +141,17 @@ pub(crate) fn result_with_state(
     }
     comma(&mut out, &mut first);
     write_key(&mut out, "requestState");
-    write_json(&mut out, state);
+    if state
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        // A sealed token (base64url and dots) needs no escaping.
+        out.push(b'"');
+        out.extend_from_slice(state.as_bytes());
+        out.push(b'"');
+    } else {
+        write_json(&mut out, state);
+    }
     out.extend_from_slice(b"}}");
     out
 }

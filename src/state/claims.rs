@@ -6,7 +6,6 @@ use hmac::Mac;
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
-
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
