@@ -355,6 +355,7 @@ fn write_scalar(value: &Value, out: &mut Vec<u8>) {
 /// A string as read by [`Canonicalizer::string`]: one without escapes is written as it came (its
 /// bytes are exactly what serde_json writes: it escapes only `"`, `\\` and control characters,
 /// which cannot appear raw in JSON), a decoded one is re-escaped.
+#[allow(clippy::ptr_arg)] // Borrowed or owned is the point: it says whether it was escaped.
 fn write_string(string: &Cow<'_, str>, out: &mut Vec<u8>) {
     match string {
         Cow::Borrowed(raw) => {
