@@ -10,6 +10,9 @@ mod server;
 
 mod support;
 
+/// mimalloc for both sides: glibc's allocator makes a benchmark's cost depend on which ran before
+/// it (see BENCHMARKS.md). `RUSTFLAGS="--cfg bench_system_allocator"` measures with glibc's.
+#[cfg(not(bench_system_allocator))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

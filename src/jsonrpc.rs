@@ -342,7 +342,18 @@ impl<'a> Message<'a> {
 }
 
 /// The first key that occurs twice, if any.
-fn duplicate<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> Option<&'k str> {
+pub(crate) fn duplicate<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> Option<&'k str> {
+    // Objects the layer reads have a handful of members: compare pairs without allocating.
+    if keys.clone().nth(16).is_none() {
+        let mut rest = keys.clone();
+        for key in keys {
+            rest.next();
+            if rest.clone().any(|other| other == key) {
+                return Some(key);
+            }
+        }
+        return None;
+    }
     let mut keys: Vec<&str> = keys.collect();
     keys.sort_unstable();
     keys.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])

@@ -3,7 +3,7 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::form::validate::ValidatorCache;
+use crate::form::validate::{QuestionError, ValidatorCache};
 use crate::mcp::InputKind;
 use crate::state::claims::Questions;
 
@@ -71,8 +71,12 @@ fn check_one(
     validators: &ValidatorCache,
 ) -> Result<Result<Value, String>, Malformed> {
     let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
-    let (kind, schema) =
-        InputKind::of_raw(question).ok_or_else(|| malformed("no such question"))?;
+    let asked = match validators.question(question.get()) {
+        Ok(asked) => asked,
+        Err(QuestionError::UnknownKind) => return Err(malformed("no such question")),
+        Err(_) => return Err(malformed("the question's schema cannot be compiled")),
+    };
+    let kind = asked.kind;
     let Some(answer) = answer.as_object() else {
         return Err(malformed("must be an object"));
     };
@@ -83,12 +87,10 @@ fn check_one(
                 Some("decline" | "cancel") => Ok(Ok(json!({ "action": action }))),
                 Some("accept") if kind == InputKind::Url => Ok(Ok(json!({"action": "accept"}))),
                 Some("accept") => {
-                    let validator = schema
-                        .ok_or(())
-                        .and_then(|schema| {
-                            validators.get_canonical_text(schema.get()).map_err(|_| ())
-                        })
-                        .map_err(|_| malformed("the question's schema cannot be compiled"))?;
+                    let validator = asked
+                        .form
+                        .as_ref()
+                        .ok_or_else(|| malformed("the question's schema cannot be compiled"))?;
                     let empty = Value::Object(Map::new());
                     let content = answer.get("content").unwrap_or(&empty);
                     Ok(validator.check(content).map(|content| {

@@ -243,10 +243,8 @@ impl<'de> Deserialize<'de> for Requests<'de> {
 }
 
 /// Whether a key occurs twice.
-fn repeats<'k>(keys: impl Iterator<Item = &'k str>) -> bool {
-    let mut keys: Vec<&str> = keys.collect();
-    keys.sort_unstable();
-    keys.windows(2).any(|w| w[0] == w[1])
+fn repeats<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> bool {
+    crate::jsonrpc::duplicate(keys).is_some()
 }
 
 /// Whether `message` is the response to the call of `round`, with a borrowed parse.
@@ -487,21 +485,11 @@ fn read_input_required<'a>(
             for (key, request) in requests {
                 let canonical = canonical_raw(request)
                     .map_err(|_| broken("an input request is not JSON the layer can read"))?;
-                let Some((kind, schema)) = InputKind::of_raw(&canonical) else {
-                    return Err(broken(
-                        "an input request is not elicitation, sampling or roots",
-                    ));
-                };
-                if kind == InputKind::Form {
-                    let Some(schema) = schema.filter(|s| s.get().starts_with('{')) else {
-                        return Err(broken("a form request has no requestedSchema object"));
-                    };
-                    if let Err(why) = config.validators.get_canonical_text(schema.get()) {
-                        return Err(broken(&format!(
-                            "a requestedSchema cannot be compiled: {why}"
-                        )));
-                    }
-                }
+                let kind = config
+                    .validators
+                    .question(canonical.get())
+                    .map_err(|why| broken(&why.to_string()))?
+                    .kind;
                 kinds.push(kind);
                 if questions.insert(key.into_owned(), canonical).is_some() {
                     return Err(broken("inputRequests repeats a key"));

@@ -13,6 +13,8 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError, Validator};
 use serde_json::{Map, Value};
 
+use crate::mcp::InputKind;
+
 /// How many compiled validators the cache holds before it is cleared.
 const CACHE_CAPACITY: usize = 1024;
 
@@ -25,6 +27,39 @@ const CACHE_CAPACITY: usize = 1024;
 #[derive(Default)]
 pub(crate) struct ValidatorCache {
     entries: RwLock<HashMap<Box<str>, Arc<FormValidator>>>,
+    /// Asked questions by their canonical text: what kind each is, and its form's validator.
+    questions: RwLock<HashMap<Box<str>, Arc<Question>>>,
+}
+
+/// What the layer needs to know of an asked question, read once per distinct question.
+#[derive(Debug)]
+pub(crate) struct Question {
+    pub(crate) kind: InputKind,
+    /// The compiled `requestedSchema` of a form.
+    pub(crate) form: Option<Arc<FormValidator>>,
+}
+
+/// Why a question cannot be asked through the layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum QuestionError {
+    /// Not elicitation, sampling or roots.
+    UnknownKind,
+    /// A form without a `requestedSchema` object.
+    NoSchema,
+    /// A form whose schema does not compile.
+    Schema(String),
+}
+
+impl fmt::Display for QuestionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownKind => {
+                f.write_str("an input request is not elicitation, sampling or roots")
+            }
+            Self::NoSchema => f.write_str("a form request has no requestedSchema object"),
+            Self::Schema(why) => write!(f, "a requestedSchema cannot be compiled: {why}"),
+        }
+    }
 }
 
 impl fmt::Debug for ValidatorCache {
@@ -75,6 +110,49 @@ impl ValidatorCache {
         self.get_canonical(text, || {
             serde_json::from_str(text).map_err(|_| "the schema is not JSON".to_owned())
         })
+    }
+
+    /// The kind of the question whose canonical JSON text is `text`, and its form's compiled
+    /// schema: read and compiled once per distinct question, then one hash of the text.
+    ///
+    /// # Errors
+    ///
+    /// A question that is not elicitation, sampling or roots, or a form without a schema that
+    /// compiles. Failures are not cached.
+    pub(crate) fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError> {
+        if let Some(found) = self
+            .questions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(text)
+        {
+            return Ok(Arc::clone(found));
+        }
+        let raw = serde_json::from_str::<&serde_json::value::RawValue>(text)
+            .map_err(|_| QuestionError::UnknownKind)?;
+        let (kind, schema) = InputKind::of_raw(raw).ok_or(QuestionError::UnknownKind)?;
+        let form = match kind {
+            InputKind::Form => {
+                let schema = schema
+                    .filter(|s| s.get().starts_with('{'))
+                    .ok_or(QuestionError::NoSchema)?;
+                let validator = self
+                    .get_canonical_text(schema.get())
+                    .map_err(QuestionError::Schema)?;
+                Some(validator)
+            }
+            _ => None,
+        };
+        let question = Arc::new(Question { kind, form });
+        let mut questions = self
+            .questions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if questions.len() >= CACHE_CAPACITY {
+            questions.clear();
+        }
+        questions.insert(text.into(), Arc::clone(&question));
+        Ok(question)
     }
 
     fn get_canonical(
