@@ -76,7 +76,7 @@ pub(crate) fn write_canonical(text: &str, out: &mut Vec<u8>) -> Result<(), Error
         text,
         pos: 0,
         out,
-        members: Vec::new(),
+        members: Vec::with_capacity(16),
         scratch: Vec::new(),
     };
     writer.value(0)?;
@@ -239,8 +239,24 @@ impl<'a> Canonicalizer<'a, '_> {
     /// A string at `pos`, decoded: borrowed when it has no escapes, else decoded by serde_json.
     fn string(&mut self) -> Result<Cow<'a, str>, Error> {
         let start = self.pos;
-        let mut escaped = false;
         let mut at = start + 1;
+        // Most strings here are short keys and words: a plain loop beats a SIMD search.
+        loop {
+            match self.src.get(at) {
+                None => return Err(Error::Syntax),
+                Some(b'"') => break,
+                Some(b'\\') => return self.escaped_string(start, at),
+                // Control characters must be escaped in JSON.
+                Some(&b) if b < 0x20 => return Err(Error::Syntax),
+                Some(_) => at += 1,
+            }
+        }
+        self.pos = at + 1;
+        Ok(Cow::Borrowed(&self.text[start + 1..at]))
+    }
+
+    /// The rest of a string that has an escape at `at`, decoded by serde_json.
+    fn escaped_string(&mut self, start: usize, mut at: usize) -> Result<Cow<'a, str>, Error> {
         loop {
             match memchr::memchr2(b'"', b'\\', &self.src[at..]) {
                 None => return Err(Error::Syntax),
@@ -249,7 +265,6 @@ impl<'a> Canonicalizer<'a, '_> {
                     break;
                 }
                 Some(offset) => {
-                    escaped = true;
                     at += offset + 2;
                     if at > self.src.len() {
                         return Err(Error::Syntax);
@@ -258,18 +273,9 @@ impl<'a> Canonicalizer<'a, '_> {
             }
         }
         self.pos = at + 1;
-        if escaped {
-            serde_json::from_str::<String>(&self.text[start..self.pos])
-                .map(Cow::Owned)
-                .map_err(|_| Error::Syntax)
-        } else {
-            let inner = &self.text[start + 1..at];
-            // Control characters must be escaped in JSON.
-            if inner.bytes().any(|b| b < 0x20) {
-                return Err(Error::Syntax);
-            }
-            Ok(Cow::Borrowed(inner))
-        }
+        serde_json::from_str::<String>(&self.text[start..self.pos])
+            .map(Cow::Owned)
+            .map_err(|_| Error::Syntax)
     }
 
     fn literal(&mut self, word: &[u8]) -> Result<(), Error> {

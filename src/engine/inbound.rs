@@ -87,7 +87,8 @@ fn decide(
 
     let mrtr = version.is_some_and(supports_mrtr);
     let has_state = call.raw_field("requestState").is_some();
-    let sealed_retry = matches!(call.state(), Ok(Some(_)));
+    let state = call.state();
+    let sealed_retry = matches!(state, Ok(Some(_)));
     let gated_call = config.has_gates(call.method, &target);
     // A retry's arguments are bound by their exact text when it is the text that was sealed; the
     // canonical form is needed first only where a token cannot vouch for them.
@@ -134,7 +135,7 @@ fn decide(
         });
     }
 
-    let state = match call.state() {
+    let state = match state {
         Ok(state) => state,
         Err(()) => {
             log_rejected(&round, "requestState is not a string");
