@@ -170,20 +170,24 @@ pub(crate) enum Peek<'a> {
     Refuse(Reply),
 }
 
-/// The three method names a body must spell out to be one of the layer's calls.
-static MRTR_METHODS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
-    std::sync::LazyLock::new(|| {
-        [Method::ToolsCall, Method::PromptsGet, Method::ResourcesRead]
-            .map(|m| memchr::memmem::Finder::new(m.as_str()))
-    });
-
 /// Whether `body` certainly names none of the three MRTR methods, in any way a JSON parser
 /// could read it: it is UTF-8, spells none of them out, and has no escape (`\/`, `\u0074`) or NUL
 /// (UTF-16 or UTF-32 text) that could hide one. Such a body is forwarded without a parse.
 pub(crate) fn names_no_mrtr_method(body: &[u8]) -> bool {
-    MRTR_METHODS.iter().all(|m| m.find(body).is_none())
+    !spells_an_mrtr_method(body)
         && memchr::memchr2(b'\\', 0, body).is_none()
         && std::str::from_utf8(body).is_ok()
+}
+
+/// Whether `tools/call`, `prompts/get` or `resources/read` occurs in `body`: one pass over its
+/// slashes, each checked for a method name around it.
+fn spells_an_mrtr_method(body: &[u8]) -> bool {
+    memchr::memchr_iter(b'/', body).any(|at| {
+        let (before, after) = body.split_at(at);
+        (before.ends_with(b"tools") && after.starts_with(b"/call"))
+            || (before.ends_with(b"prompts") && after.starts_with(b"/get"))
+            || (before.ends_with(b"resources") && after.starts_with(b"/read"))
+    })
 }
 
 #[derive(Deserialize)]
@@ -799,9 +803,14 @@ mod tests {
 
     #[test]
     fn the_prefilter_only_passes_bodies_that_name_no_mrtr_method() {
-        assert!(names_no_mrtr_method(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
-        ));
+        for body in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#[..],
+            br#"{"method":"prompts/list","x":"/call tools/ /get resources /read"}"#,
+            b"/",
+            b"",
+        ] {
+            assert!(names_no_mrtr_method(body), "{body:?}");
+        }
         for body in [
             &br#"{"method":"tools/call"}"#[..],
             br#"{"method":"tools\/call"}"#,
@@ -809,6 +818,8 @@ mod tests {
             b"{\"method\":\"tools/list\",\"x\":\"\xff\"}",
             b"{\0\"\0m\0",
             br#"{"method":"tools/list","params":{"note":"resources/read"}}"#,
+            br#"{"method":"prompts/get"}"#,
+            br#"{"method":"resources/read"}"#,
         ] {
             assert!(!names_no_mrtr_method(body), "{body:?}");
         }
