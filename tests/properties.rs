@@ -490,6 +490,22 @@ proptest! {
     }
 
     #[test]
+    fn arguments_are_bound_by_meaning_whatever_their_spelling(
+        args in json_value(),
+        choices in prop::collection::vec(any::<u8>(), 64),
+    ) {
+        // Keys in reverse order, whitespace between tokens, characters escaped as `\uXXXX` (and
+        // surrogate pairs), `\/`: the same arguments, so the same digest as serde_json's own
+        // (sorted, compact) text. The layer's canonical pass reads all of these.
+        let spelled = respell(&args, &mut choices.iter().copied().cycle());
+        prop_assert_eq!(
+            args_digest_json(&spelled),
+            Some(args_digest(Some(&args))),
+            "{}", spelled
+        );
+    }
+
+    #[test]
     fn arguments_are_bound_by_their_exact_numbers(
         a in number_text(),
         b in number_text(),
@@ -559,6 +575,75 @@ fn number_text() -> impl Strategy<Value = String> {
             "-0".to_owned(),
         ]),
     ]
+}
+
+/// `value` as JSON text spelled another way, each choice taken from `choices`: keys in reverse
+/// order, whitespace around tokens, escaped characters.
+fn respell(value: &Value, choices: &mut impl Iterator<Item = u8>) -> String {
+    fn space(out: &mut String, choices: &mut impl Iterator<Item = u8>) {
+        out.push_str(match choices.next().unwrap_or(0) % 4 {
+            0 => "",
+            1 => " ",
+            2 => "\n\t",
+            _ => " \r\n ",
+        });
+    }
+    fn string(text: &str, out: &mut String, choices: &mut impl Iterator<Item = u8>) {
+        out.push('"');
+        for c in text.chars() {
+            let escape = choices.next().unwrap_or(0) % 3 == 0;
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '/' if escape => out.push_str("\\/"),
+                c if (c as u32) < 0x20 || escape => {
+                    let mut units = [0u16; 2];
+                    for unit in c.encode_utf16(&mut units) {
+                        out.push_str(&format!("\\u{unit:04x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    fn write(value: &Value, out: &mut String, choices: &mut impl Iterator<Item = u8>) {
+        space(out, choices);
+        match value {
+            Value::Object(map) => {
+                out.push('{');
+                for (i, (k, v)) in map.iter().rev().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    space(out, choices);
+                    string(k, out, choices);
+                    space(out, choices);
+                    out.push(':');
+                    write(v, out, choices);
+                }
+                space(out, choices);
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(v, out, choices);
+                }
+                space(out, choices);
+                out.push(']');
+            }
+            Value::String(text) => string(text, out, choices),
+            scalar => out.push_str(&scalar.to_string()),
+        }
+        space(out, choices);
+    }
+    let mut out = String::new();
+    write(value, &mut out, choices);
+    out
 }
 
 /// The same JSON value with every object's keys in reverse order (as text, parsed back).

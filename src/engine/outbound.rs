@@ -263,8 +263,8 @@ fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
     }
 }
 
-/// Decides what the client receives for the inner service's response `message` to `round`:
-/// `None` when the message is not the response to it at all.
+/// Decides what the client receives for the inner service's response `message` to `round`
+/// (a message that is not the response to it passes unchanged).
 pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64) -> Outbound {
     respond(message, round, config, now).unwrap_or(Outbound::Unchanged)
 }
