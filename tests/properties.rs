@@ -591,7 +591,7 @@ fn respell(value: &Value, choices: &mut impl Iterator<Item = u8>) -> String {
     fn string(text: &str, out: &mut String, choices: &mut impl Iterator<Item = u8>) {
         out.push('"');
         for c in text.chars() {
-            let escape = choices.next().unwrap_or(0) % 3 == 0;
+            let escape = choices.next().unwrap_or(0).is_multiple_of(3);
             match c {
                 '"' => out.push_str("\\\""),
                 '\\' => out.push_str("\\\\"),
