@@ -298,6 +298,7 @@ impl<'a> Message<'a> {
         }
         let method = match self.get("method") {
             None => return Peek::Other,
+            Some(raw) if raw.get() == "null" => return Peek::Other,
             Some(raw) => match serde_json::from_str::<BorrowedStr<'_>>(raw.get()) {
                 Ok(method) => Method::parse(&method.0),
                 Err(_) => {
@@ -741,6 +742,10 @@ mod tests {
         ));
         assert!(matches!(
             peek(br#"{"id":1,"method":"tools/list","params":{"a":1,"a":2}}"#),
+            Peek::Other
+        ));
+        assert!(matches!(
+            peek(br#"{"id":1,"method":null,"result":"tools/call"}"#),
             Peek::Other
         ));
     }

@@ -152,6 +152,10 @@ pin_project! {
     ///
     /// A request that names no MRTR method is read and handed to the inner service without a
     /// heap allocation of the layer's own; the three MRTR methods take a boxed path.
+    ///
+    /// # Panics
+    ///
+    /// When polled again after it completed, as futures may.
     pub struct ResponseFuture<S, ReqBody, ResBody>
     where
         S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,

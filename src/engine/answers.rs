@@ -30,7 +30,7 @@ pub(super) struct Malformed(pub(super) String);
 pub(super) fn check(
     questions: &Questions,
     kept: &Map<String, Value>,
-    responses: &Map<String, Value>,
+    mut responses: Map<String, Value>,
     validators: &ValidatorCache,
 ) -> Result<Checked, Malformed> {
     let mut accepted = Map::new();
@@ -40,7 +40,7 @@ pub(super) fn check(
             accepted.insert(key.clone(), answer.clone());
             continue;
         }
-        let Some(answer) = responses.get(key) else {
+        let Some(answer) = responses.remove(key) else {
             ask.insert(key.clone(), crate::state::claims::question(question));
             continue;
         };
@@ -67,7 +67,7 @@ pub(super) fn check(
 fn check_one(
     key: &str,
     question: &RawValue,
-    answer: &Value,
+    answer: Value,
     validators: &ValidatorCache,
 ) -> Result<Result<Value, String>, Malformed> {
     let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
@@ -77,22 +77,23 @@ fn check_one(
         Err(_) => return Err(malformed("the question's schema cannot be compiled")),
     };
     let kind = asked.kind;
-    let Some(answer) = answer.as_object() else {
+    let Value::Object(mut answer) = answer else {
         return Err(malformed("must be an object"));
     };
     match kind {
         InputKind::Form | InputKind::Url => {
             let action = answer.get("action").and_then(Value::as_str);
             match action {
-                Some("decline" | "cancel") => Ok(Ok(json!({ "action": action }))),
+                Some(action @ ("decline" | "cancel")) => Ok(Ok(json!({ "action": action }))),
                 Some("accept") if kind == InputKind::Url => Ok(Ok(json!({"action": "accept"}))),
                 Some("accept") => {
                     let validator = asked
                         .form
                         .as_ref()
                         .ok_or_else(|| malformed("the question's schema cannot be compiled"))?;
-                    let empty = Value::Object(Map::new());
-                    let content = answer.get("content").unwrap_or(&empty);
+                    let content = answer
+                        .remove("content")
+                        .unwrap_or_else(|| Value::Object(Map::new()));
                     Ok(validator.check(content).map(|content| {
                         let mut answer = Map::new();
                         answer.insert("action".into(), Value::from("accept"));
@@ -111,14 +112,14 @@ fn check_one(
                 .get("content")
                 .is_some_and(|c| c.is_object() || c.is_array());
             if role_ok && content_ok {
-                Ok(Ok(Value::Object(answer.clone())))
+                Ok(Ok(Value::Object(answer)))
             } else {
                 Err(malformed("a sampling result needs `role` and `content`"))
             }
         }
         InputKind::Roots => {
             if answer.get("roots").is_some_and(Value::is_array) {
-                Ok(Ok(Value::Object(answer.clone())))
+                Ok(Ok(Value::Object(answer)))
             } else {
                 Err(malformed("a roots result needs a `roots` array"))
             }
@@ -171,7 +172,7 @@ mod tests {
         check(
             &questions(),
             &Map::new(),
-            responses,
+            responses.clone(),
             &ValidatorCache::default(),
         )
     }
@@ -215,7 +216,7 @@ mod tests {
         next.insert("roots".into(), json!({"roots": []}));
         next.insert("login".into(), json!({"action": "decline"}));
         let Checked::Complete(done) =
-            check(&questions(), &kept, &next, &ValidatorCache::default()).unwrap()
+            check(&questions(), &kept, next, &ValidatorCache::default()).unwrap()
         else {
             panic!("expected complete")
         };

@@ -208,15 +208,16 @@ impl<'c> GateRound<'c> {
             return self.ask(config, now);
         }
         let round = &self.round;
-        let answers = match answers::check(&claims.q, &claims.k, responses, &config.validators) {
-            Err(answers::Malformed(why)) => {
-                return Err(refuse(round, INVALID_PARAMS, &why, None));
-            }
-            Ok(Checked::Reask { ask, kept }) => {
-                return Err(reask(round, claims, ask, kept, config, now));
-            }
-            Ok(Checked::Complete(answers)) => answers,
-        };
+        let answers =
+            match answers::check(&claims.q, &claims.k, responses.clone(), &config.validators) {
+                Err(answers::Malformed(why)) => {
+                    return Err(refuse(round, INVALID_PARAMS, &why, None));
+                }
+                Ok(Checked::Reask { ask, kept }) => {
+                    return Err(reask(round, claims, ask, kept, config, now));
+                }
+                Ok(Checked::Complete(answers)) => answers,
+            };
 
         let mut incomplete = Map::new();
         let mut queries = Vec::new();

@@ -129,8 +129,8 @@ impl<'de> Deserialize<'de> for Message<'de> {
                         "id" => message.id = Some(map.next_value()?),
                         "result" => message.result = map.next_value()?,
                         "method" => {
-                            message.has_method = true;
-                            map.next_value::<IgnoredAny>()?;
+                            let method: &RawValue = map.next_value()?;
+                            message.has_method |= method.get() != "null";
                         }
                         "error" => {
                             let error: &RawValue = map.next_value()?;
@@ -372,7 +372,7 @@ pub(crate) fn settle_probe(
         config,
         now,
     );
-    match answers::check(&claims.q, &Map::new(), answers, &config.validators) {
+    match answers::check(&claims.q, &Map::new(), answers.clone(), &config.validators) {
         Err(answers::Malformed(why)) => Settle::Respond(Outbound::Replace(refuse(
             &round,
             INVALID_PARAMS,

@@ -262,16 +262,12 @@ impl FormValidator {
     /// ``"`note` must be at most 200 characters"`` or ``"`approve` is required"``. It never
     /// repeats the submitted value. With several failures, a missing required field is reported
     /// first, then the failure at the smallest instance path.
-    pub(crate) fn check(&self, content: &Value) -> Result<Map<String, Value>, String> {
-        let Value::Object(content) = content else {
+    pub(crate) fn check(&self, content: Value) -> Result<Map<String, Value>, String> {
+        let Value::Object(mut content) = content else {
             return Err("content must be an object".to_owned());
         };
-        let kept: Map<String, Value> = content
-            .iter()
-            .filter(|(key, _)| self.properties.contains(key.as_str()))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
-        let kept = Value::Object(kept);
+        content.retain(|key, _| self.properties.contains(key.as_str()));
+        let kept = Value::Object(content);
         if self.validator.is_valid(&kept) {
             let Value::Object(mut kept) = kept else {
                 unreachable!("built as an object above")
@@ -519,7 +515,7 @@ mod tests {
     #[track_caller]
     fn hint(schema: Value, content: Value) -> String {
         validator(schema)
-            .check(&content)
+            .check(content.clone())
             .expect_err("expected invalid content")
     }
 
@@ -537,10 +533,10 @@ mod tests {
     #[test]
     fn valid_deploy_content_passes_unchanged() {
         let content = json!({"approve": true, "note": "ship it"});
-        let kept = validator(deploy()).check(&content).unwrap();
+        let kept = validator(deploy()).check(content.clone()).unwrap();
         assert_eq!(Value::Object(kept), content);
         let kept = validator(deploy())
-            .check(&json!({"approve": false}))
+            .check(json!({"approve": false}))
             .unwrap();
         assert_eq!(Value::Object(kept), json!({"approve": false}));
     }
@@ -548,7 +544,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_dropped() {
         let kept = validator(deploy())
-            .check(&json!({"approve": true, "extra": {"deep": [1, 2]}, "other": "x"}))
+            .check(json!({"approve": true, "extra": {"deep": [1, 2]}, "other": "x"}))
             .unwrap();
         assert_eq!(Value::Object(kept), json!({"approve": true}));
     }
@@ -560,10 +556,10 @@ mod tests {
             .get(&json!({"type": "object", "properties": {
                 "age": {"type": "integer"}, "score": {"type": "number"}}}))
             .unwrap();
-        let out = v.check(&json!({"age": 2.0, "score": 2.0})).unwrap();
+        let out = v.check(json!({"age": 2.0, "score": 2.0})).unwrap();
         assert!(out["age"].is_i64(), "{out:?}");
         assert!(out["score"].is_f64(), "{out:?}");
-        assert!(v.check(&json!({"age": 2.5})).is_err());
+        assert!(v.check(json!({"age": 2.5})).is_err());
     }
 
     #[test]
@@ -571,7 +567,7 @@ mod tests {
         let mut schema = deploy();
         schema["additionalProperties"] = json!(false);
         let kept = validator(schema)
-            .check(&json!({"approve": true, "extra": 1}))
+            .check(json!({"approve": true, "extra": 1}))
             .unwrap();
         assert_eq!(Value::Object(kept), json!({"approve": true}));
     }
@@ -620,7 +616,7 @@ mod tests {
         let schema = one(json!({"type": "string", "format": "email"}));
         assert!(
             validator(schema.clone())
-                .check(&json!({"x": "a@example.com"}))
+                .check(json!({"x": "a@example.com"}))
                 .is_ok()
         );
         let hint = hint(schema, json!({"x": "not-an-email"}));
@@ -636,7 +632,7 @@ mod tests {
             ("date-time", "2026-07-28T10:00:00Z", "yesterday"),
         ] {
             let schema = one(json!({"type": "string", "format": format}));
-            assert!(validator(schema.clone()).check(&json!({"x": good})).is_ok());
+            assert!(validator(schema.clone()).check(json!({"x": good})).is_ok());
             let hint = hint(schema, json!({"x": bad}));
             assert!(hint.starts_with("`x` must be a valid"), "{hint}");
         }
@@ -649,8 +645,8 @@ mod tests {
             "properties": {"age": {"type": "integer", "minimum": 18, "maximum": 130}}
         });
         let v = validator(schema.clone());
-        assert!(v.check(&json!({"age": 18})).is_ok());
-        assert!(v.check(&json!({"age": 30.0})).is_ok());
+        assert!(v.check(json!({"age": 18})).is_ok());
+        assert!(v.check(json!({"age": 30.0})).is_ok());
         assert_eq!(
             hint(schema.clone(), json!({"age": 17})),
             "`age` must be at least 18"
@@ -668,14 +664,14 @@ mod tests {
     #[test]
     fn number_accepts_any_number() {
         let v = validator(one(json!({"type": "number", "minimum": 0.5})));
-        assert!(v.check(&json!({"x": 0.75})).is_ok());
-        assert!(v.check(&json!({"x": 3})).is_ok());
+        assert!(v.check(json!({"x": 0.75})).is_ok());
+        assert!(v.check(json!({"x": 3})).is_ok());
         assert_eq!(
-            v.check(&json!({"x": 0.25})).unwrap_err(),
+            v.check(json!({"x": 0.25})).unwrap_err(),
             "`x` must be at least 0.5"
         );
         assert_eq!(
-            v.check(&json!({"x": "3"})).unwrap_err(),
+            v.check(json!({"x": "3"})).unwrap_err(),
             "`x` must be a number"
         );
     }
@@ -702,7 +698,7 @@ mod tests {
         });
         assert!(
             validator(schema.clone())
-                .check(&json!({"env": "staging"}))
+                .check(json!({"env": "staging"}))
                 .is_ok()
         );
         let hint = hint(schema, json!({"env": "dev-secret"}));
@@ -720,7 +716,7 @@ mod tests {
         });
         assert!(
             validator(schema.clone())
-                .check(&json!({"env": "prd"}))
+                .check(json!({"env": "prd"}))
                 .is_ok()
         );
         assert_eq!(
@@ -740,21 +736,21 @@ mod tests {
             }}
         });
         let v = validator(schema);
-        assert!(v.check(&json!({"tags": ["a", "c"]})).is_ok());
+        assert!(v.check(json!({"tags": ["a", "c"]})).is_ok());
         assert_eq!(
-            v.check(&json!({"tags": []})).unwrap_err(),
+            v.check(json!({"tags": []})).unwrap_err(),
             "`tags` must have at least 1 item"
         );
         assert_eq!(
-            v.check(&json!({"tags": ["a", "b", "c", "d"]})).unwrap_err(),
+            v.check(json!({"tags": ["a", "b", "c", "d"]})).unwrap_err(),
             "`tags` must have at most 3 items"
         );
         assert_eq!(
-            v.check(&json!({"tags": ["a", "zz"]})).unwrap_err(),
+            v.check(json!({"tags": ["a", "zz"]})).unwrap_err(),
             "`tags` items must be one of: a, b, c, d"
         );
         assert_eq!(
-            v.check(&json!({"tags": "a"})).unwrap_err(),
+            v.check(json!({"tags": "a"})).unwrap_err(),
             "`tags` must be a list"
         );
     }
@@ -773,14 +769,14 @@ mod tests {
             }}
         });
         let v = validator(schema);
-        assert!(v.check(&json!({"tags": ["a", "b"]})).is_ok());
+        assert!(v.check(json!({"tags": ["a", "b"]})).is_ok());
         assert_eq!(
-            v.check(&json!({"tags": ["x"]})).unwrap_err(),
+            v.check(json!({"tags": ["x"]})).unwrap_err(),
             "`tags` items must be one of: a, b, c"
         );
         // The count error sits on `/tags`, before `/tags/0`.
         assert_eq!(
-            v.check(&json!({"tags": ["x", "y", "z"]})).unwrap_err(),
+            v.check(json!({"tags": ["x", "y", "z"]})).unwrap_err(),
             "`tags` must have at most 2 items"
         );
     }
@@ -796,11 +792,11 @@ mod tests {
         });
         let v = validator(schema);
         assert_eq!(
-            v.check(&json!({"007": 1})).unwrap_err(),
+            v.check(json!({"007": 1})).unwrap_err(),
             "`007` must be a boolean"
         );
         assert_eq!(
-            v.check(&json!({"a/b~c": "r"})).unwrap_err(),
+            v.check(json!({"a/b~c": "r"})).unwrap_err(),
             "`a/b~c` must be one of: p, q"
         );
     }
@@ -820,7 +816,10 @@ mod tests {
     fn non_object_content() {
         let v = validator(deploy());
         for content in [json!([]), json!("approve"), json!(null), json!(1)] {
-            assert_eq!(v.check(&content).unwrap_err(), "content must be an object");
+            assert_eq!(
+                v.check(content.clone()).unwrap_err(),
+                "content must be an object"
+            );
         }
     }
 
@@ -905,8 +904,8 @@ mod tests {
             // A cache hit does not warn again.
             cache.get(&schema).unwrap();
             (
-                v.check(&json!({"code": "123456"})),
-                v.check(&json!({"code": "12ab"})),
+                v.check(json!({"code": "123456"})),
+                v.check(json!({"code": "12ab"})),
             )
         });
         assert_eq!(Value::Object(valid.unwrap()), json!({"code": "123456"}));
