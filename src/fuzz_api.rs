@@ -105,7 +105,7 @@ pub fn sse_split(chunks: &[&[u8]]) -> (Vec<Bytes>, Bytes) {
 
 /// An event's `data` as the layer reads it (its `data:` lines joined by `\n`).
 pub fn sse_data(event: &[u8]) -> Option<Vec<u8>> {
-    crate::sse::data(event)
+    crate::sse::data(event).map(std::borrow::Cow::into_owned)
 }
 
 /// What the layer's borrowed peek makes of a POST body: `"call <method>"`, `"other"`,

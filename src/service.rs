@@ -563,7 +563,7 @@ async fn read_probe<B: Body<Data = Bytes>>(response: Response<B>, round: &Round)
         (true, Payload::Json) => Some(body.to_vec()),
         (true, Payload::EventStream) => sse::events(&body)
             .iter()
-            .filter_map(|event| sse::data(event))
+            .filter_map(|event| sse::data(event).map(std::borrow::Cow::into_owned))
             .find(|data| relation(data, round) != Relation::Other),
         _ => None,
     };

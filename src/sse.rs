@@ -3,6 +3,8 @@
 //! Events end at an empty line; lines end with `\r\n`, `\n` or `\r`. Only what is needed to find
 //! an event's `data` is parsed: every other byte of every event is kept as it came.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 
 /// Splits a byte stream into complete events, remembering how far it has looked so that a large
@@ -26,18 +28,20 @@ impl Splitter {
         let buf = &self.buf[..];
         let mut i = self.scanned;
         while i < buf.len() {
+            // Jump to the next line break.
+            let Some(at) = memchr::memchr2(b'\n', b'\r', &buf[i..]) else {
+                i = buf.len();
+                break;
+            };
+            i += at;
             let terminator = match buf[i] {
-                b'\n' => 1,
                 b'\r' => match buf.get(i + 1) {
                     Some(b'\n') => 2,
                     Some(_) => 1,
                     // A lone `\r` at the end may be half of `\r\n`: wait for the next byte.
                     None => break,
                 },
-                _ => {
-                    i += 1;
-                    continue;
-                }
+                _ => 1,
             };
             let empty_line = i == self.line_start;
             i += terminator;
@@ -65,9 +69,10 @@ impl Splitter {
     }
 }
 
-/// The event's `data`, its `data:` lines joined by `\n`; `None` when it has none.
-pub(crate) fn data(event: &[u8]) -> Option<Vec<u8>> {
-    let mut data: Option<Vec<u8>> = None;
+/// The event's `data`, its `data:` lines joined by `\n` (borrowed when there is one line);
+/// `None` when it has none.
+pub(crate) fn data(event: &[u8]) -> Option<Cow<'_, [u8]>> {
+    let mut data: Option<Cow<'_, [u8]>> = None;
     for line in lines(event) {
         let value = if line == b"data" {
             &b""[..]
@@ -78,10 +83,11 @@ pub(crate) fn data(event: &[u8]) -> Option<Vec<u8>> {
         };
         match &mut data {
             Some(joined) => {
+                let joined = joined.to_mut();
                 joined.push(b'\n');
                 joined.extend_from_slice(value);
             }
-            None => data = Some(value.to_vec()),
+            None => data = Some(Cow::Borrowed(value)),
         }
     }
     data
@@ -124,7 +130,7 @@ fn lines(event: &[u8]) -> impl Iterator<Item = &[u8]> {
         if rest.is_empty() {
             return None;
         }
-        let end = rest.iter().position(|&b| b == b'\n' || b == b'\r');
+        let end = memchr::memchr2(b'\n', b'\r', rest);
         let (line, next) = match end {
             None => (rest, &b""[..]),
             Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => {
@@ -187,11 +193,11 @@ mod tests {
     #[test]
     fn data_lines_are_joined_and_other_fields_kept() {
         assert_eq!(
-            data(b"id: 7\ndata: {\"a\":\ndata:1}\n\n").unwrap(),
+            &*data(b"id: 7\ndata: {\"a\":\ndata:1}\n\n").unwrap(),
             b"{\"a\":\n1}"
         );
         assert_eq!(data(b": comment\n\n"), None);
-        assert_eq!(data(b"data\n\n").unwrap(), b"");
+        assert_eq!(&*data(b"data\n\n").unwrap(), b"");
         assert_eq!(
             &replace_data(b"event: message\r\nid: 7\r\ndata: old\r\n\r\n", b"{}")[..],
             b"event: message\nid: 7\ndata: {}\n\n"
