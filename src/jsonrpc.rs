@@ -267,14 +267,16 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
 struct Message<'a> {
     /// The envelope's members; `None` stands for `params`, which is in `params`.
     top: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
-    params: Params<'a>,
+    params: RawMembers<'a>,
 }
 
-enum Params<'a> {
+/// An object's members as raw text, in order, or what stands in its place.
+pub(crate) enum RawMembers<'a> {
+    /// The field is not there.
     Absent,
     Null,
     Object(Vec<(Cow<'a, str>, &'a RawValue)>),
-    /// An array or a scalar: not MCP, and never rewritten.
+    /// An array or a scalar.
     NotObject,
 }
 
@@ -314,9 +316,9 @@ impl<'a> Message<'a> {
         };
         let id = self.get("id");
         let params = match self.params {
-            Params::Absent | Params::Null => None,
-            Params::Object(members) => Some(members),
-            Params::NotObject => {
+            RawMembers::Absent | RawMembers::Null => None,
+            RawMembers::Object(members) => Some(members),
+            RawMembers::NotObject => {
                 return Peek::Refuse(Reply::error(
                     200,
                     id,
@@ -372,7 +374,7 @@ impl<'de> Deserialize<'de> for Message<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut top = Vec::with_capacity(4);
-                let mut params = Params::Absent;
+                let mut params = RawMembers::Absent;
                 while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
                     if key.0 == "params" {
                         // A repeated `params` is refused afterwards; the last one read is kept.
@@ -389,42 +391,42 @@ impl<'de> Deserialize<'de> for Message<'de> {
     }
 }
 
-impl<'de> Deserialize<'de> for Params<'de> {
+impl<'de> Deserialize<'de> for RawMembers<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Params<'de>;
+            type Value = RawMembers<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("params")
+                f.write_str("a JSON value")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut members = Vec::with_capacity(8);
                 while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
                     members.push((key.0, map.next_value()?));
                 }
-                Ok(Params::Object(members))
+                Ok(RawMembers::Object(members))
             }
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Params::Null)
+                Ok(RawMembers::Null)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-                Ok(Params::NotObject)
+                Ok(RawMembers::NotObject)
             }
             fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Params::NotObject)
+                Ok(RawMembers::NotObject)
             }
             fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Params::NotObject)
+                Ok(RawMembers::NotObject)
             }
             fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Params::NotObject)
+                Ok(RawMembers::NotObject)
             }
             fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Params::NotObject)
+                Ok(RawMembers::NotObject)
             }
             fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Params::NotObject)
+                Ok(RawMembers::NotObject)
             }
         }
         d.deserialize_any(V)

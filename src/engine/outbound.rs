@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::Round;
 use super::answers::{self, Checked};
 use crate::canonical::canonical_raw;
-use crate::jsonrpc::BorrowedStr;
+use crate::jsonrpc::{BorrowedStr, RawMembers};
 use crate::jsonrpc::{
     Call, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
 };
@@ -65,16 +65,8 @@ enum Members<'a> {
     /// Members in order; `inputRequests`' value is `None` here, its members are in `requests`.
     Object {
         members: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
-        requests: Requests<'a>,
+        requests: RawMembers<'a>,
     },
-    NotObject,
-}
-
-/// `inputRequests`' members.
-enum Requests<'a> {
-    Absent,
-    Null,
-    Object(Vec<(Cow<'a, str>, &'a RawValue)>),
     NotObject,
 }
 
@@ -162,7 +154,7 @@ impl<'de> Deserialize<'de> for Members<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut members = Vec::with_capacity(4);
-                let mut requests = Requests::Absent;
+                let mut requests = RawMembers::Absent;
                 while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
                     if key.0 == "inputRequests" {
                         requests = map.next_value()?;
@@ -194,48 +186,6 @@ impl<'de> Deserialize<'de> for Members<'de> {
             }
             fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
                 Ok(Members::NotObject)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for Requests<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Requests<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("input requests")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut members = Vec::with_capacity(2);
-                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-                    members.push((key.0, map.next_value()?));
-                }
-                Ok(Requests::Object(members))
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Requests::Null)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Requests::NotObject)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Requests::NotObject)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Requests::NotObject)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Requests::NotObject)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Requests::NotObject)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Requests::NotObject)
             }
         }
         d.deserialize_any(V)
@@ -479,9 +429,9 @@ fn read_input_required<'a>(
     let mut questions = Questions::new();
     let mut kinds = Vec::new();
     match requests {
-        Requests::Absent | Requests::Null => {}
-        Requests::NotObject => return Err(broken("inputRequests is not an object")),
-        Requests::Object(requests) => {
+        RawMembers::Absent | RawMembers::Null => {}
+        RawMembers::NotObject => return Err(broken("inputRequests is not an object")),
+        RawMembers::Object(requests) => {
             for (key, request) in requests {
                 let canonical = canonical_raw(request)
                     .map_err(|_| broken("an input request is not JSON the layer can read"))?;
