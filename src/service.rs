@@ -258,11 +258,8 @@ where
                         Ok(collected) => {
                             let bytes = collected.to_bytes();
                             if engine::passes_unread(&bytes) {
-                                // The original bytes, under the original headers.
-                                let request =
-                                    Request::from_parts(parts, RequestBody::buffered(bytes));
                                 State::Forwarding {
-                                    future: inner.call(request),
+                                    future: inner.call(forward(parts, bytes)),
                                 }
                             } else {
                                 State::Boxed {
@@ -315,8 +312,7 @@ where
         Intake::Call(call) => call,
         Intake::Respond(reply) => return Ok(reply_response(reply)),
         Intake::Forward => {
-            let request = Request::from_parts(parts, RequestBody::buffered(bytes.clone()));
-            let response = inner.call(request).await?;
+            let response = inner.call(forward(parts, bytes.clone())).await?;
             return Ok(response.map(ResponseBody::inner));
         }
     };
@@ -466,6 +462,25 @@ async fn check_flow(
         }
     }
     Ok(())
+}
+
+/// The request for the inner service with the original `body`: under its original headers when
+/// they describe it (one `Content-Length`, equal to its length, and no `Transfer-Encoding`), else
+/// as [`rebuild`] makes them.
+fn forward<B>(parts: http::request::Parts, body: Bytes) -> Request<RequestBody<B>> {
+    let mut lengths = parts.headers.get_all(CONTENT_LENGTH).iter();
+    let described = lengths
+        .next()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        == Some(body.len())
+        && lengths.next().is_none()
+        && !parts.headers.contains_key(TRANSFER_ENCODING);
+    if described {
+        Request::from_parts(parts, RequestBody::buffered(body))
+    } else {
+        rebuild(parts, body)
+    }
 }
 
 /// The request for the inner service, with `body` and a matching `Content-Length`.

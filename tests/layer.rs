@@ -1169,6 +1169,53 @@ fn fixed(content_type: &'static str, body: &'static str) -> FakeMcp {
     FakeMcp::new(move |_| raw_response(StatusCode::OK, content_type, body))
 }
 
+/// A body the layer forwards as it came keeps its headers only when they describe it; otherwise
+/// it goes on with a `Content-Length` that does, and no `Transfer-Encoding`.
+#[tokio::test]
+async fn a_forwarded_body_is_described_by_its_headers() {
+    let h = Harness::new(
+        layer(),
+        fixed(
+            "application/json",
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        ),
+    );
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let length = list.len().to_string();
+    let mut described = support::post(list);
+    described
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, length.parse().unwrap());
+    let mut chunked = support::post(list);
+    *chunked.body_mut() = support::chunked([Bytes::from(&list[..10]), Bytes::from(&list[10..])]);
+    chunked
+        .headers_mut()
+        .insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+    let mut lying = support::post(list);
+    lying
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, "5".parse().unwrap());
+    let mut twice = support::post(list);
+    for value in [length.as_str(), "5"] {
+        twice
+            .headers_mut()
+            .append(header::CONTENT_LENGTH, value.parse().unwrap());
+    }
+    for request in [described, chunked, lying, twice] {
+        let reply = h.send(request).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let received = h.fake.last();
+        assert_eq!(received.bytes, list.as_bytes());
+        let lengths: Vec<_> = received
+            .headers
+            .get_all(header::CONTENT_LENGTH)
+            .iter()
+            .collect();
+        assert_eq!(lengths, [length.as_str()]);
+        assert!(!received.headers.contains_key(header::TRANSFER_ENCODING));
+    }
+}
+
 #[tokio::test]
 async fn a_batch_with_an_mrtr_method_is_refused() {
     let h = Harness::new(layer(), fixed("application/json", "[]"));
