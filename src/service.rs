@@ -119,16 +119,20 @@ where
             return ResponseFuture::new(State::Forwarding { future });
         }
         let (parts, body) = request.into_parts();
+        let mut lengths = parts.headers.get_all(CONTENT_LENGTH).iter();
+        let content_length = lengths
+            .next()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        // The length the headers give the body, if they give exactly one and no other framing.
+        let framed = content_length
+            .filter(|_| lengths.next().is_none() && !parts.headers.contains_key(TRANSFER_ENCODING));
         let head = engine::Head {
             content_encoding: parts
                 .headers
                 .get(CONTENT_ENCODING)
                 .map(HeaderValue::as_bytes),
-            content_length: parts
-                .headers
-                .get(CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok()),
+            content_length,
         };
         if let Some(reply) = engine::refuse_unread(head, self.config.max_body_bytes) {
             return ResponseFuture::new(State::Ready {
@@ -142,6 +146,7 @@ where
                 config: self.config.clone(),
                 parts,
                 post,
+                framed,
             }),
         })
     }
@@ -203,6 +208,8 @@ struct Pending<S> {
     config: Arc<Config>,
     parts: http::request::Parts,
     post: bool,
+    /// The body length the headers declare, when they declare exactly one and no other framing.
+    framed: Option<u64>,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -244,6 +251,7 @@ where
                         config,
                         parts,
                         post,
+                        framed,
                     }) = pending.take()
                     else {
                         panic!("ResponseFuture polled after completion");
@@ -259,11 +267,13 @@ where
                             let bytes = collected.to_bytes();
                             if engine::passes_unread(&bytes) {
                                 State::Forwarding {
-                                    future: inner.call(forward(parts, bytes)),
+                                    future: inner.call(forward(parts, bytes, framed)),
                                 }
                             } else {
                                 State::Boxed {
-                                    future: Box::pin(handle(inner, config, parts, bytes, post)),
+                                    future: Box::pin(handle(
+                                        inner, config, parts, bytes, post, framed,
+                                    )),
                                 }
                             }
                         }
@@ -303,6 +313,7 @@ async fn handle<S, ReqBody, ResBody>(
     parts: http::request::Parts,
     bytes: Bytes,
     post: bool,
+    framed: Option<u64>,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
@@ -312,7 +323,7 @@ where
         Intake::Call(call) => call,
         Intake::Respond(reply) => return Ok(reply_response(reply)),
         Intake::Forward => {
-            let response = inner.call(forward(parts, bytes.clone())).await?;
+            let response = inner.call(forward(parts, bytes.clone(), framed)).await?;
             return Ok(response.map(ResponseBody::inner));
         }
     };
@@ -465,18 +476,14 @@ async fn check_flow(
 }
 
 /// The request for the inner service with the original `body`: under its original headers when
-/// they describe it (one `Content-Length`, equal to its length, and no `Transfer-Encoding`), else
-/// as [`rebuild`] makes them.
-fn forward<B>(parts: http::request::Parts, body: Bytes) -> Request<RequestBody<B>> {
-    let mut lengths = parts.headers.get_all(CONTENT_LENGTH).iter();
-    let described = lengths
-        .next()
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        == Some(body.len())
-        && lengths.next().is_none()
-        && !parts.headers.contains_key(TRANSFER_ENCODING);
-    if described {
+/// they describe it (`framed`: one `Content-Length`, equal to its length, and no
+/// `Transfer-Encoding`), else as [`rebuild`] makes them.
+fn forward<B>(
+    parts: http::request::Parts,
+    body: Bytes,
+    framed: Option<u64>,
+) -> Request<RequestBody<B>> {
+    if framed == Some(body.len() as u64) {
         Request::from_parts(parts, RequestBody::buffered(body))
     } else {
         rebuild(parts, body)

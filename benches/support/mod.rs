@@ -109,10 +109,13 @@ pub fn answer(valid: bool) -> Value {
         "name": "Ada Lovelace", "age": 36, "email": email, "subscribe": true}}})
 }
 
+/// A POST as an HTTP client sends it: `Content-Length` included, as every client does for a
+/// buffered body (hyper, reqwest, httpx).
 pub fn post(body: &Bytes, method: &str, name: Option<&str>) -> Request<Full<Bytes>> {
     let mut request = Request::post("/mcp")
         .header(header::HOST, "localhost")
         .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, body.len())
         .header(header::ACCEPT, "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", method);
