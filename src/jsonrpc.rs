@@ -270,14 +270,91 @@ struct Message<'a> {
     params: RawMembers<'a>,
 }
 
-/// An object's members as raw text, in order, or what stands in its place.
-pub(crate) enum RawMembers<'a> {
+/// A JSON value read as an object in one pass (its members through [`FromMembers`]), or what
+/// stands in its place.
+pub(crate) enum ObjectOr<O> {
     /// The field is not there.
     Absent,
     Null,
-    Object(Vec<(Cow<'a, str>, &'a RawValue)>),
+    Object(O),
     /// An array or a scalar.
     NotObject,
+}
+
+/// An object's members as raw text, in order, or what stands in its place.
+pub(crate) type RawMembers<'a> = ObjectOr<Vec<(Cow<'a, str>, &'a RawValue)>>;
+
+/// What an object is read into, member by member, in the same pass as the text around it.
+pub(crate) trait FromMembers<'de>: Sized {
+    fn from_members<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
+}
+
+/// An object's members as raw text, in order.
+impl<'de> FromMembers<'de> for Vec<(Cow<'de, str>, &'de RawValue)> {
+    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut members = Vec::with_capacity(8);
+        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+            members.push((key.0, map.next_value()?));
+        }
+        Ok(members)
+    }
+}
+
+/// Reads a JSON object into `O`; anything else is an error.
+pub(crate) fn deserialize_object<'de, O, D>(d: D) -> Result<O, D::Error>
+where
+    O: FromMembers<'de>,
+    D: Deserializer<'de>,
+{
+    struct V<O>(std::marker::PhantomData<O>);
+    impl<'de, O: FromMembers<'de>> Visitor<'de> for V<O> {
+        type Value = O;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<O, A::Error> {
+            O::from_members(map)
+        }
+    }
+    d.deserialize_map(V(std::marker::PhantomData))
+}
+
+impl<'de, O: FromMembers<'de>> Deserialize<'de> for ObjectOr<O> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<O>(std::marker::PhantomData<O>);
+        impl<'de, O: FromMembers<'de>> Visitor<'de> for V<O> {
+            type Value = ObjectOr<O>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                O::from_members(map).map(ObjectOr::Object)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(ObjectOr::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(ObjectOr::NotObject)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(ObjectOr::NotObject)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(ObjectOr::NotObject)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(ObjectOr::NotObject)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(ObjectOr::NotObject)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(ObjectOr::NotObject)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
 }
 
 impl<'a> Message<'a> {
@@ -316,9 +393,9 @@ impl<'a> Message<'a> {
         };
         let id = self.get("id");
         let params = match self.params {
-            RawMembers::Absent | RawMembers::Null => None,
-            RawMembers::Object(members) => Some(members),
-            RawMembers::NotObject => {
+            ObjectOr::Absent | ObjectOr::Null => None,
+            ObjectOr::Object(members) => Some(members),
+            ObjectOr::NotObject => {
                 return Peek::Refuse(Reply::error(
                     200,
                     id,
@@ -366,70 +443,24 @@ pub(crate) fn duplicate<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> Opti
 
 impl<'de> Deserialize<'de> for Message<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Message<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON-RPC message object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut top = Vec::with_capacity(4);
-                let mut params = RawMembers::Absent;
-                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-                    if key.0 == "params" {
-                        // A repeated `params` is refused afterwards; the last one read is kept.
-                        params = map.next_value()?;
-                        top.push((key.0, None));
-                    } else {
-                        top.push((key.0, Some(map.next_value()?)));
-                    }
-                }
-                Ok(Message { top, params })
-            }
-        }
-        d.deserialize_map(V)
+        deserialize_object(d)
     }
 }
 
-impl<'de> Deserialize<'de> for RawMembers<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RawMembers<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut members = Vec::with_capacity(8);
-                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-                    members.push((key.0, map.next_value()?));
-                }
-                Ok(RawMembers::Object(members))
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(RawMembers::Null)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-                Ok(RawMembers::NotObject)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(RawMembers::NotObject)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(RawMembers::NotObject)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(RawMembers::NotObject)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(RawMembers::NotObject)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(RawMembers::NotObject)
+impl<'de> FromMembers<'de> for Message<'de> {
+    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut top = Vec::with_capacity(4);
+        let mut params = ObjectOr::Absent;
+        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+            if key.0 == "params" {
+                // A repeated `params` is refused afterwards; the last one read is kept.
+                params = map.next_value()?;
+                top.push((key.0, None));
+            } else {
+                top.push((key.0, Some(map.next_value()?)));
             }
         }
-        d.deserialize_any(V)
+        Ok(Message { top, params })
     }
 }
 

@@ -3,17 +3,15 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use std::fmt;
-
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::Round;
 use super::answers::{self, Checked};
 use crate::canonical::canonical_raw;
-use crate::jsonrpc::{BorrowedStr, RawMembers};
+use crate::jsonrpc::{BorrowedStr, FromMembers, ObjectOr, RawMembers, deserialize_object};
 use crate::jsonrpc::{
     Call, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
 };
@@ -53,21 +51,16 @@ struct Message<'a> {
     id: Option<&'a RawValue>,
     has_method: bool,
     has_error: bool,
-    result: Members<'a>,
+    result: ObjectOr<ResultMembers<'a>>,
     /// A key occurs twice in the message or in its result.
     repeated: bool,
 }
 
-/// An object's members as raw text, or what stands in its place.
-enum Members<'a> {
-    Absent,
-    Null,
-    /// Members in order; `inputRequests`' value is `None` here, its members are in `requests`.
-    Object {
-        members: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
-        requests: RawMembers<'a>,
-    },
-    NotObject,
+/// A result object's members in order; `inputRequests`' value is `None` there, its members are
+/// in `requests`.
+struct ResultMembers<'a> {
+    members: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
+    requests: RawMembers<'a>,
 }
 
 impl<'a> Message<'a> {
@@ -78,10 +71,10 @@ impl<'a> Message<'a> {
     /// How the message relates to the call of `round`.
     fn relation(&self, round: &Round) -> Relation {
         let result = match &self.result {
-            Members::NotObject => return Relation::Other,
-            Members::Absent | Members::Null if !self.has_error => return Relation::Other,
-            Members::Absent | Members::Null => None,
-            Members::Object { members, .. } => Some(members),
+            ObjectOr::NotObject => return Relation::Other,
+            ObjectOr::Absent | ObjectOr::Null if !self.has_error => return Relation::Other,
+            ObjectOr::Absent | ObjectOr::Null => None,
+            ObjectOr::Object(result) => Some(&result.members),
         };
         if self.has_method || !same_id(self.id, round.id.as_deref()) {
             return Relation::Other;
@@ -101,94 +94,58 @@ impl<'a> Message<'a> {
 
 impl<'de> Deserialize<'de> for Message<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Message<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON-RPC message object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut message = Message {
-                    id: None,
-                    has_method: false,
-                    has_error: false,
-                    result: Members::Absent,
-                    repeated: false,
-                };
-                let mut keys = Vec::with_capacity(4);
-                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-                    match key.0.as_ref() {
-                        "id" => message.id = Some(map.next_value()?),
-                        "result" => message.result = map.next_value()?,
-                        "method" => {
-                            let method: &RawValue = map.next_value()?;
-                            message.has_method |= method.get() != "null";
-                        }
-                        "error" => {
-                            let error: &RawValue = map.next_value()?;
-                            message.has_error |= error.get() != "null";
-                        }
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                    keys.push(key.0);
-                }
-                message.repeated = repeats(keys.iter().map(AsRef::as_ref))
-                    || matches!(&message.result, Members::Object { members, .. }
-                        if repeats(members.iter().map(|(key, _)| key.as_ref())));
-                Ok(message)
-            }
-        }
-        d.deserialize_map(V)
+        deserialize_object(d)
     }
 }
 
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a result")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut members = Vec::with_capacity(4);
-                let mut requests = RawMembers::Absent;
-                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-                    if key.0 == "inputRequests" {
-                        requests = map.next_value()?;
-                        members.push((key.0, None));
-                    } else {
-                        members.push((key.0, Some(map.next_value()?)));
-                    }
+impl<'de> FromMembers<'de> for Message<'de> {
+    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut message = Message {
+            id: None,
+            has_method: false,
+            has_error: false,
+            result: ObjectOr::Absent,
+            repeated: false,
+        };
+        let mut keys = Vec::with_capacity(4);
+        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+            match key.0.as_ref() {
+                "id" => message.id = Some(map.next_value()?),
+                "result" => message.result = map.next_value()?,
+                "method" => {
+                    let method: &RawValue = map.next_value()?;
+                    message.has_method |= method.get() != "null";
                 }
-                Ok(Members::Object { members, requests })
+                "error" => {
+                    let error: &RawValue = map.next_value()?;
+                    message.has_error |= error.get() != "null";
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Members::Null)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Members::NotObject)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Members::NotObject)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Members::NotObject)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Members::NotObject)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Members::NotObject)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Members::NotObject)
+            keys.push(key.0);
+        }
+        message.repeated = repeats(keys.iter().map(AsRef::as_ref))
+            || matches!(&message.result, ObjectOr::Object(result)
+                if repeats(result.members.iter().map(|(key, _)| key.as_ref())));
+        Ok(message)
+    }
+}
+
+impl<'de> FromMembers<'de> for ResultMembers<'de> {
+    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut members = Vec::with_capacity(4);
+        let mut requests = ObjectOr::Absent;
+        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+            if key.0 == "inputRequests" {
+                requests = map.next_value()?;
+                members.push((key.0, None));
+            } else {
+                members.push((key.0, Some(map.next_value()?)));
             }
         }
-        d.deserialize_any(V)
+        Ok(ResultMembers { members, requests })
     }
 }
 
@@ -423,15 +380,15 @@ fn read_input_required<'a>(
     if message.repeated {
         return Err(broken("a key occurs twice in the message or its result"));
     }
-    let Members::Object { members, requests } = message.result else {
+    let ObjectOr::Object(ResultMembers { members, requests }) = message.result else {
         return Err(broken("result is not an object"));
     };
     let mut questions = Questions::new();
     let mut kinds = Vec::new();
     match requests {
-        RawMembers::Absent | RawMembers::Null => {}
-        RawMembers::NotObject => return Err(broken("inputRequests is not an object")),
-        RawMembers::Object(requests) => {
+        ObjectOr::Absent | ObjectOr::Null => {}
+        ObjectOr::NotObject => return Err(broken("inputRequests is not an object")),
+        ObjectOr::Object(requests) => {
             for (key, request) in requests {
                 let canonical = canonical_raw(request)
                     .map_err(|_| broken("an input request is not JSON the layer can read"))?;
