@@ -26,9 +26,52 @@ const CACHE_CAPACITY: usize = 1024;
 /// recompiling.
 #[derive(Default)]
 pub(crate) struct ValidatorCache {
-    entries: RwLock<HashMap<Box<str>, Arc<FormValidator>>>,
+    entries: Bounded<FormValidator>,
     /// Asked questions by their canonical text: what kind each is, and its form's validator.
-    questions: RwLock<HashMap<Box<str>, Arc<Question>>>,
+    questions: Bounded<Question>,
+}
+
+/// Shared values by their text, cleared whole when [`CACHE_CAPACITY`] is reached.
+struct Bounded<V>(RwLock<HashMap<Box<str>, Arc<V>>>);
+
+impl<V> Default for Bounded<V> {
+    fn default() -> Self {
+        Self(RwLock::default())
+    }
+}
+
+impl<V> Bounded<V> {
+    /// The value for `key`, made by `make` on a miss (a failure is not kept).
+    fn get_or_try_insert<E>(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> Result<V, E>,
+    ) -> Result<Arc<V>, E> {
+        if let Some(found) = self
+            .0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+        {
+            return Ok(Arc::clone(found));
+        }
+        let made = Arc::new(make()?);
+        let mut entries = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        // Another thread may have made the same value meanwhile: keep the first one so every
+        // caller shares it.
+        if let Some(found) = entries.get(key) {
+            return Ok(Arc::clone(found));
+        }
+        if entries.len() >= CACHE_CAPACITY {
+            entries.clear();
+        }
+        entries.insert(key.into(), Arc::clone(&made));
+        Ok(made)
+    }
+
+    fn len(&self) -> usize {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).len()
+    }
 }
 
 /// What the layer needs to know of an asked question, read once per distinct question.
@@ -64,13 +107,8 @@ impl fmt::Display for QuestionError {
 
 impl fmt::Debug for ValidatorCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let len = self
-            .entries
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len();
         f.debug_struct("ValidatorCache")
-            .field("len", &len)
+            .field("len", &self.entries.len())
             .finish_non_exhaustive()
     }
 }
@@ -120,39 +158,24 @@ impl ValidatorCache {
     /// A question that is not elicitation, sampling or roots, or a form without a schema that
     /// compiles. Failures are not cached.
     pub(crate) fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError> {
-        if let Some(found) = self
-            .questions
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(text)
-        {
-            return Ok(Arc::clone(found));
-        }
-        let raw = serde_json::from_str::<&serde_json::value::RawValue>(text)
-            .map_err(|_| QuestionError::UnknownKind)?;
-        let (kind, schema) = InputKind::of_raw(raw).ok_or(QuestionError::UnknownKind)?;
-        let form = match kind {
-            InputKind::Form => {
-                let schema = schema
-                    .filter(|s| s.get().starts_with('{'))
-                    .ok_or(QuestionError::NoSchema)?;
-                let validator = self
-                    .get_canonical_text(schema.get())
-                    .map_err(QuestionError::Schema)?;
-                Some(validator)
-            }
-            _ => None,
-        };
-        let question = Arc::new(Question { kind, form });
-        let mut questions = self
-            .questions
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if questions.len() >= CACHE_CAPACITY {
-            questions.clear();
-        }
-        questions.insert(text.into(), Arc::clone(&question));
-        Ok(question)
+        self.questions.get_or_try_insert(text, || {
+            let raw = serde_json::from_str::<&serde_json::value::RawValue>(text)
+                .map_err(|_| QuestionError::UnknownKind)?;
+            let (kind, schema) = InputKind::of_raw(raw).ok_or(QuestionError::UnknownKind)?;
+            let form = match kind {
+                InputKind::Form => {
+                    let schema = schema
+                        .filter(|s| s.get().starts_with('{'))
+                        .ok_or(QuestionError::NoSchema)?;
+                    let validator = self
+                        .get_canonical_text(schema.get())
+                        .map_err(QuestionError::Schema)?;
+                    Some(validator)
+                }
+                _ => None,
+            };
+            Ok(Question { kind, form })
+        })
     }
 
     fn get_canonical(
@@ -160,45 +183,23 @@ impl ValidatorCache {
         key: &str,
         schema: impl FnOnce() -> Result<Value, String>,
     ) -> Result<Arc<FormValidator>, String> {
-        if let Some(found) = self
-            .entries
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-        {
-            return Ok(Arc::clone(found));
-        }
-
-        let schema = schema()?;
-        if let Err(err) = super::schema::check(&schema) {
-            tracing::warn!(
-                target: "tower_elicitation",
-                path = %err.path,
-                reason = %err.reason,
-                "requestedSchema is outside the MCP form subset; validating it anyway"
-            );
-        }
-        let compiled = Arc::new(FormValidator::compile(&schema)?);
-
-        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
-        // Another thread may have compiled the same schema meanwhile: keep the first one so
-        // every caller shares one validator.
-        if let Some(found) = entries.get(key) {
-            return Ok(Arc::clone(found));
-        }
-        if entries.len() >= CACHE_CAPACITY {
-            entries.clear();
-        }
-        entries.insert(key.into(), Arc::clone(&compiled));
-        Ok(compiled)
+        self.entries.get_or_try_insert(key, || {
+            let schema = schema()?;
+            if let Err(err) = super::schema::check(&schema) {
+                tracing::warn!(
+                    target: "tower_elicitation",
+                    path = %err.path,
+                    reason = %err.reason,
+                    "requestedSchema is outside the MCP form subset; validating it anyway"
+                );
+            }
+            FormValidator::compile(&schema)
+        })
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.entries
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.entries.len()
     }
 }
 
