@@ -518,6 +518,17 @@ async fn tampered_and_foreign_tokens_are_refused_alike() {
     assert_eq!(reply.json()["result"]["resultType"], "complete");
 }
 
+/// The approved retry of `deploy` as text, with its arguments spelled exactly as `arguments`.
+fn approved_deploy_text(id: u32, arguments: &str, token: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"deploy",
+        "arguments":{arguments},"requestState":"{token}",
+        "inputResponses":{{"approval":{{"action":"accept","content":{{"approve":true}}}}}},
+        "_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}}}}}"#
+    )
+}
+
 #[tokio::test]
 async fn arguments_are_bound_by_value_not_by_bytes() {
     let h = Harness::new(
@@ -527,13 +538,7 @@ async fn arguments_are_bound_by_value_not_by_bytes() {
     let call = deploy().args(json!({"env": "staging", "replicas": 3}));
     let token = first_round(&h, &call).await;
 
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"deploy",
-        "arguments":{{ "replicas" : 3, "env":"staging" }},"requestState":"{token}",
-        "inputResponses":{{"approval":{{"action":"accept","content":{{"approve":true}}}}}},
-        "_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}}}}}"#
-    );
+    let body = approved_deploy_text(2, r#"{ "replicas" : 3, "env":"staging" }"#, &token);
     let reply = h.send(support::post(body)).await;
     assert_eq!(reply.json()["result"]["resultType"], "complete");
 }
@@ -555,13 +560,7 @@ async fn a_reask_after_a_retry_bound_by_its_exact_text_binds_the_same_arguments(
     assert_eq!(reply["result"]["resultType"], "input_required");
     let again = take_state(&mut reply);
     // That token binds the arguments' meaning, whatever their spelling.
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"deploy",
-        "arguments":{{ "replicas" : 3, "env":"stag\u0069ng" }},"requestState":"{again}",
-        "inputResponses":{{"approval":{{"action":"accept","content":{{"approve":true}}}}}},
-        "_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}}}}}"#
-    );
+    let body = approved_deploy_text(3, r#"{ "replicas" : 3, "env":"stag\u0069ng" }"#, &again);
     let reply = h.send(support::post(body)).await;
     assert_eq!(reply.json()["result"]["resultType"], "complete");
     // And no other arguments.

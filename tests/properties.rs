@@ -481,8 +481,9 @@ proptest! {
     #[test]
     fn arguments_are_bound_by_value(args in json_value(), other in json_value()) {
         // The same value in any key order binds alike; a different value never does.
-        let reordered = reorder(&args);
-        prop_assert_eq!(args_digest(Some(&args)), args_digest(Some(&reordered)));
+        // Keys reversed, as text: parsed back into a `Value` they would be sorted again.
+        let reordered = respell(&args, &mut std::iter::repeat(1));
+        prop_assert_eq!(args_digest_json(&reordered), Some(args_digest(Some(&args))));
         let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(Map::is_empty);
         if args != other && !(empty(&args) && empty(&other)) {
             prop_assert_ne!(args_digest(Some(&args)), args_digest(Some(&other)));
@@ -644,40 +645,6 @@ fn respell(value: &Value, choices: &mut impl Iterator<Item = u8>) -> String {
     let mut out = String::new();
     write(value, &mut out, choices);
     out
-}
-
-/// The same JSON value with every object's keys in reverse order (as text, parsed back).
-fn reorder(value: &Value) -> Value {
-    fn write(value: &Value, out: &mut String) {
-        match value {
-            Value::Object(map) => {
-                out.push('{');
-                for (i, (k, v)) in map.iter().rev().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&serde_json::to_string(k).unwrap());
-                    out.push(':');
-                    write(v, out);
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(v, out);
-                }
-                out.push(']');
-            }
-            scalar => out.push_str(&scalar.to_string()),
-        }
-    }
-    let mut text = String::new();
-    write(value, &mut text);
-    serde_json::from_str(&text).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
