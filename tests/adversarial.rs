@@ -118,16 +118,22 @@ fn nothing_unverified_reached(fake: &FakeMcp) {
 // ---------------------------------------------------------------------------------------------
 // Batches.
 
-#[tokio::test]
-async fn no_batch_carries_an_mrtr_call_to_the_inner_service() {
-    let h = harness();
-    let token = first_round(&h, &deploy()).await;
+/// The token of `deploy`'s first round on `h`, and the text of a valid, approved retry (id 2).
+async fn approved_retry(h: &Harness) -> (String, String) {
+    let token = first_round(h, &deploy()).await;
     let retry = deploy()
         .id(2)
         .state(&token)
         .answers(approve())
         .body()
         .to_string();
+    (token, retry)
+}
+
+#[tokio::test]
+async fn no_batch_carries_an_mrtr_call_to_the_inner_service() {
+    let h = harness();
+    let (_, retry) = approved_retry(&h).await;
     let forged = deploy()
         .id(3)
         .state("forged")
@@ -418,13 +424,7 @@ async fn rmcp_refuses_headers_that_disagree_and_the_layer_passes_that_on() {
 #[tokio::test]
 async fn bodies_that_are_not_utf8_json_never_reach_the_inner_service() {
     let h = harness();
-    let token = first_round(&h, &deploy()).await;
-    let retry = deploy()
-        .id(2)
-        .state(&token)
-        .answers(approve())
-        .body()
-        .to_string();
+    let (token, retry) = approved_retry(&h).await;
     let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"X"}}"#;
     let mut bodies: Vec<Vec<u8>> = Vec::new();
     for bad in [
