@@ -521,6 +521,16 @@ async fn a_slow_inner_service_is_waited_for_without_a_timeout_of_the_layers() {
     assert_eq!(message, expected);
 }
 
+/// An event-stream response whose chunks are whatever `stream` receives, as they arrive.
+fn streamed(mut stream: mpsc::Receiver<Bytes>) -> Response<support::Body> {
+    let frames = futures_util::stream::poll_fn(move |cx| {
+        stream
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|c| Ok::<_, Infallible>(Frame::data(c))))
+    });
+    sse_response(StreamBody::new(frames).boxed_unsync())
+}
+
 /// Each notification is produced only after the client has read the one before it: a layer
 /// that held notifications back would wait forever here.
 #[tokio::test]
@@ -531,7 +541,7 @@ async fn notifications_reach_the_client_one_by_one_before_the_result() {
     let fake = FakeMcp::new(move |request| {
         let id = request.json()["id"].clone();
         let acked = acked.clone();
-        let (events, mut stream) = mpsc::channel::<Bytes>(1);
+        let (events, stream) = mpsc::channel::<Bytes>(1);
         tokio::spawn(async move {
             let mut acked = acked.lock().await.take().expect("called once");
             for _ in 0..NOTIFICATIONS {
@@ -541,12 +551,7 @@ async fn notifications_reach_the_client_one_by_one_before_the_result() {
             let message = result_message(id, asks());
             events.send(sse_event(2, &message)).await.unwrap();
         });
-        let frames = futures_util::stream::poll_fn(move |cx| {
-            stream
-                .poll_recv(cx)
-                .map(|chunk| chunk.map(|c| Ok::<_, Infallible>(Frame::data(c))))
-        });
-        sse_response(StreamBody::new(frames).boxed_unsync())
+        streamed(stream)
     });
     let h = Harness::new(layer(), fake);
     let mut body = h.respond(deploy().request()).await.into_body();
@@ -576,14 +581,9 @@ type FallibleBody = UnsyncBoxBody<Bytes, Boom>;
 async fn a_client_that_disconnects_mid_stream_releases_the_inner_stream() {
     let (senders, mut sender) = mpsc::unbounded_channel::<mpsc::Sender<Bytes>>();
     let fake = FakeMcp::new(move |_| {
-        let (events, mut stream) = mpsc::channel::<Bytes>(1);
+        let (events, stream) = mpsc::channel::<Bytes>(1);
         senders.send(events).unwrap();
-        let frames = futures_util::stream::poll_fn(move |cx| {
-            stream
-                .poll_recv(cx)
-                .map(|chunk| chunk.map(|c| Ok::<_, Infallible>(Frame::data(c))))
-        });
-        sse_response(StreamBody::new(frames).boxed_unsync())
+        streamed(stream)
     });
     let h = Harness::new(layer(), fake);
     let requests = [
