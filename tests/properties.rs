@@ -1083,6 +1083,23 @@ proptest! {
 // tokens open, and a seeded retry gets past the layer to the inner service. A change of the
 // token format that leaves them stale fails here, not silently in the fuzzer.
 
+/// The one call the inner service gets when `body` goes through `layer` (it answers an empty
+/// result), as JSON.
+fn forwarded_once(layer: &ElicitationLayer, body: &[u8], name: &str) -> Value {
+    let done = exchange(
+        layer,
+        post(&serde_json::from_slice(body).unwrap()),
+        |received| {
+            let call: Value = serde_json::from_slice(&received.body).unwrap();
+            json_response(&json!({"jsonrpc": "2.0", "id": call["id"], "result": {}}))
+        },
+    );
+    let [forwarded] = done.received.as_slice() else {
+        panic!("{name}: {:?}", done.body);
+    };
+    serde_json::from_slice(&forwarded.body).unwrap()
+}
+
 fn seed(target: &str, name: &str) -> Vec<u8> {
     let path = format!("{}/fuzz/seeds/{target}/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -1110,19 +1127,7 @@ fn the_fuzz_seed_retries_reach_the_inner_service() {
             Some(at) => input[at + 3..].to_vec(),
             None => input[1..].to_vec(),
         };
-        let layer = ElicitationLayer::new(k1());
-        let done = exchange(
-            &layer,
-            post(&serde_json::from_slice(&body).unwrap()),
-            |received| {
-                let call: Value = serde_json::from_slice(&received.body).unwrap();
-                json_response(&json!({"jsonrpc": "2.0", "id": call["id"], "result": {}}))
-            },
-        );
-        let [forwarded] = done.received.as_slice() else {
-            panic!("{name}: {:?}", done.body);
-        };
-        let call: Value = serde_json::from_slice(&forwarded.body).unwrap();
+        let call = forwarded_once(&ElicitationLayer::new(k1()), &body, name);
         assert_eq!(call["params"]["requestState"], "inner-1", "{name}");
         assert_eq!(call["params"]["inputResponses"], answers, "{name}");
     }
@@ -1142,18 +1147,7 @@ fn the_fuzz_seed_retries_reach_the_inner_service() {
         )
         .unwrap();
     let input = seed("inbound", "gate-retry");
-    let done = exchange(
-        &layer,
-        post(&serde_json::from_slice(&input[1..]).unwrap()),
-        |received| {
-            let call: Value = serde_json::from_slice(&received.body).unwrap();
-            json_response(&json!({"jsonrpc": "2.0", "id": call["id"], "result": {}}))
-        },
-    );
-    let [forwarded] = done.received.as_slice() else {
-        panic!("gate-retry: {:?}", done.body);
-    };
-    let call: Value = serde_json::from_slice(&forwarded.body).unwrap();
+    let call = forwarded_once(&layer, &input[1..], "gate-retry");
     assert_eq!(
         call["params"]["inputResponses"],
         json!({"confirm-delete": {"action": "accept", "content": {"confirm": "dev"}}})
