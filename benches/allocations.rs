@@ -23,7 +23,7 @@ use http::{Request, Response};
 use http_body::Body;
 use http_body_util::Full;
 use serde_json::json;
-use support::{call, echo, layer, meta, post, send, token};
+use support::{call, echo, layer, post, send, token};
 use tower::{Service, ServiceBuilder};
 
 /// `System`, counting every allocation and the bytes asked for.
@@ -134,20 +134,13 @@ fn main() {
         .find_map(|a| a.parse::<usize>().ok())
         .unwrap_or(if benching { 1000 } else { 20 });
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = support::runtime();
     let bare = tower::service_fn(|r: Request<Full<Bytes>>| echo(r, false));
     let layered = ServiceBuilder::new()
         .layer(layer())
         .service_fn(|r| echo(r, false));
 
-    let list = Bytes::from(
-        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-            "params": {"_meta": meta()}}))
-        .expect("JSON"),
-    );
+    let list = support::list_request();
     let first = call("deploy", json!({"environment": "staging"}), json!({}));
     let sealed = rt.block_on(token(&layered, &first));
     let support::Retries {

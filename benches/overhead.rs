@@ -23,14 +23,11 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use http::Request;
 use http_body_util::Full;
 use serde_json::json;
-use support::{call, echo, large_arguments, layer, meta, post, send, token};
+use support::{call, echo, large_arguments, layer, post, send, token};
 use tower::ServiceBuilder;
 
 fn overhead(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = support::runtime();
     let mut group = c.benchmark_group("overhead");
 
     let bare = tower::service_fn(|r: Request<Full<Bytes>>| echo(r, false));
@@ -43,11 +40,7 @@ fn overhead(c: &mut Criterion) {
         .service_fn(|r| echo(r, true));
 
     // A ~300-byte `tools/list`: a body read and a borrowed peek, original bytes forwarded.
-    let list = Bytes::from(
-        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-            "params": {"_meta": meta()}}))
-        .expect("JSON"),
-    );
+    let list = support::list_request();
     group.bench_function("echo/bare/tools_list", |b| {
         b.to_async(&rt)
             .iter(|| async { black_box(send(&bare, post(&list, "tools/list", None)).await) })

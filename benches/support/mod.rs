@@ -65,6 +65,23 @@ where
         .expect("response"))
 }
 
+/// The current-thread runtime every request is driven on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A ~300-byte `tools/list` request body.
+pub fn list_request() -> Bytes {
+    Bytes::from(
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+            "params": {"_meta": meta()}}))
+        .expect("JSON"),
+    )
+}
+
 pub fn tools_list() -> Value {
     json!({"resultType": "complete", "tools": [
         {"name": "save_profile", "description": "Save the user's profile", "inputSchema": {"type": "object", "properties": {}}},
