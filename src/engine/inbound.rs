@@ -93,6 +93,7 @@ fn decide(
     // A retry's arguments are bound by their exact text when it is the text that was sealed; the
     // canonical form is needed first only where a token cannot vouch for them.
     let args = if mrtr && sealed_retry && !gated_call {
+        // Filled in from the opened token below; nothing before that reads it.
         String::new()
     } else {
         canonical_args(&arguments, id)?
