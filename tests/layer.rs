@@ -1160,6 +1160,23 @@ async fn an_input_required_with_a_repeated_key_is_an_internal_error() {
     }
 }
 
+/// An `input_required` spelled with escapes is read as one: its state is sealed, never passed on
+/// as the inner service wrote it.
+#[tokio::test]
+async fn an_input_required_spelled_with_escapes_is_sealed() {
+    const FORM: &str = r#"{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}"#;
+    let bodies: [&'static str; 2] = [
+        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_requ\u0069red","inputRequests":{{"a":{FORM}}},"requestState":"inner"}}}}"#).into_boxed_str()),
+        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"\u0069\u006e\u0070\u0075\u0074_required","inputRequests":{{"a":{FORM}}},"requestState":"inner"}}}}"#).into_boxed_str()),
+    ];
+    for body in bodies {
+        let h = Harness::new(layer(), fixed("application/json", body));
+        let reply = h.call(&deploy()).await.json();
+        let state = reply["result"]["requestState"].as_str().unwrap_or_default();
+        assert!(state.starts_with("v1."), "{body} -> {reply}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 12–13. Batches and duplicate keys.
 

@@ -172,8 +172,22 @@ fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
 
 /// Decides what the client receives for the inner service's response `message` to `round`
 /// (a message that is not the response to it passes unchanged).
+///
+/// Only an `input_required` result is ever changed, so a message that cannot spell one passes
+/// after a byte scan, unparsed.
 pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64) -> Outbound {
+    if cannot_ask(message) {
+        return Outbound::Unchanged;
+    }
     respond(message, round, config, now).unwrap_or(Outbound::Unchanged)
+}
+
+/// Whether a JSON text cannot carry the string `input_required` in any spelling a parser reads:
+/// it does not contain it, and has no `\u` escape that could spell one of its letters (the
+/// other escapes stand for characters it does not have).
+fn cannot_ask(message: &[u8]) -> bool {
+    memchr::memmem::find(message, b"input_required").is_none()
+        && memchr::memmem::find(message, b"\\u").is_none()
 }
 
 /// [`outbound`](fn@outbound), telling a message that is no response to the call (`None`) from
