@@ -10,7 +10,6 @@ use serde_json::{Map, Value, json};
 
 use super::Round;
 use super::answers::{self, Checked};
-use crate::canonical::canonical_raw;
 use crate::jsonrpc::{BorrowedStr, FromMembers, ObjectOr, RawMembers, deserialize_object};
 use crate::jsonrpc::{
     Call, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
@@ -404,15 +403,15 @@ fn read_input_required<'a>(
         ObjectOr::NotObject => return Err(broken("inputRequests is not an object")),
         ObjectOr::Object(requests) => {
             for (key, request) in requests {
-                let canonical = canonical_raw(request)
-                    .map_err(|_| broken("an input request is not JSON the layer can read"))?;
-                let kind = config
+                let spelled = config
                     .validators
-                    .question(canonical.get())
-                    .map_err(|why| broken(&why.to_string()))?
-                    .kind;
-                kinds.push(kind);
-                if questions.insert(key.into_owned(), canonical).is_some() {
+                    .spelled(request.get())
+                    .map_err(|why| broken(&why.to_string()))?;
+                kinds.push(spelled.question.kind);
+                if questions
+                    .insert(key.into_owned(), spelled.canonical.clone())
+                    .is_some()
+                {
                     return Err(broken("inputRequests repeats a key"));
                 }
             }

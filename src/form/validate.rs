@@ -11,6 +11,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError, Validator};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::mcp::InputKind;
@@ -29,6 +30,8 @@ pub(crate) struct ValidatorCache {
     entries: Bounded<FormValidator>,
     /// Asked questions by their canonical text: what kind each is, and its form's validator.
     questions: Bounded<Question>,
+    /// Asked questions by the text an inner service spelled them in.
+    spellings: Bounded<Spelled>,
 }
 
 /// Shared values by their text, cleared whole when [`CACHE_CAPACITY`] is reached.
@@ -82,9 +85,18 @@ pub(crate) struct Question {
     pub(crate) form: Option<Arc<FormValidator>>,
 }
 
+/// A question as an inner service spelled it: its canonical text, and what it is.
+#[derive(Debug)]
+pub(crate) struct Spelled {
+    pub(crate) canonical: Box<RawValue>,
+    pub(crate) question: Arc<Question>,
+}
+
 /// Why a question cannot be asked through the layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum QuestionError {
+    /// Not JSON that has a canonical form (invalid, a repeated key, too deep).
+    Unreadable,
     /// Not elicitation, sampling or roots.
     UnknownKind,
     /// A form without a `requestedSchema` object.
@@ -96,6 +108,7 @@ pub(crate) enum QuestionError {
 impl fmt::Display for QuestionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::Unreadable => f.write_str("an input request is not JSON the layer can read"),
             Self::UnknownKind => {
                 f.write_str("an input request is not elicitation, sampling or roots")
             }
@@ -159,8 +172,8 @@ impl ValidatorCache {
     /// compiles. Failures are not cached.
     pub(crate) fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError> {
         self.questions.get_or_try_insert(text, || {
-            let raw = serde_json::from_str::<&serde_json::value::RawValue>(text)
-                .map_err(|_| QuestionError::UnknownKind)?;
+            let raw =
+                serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::UnknownKind)?;
             let (kind, schema) = InputKind::of_raw(raw).ok_or(QuestionError::UnknownKind)?;
             let form = match kind {
                 InputKind::Form => {
@@ -175,6 +188,27 @@ impl ValidatorCache {
                 _ => None,
             };
             Ok(Question { kind, form })
+        })
+    }
+
+    /// The canonical text of a question an inner service asked as `text`, and what it is:
+    /// canonicalised and read once per distinct spelling, then one hash of the text.
+    ///
+    /// # Errors
+    ///
+    /// As [`question`](Self::question), and for text that has no canonical form. Failures are
+    /// not cached.
+    pub(crate) fn spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
+        self.spellings.get_or_try_insert(text, || {
+            let raw =
+                serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
+            let canonical =
+                crate::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
+            let question = self.question(canonical.get())?;
+            Ok(Spelled {
+                canonical,
+                question,
+            })
         })
     }
 
@@ -529,6 +563,32 @@ mod tests {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<FormValidator>();
         assert_send_sync::<ValidatorCache>();
+    }
+
+    #[test]
+    fn every_spelling_of_a_question_is_read_as_its_canonical_form() {
+        let cache = ValidatorCache::default();
+        let spellings = [
+            r#"{"method":"elicitation/create","params":{"message":"Deploy?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}"#,
+            r#"{ "params" : {"requestedSchema":{"properties":{"ok":{"type":"boolean"}},"type":"object"},"message":"Deplo\u0079?"}, "method":"elicitation/create"}"#,
+        ];
+        let [first, second] = spellings.map(|text| cache.spelled(text).expect("a form"));
+        assert_eq!(first.canonical.get(), second.canonical.get());
+        assert_eq!(
+            first.canonical.get(),
+            String::from_utf8(crate::canonical::canonical_json(
+                &serde_json::from_str(spellings[0]).unwrap()
+            ))
+            .unwrap()
+        );
+        assert!(Arc::ptr_eq(&first.question, &second.question));
+        assert_eq!(first.question.kind, InputKind::Form);
+        // A repeated key has no canonical form; the failure is not kept.
+        let twice = r#"{"method":"elicitation/create","method":"roots/list"}"#;
+        for _ in 0..2 {
+            assert_eq!(cache.spelled(twice).unwrap_err(), QuestionError::Unreadable);
+        }
+        assert_eq!(cache.spellings.len(), 2);
     }
 
     #[test]
