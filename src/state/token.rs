@@ -59,8 +59,13 @@ impl fmt::Display for Reject {
 pub(crate) fn seal(keyring: &Keyring, claims: &mut Claims, principal: Option<&[u8]>) -> String {
     let (kid, key) = keyring.active();
     claims.p = principal.map(|p| principal_tag(key, p));
+    // Room for the fixed claims and the questions, so the buffer is not grown as it is written.
+    let questions: usize = claims.q.iter().map(|(k, q)| k.len() + q.get().len() + 8).sum();
+    let mut json = Vec::with_capacity(256 + questions + claims.s.as_ref().map_or(0, String::len));
     // Claims are plain strings, numbers and JSON values: serializing them cannot fail.
-    let json = serde_json::to_vec(claims).unwrap_or_default();
+    if serde_json::to_writer(&mut json, claims).is_err() {
+        json.clear();
+    }
     let mut token = String::with_capacity(PREFIX.len() + kid.len() + json.len() * 4 / 3 + 48);
     token.push_str(PREFIX);
     token.push('.');
