@@ -12,13 +12,12 @@ use http::header::{
 };
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::combinators::Collect;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 use tracing::Instrument;
 
-use crate::body::{RequestBody, ResponseBody, Scan, SseBody};
+use crate::body::{ReadAll, RequestBody, ResponseBody, Scan, SseBody};
 use crate::engine::outbound::{Relation, relation};
 use crate::engine::{
     self, FlowFacts, FlowNeed, FlowQuery, Inbound, Intake, Outbound, Round, Settle,
@@ -140,7 +139,7 @@ where
             });
         }
         ResponseFuture::new(State::Reading {
-            collect: Limited::new(body, self.config.max_body_bytes).collect(),
+            read: ReadAll::new(Limited::new(body, self.config.max_body_bytes)),
             pending: Some(Pending {
                 inner,
                 config: self.config.clone(),
@@ -183,7 +182,7 @@ pin_project! {
         /// Reading the request body.
         Reading {
             #[pin]
-            collect: Collect<Limited<ReqBody>>,
+            read: ReadAll<Limited<ReqBody>>,
             pending: Option<Pending<S>>,
         },
         /// The inner service has the request as it came.
@@ -244,8 +243,8 @@ where
         let mut state = self.project().state;
         loop {
             let next = match state.as_mut().project() {
-                StateProj::Reading { collect, pending } => {
-                    let read = ready!(collect.poll(cx));
+                StateProj::Reading { read, pending } => {
+                    let read = ready!(read.poll(cx));
                     let Some(Pending {
                         mut inner,
                         config,
@@ -263,8 +262,7 @@ where
                         Err(_) => State::Ready {
                             response: Some(reply_response(engine::unreadable())),
                         },
-                        Ok(collected) => {
-                            let bytes = collected.to_bytes();
+                        Ok(bytes) => {
                             if engine::passes_unread(&bytes) {
                                 State::Forwarding {
                                     future: inner.call(forward(parts, bytes, framed)),
@@ -535,10 +533,9 @@ async fn respond<B: Body<Data = Bytes>>(
         Payload::Other => response.map(ResponseBody::inner),
         Payload::Json => {
             let (parts, body) = response.into_parts();
-            let Ok(collected) = body.collect().await else {
+            let Ok(bytes) = ReadAll::new(body).await else {
                 return reply_response(engine::inner_body_failed(round.id.as_deref()));
             };
-            let bytes = collected.to_bytes();
             match engine::outbound(&bytes, &round, &config, now) {
                 Outbound::Unchanged => Response::from_parts(parts, ResponseBody::full(bytes)),
                 Outbound::Replace(reply) => replace(parts, reply),
@@ -580,7 +577,7 @@ async fn read_probe<B: Body<Data = Bytes>>(response: Response<B>, round: &Round)
     let success = response.status().is_success();
     let kind = payload(response.headers());
     let (parts, body) = response.into_parts();
-    let body = body.collect().await.ok()?.to_bytes();
+    let body = ReadAll::new(body).await.ok()?;
     let message = match (success, kind) {
         (true, Payload::Json) => Some(body.to_vec()),
         (true, Payload::EventStream) => sse::events(&body)

@@ -60,7 +60,11 @@ pub(crate) fn seal(keyring: &Keyring, claims: &mut Claims, principal: Option<&[u
     let (kid, key) = keyring.active();
     claims.p = principal.map(|p| principal_tag(key, p));
     // Room for the fixed claims and the questions, so the buffer is not grown as it is written.
-    let questions: usize = claims.q.iter().map(|(k, q)| k.len() + q.get().len() + 8).sum();
+    let questions: usize = claims
+        .q
+        .iter()
+        .map(|(k, q)| k.len() + q.get().len() + 8)
+        .sum();
     let mut json = Vec::with_capacity(256 + questions + claims.s.as_ref().map_or(0, String::len));
     // Claims are plain strings, numbers and JSON values: serializing them cannot fail.
     if serde_json::to_writer(&mut json, claims).is_err() {
