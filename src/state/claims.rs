@@ -5,6 +5,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::Mac;
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -112,13 +113,15 @@ pub(crate) fn args_digest(arguments: Option<&RawValue>) -> Result<String, crate:
 /// digest is taken over every retry's arguments, however large: it hashes several times faster.
 pub(crate) fn exact_digest(arguments: Option<&RawValue>) -> String {
     let text = arguments.map_or("", RawValue::get);
-    let digest = blake3::Hasher::new_derive_key(EXACT_CONTEXT)
-        .update(text.as_bytes())
-        .finalize();
+    let digest = EXACT.clone().update(text.as_bytes()).finalize();
     URL_SAFE_NO_PAD.encode(&digest.as_bytes()[..16])
 }
 
 const EXACT_CONTEXT: &str = "tower-elicitation 2026-11-30 exact arguments v1";
+
+/// The hasher for [`exact_digest`], its key derived from the context once rather than per call.
+static EXACT: LazyLock<blake3::Hasher> =
+    LazyLock::new(|| blake3::Hasher::new_derive_key(EXACT_CONTEXT));
 
 /// A call's arguments as a token binds them: the digest of their exact text, and the digest of
 /// their canonical form, computed only when needed.
@@ -208,4 +211,31 @@ pub(crate) fn flow_handle(key: &HmacSha256, principal: Option<&[u8]>, parts: [&s
         mac.update(part.as_bytes());
     }
     URL_SAFE_NO_PAD.encode(&mac.finalize().into_bytes()[..18])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exact_digest_is_blake3_in_derive_key_mode_over_the_text() {
+        for text in ["{}", r#"{"environment":"staging"}"#, "[1, 2 ,3]"] {
+            let raw = RawValue::from_string(text.to_owned()).unwrap();
+            let fresh = blake3::Hasher::new_derive_key(EXACT_CONTEXT)
+                .update(text.as_bytes())
+                .finalize();
+            assert_eq!(
+                exact_digest(Some(&raw)),
+                URL_SAFE_NO_PAD.encode(&fresh.as_bytes()[..16])
+            );
+        }
+        // Absent arguments are the empty text, and differ from `{}`.
+        let empty = blake3::Hasher::new_derive_key(EXACT_CONTEXT).finalize();
+        assert_eq!(
+            exact_digest(None),
+            URL_SAFE_NO_PAD.encode(&empty.as_bytes()[..16])
+        );
+        let braces = RawValue::from_string("{}".to_owned()).unwrap();
+        assert_ne!(exact_digest(None), exact_digest(Some(&braces)));
+    }
 }
