@@ -9,6 +9,8 @@
 //! - Through the whole layer, for arbitrary forms inside the MCP subset and arbitrary answers:
 //!   the inner service only ever receives content that the form accepts (by `jsonschema` and by
 //!   an independent check written here), and every answer the form accepts does reach it.
+//! - Through the whole layer, however the inner service spells its answer: an `input_required`
+//!   reaches the client only sealed, and any other answer byte for byte.
 //!
 //! The number of cases per property is set below; `PROPTEST_CASES` overrides them all.
 
@@ -1074,6 +1076,58 @@ proptest! {
             more => {
                 return Err(TestCaseError::fail(format!("called {} times", more.len())));
             }
+        }
+    }
+}
+
+/// What the inner service's `resultType` may be: `input_required`, or something near it.
+fn result_type() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "input_required",
+        "complete",
+        "input_require",
+        "Input_required",
+        "input_required ",
+        "task",
+    ])
+}
+
+proptest! {
+    #![proptest_config(cases(400))]
+
+    /// However the inner service spells its answer (escapes in any string, `\/`, whitespace), an
+    /// `input_required` reaches the client only with a sealed `requestState`, and any other
+    /// answer reaches it byte for byte.
+    #[test]
+    fn an_input_required_is_sealed_however_it_is_spelled(
+        result_type in result_type(),
+        content in json_value(),
+        id_first in any::<bool>(),
+        choices in prop::collection::vec(any::<u8>(), 64..512),
+    ) {
+        let form = json!({"method": "elicitation/create", "params": {"message": "Approve?",
+            "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}});
+        let result = json!({"resultType": result_type, "inputRequests": {"approval": form},
+            "requestState": "inner-secret", "content": content});
+        let message = if id_first {
+            json!({"jsonrpc": "2.0", "id": 1, "result": result})
+        } else {
+            json!({"result": result, "jsonrpc": "2.0", "id": 1})
+        };
+        let text = respell(&message, &mut choices.into_iter().cycle());
+        let answer = text.clone();
+        let done = exchange(&ElicitationLayer::new(k1()), post(&form_call(1, json!({}))), move |_| {
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Chunks::new([answer.clone()]))
+                .unwrap()
+        });
+        if result_type == "input_required" {
+            let reply: Value = serde_json::from_slice(&done.body).unwrap();
+            let state = reply["result"]["requestState"].as_str().unwrap_or_default();
+            prop_assert!(state.starts_with("v1."), "{text} -> {reply}");
+        } else {
+            prop_assert_eq!(&done.body[..], text.as_bytes());
         }
     }
 }
