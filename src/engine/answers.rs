@@ -40,16 +40,16 @@ pub(super) fn check(
             accepted.insert(key.clone(), answer.clone());
             continue;
         }
-        let Some(answer) = responses.remove(key) else {
+        let Some((key, answer)) = responses.remove_entry(key) else {
             ask.insert(key.clone(), crate::state::claims::question(question));
             continue;
         };
-        match check_one(key, question, answer, validators)? {
+        match check_one(&key, question, answer, validators)? {
             Ok(clean) => {
-                accepted.insert(key.clone(), clean);
+                accepted.insert(key, clean);
             }
             Err(hint) => {
-                ask.insert(key.clone(), with_hint(question, &hint));
+                ask.insert(key, with_hint(question, &hint));
             }
         }
     }
@@ -91,13 +91,13 @@ fn check_one(
                         .form
                         .as_ref()
                         .ok_or_else(|| malformed("the question's schema cannot be compiled"))?;
-                    let content = answer
-                        .remove("content")
-                        .unwrap_or_else(|| Value::Object(Map::new()));
+                    let (name, content) = answer
+                        .remove_entry("content")
+                        .unwrap_or_else(|| ("content".to_owned(), Value::Object(Map::new())));
                     Ok(validator.check(content).map(|content| {
-                        let mut answer = Map::new();
-                        answer.insert("action".into(), Value::from("accept"));
-                        answer.insert("content".into(), Value::Object(content));
+                        // The client's own answer, reduced to `action` and the checked content.
+                        answer.retain(|key, _| key == "action");
+                        answer.insert(name, Value::Object(content));
                         Value::Object(answer)
                     }))
                 }
