@@ -330,7 +330,7 @@ where
         "elicitation",
         method = call.method.as_str()
     );
-    call_mrtr(inner, config, parts, &bytes, call)
+    call_mrtr(inner, config, parts, &bytes, framed, call)
         .instrument(span)
         .await
 }
@@ -341,6 +341,7 @@ async fn call_mrtr<S, ReqBody, ResBody>(
     config: Arc<Config>,
     parts: http::request::Parts,
     bytes: &Bytes,
+    framed: Option<u64>,
     call: Call<'_>,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
@@ -386,12 +387,15 @@ where
             round,
             answers,
         } => {
-            let body = body.map_or_else(|| bytes.clone(), Bytes::from);
             let mut parts = parts;
             if let Some(answers) = answers {
                 parts.extensions.insert(answers);
             }
-            let response = inner.call(rebuild(parts, body)).await?;
+            let request = match body {
+                Some(body) => rebuild(parts, Bytes::from(body)),
+                None => forward(parts, bytes.clone(), framed),
+            };
+            let response = inner.call(request).await?;
             Ok(respond(response, round, config, now).await)
         }
         Inbound::Probe {
