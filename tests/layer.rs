@@ -1137,23 +1137,37 @@ async fn an_input_required_the_layer_cannot_seal_is_an_internal_error() {
     }
 }
 
+/// A form with no fields, as raw JSON for hand-written inner answers.
+const EMPTY_FORM: &str = r#"{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}"#;
+
+/// The client's reply to `deploy` when the inner service answers it with exactly `body`.
+async fn deploy_answered_with(body: String) -> Value {
+    let body: &'static str = Box::leak(body.into_boxed_str());
+    let h = Harness::new(layer(), fixed("application/json", body));
+    h.call(&deploy()).await.json()
+}
+
 /// An `input_required` whose keys could be read two ways is never sealed.
 #[tokio::test]
 async fn an_input_required_with_a_repeated_key_is_an_internal_error() {
-    const FORM: &str = r#"{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}"#;
-    let bodies: [&'static str; 3] = [
+    let bodies = [
         // Two states, one the client would see and one the layer would seal.
-        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{FORM}}},"requestState":"s","requestState":"t"}}}}"#).into_boxed_str()),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{EMPTY_FORM}}},"requestState":"s","requestState":"t"}}}}"#
+        ),
         // Two questions under one key.
-        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{FORM},"a":{{"method":"roots/list"}}}}}}}}"#).into_boxed_str()),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{EMPTY_FORM},"a":{{"method":"roots/list"}}}}}}}}"#
+        ),
         // Two ids.
-        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{FORM}}}}}}}"#).into_boxed_str()),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"id":1,"result":{{"resultType":"input_required","inputRequests":{{"a":{EMPTY_FORM}}}}}}}"#
+        ),
     ];
     for body in bodies {
-        let h = Harness::new(layer(), fixed("application/json", body));
-        let reply = h.call(&deploy()).await;
+        let reply = deploy_answered_with(body.clone()).await;
         assert_eq!(
-            reply.json(),
+            reply,
             error_message(1, -32603, "Internal error", None),
             "{body}"
         );
@@ -1164,14 +1178,16 @@ async fn an_input_required_with_a_repeated_key_is_an_internal_error() {
 /// as the inner service wrote it.
 #[tokio::test]
 async fn an_input_required_spelled_with_escapes_is_sealed() {
-    const FORM: &str = r#"{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}"#;
-    let bodies: [&'static str; 2] = [
-        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_requ\u0069red","inputRequests":{{"a":{FORM}}},"requestState":"inner"}}}}"#).into_boxed_str()),
-        Box::leak(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"\u0069\u006e\u0070\u0075\u0074_required","inputRequests":{{"a":{FORM}}},"requestState":"inner"}}}}"#).into_boxed_str()),
+    let bodies = [
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_requ\u0069red","inputRequests":{{"a":{EMPTY_FORM}}},"requestState":"inner"}}}}"#
+        ),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"\u0069\u006e\u0070\u0075\u0074_required","inputRequests":{{"a":{EMPTY_FORM}}},"requestState":"inner"}}}}"#
+        ),
     ];
     for body in bodies {
-        let h = Harness::new(layer(), fixed("application/json", body));
-        let reply = h.call(&deploy()).await.json();
+        let reply = deploy_answered_with(body.clone()).await;
         let state = reply["result"]["requestState"].as_str().unwrap_or_default();
         assert!(state.starts_with("v1."), "{body} -> {reply}");
     }
