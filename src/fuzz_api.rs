@@ -84,8 +84,8 @@ pub fn open_token(
         principal: binding.principal,
         audience: binding.audience,
     };
-    token::open(keyring, token, max_len, Clock { now, skew }, &binding)
-        .map(|claims| serde_json::to_value(claims).unwrap_or(Value::Null))
+    token::open(keyring, None, token, max_len, Clock { now, skew }, &binding)
+        .map(|claims| serde_json::to_value(&*claims).unwrap_or(Value::Null))
         .map_err(|reject| reject.to_string())
 }
 

@@ -12,6 +12,7 @@ use crate::mcp::Method;
 use crate::principal::Principal;
 use crate::service::Elicitation;
 use crate::state::Keyring;
+use crate::state::sealed::Sealed;
 
 /// What the layer does with `inputResponses` that arrive without any `requestState`.
 ///
@@ -52,6 +53,8 @@ pub(crate) struct Config {
     pub(crate) without_state: AnswersWithoutState,
     pub(crate) principal: Principal,
     pub(crate) validators: ValidatorCache,
+    /// Tokens this layer sealed, so their retries skip the MAC and claims passes.
+    pub(crate) sealed: Sealed,
     pub(crate) gates: Vec<(GateTarget, Gate)>,
 }
 
@@ -79,6 +82,7 @@ impl ElicitationLayer {
                 without_state: AnswersWithoutState::default(),
                 principal: Principal::default(),
                 validators: ValidatorCache::default(),
+                sealed: Sealed::default(),
                 gates: Vec::new(),
             }),
         }
@@ -207,7 +211,8 @@ impl Config {
             .any(|(_, gate)| gate.key == key)
     }
 
-    /// A copy with a fresh validator cache (the cache is an optimisation, never shared state).
+    /// A copy with fresh caches (they are an optimisation, never shared state; and a token cache
+    /// is only sound for the keyring that sealed what it holds).
     fn cloned(&self) -> Self {
         Self {
             keyring: self.keyring.clone(),
@@ -220,6 +225,7 @@ impl Config {
             without_state: self.without_state,
             principal: self.principal.clone(),
             validators: ValidatorCache::default(),
+            sealed: Sealed::default(),
             gates: self.gates.clone(),
         }
     }

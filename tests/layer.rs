@@ -615,6 +615,43 @@ async fn a_retired_key_still_verifies() {
     assert!(new.call(&deploy()).await.state().starts_with("v1.k2."));
 }
 
+/// The layer keeps the tokens it sealed, to open their retries without the MAC and claims passes.
+/// Every retry must be answered as another replica with the same keys, which must open the token
+/// in full, answers it.
+#[tokio::test]
+async fn the_replica_that_sealed_a_token_answers_its_retry_as_any_other_would() {
+    let fake = FakeMcp::answering(Transport::Json, approval_server);
+    let sealer = Harness::new(layer(), fake.clone());
+    let other = Harness::new(layer(), fake.clone());
+    let call = deploy().header("authorization", "Bearer a");
+    let token = first_round(&sealer, &call).await;
+
+    let retry = |call: Call| call.id(2).state(&token);
+    let retries = [
+        retry(call.clone()).answers(approve()),
+        retry(call.clone()).answers(json!({"approval": accept(json!({"approve": "yes"}))})),
+        retry(call.clone()).answers(json!({})),
+        retry(call.clone().args(json!({"env": "production"}))).answers(approve()),
+        retry(call.clone().header("authorization", "Bearer b")).answers(approve()),
+        retry(Call::tool("destroy").args(json!({"env": "staging"}))).answers(approve()),
+        retry(call.clone().version("2025-11-25")).answers(approve()),
+    ];
+    for retry in retries {
+        let mut replies = Vec::new();
+        for replica in [&sealer, &other] {
+            let calls = fake.calls();
+            let mut reply = replica.call(&retry).await.json();
+            if reply["result"].get("requestState").is_some() {
+                // A re-ask: sealed anew, by whichever replica answered.
+                take_state(&mut reply);
+            }
+            let given = (fake.calls() > calls).then(|| fake.last().json());
+            replies.push((reply, given));
+        }
+        assert_eq!(replies[0], replies[1], "for {}", retry.body());
+    }
+}
+
 #[tokio::test]
 async fn tokens_over_the_state_bound_are_refused_both_ways() {
     let fake = FakeMcp::answering(Transport::Json, approval_server);

@@ -194,7 +194,7 @@ impl<'c> GateRound<'c> {
     /// The retry of a gate round: judge the answers; forward when every gate accepts.
     pub(super) fn settle(
         &self,
-        claims: Claims,
+        claims: &Claims,
         responses: &Map<String, Value>,
         call: &Call<'_>,
         config: &Config,

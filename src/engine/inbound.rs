@@ -176,6 +176,7 @@ fn decide(
     };
     let claims = match token::open(
         &config.keyring,
+        Some(&config.sealed),
         &state,
         config.max_state_bytes,
         clock,
@@ -204,13 +205,19 @@ fn decide(
     if let Some(gated) = &gated
         && !gated.all_accepted()
     {
-        return gated.settle(claims, &responses.unwrap_or_default(), call, config, cx.now);
+        return gated.settle(
+            &claims,
+            &responses.unwrap_or_default(),
+            call,
+            config,
+            cx.now,
+        );
     }
 
     let responses = responses.unwrap_or_default();
     match answers::check(&claims.q, &claims.k, responses, &config.validators) {
         Err(answers::Malformed(why)) => Err(Reply::error(200, id, INVALID_PARAMS, &why, None)),
-        Ok(Checked::Reask { ask, kept }) => Err(reask(&round, claims, ask, kept, config, cx.now)),
+        Ok(Checked::Reask { ask, kept }) => Err(reask(&round, &claims, ask, kept, config, cx.now)),
         Ok(Checked::Complete(mut answers)) => {
             log_outcome(&round, "forward");
             let delivered = gated.as_ref().map(GateRound::delivery);

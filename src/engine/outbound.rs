@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess};
@@ -238,9 +239,8 @@ pub(crate) fn respond(
         config,
         now,
     );
-    let mut claims = claims;
-    Some(match seal(round, &mut claims, config) {
-        Ok(token) => {
+    Some(match seal(round, claims, config) {
+        Ok((token, claims)) => {
             log_outcome(round, "sealed");
             // The inner service's result, but for the sealed state; `inputRequests` as sealed.
             let body = crate::jsonrpc::result_with_state(
@@ -300,7 +300,7 @@ pub(crate) fn settle_probe(
             None,
         ))),
         Ok(Checked::Reask { ask, kept }) => Settle::Respond(Outbound::Replace(reask(
-            &round, claims, ask, kept, config, now,
+            &round, &claims, ask, kept, config, now,
         ))),
         Ok(Checked::Complete(answers)) => {
             log_outcome(&round, "probe_answered");
@@ -316,7 +316,7 @@ pub(crate) fn settle_probe(
 /// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state.
 pub(crate) fn reask(
     round: &Round,
-    previous: Claims,
+    previous: &Claims,
     ask_now: Map<String, Value>,
     kept: Map<String, Value>,
     config: &Config,
@@ -325,8 +325,8 @@ pub(crate) fn reask(
     let claims = new_claims(
         round,
         previous.r + 1,
-        previous.s,
-        previous.q,
+        previous.s.clone(),
+        previous.q.clone(),
         kept,
         config,
         now,
@@ -344,9 +344,8 @@ pub(crate) fn ask(
     if let Err(reply) = check_capabilities(&requests, round) {
         return reply;
     }
-    let mut claims = claims;
-    match seal(round, &mut claims, config) {
-        Ok(token) => {
+    match seal(round, claims, config) {
+        Ok((token, _)) => {
             log_outcome(round, "ask");
             let result = json!({
                 "resultType": "input_required",
@@ -493,8 +492,13 @@ pub(crate) fn new_claims(
 }
 
 /// Seals `claims`, refusing past the round cap, on a form schema that cannot be compiled, or
-/// when the token would be larger than a retry may carry.
-fn seal(round: &Round, claims: &mut Claims, config: &Config) -> Result<String, Reply> {
+/// when the token would be larger than a retry may carry. The layer keeps what it sealed, so the
+/// retry opens without the MAC and claims passes.
+fn seal(
+    round: &Round,
+    mut claims: Claims,
+    config: &Config,
+) -> Result<(String, Arc<Claims>), Reply> {
     if claims.r > config.max_rounds {
         return Err(refuse(
             round,
@@ -503,7 +507,7 @@ fn seal(round: &Round, claims: &mut Claims, config: &Config) -> Result<String, R
             Some(json!({"reason": "too_many_rounds"})),
         ));
     }
-    let token = token::seal(&config.keyring, claims, round.principal.as_deref());
+    let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
     if token.len() > config.max_state_bytes {
         let why = format!(
             "the sealed requestState would be {} bytes, over the {} bound",
@@ -512,7 +516,9 @@ fn seal(round: &Round, claims: &mut Claims, config: &Config) -> Result<String, R
         );
         return Err(cannot_vouch(round, &why));
     }
-    Ok(token)
+    let claims = Arc::new(claims);
+    config.sealed.insert(&token, Arc::clone(&claims));
+    Ok((token, claims))
 }
 
 /// The layer's `-32603` for an `input_required` it cannot vouch for; why goes to `tracing`.

@@ -2,6 +2,7 @@
 
 pub(crate) mod claims;
 pub(crate) mod keyring;
+pub(crate) mod sealed;
 pub(crate) mod token;
 
 pub use keyring::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};

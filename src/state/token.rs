@@ -4,6 +4,7 @@
 //! another purpose or format by the same key never verifies here.
 
 use std::fmt;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -11,6 +12,7 @@ use hmac::Mac;
 
 use super::claims::{Binding, Claims, VERSION, principal_tag};
 use super::keyring::{HmacSha256, Keyring};
+use super::sealed::Sealed;
 
 const PREFIX: &str = "v1";
 const MAC_LABEL: &[u8] = b"tower-elicitation/request-state/v1\0";
@@ -83,13 +85,18 @@ pub(crate) fn seal(keyring: &Keyring, claims: &mut Claims, principal: Option<&[u
 }
 
 /// Opens `token`: size, format, key, MAC, claims, time, then every binding.
+///
+/// A token `sealed` holds (this layer sealed it, and it is the very same text) skips the MAC,
+/// base64 and claims passes, which would give back the claims it holds; time and bindings are
+/// checked all the same.
 pub(crate) fn open(
     keyring: &Keyring,
+    sealed: Option<&Sealed>,
     token: &str,
     max_len: usize,
     clock: Clock,
     binding: &Binding<'_>,
-) -> Result<Claims, Reject> {
+) -> Result<Arc<Claims>, Reject> {
     if token.len() > max_len {
         return Err(Reject::TooLarge {
             len: token.len(),
@@ -108,14 +115,38 @@ pub(crate) fn open(
         return Err(Reject::Malformed("too many parts"));
     }
     let key = keyring.get(kid).ok_or(Reject::UnknownKid)?;
+    let claims = match sealed.and_then(|sealed| sealed.get(token)) {
+        Some(claims) => claims,
+        None => Arc::new(authenticate(key, signed, body, tag, max_len)?),
+    };
+    check(&claims, key, clock, binding)?;
+    Ok(claims)
+}
+
+/// The claims of `v1.<kid>.<body>` if `tag` is their MAC under `key`.
+fn authenticate(
+    key: &HmacSha256,
+    signed: &str,
+    body: &str,
+    tag: &str,
+    max_len: usize,
+) -> Result<Claims, Reject> {
     let tag = decode(tag, TAG_LEN + 1)?;
     mac(key, signed)
         .verify_slice(&tag)
         .map_err(|_| Reject::BadMac)?;
-
-    // Authentic from here on: what follows checks that it applies to this request.
+    // Authentic from here on.
     let json = decode(body, max_len)?;
-    let claims: Claims = serde_json::from_slice(&json).map_err(|_| Reject::BadClaims)?;
+    serde_json::from_slice(&json).map_err(|_| Reject::BadClaims)
+}
+
+/// Whether authentic `claims` apply to this request, now.
+fn check(
+    claims: &Claims,
+    key: &HmacSha256,
+    clock: Clock,
+    binding: &Binding<'_>,
+) -> Result<(), Reject> {
     if claims.v != VERSION {
         return Err(Reject::Version(claims.v));
     }
@@ -141,7 +172,7 @@ pub(crate) fn open(
     if claims.p != expected {
         return Err(Reject::Mismatch("principal"));
     }
-    Ok(claims)
+    Ok(())
 }
 
 fn mac(key: &HmacSha256, signed: &str) -> HmacSha256 {
@@ -238,12 +269,37 @@ mod tests {
         (token, c)
     }
 
-    fn open_with(ring: &Keyring, token: &str, now: u64, req: &Request) -> Result<(), Reject> {
-        open(ring, token, MAX, clock(now), &req.binding()).map(drop)
+    /// Opens `token` twice, in full and through a cache that holds the token [`sealed`] gives, as a
+    /// layer keeps it, and checks that both ways agree. `ring` must hold `ring()`'s key: a layer's
+    /// cache only ever holds tokens its own keyring sealed.
+    fn open_both(
+        ring: &Keyring,
+        token: &str,
+        max: usize,
+        now: u64,
+        req: &Request,
+    ) -> Result<Arc<Claims>, Reject> {
+        let in_full = open(ring, None, token, max, clock(now), &req.binding());
+        let cache = Sealed::default();
+        let (mine, claims) = sealed();
+        cache.insert(&mine, Arc::new(claims));
+        let cached = open(ring, Some(&cache), token, max, clock(now), &req.binding());
+        let json = |opened: &Result<Arc<Claims>, Reject>| {
+            opened
+                .as_ref()
+                .map(|claims| serde_json::to_value(&**claims).unwrap())
+                .map_err(Clone::clone)
+        };
+        assert_eq!(json(&in_full), json(&cached), "{token}");
+        cached
     }
 
-    fn open_claims(ring: &Keyring, token: &str, now: u64, req: &Request) -> Claims {
-        open(ring, token, MAX, clock(now), &req.binding()).unwrap()
+    fn open_with(ring: &Keyring, token: &str, now: u64, req: &Request) -> Result<(), Reject> {
+        open_both(ring, token, MAX, now, req).map(drop)
+    }
+
+    fn open_claims(ring: &Keyring, token: &str, now: u64, req: &Request) -> Arc<Claims> {
+        open_both(ring, token, MAX, now, req).unwrap()
     }
 
     #[test]
@@ -258,6 +314,31 @@ mod tests {
         );
         assert_eq!(opened.s.as_deref(), Some("inner-state"));
         assert!(opened.p.is_some());
+    }
+
+    #[test]
+    fn a_token_this_layer_sealed_is_opened_from_its_cache() {
+        let (token, claims) = sealed();
+        let claims = Arc::new(claims);
+        let cache = Sealed::default();
+        cache.insert(&token, Arc::clone(&claims));
+        let req = Request::matching();
+        let opened = open(
+            &ring(),
+            Some(&cache),
+            &token,
+            MAX,
+            clock(NOW),
+            &req.binding(),
+        )
+        .unwrap();
+        assert!(Arc::ptr_eq(&opened, &claims));
+        // Still checked on the way: the same token, expired, is refused.
+        let late = clock(NOW + 600 + 60);
+        assert_eq!(
+            open(&ring(), Some(&cache), &token, MAX, late, &req.binding()).map(drop),
+            Err(Reject::Expired)
+        );
     }
 
     #[test]
@@ -308,10 +389,12 @@ mod tests {
             .with_verify_key("k1", [7u8; 32])
             .unwrap();
         assert!(open_with(&rotated, &token, NOW, &Request::matching()).is_ok());
-        // Same kid, different key material: the MAC fails.
+        // Same kid, different key material: the MAC fails. (Not through a cache: a layer with
+        // this keyring never sealed the token.)
         let replaced = Keyring::new("k1", [9u8; 32]).unwrap();
+        let req = Request::matching();
         assert_eq!(
-            open_with(&replaced, &token, NOW, &Request::matching()),
+            open(&replaced, None, &token, MAX, clock(NOW), &req.binding()).map(drop),
             Err(Reject::BadMac)
         );
     }
@@ -386,14 +469,7 @@ mod tests {
     fn oversize_tokens_are_rejected_before_decoding() {
         let (token, _) = sealed();
         assert_eq!(
-            open(
-                &ring(),
-                &token,
-                token.len() - 1,
-                clock(NOW),
-                &Request::matching().binding()
-            )
-            .map(drop),
+            open_both(&ring(), &token, token.len() - 1, NOW, &Request::matching()).map(drop),
             Err(Reject::TooLarge {
                 len: token.len(),
                 max: token.len() - 1
