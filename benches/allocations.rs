@@ -1,13 +1,13 @@
 //! Heap allocations per request: the layer against the bare inner service.
 //!
 //! `cargo bench --bench allocations` (a few seconds). The scenarios are `overhead.rs`'s echo
-//! ones (`tools_list`, `call_first`, `call_retry`, and the layer's `call_reask`), each request
-//! driven the same way: built, sent through `oneshot` on a clone of the service and its response
-//! body collected, with one `block_on` per request on a current-thread Tokio runtime. After a
-//! warm-up, a counting global allocator gives the mean number of allocations and of bytes
-//! allocated per request (`realloc` counts as one allocation of its new size; frees are not
-//! counted). Everything in the request's path is counted, the harness included; `layer − bare`
-//! is the layer's own share.
+//! ones (`tools_list`, `call_first`, `call_retry`, `call_retry_cold`, and the layer's
+//! `call_reask`), each request driven the same way: built, sent through `oneshot` on a clone of
+//! the service and its response body collected, with one `block_on` per request on a
+//! current-thread Tokio runtime. After a warm-up, a counting global allocator gives the mean
+//! number of allocations and of bytes allocated per request (`realloc` counts as one allocation
+//! of its new size; frees are not counted). Everything in the request's path is counted, the
+//! harness included; `layer − bare` is the layer's own share.
 //!
 //! `cargo bench --bench allocations -- 10000` sets the number of measured requests (default
 //! 1000; 20 when run as a test, without `--bench`).
@@ -148,18 +148,33 @@ fn main() {
         layer: retry,
         reask,
     } = support::retries(json!({"environment": "staging"}), &sealed);
+    // The same retry with a token another replica sealed: same keys, but a TTL one second shorter,
+    // so that its tokens differ from any this layer seals and keeps. Opened in full (MAC, base64,
+    // claims).
+    let replica = ServiceBuilder::new()
+        .layer(layer().ttl(std::time::Duration::from_secs(599)))
+        .service_fn(|r| echo(r, false));
+    let sealed_elsewhere = rt.block_on(token(&replica, &first));
+    let cold = support::retries(json!({"environment": "staging"}), &sealed_elsewhere).layer;
 
     println!(
         "Heap allocations per request (mean of {requests} after {WARM_UP} warm-up; \
          current-thread runtime, block_on per request)"
     );
-    let scenarios: [(&str, &Bytes, &Bytes, &str, Option<&str>); 3] = [
+    let scenarios: [(&str, &Bytes, &Bytes, &str, Option<&str>); 4] = [
         ("tools_list", &list, &list, "tools/list", None),
         ("call_first", &first, &first, "tools/call", Some("deploy")),
         (
             "call_retry",
             &retry_bare,
             &retry,
+            "tools/call",
+            Some("deploy"),
+        ),
+        (
+            "call_retry_cold",
+            &retry_bare,
+            &cold,
             "tools/call",
             Some("deploy"),
         ),

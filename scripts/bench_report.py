@@ -74,10 +74,15 @@ PAIRS = [
         "sse call_first", "sse/bare/call_first", "sse/layer/call_first", ("ratio", 1.15)
     ),
 ]
-# Measured alone: the layer answering an invalid answer itself (the inner is not called). Drawn
-# in the echo call_retry group, next to the retry it is a variant of.
-REASK = "echo/layer/call_reask"
-REASK_GROUP = "echo call_retry"
+# Variants of the retry measured behind the layer only, drawn in the echo call_retry group next
+# to the retry they vary, and compared in the table with its bare half: (id, bar name, legend).
+VARIANTS = [
+    # The layer answering an invalid answer itself (the inner service is not called).
+    ("echo/layer/call_reask", "re-ask", "layer re-asks (invalid answer)"),
+    # A token another replica sealed: opened in full rather than found among those kept.
+    ("echo/layer/call_retry_cold", "cold", "token sealed by another replica"),
+]
+VARIANT_GROUP = "echo call_retry"
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,7 @@ class Row:
         return ("PASS" if value <= limit else "MISS"), f"{wanted}: {shown}"
 
 
-def table(rows: list[Row], reask: Estimate | None) -> str:
+def table(rows: list[Row], variants: dict[str, Estimate | None]) -> str:
     lines = [
         "| pair | bare median | layer median | ratio (layer/bare) | layer − bare |",
         "|---|--:|--:|--:|--:|",
@@ -173,8 +178,17 @@ def table(rows: list[Row], reask: Estimate | None) -> str:
         ratio = f"{row.ratio:.3f}" if row.complete else "—"
         diff = signed_micros(row.diff_ns) if row.complete else "—"
         lines.append(f"| {row.pair.label} | {bare} | {layer} | {ratio} | {diff} |")
-    shown = micros(reask.median_ns) if reask else "—"
-    lines.append(f"| echo call_reask (layer only) | | {shown} | | |")
+    retry = next(r for r in rows if r.pair.label == VARIANT_GROUP)
+    for id_, name, legend in VARIANTS:
+        estimate = variants.get(id_)
+        layer = micros(estimate.median_ns) if estimate else "—"
+        ratio = diff = bare = "—"
+        if estimate and retry.bare:
+            bare = micros(retry.bare.median_ns)
+            ratio = f"{estimate.median_ns / retry.bare.median_ns:.3f}"
+            diff = signed_micros(estimate.median_ns - retry.bare.median_ns)
+        label = f"{VARIANT_GROUP}, {name}: {legend}"
+        lines.append(f"| {label} | {bare} | {layer} | {ratio} | {diff} |")
     return "\n".join(lines)
 
 
@@ -206,11 +220,16 @@ BAR_GAP = 6
 HEADER_H = 26
 GROUP_GAP = 18
 FONT = "font-family=\"-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif\""
-COLOURS = {"bare": "#9aa5b1", "layer": "#2f6fb0", "re-ask": "#d9822b"}
+COLOURS = {"bare": "#9aa5b1", "layer": "#2f6fb0", "re-ask": "#d9822b", "cold": "#8250df"}
 VERDICT_COLOURS = {"PASS": "#1a7f37", "MISS": "#cf222e", "N/A": "#6e7781"}
 
 
-def svg(rows: list[Row], reask: Estimate | None, checked: bool, title_note: str) -> str:
+def svg(
+    rows: list[Row],
+    variants: dict[str, Estimate | None],
+    checked: bool,
+    title_note: str,
+) -> str:
     parts: list[str] = []
     y = MARGIN
 
@@ -247,17 +266,17 @@ def svg(rows: list[Row], reask: Estimate | None, checked: bool, title_note: str)
     # Legend.
     y += 8
     x = MARGIN
-    for name in ("bare", "layer", "re-ask"):
+    legends = [("bare", "bare inner service"), ("layer", "behind the layer")]
+    legends += [(name, legend) for _, name, legend in VARIANTS]
+    for name, label in legends:
+        width = 20 + 7 * len(label) + 20
+        if x + width > WIDTH - MARGIN:
+            x, y = MARGIN, y + 20
         parts.append(
             f'<rect x="{x}" y="{y + 2}" width="14" height="14" rx="2" fill="{COLOURS[name]}"/>'
         )
-        label = {
-            "bare": "bare inner service",
-            "layer": "behind the layer",
-            "re-ask": "layer re-asks (invalid answer)",
-        }[name]
         text(x + 20, y + 14, label, 13)
-        x += 20 + 8 * len(label) + 24
+        x += width
     y += 22 + GROUP_GAP
 
     for row in rows:
@@ -265,8 +284,8 @@ def svg(rows: list[Row], reask: Estimate | None, checked: bool, title_note: str)
             ("bare", row.bare),
             ("layer", row.layer),
         ]
-        if row.pair.label == REASK_GROUP:
-            bars.append(("re-ask", reask))
+        if row.pair.label == VARIANT_GROUP:
+            bars += [(name, variants.get(id_)) for id_, name, _ in VARIANTS]
         # Header: the pair, its ratio and difference, the verdict.
         text(MARGIN, y + 17, row.pair.label, 15, font_weight="600")
         if row.complete:
@@ -352,11 +371,11 @@ def main() -> int:
         )
         return 0
     rows = [Row(p, results.get(p.bare), results.get(p.layer)) for p in PAIRS]
-    reask = results.get(REASK)
+    variants = {id_: results.get(id_) for id_, _, _ in VARIANTS}
 
-    print(table(rows, reask))
+    print(table(rows, variants))
     missing = [i for p in PAIRS for i in (p.bare, p.layer) if i not in results]
-    missing += [] if reask else [REASK]
+    missing += [id_ for id_, estimate in variants.items() if estimate is None]
     if missing:
         print(f"\nmissing results: {', '.join(missing)}")
     for note in stale_note(rows):
@@ -373,7 +392,7 @@ def main() -> int:
         out = Path(args.svg)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
-            svg(rows, reask, args.check, f", run of {newest:%Y-%m-%d %H:%M}")
+            svg(rows, variants, args.check, f", run of {newest:%Y-%m-%d %H:%M}")
         )
         print(f"\nwrote {out}")
     return 0
