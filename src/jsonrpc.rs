@@ -560,9 +560,19 @@ impl<'a> Call<'a> {
         match self.raw_field("requestState") {
             None => Ok(None),
             Some(raw) if raw.get() == "null" => Ok(None),
-            Some(raw) => serde_json::from_str::<BorrowedStr<'a>>(raw.get())
-                .map(|s| Some(s.0))
-                .map_err(drop),
+            Some(raw) => {
+                let text = raw.get();
+                // The peek read it as JSON: a string without a backslash is its own text
+                // between the quotes (tokens are), which spares a second pass over it.
+                if let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"'))
+                    && memchr::memchr(b'\\', inner.as_bytes()).is_none()
+                {
+                    return Ok(Some(Cow::Borrowed(inner)));
+                }
+                serde_json::from_str::<BorrowedStr<'a>>(text)
+                    .map(|s| Some(s.0))
+                    .map_err(drop)
+            }
         }
     }
 
@@ -781,6 +791,32 @@ mod tests {
             peek(br#"{"id":1,"method":null,"result":"tools/call"}"#),
             Peek::Other
         ));
+    }
+
+    #[test]
+    fn the_request_state_is_read_as_json_reads_it() {
+        let state = |value: &str| {
+            let body =
+                format!(r#"{{"id":1,"method":"tools/call","params":{{"requestState":{value}}}}}"#);
+            match peek(body.as_bytes()) {
+                Peek::Call(call) => call.state().map(|s| s.map(Cow::into_owned)),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            state(r#""v1.k1.abc.def""#),
+            Ok(Some("v1.k1.abc.def".into()))
+        );
+        assert_eq!(state(r#""""#), Ok(Some(String::new())));
+        assert_eq!(
+            state(r#""v1\u002ek1\/x\"""#),
+            Ok(Some(r#"v1.k1/x""#.into()))
+        );
+        assert_eq!(state(r#""\\""#), Ok(Some("\\".into())));
+        assert_eq!(state("null"), Ok(None));
+        assert_eq!(state("7"), Err(()));
+        assert_eq!(state(r#"["a"]"#), Err(()));
+        assert_eq!(state(r#"{"a":"b"}"#), Err(()));
     }
 
     #[test]
