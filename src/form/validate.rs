@@ -35,7 +35,7 @@ pub(crate) struct ValidatorCache {
 }
 
 /// Shared values by their text, cleared whole when [`CACHE_CAPACITY`] is reached.
-struct Bounded<V>(RwLock<HashMap<Box<str>, Arc<V>>>);
+struct Bounded<V>(RwLock<HashMap<Box<str>, Arc<V>, ahash::RandomState>>);
 
 impl<V> Default for Bounded<V> {
     fn default() -> Self {

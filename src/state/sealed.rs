@@ -18,7 +18,7 @@ const CAPACITY: usize = 1024;
 
 /// Recently sealed tokens, by their MAC (the last dot-separated part), with their claims.
 #[derive(Default)]
-pub(crate) struct Sealed(RwLock<HashMap<Box<str>, Entry>>);
+pub(crate) struct Sealed(RwLock<HashMap<Box<str>, Entry, ahash::RandomState>>);
 
 struct Entry {
     token: Box<str>,
