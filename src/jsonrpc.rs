@@ -524,34 +524,28 @@ impl<'a> Call<'a> {
     /// `_meta` (client info, progress token, …) is skipped without building anything.
     pub(crate) fn meta(&self) -> Result<Meta, Malformed> {
         #[derive(Deserialize)]
-        struct Wire<'a> {
-            #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
-            version: Option<&'a RawValue>,
-            #[serde(borrow, default, rename = "io.modelcontextprotocol/clientCapabilities")]
-            capabilities: Option<&'a RawValue>,
+        struct Wire {
+            #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
+            version: Option<Strict>,
+            #[serde(default, rename = "io.modelcontextprotocol/clientCapabilities")]
+            capabilities: Option<Strict>,
         }
         let Some(raw) = self.raw_field("_meta") else {
             return Ok(Meta::default());
         };
-        let malformed = |e: serde_json::Error| Malformed {
-            code: INVALID_REQUEST,
-            message: format!("Invalid Request: params._meta: {}", strip_position(&e)),
-        };
         if !raw.get().trim_start().starts_with('{') {
             return Ok(Meta::default());
         }
-        let wire: Wire<'_> = serde_json::from_str(raw.get()).map_err(malformed)?;
-        let strict = |raw: Option<&RawValue>| -> Result<Option<Value>, Malformed> {
-            raw.map(|raw| serde_json::from_str::<Strict>(raw.get()).map(|s| s.0))
-                .transpose()
-                .map_err(malformed)
-        };
+        let wire: Wire = serde_json::from_str(raw.get()).map_err(|e| Malformed {
+            code: INVALID_REQUEST,
+            message: format!("Invalid Request: params._meta: {}", strip_position(&e)),
+        })?;
         Ok(Meta {
-            version: match strict(wire.version)? {
-                Some(Value::String(version)) => Some(version),
+            version: match wire.version {
+                Some(Strict(Value::String(version))) => Some(version),
                 _ => None,
             },
-            capabilities: strict(wire.capabilities)?,
+            capabilities: wire.capabilities.map(|Strict(capabilities)| capabilities),
         })
     }
 
