@@ -12,17 +12,36 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use super::claims::Claims;
 
-/// How many sealed tokens are kept. Past it the cache is cleared whole: a retry that misses is
-/// opened in full, so this bounds memory (a few KiB per token) without touching correctness.
-const CAPACITY: usize = 1024;
+/// How many sealed tokens are kept at most.
+const MAX_TOKENS: usize = 1024;
+/// About how much memory the kept tokens and their claims may take, counting each token twice
+/// (its text, and claims of about the same size).
+const MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Longer tokens are not kept: they are rare, and would crowd out the rest.
+const MAX_TOKEN_LEN: usize = 16 * 1024;
 
 /// Recently sealed tokens, by their MAC (the last dot-separated part), with their claims.
+///
+/// Past either bound the cache is cleared whole. A retry that misses is opened in full, so the
+/// bounds cap memory without touching correctness.
 #[derive(Default)]
-pub(crate) struct Sealed(RwLock<HashMap<Box<str>, Entry, ahash::RandomState>>);
+pub(crate) struct Sealed(RwLock<Kept>);
+
+#[derive(Default)]
+struct Kept {
+    entries: HashMap<Box<str>, Entry, ahash::RandomState>,
+    /// The sum of the entries' [`cost`].
+    bytes: usize,
+}
 
 struct Entry {
     token: Box<str>,
     claims: Arc<Claims>,
+}
+
+/// What an entry for `token` is counted as against [`MAX_BYTES`].
+fn cost(token: &str) -> usize {
+    2 * token.len()
 }
 
 impl Sealed {
@@ -31,22 +50,37 @@ impl Sealed {
         let Some((_, tag)) = token.rsplit_once('.') else {
             return;
         };
-        let mut entries = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        if entries.len() >= CAPACITY {
-            entries.clear();
+        if token.len() > MAX_TOKEN_LEN {
+            return;
+        }
+        let mut kept = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if kept
+            .entries
+            .get(tag)
+            .is_some_and(|entry| *entry.token == *token)
+        {
+            // The same text holds the same claims.
+            return;
+        }
+        if kept.entries.len() >= MAX_TOKENS || kept.bytes + cost(token) > MAX_BYTES {
+            kept.entries.clear();
+            kept.bytes = 0;
         }
         let entry = Entry {
             token: token.into(),
             claims,
         };
-        entries.insert(tag.into(), entry);
+        kept.bytes += cost(token);
+        if let Some(replaced) = kept.entries.insert(tag.into(), entry) {
+            kept.bytes -= cost(&replaced.token);
+        }
     }
 
     /// The claims `token` was sealed from, if this is a token this cache holds, byte for byte.
     pub(crate) fn get(&self, token: &str) -> Option<Arc<Claims>> {
         let (_, tag) = token.rsplit_once('.')?;
-        let entries = self.0.read().unwrap_or_else(PoisonError::into_inner);
-        let entry = entries.get(tag)?;
+        let kept = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        let entry = kept.entries.get(tag)?;
         // Constant time, so a near miss does not tell how much of a kept token it matched.
         constant_time_eq::constant_time_eq(entry.token.as_bytes(), token.as_bytes())
             .then(|| Arc::clone(&entry.claims))
@@ -93,14 +127,38 @@ mod tests {
     }
 
     #[test]
-    fn it_is_bounded() {
+    fn it_is_bounded_in_tokens_and_in_bytes() {
         let sealed = Sealed::default();
-        for i in 0..CAPACITY + 10 {
+        let kept = |sealed: &Sealed| {
+            let kept = sealed.0.read().unwrap();
+            (kept.entries.len(), kept.bytes)
+        };
+        for i in 0..MAX_TOKENS + 10 {
             sealed.insert(&format!("v1.k1.body{i}.tag{i}"), claims(1));
         }
-        let len = sealed.0.read().unwrap().len();
-        assert!(len <= CAPACITY, "{len} kept");
-        let last = CAPACITY + 9;
+        assert!(kept(&sealed).0 <= MAX_TOKENS, "{:?}", kept(&sealed));
+        let last = MAX_TOKENS + 9;
         assert!(sealed.get(&format!("v1.k1.body{last}.tag{last}")).is_some());
+
+        let sealed = Sealed::default();
+        let body = "b".repeat(MAX_TOKEN_LEN - 20);
+        for i in 0..MAX_BYTES / MAX_TOKEN_LEN {
+            sealed.insert(&format!("v1.k1.{body}.tag{i}"), claims(1));
+            let (tokens, bytes) = kept(&sealed);
+            assert!(bytes <= MAX_BYTES, "{tokens} tokens, {bytes} bytes");
+        }
+        // The same token again is kept once.
+        let (_, before) = kept(&sealed);
+        let last = MAX_BYTES / MAX_TOKEN_LEN - 1;
+        sealed.insert(&format!("v1.k1.{body}.tag{last}"), claims(2));
+        assert_eq!(kept(&sealed).1, before);
+    }
+
+    #[test]
+    fn long_tokens_are_not_kept() {
+        let sealed = Sealed::default();
+        let token = format!("v1.k1.{}.tag", "b".repeat(MAX_TOKEN_LEN));
+        sealed.insert(&token, claims(1));
+        assert!(sealed.get(&token).is_none());
     }
 }
