@@ -119,7 +119,7 @@ fn count(value: f64, signed: bool) -> String {
 
 fn line(scenario: &str, variant: &str, (allocs, bytes): (f64, f64), signed: bool) {
     println!(
-        "{scenario:<12} {variant:<14} {:>7} allocs, {:>8} bytes / request",
+        "{scenario:<15} {variant:<14} {:>7} allocs, {:>8} bytes / request",
         count(allocs, signed),
         count(bytes, signed),
     );
