@@ -22,6 +22,7 @@ use tower_service::Service;
 
 use crate::jsonrpc::{self, Peek};
 use crate::state::claims::{self, Claims};
+use crate::state::sealed::Sealed;
 use crate::state::token::{self, Clock};
 use crate::{ElicitationLayer, Keyring, RequestBody};
 
@@ -61,8 +62,7 @@ pub fn seal_claims_json(
     claims_json: &[u8],
     principal: Option<&[u8]>,
 ) -> Option<String> {
-    let mut claims: Claims = serde_json::from_slice(claims_json).ok()?;
-    Some(token::seal(keyring, &mut claims, principal))
+    seal(keyring, claims_json, principal, None)
 }
 
 /// Opens `token` as the layer does on a retry: size bound, format, key id, MAC, claims, time
@@ -76,6 +76,69 @@ pub fn open_token(
     skew: u64,
     binding: &Binding<'_>,
 ) -> Result<Value, String> {
+    open(keyring, None, token, max_len, Clock { now, skew }, binding)
+}
+
+/// The tokens a layer keeps after sealing them, so that their retries skip the MAC and claims
+/// passes. [`Kept::seal_claims_json`] seals and keeps; [`Kept::open_token`] opens a kept token
+/// from here and any other in full, as the layer does.
+#[derive(Default)]
+pub struct Kept(Sealed);
+
+impl Kept {
+    /// [`seal_claims_json`], keeping the token.
+    pub fn seal_claims_json(
+        &self,
+        keyring: &Keyring,
+        claims_json: &[u8],
+        principal: Option<&[u8]>,
+    ) -> Option<String> {
+        seal(keyring, claims_json, principal, Some(&self.0))
+    }
+
+    /// [`open_token`], through the kept tokens.
+    pub fn open_token(
+        &self,
+        keyring: &Keyring,
+        token: &str,
+        max_len: usize,
+        now: u64,
+        skew: u64,
+        binding: &Binding<'_>,
+    ) -> Result<Value, String> {
+        open(
+            keyring,
+            Some(&self.0),
+            token,
+            max_len,
+            Clock { now, skew },
+            binding,
+        )
+    }
+}
+
+fn seal(
+    keyring: &Keyring,
+    claims_json: &[u8],
+    principal: Option<&[u8]>,
+    kept: Option<&Sealed>,
+) -> Option<String> {
+    let mut claims: Claims = serde_json::from_slice(claims_json).ok()?;
+    let token = token::seal(keyring, &mut claims, principal);
+    if let Some(kept) = kept {
+        kept.insert(&token, Arc::new(claims));
+    }
+    Some(token)
+}
+
+fn open(
+    keyring: &Keyring,
+    kept: Option<&Sealed>,
+    token: &str,
+    max_len: usize,
+    clock: Clock,
+    binding: &Binding<'_>,
+) -> Result<Value, String> {
     let args = claims::Arguments::from_digest(binding.args_digest.to_owned());
     let binding = claims::Binding {
         method: binding.method,
@@ -84,7 +147,7 @@ pub fn open_token(
         principal: binding.principal,
         audience: binding.audience,
     };
-    token::open(keyring, None, token, max_len, Clock { now, skew }, &binding)
+    token::open(keyring, kept, token, max_len, clock, &binding)
         .map(|claims| serde_json::to_value(&*claims).unwrap_or(Value::Null))
         .map_err(|reject| reject.to_string())
 }

@@ -24,7 +24,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{Map, Number, Value, json};
 use tower_elicitation::__fuzz::{
-    Binding, Chunks, args_digest, args_digest_json, exchange, open_token, seal_claims_json,
+    Binding, Chunks, Kept, args_digest, args_digest_json, exchange, open_token, seal_claims_json,
     sse_split,
 };
 use tower_elicitation::{ElicitationLayer, Keyring};
@@ -137,7 +137,12 @@ proptest! {
         principal in proptest::option::of(prop::collection::vec(any::<u8>(), 0..40)),
     ) {
         let json = serde_json::to_vec(&claims).unwrap();
-        let token = seal_claims_json(&ring(), &json, principal.as_deref()).expect("claims seal");
+        let kept = Kept::default();
+        let token = kept.seal_claims_json(&ring(), &json, principal.as_deref()).expect("claims seal");
+        // Sealed the same way, not kept: the same token.
+        let unkept = seal_claims_json(&ring(), &json, principal.as_deref());
+        prop_assert_eq!(unkept.as_deref(), Some(token.as_str()));
+        let open = |max: usize, now: u64, binding: &Binding<'_>| open_both(&kept, &token, max, now, binding);
         prop_assert!(token.starts_with("v1.k1."));
         let (m, t, a) = (text(&claims, "m"), text(&claims, "t"), text(&claims, "a"));
         let aud = claims.get("aud").and_then(Value::as_str);
@@ -149,7 +154,7 @@ proptest! {
             audience: aud,
         };
         let iat = claims["iat"].as_u64().unwrap();
-        let mut opened = open_token(&ring(), &token, usize::MAX, iat, SKEW, &binding)
+        let mut opened = open(usize::MAX, iat, &binding)
             .map_err(|e| TestCaseError::fail(format!("refused: {e}")))?;
         // The principal travels as a keyed tag, never in clear.
         let tag = opened.as_object_mut().unwrap().remove("p");
@@ -182,20 +187,20 @@ proptest! {
         ];
         for (i, wrong) in wrongs.iter().enumerate() {
             prop_assert!(
-                open_token(&ring(), &token, usize::MAX, iat, SKEW, wrong).is_err(),
+                open(usize::MAX, iat, wrong).is_err(),
                 "binding change {} accepted", i
             );
         }
         // Expired (past the skew), and issued in the future (past the skew): refused.
         let exp = claims["exp"].as_u64().unwrap();
         if let Some(late) = exp.checked_add(SKEW) {
-            prop_assert!(open_token(&ring(), &token, usize::MAX, late, SKEW, &binding).is_err());
+            prop_assert!(open(usize::MAX, late, &binding).is_err());
         }
         if let Some(early) = iat.checked_sub(SKEW + 1) {
-            prop_assert!(open_token(&ring(), &token, usize::MAX, early, SKEW, &binding).is_err());
+            prop_assert!(open(usize::MAX, early, &binding).is_err());
         }
         // Over the size bound: refused before anything else.
-        prop_assert!(open_token(&ring(), &token, token.len() - 1, iat, SKEW, &binding).is_err());
+        prop_assert!(open(token.len() - 1, iat, &binding).is_err());
     }
 }
 
@@ -214,7 +219,23 @@ fn staging() -> String {
     args_digest(Some(&json!({"environment": "staging"})))
 }
 
-fn valid_token(q: Map<String, Value>, s: Option<String>, r: u32) -> String {
+/// Opens `token` in full and through `kept` (the tokens a layer keeps after sealing them): both
+/// ways must agree, whatever the outcome.
+fn open_both(
+    kept: &Kept,
+    token: &str,
+    max_len: usize,
+    now: u64,
+    binding: &Binding<'_>,
+) -> Result<Value, String> {
+    let in_full = open_token(&ring(), token, max_len, now, SKEW, binding);
+    let through_kept = kept.open_token(&ring(), token, max_len, now, SKEW, binding);
+    assert_eq!(in_full, through_kept, "{token}: kept and in full differ");
+    in_full
+}
+
+/// A valid token (sealed by `k1`, kept in `kept`) for `deploy`, asking `q`.
+fn valid_token(kept: &Kept, q: Map<String, Value>, s: Option<String>, r: u32) -> String {
     let mut claims = json!({"v": 1, "iat": NOW - 5, "exp": NOW + 600, "m": "tools/call",
         "t": "deploy", "a": staging(), "r": r});
     if let Some(s) = s {
@@ -223,19 +244,13 @@ fn valid_token(q: Map<String, Value>, s: Option<String>, r: u32) -> String {
     if !q.is_empty() {
         claims["q"] = Value::Object(q);
     }
-    seal_claims_json(&k1(), claims.to_string().as_bytes(), None).unwrap()
+    kept.seal_claims_json(&k1(), claims.to_string().as_bytes(), None)
+        .unwrap()
 }
 
-fn opens(token: &str) -> bool {
-    open_token(
-        &ring(),
-        token,
-        64 * 1024,
-        NOW,
-        SKEW,
-        &deploy_binding(&staging()),
-    )
-    .is_ok()
+/// Whether `token` opens for `deploy` at `NOW`, in full and through `kept` alike.
+fn opens(kept: &Kept, token: &str) -> bool {
+    open_both(kept, token, 64 * 1024, NOW, &deploy_binding(&staging())).is_ok()
 }
 
 fn parts(token: &str) -> Vec<String> {
@@ -458,14 +473,16 @@ proptest! {
         r in any::<u32>(),
         mutation in mutation(),
     ) {
-        let token = valid_token(q.clone(), s.clone(), r);
-        prop_assert!(opens(&token));
-        let other = valid_token(q, s, r.wrapping_add(1));
-        prop_assert!(opens(&other));
+        // Both kept, as by the layer that sealed them: a mutant must not open through them either.
+        let kept = Kept::default();
+        let token = valid_token(&kept, q.clone(), s.clone(), r);
+        prop_assert!(opens(&kept, &token));
+        let other = valid_token(&kept, q, s, r.wrapping_add(1));
+        prop_assert!(opens(&kept, &other));
         let Some(mutated) = mutate(&token, &other, &mutation) else {
             return Ok(());
         };
-        prop_assert!(!opens(&mutated), "{:?} opened: {}", mutation, mutated);
+        prop_assert!(!opens(&kept, &mutated), "{:?} opened: {}", mutation, mutated);
     }
 
     #[test]
@@ -477,7 +494,7 @@ proptest! {
             "[v1.k=A-Za-z0-9_-]{0,80}",
         ],
     ) {
-        prop_assert!(!opens(&token));
+        prop_assert!(!opens(&Kept::default(), &token));
     }
 
     #[test]
@@ -1163,7 +1180,7 @@ fn seed(target: &str, name: &str) -> Vec<u8> {
 fn the_fuzz_seed_tokens_open() {
     for name in ["valid-k1", "valid-k2", "valid-kept-answers"] {
         let token = String::from_utf8(seed("token", name)).unwrap();
-        assert!(opens(&token), "{name}");
+        assert!(opens(&Kept::default(), &token), "{name}");
     }
 }
 

@@ -3,7 +3,8 @@
 //! - Input starting with `{`: claims JSON. When it is claims, sealing then opening (with the
 //!   binding the claims name, at their issue time) must succeed exactly when the claims are
 //!   version 1 and not already expired, give back what was bound, and re-seal stably; any other
-//!   binding is refused.
+//!   binding is refused. Opened from the tokens the layer keeps after sealing, the outcome is the
+//!   same as opened in full.
 //! - Anything else: a token. It must never open unless it is byte for byte the token the layer
 //!   itself would mint for the claims it carries (no malleability: no second spelling of any
 //!   part verifies). The seeds hold valid tokens, so libFuzzer's mutations of them are the byte
@@ -13,7 +14,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
-use tower_elicitation::__fuzz::{Binding, args_digest, open_token, seal_claims_json};
+use tower_elicitation::__fuzz::{Binding, Kept, args_digest, open_token, seal_claims_json};
 use tower_elicitation::Keyring;
 
 const NOW: u64 = 1_800_000_000;
@@ -85,6 +86,24 @@ fn claims(data: &[u8]) {
         audience: audience.as_deref(),
     };
     let opened = open_token(&ring, &token, usize::MAX, iat, SKEW, &binding);
+    // As the layer keeps the tokens it seals: the same token, opened from what was kept, gives
+    // the same outcome, and so does any other binding or time.
+    let kept = Kept::default();
+    let kept_token = kept.seal_claims_json(&ring, data, None);
+    assert_eq!(kept_token.as_deref(), Some(token.as_str()), "kept sealing differs");
+    let other_target = format!("{target}x");
+    let checks = [
+        (binding, iat),
+        (binding, exp.saturating_add(SKEW)),
+        (Binding { target: &other_target, ..binding }, iat),
+    ];
+    for (binding, now) in checks {
+        assert_eq!(
+            kept.open_token(&ring, &token, usize::MAX, now, SKEW, &binding),
+            open_token(&ring, &token, usize::MAX, now, SKEW, &binding),
+            "opened from what was kept, at {now}"
+        );
+    }
     let should_open = version == 1 && iat < exp.saturating_add(SKEW);
     assert_eq!(
         opened.is_ok(),
