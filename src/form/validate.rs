@@ -303,18 +303,18 @@ impl FormValidator {
         };
         content.retain(|key, _| self.properties.contains(key.as_str()));
         let kept = Value::Object(content);
-        if self.validator.is_valid(&kept) {
-            let Value::Object(mut kept) = kept else {
-                unreachable!("built as an object above")
-            };
-            for name in &self.integers {
-                if let Some(value) = kept.get_mut(name) {
-                    whole_as_integer(value);
-                }
-            }
-            return Ok(kept);
+        if !self.validator.is_valid(&kept) {
+            return Err(self.hint(&kept));
         }
-        Err(self.hint(&kept))
+        let Value::Object(mut kept) = kept else {
+            return Err("content must be an object".to_owned());
+        };
+        for name in &self.integers {
+            if let Some(value) = kept.get_mut(name) {
+                whole_as_integer(value);
+            }
+        }
+        Ok(kept)
     }
 
     /// The hint for the first error of invalid `content`.
