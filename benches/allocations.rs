@@ -148,13 +148,8 @@ fn main() {
         layer: retry,
         reask,
     } = support::retries(json!({"environment": "staging"}), &sealed);
-    // The same retry with a token another replica sealed: same keys, but a TTL one second shorter,
-    // so that its tokens differ from any this layer seals and keeps. Opened in full (MAC, base64,
-    // claims).
-    let replica = ServiceBuilder::new()
-        .layer(layer().ttl(std::time::Duration::from_secs(599)))
-        .service_fn(|r| echo(r, false));
-    let sealed_elsewhere = rt.block_on(token(&replica, &first));
+    // The same retry with a token another replica sealed, which the layer opens in full.
+    let sealed_elsewhere = rt.block_on(support::token_from_another_replica(&first));
     let cold = support::retries(json!({"environment": "staging"}), &sealed_elsewhere).layer;
 
     println!(

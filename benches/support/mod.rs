@@ -180,6 +180,16 @@ where
         .to_owned()
 }
 
+/// The `requestState` another replica seals for the first round of `body`: the same keys as
+/// [`layer`], but a TTL one second shorter, so that it differs from any token a [`layer`] seals
+/// and keeps. A layer opens it in full (MAC, base64, claims).
+pub async fn token_from_another_replica(body: &Bytes) -> String {
+    let replica = tower::ServiceBuilder::new()
+        .layer(layer().ttl(std::time::Duration::from_secs(599)))
+        .service_fn(|r| echo(r, false));
+    token(&replica, body).await
+}
+
 /// About 64 KiB of tool arguments.
 pub fn large_arguments() -> Value {
     let items: Vec<Value> = (0..600)
