@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 
-use crate::mcp::Method;
+use crate::mcp::{Declared, Method};
 
 /// Invalid JSON.
 pub(crate) const PARSE_ERROR: i64 = -32700;
@@ -495,8 +495,10 @@ impl Field {
 /// What `params._meta` says about the call.
 #[derive(Debug, Default)]
 pub(crate) struct Meta {
+    /// `io.modelcontextprotocol/protocolVersion`, when it is a string.
     pub(crate) version: Option<String>,
-    pub(crate) capabilities: Option<Value>,
+    /// What `io.modelcontextprotocol/clientCapabilities` declares.
+    pub(crate) declared: Declared,
 }
 
 /// Why a body could not be parsed as an MRTR call.
@@ -545,7 +547,11 @@ impl<'a> Call<'a> {
                 Some(Strict(Value::String(version))) => Some(version),
                 _ => None,
             },
-            capabilities: wire.capabilities.map(|Strict(capabilities)| capabilities),
+            declared: wire
+                .capabilities
+                .map_or_else(Declared::default, |Strict(capabilities)| {
+                    Declared::of(&capabilities)
+                }),
         })
     }
 

@@ -8,11 +8,19 @@ use tower_layer::Layer;
 
 use crate::form::validate::ValidatorCache;
 use crate::gate::{Gate, GateError, GateTarget};
+use crate::jsonrpc::Meta;
 use crate::mcp::Method;
+use crate::memo::Bounded;
 use crate::principal::Principal;
 use crate::service::Elicitation;
 use crate::state::Keyring;
 use crate::state::sealed::Sealed;
+
+/// How many distinct `params._meta` texts are kept read (clients send one each, and the same one
+/// with every request).
+const META_CAPACITY: usize = 256;
+/// A longer `_meta` is read every time rather than kept.
+pub(crate) const MAX_KEPT_META_LEN: usize = 4096;
 
 /// What the layer does with `inputResponses` that arrive without any `requestState`.
 ///
@@ -61,6 +69,8 @@ pub(crate) struct Config {
     pub(crate) validators: ValidatorCache,
     /// Tokens this layer sealed, so their retries skip the MAC and claims passes.
     pub(crate) sealed: Sealed,
+    /// What each distinct `params._meta` text says.
+    pub(crate) metas: Bounded<Meta, META_CAPACITY>,
     pub(crate) gates: Vec<(GateTarget, Gate)>,
 }
 
@@ -89,6 +99,7 @@ impl ElicitationLayer {
                 principal: Principal::default(),
                 validators: ValidatorCache::default(),
                 sealed: Sealed::default(),
+                metas: Bounded::default(),
                 gates: Vec::new(),
             }),
         }
@@ -232,6 +243,7 @@ impl Config {
             principal: self.principal.clone(),
             validators: ValidatorCache::default(),
             sealed: Sealed::default(),
+            metas: Bounded::default(),
             gates: self.gates.clone(),
         }
     }

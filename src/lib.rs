@@ -127,6 +127,7 @@ pub mod gate;
 mod jsonrpc;
 mod layer;
 mod mcp;
+mod memo;
 mod principal;
 mod service;
 mod sse;

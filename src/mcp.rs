@@ -158,8 +158,28 @@ impl InputKind {
         }
     }
 
+    /// Every kind, each once.
+    const ALL: [Self; 5] = [
+        Self::Form,
+        Self::Url,
+        Self::Sampling { tools: false },
+        Self::Sampling { tools: true },
+        Self::Roots,
+    ];
+
+    /// This kind's bit in [`Declared`].
+    fn bit(self) -> u8 {
+        match self {
+            Self::Form => 1,
+            Self::Url => 1 << 1,
+            Self::Sampling { tools: false } => 1 << 2,
+            Self::Sampling { tools: true } => 1 << 3,
+            Self::Roots => 1 << 4,
+        }
+    }
+
     /// Whether `capabilities` (the request's own `clientCapabilities`) declare this kind.
-    pub(crate) fn is_declared(self, capabilities: &Value) -> bool {
+    fn is_declared_in(self, capabilities: &Value) -> bool {
         let Some(cap) = capabilities.get(self.requirement().0) else {
             return false;
         };
@@ -175,6 +195,28 @@ impl InputKind {
             Self::Sampling { tools: true } => cap.get("tools").is_some(),
             Self::Sampling { tools: false } | Self::Roots => true,
         }
+    }
+}
+
+/// The kinds of input request a call's `clientCapabilities` declare: all the layer needs of them,
+/// read once per call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Declared(u8);
+
+impl Declared {
+    /// What `capabilities` declare; anything but an object declares nothing.
+    pub(crate) fn of(capabilities: &Value) -> Self {
+        Self(
+            InputKind::ALL
+                .into_iter()
+                .filter(|kind| kind.is_declared_in(capabilities))
+                .fold(0, |bits, kind| bits | kind.bit()),
+        )
+    }
+
+    /// Whether `kind` is declared.
+    pub(crate) fn has(self, kind: InputKind) -> bool {
+        self.0 & kind.bit() != 0
     }
 }
 
@@ -210,18 +252,25 @@ mod tests {
         let [form, url, sampling, roots] =
             [form, url, sampling, roots].map(|r| InputKind::of(&r).unwrap());
 
-        let bare = json!({"elicitation": {}});
-        assert!(form.is_declared(&bare));
-        assert!(!url.is_declared(&bare));
-        let url_only = json!({"elicitation": {"url": {}}});
-        assert!(!form.is_declared(&url_only));
-        assert!(url.is_declared(&url_only));
-        let both = json!({"elicitation": {"form": {}, "url": {}}});
-        assert!(form.is_declared(&both) && url.is_declared(&both));
-        assert!(sampling.is_declared(&json!({"sampling": {}})));
-        assert!(!sampling.is_declared(&json!({})));
-        assert!(roots.is_declared(&json!({"roots": {"listChanged": true}})));
-        assert!(!roots.is_declared(&json!({"roots": true})));
+        let declared = |capabilities: Value| Declared::of(&capabilities);
+        let bare = declared(json!({"elicitation": {}}));
+        assert!(bare.has(form));
+        assert!(!bare.has(url));
+        let url_only = declared(json!({"elicitation": {"url": {}}}));
+        assert!(!url_only.has(form));
+        assert!(url_only.has(url));
+        let both = declared(json!({"elicitation": {"form": {}, "url": {}}}));
+        assert!(both.has(form) && both.has(url));
+        assert!(declared(json!({"sampling": {}})).has(sampling));
+        assert!(!declared(json!({})).has(sampling));
+        assert!(declared(json!({"roots": {"listChanged": true}})).has(roots));
+        assert!(!declared(json!({"roots": true})).has(roots));
+        let tools = InputKind::Sampling { tools: true };
+        assert!(!declared(json!({"sampling": {}})).has(tools));
+        let everything = declared(json!({"sampling": {"tools": {}}, "roots": {},
+            "elicitation": {"form": {}, "url": {}}}));
+        assert!(InputKind::ALL.into_iter().all(|kind| everything.has(kind)));
+        assert_eq!(declared(json!([])), Declared::default());
 
         let mut required = Map::new();
         add_requirement(&mut required, url);

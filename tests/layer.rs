@@ -1051,6 +1051,48 @@ async fn every_missing_capability_is_named_at_once() {
     );
 }
 
+/// A layer keeps what each `_meta` text says: however texts alternate on one layer, each call is
+/// answered by its own `_meta`, and one that cannot be read is refused every time.
+#[tokio::test]
+async fn each_call_is_answered_by_its_own_meta_on_a_shared_layer() {
+    let h = Harness::new(
+        layer(),
+        asking(Transport::Json, json!({"q": approval()}), Some("inner-1")),
+    );
+    let form = deploy().caps(json!({"elicitation": {}}));
+    let url_only = deploy().caps(json!({"elicitation": {"url": {}}}));
+    let older = deploy()
+        .caps(json!({"elicitation": {}}))
+        .version("2025-11-25");
+    let repeated = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"deploy","arguments":{},"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}"#;
+    for round in 0..3 {
+        let reply = h.call(&form).await;
+        assert_eq!(reply.status, StatusCode::OK, "{round}");
+        assert_eq!(reply.json()["result"]["resultType"], "input_required");
+
+        let reply = h.call(&url_only).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{round}");
+        let required = json!({"elicitation": {"form": {}}});
+        assert_eq!(reply.json(), missing_capability(1, required), "{round}");
+
+        let reply = h.call(&older).await;
+        assert_eq!(
+            reply.json(),
+            error_message(1, -32603, "Internal error", None),
+            "{round}"
+        );
+
+        let reply = h.send(support::post(repeated)).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{round}");
+        assert_eq!(reply.json()["error"]["code"], -32600, "{round}");
+    }
+    assert_eq!(
+        h.fake.calls(),
+        9,
+        "the refused `_meta` never reached the inner service"
+    );
+}
+
 /// Once an event has gone out the status is sent: the refusal becomes the response event.
 #[tokio::test]
 async fn a_refusal_after_a_notification_stays_in_the_stream() {

@@ -1,5 +1,7 @@
 //! The request side: verify, validate, decide.
 
+use std::sync::Arc;
+
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -8,9 +10,9 @@ use super::gates::{FlowFacts, FlowQuery, GateRound};
 use super::outbound::{log_outcome, reask, refuse};
 use super::{Context, Round, invalid_state};
 use crate::gate::Answers;
-use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Reply};
-use crate::layer::{AnswersWithoutState, Config};
-use crate::mcp::supports_mrtr;
+use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Malformed, Meta, Reply};
+use crate::layer::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
+use crate::mcp::{Declared, supports_mrtr};
 use crate::state::claims::{Arguments, Binding};
 use crate::state::token::{self, Clock};
 
@@ -58,7 +60,7 @@ fn decide(
     flows: &FlowFacts,
 ) -> Result<Inbound, Reply> {
     let id = call.id;
-    let malformed = |m: crate::jsonrpc::Malformed| Reply::error(400, id, m.code, &m.message, None);
+    let malformed = |m: Malformed| Reply::error(400, id, m.code, &m.message, None);
 
     let target = match call.field(call.method.target_field()).map_err(malformed)? {
         Field::Present(Value::String(target)) => target,
@@ -78,12 +80,11 @@ fn decide(
         .arguments_field()
         .and_then(|name| call.raw_field(name));
     let arguments = Arguments::new(raw_arguments);
-    let meta = call.meta().map_err(malformed)?;
-    let version = meta.version.as_deref().or(cx.header_version);
-    let capabilities = meta
-        .capabilities
-        .filter(Value::is_object)
-        .unwrap_or_else(|| Value::Object(Map::new()));
+    let meta = read_meta(call, config).map_err(malformed)?;
+    let version = meta
+        .as_ref()
+        .and_then(|meta| meta.version.as_deref())
+        .or(cx.header_version);
 
     let mrtr = version.is_some_and(supports_mrtr);
     let has_state = call.raw_field("requestState").is_some();
@@ -105,7 +106,7 @@ fn decide(
         args,
         exact: arguments.exact().map(ToOwned::to_owned),
         principal: cx.principal.map(<[u8]>::to_vec),
-        capabilities,
+        declared: meta.map_or_else(Declared::default, |meta| meta.declared),
         mrtr,
         number: 0,
         gates: Map::new(),
@@ -234,6 +235,22 @@ fn decide(
             })
         }
     }
+}
+
+/// What `params._meta` says, read once per distinct text of it: a client sends the same `_meta`
+/// (protocol version, client info, capabilities) with every request. `None` when it is absent.
+fn read_meta(call: &Call<'_>, config: &Config) -> Result<Option<Arc<Meta>>, Malformed> {
+    let Some(raw) = call.raw_field("_meta") else {
+        return Ok(None);
+    };
+    let text = raw.get();
+    if text.len() > MAX_KEPT_META_LEN {
+        return call.meta().map(|meta| Some(Arc::new(meta)));
+    }
+    config
+        .metas
+        .get_or_try_insert(text, || call.meta())
+        .map(Some)
 }
 
 /// The canonical digest of `arguments`; `-32600` when they repeat a key.

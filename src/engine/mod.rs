@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::jsonrpc::Reply;
-use crate::mcp::Method;
+use crate::mcp::{Declared, Method};
 
 pub(crate) use gates::{FlowFacts, FlowNeed, FlowQuery};
 pub(crate) use inbound::{Inbound, inbound};
@@ -46,7 +46,8 @@ pub(crate) struct Round {
     /// The digest of the arguments' exact text (claim `x`).
     pub(crate) exact: Option<String>,
     pub(crate) principal: Option<Vec<u8>>,
-    pub(crate) capabilities: Value,
+    /// The kinds of input request the call's own `clientCapabilities` declare.
+    pub(crate) declared: Declared,
     /// The call speaks 2026-07-28 or later.
     pub(crate) mrtr: bool,
     /// How many `input_required` rounds came before this call (0 for a fresh call).

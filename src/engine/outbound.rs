@@ -448,7 +448,7 @@ pub(crate) fn require(
 ) -> Result<(), Reply> {
     let mut required = Map::new();
     for kind in kinds {
-        if !kind.is_declared(&round.capabilities) {
+        if !round.declared.has(kind) {
             add_requirement(&mut required, kind);
         }
     }

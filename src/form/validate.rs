@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError, Validator};
@@ -34,48 +34,7 @@ pub(crate) struct ValidatorCache {
     spellings: Bounded<Spelled>,
 }
 
-/// Shared values by their text, cleared whole when [`CACHE_CAPACITY`] is reached.
-struct Bounded<V>(RwLock<HashMap<Box<str>, Arc<V>, ahash::RandomState>>);
-
-impl<V> Default for Bounded<V> {
-    fn default() -> Self {
-        Self(RwLock::default())
-    }
-}
-
-impl<V> Bounded<V> {
-    /// The value for `key`, made by `make` on a miss (a failure is not kept).
-    fn get_or_try_insert<E>(
-        &self,
-        key: &str,
-        make: impl FnOnce() -> Result<V, E>,
-    ) -> Result<Arc<V>, E> {
-        if let Some(found) = self
-            .0
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-        {
-            return Ok(Arc::clone(found));
-        }
-        let made = Arc::new(make()?);
-        let mut entries = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        // Another thread may have made the same value meanwhile: keep the first one so every
-        // caller shares it.
-        if let Some(found) = entries.get(key) {
-            return Ok(Arc::clone(found));
-        }
-        if entries.len() >= CACHE_CAPACITY {
-            entries.clear();
-        }
-        entries.insert(key.into(), Arc::clone(&made));
-        Ok(made)
-    }
-
-    fn len(&self) -> usize {
-        self.0.read().unwrap_or_else(PoisonError::into_inner).len()
-    }
-}
+type Bounded<V> = crate::memo::Bounded<V, CACHE_CAPACITY>;
 
 /// What the layer needs to know of an asked question, read once per distinct question.
 #[derive(Debug)]
