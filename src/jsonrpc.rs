@@ -501,6 +501,39 @@ pub(crate) struct Meta {
     pub(crate) declared: Declared,
 }
 
+impl Meta {
+    /// Reads the text of `params._meta`: the two entries the layer reads, each parsed strictly;
+    /// the rest (client info, progress token, …) is skipped without building anything. Anything
+    /// but an object says nothing.
+    pub(crate) fn read(text: &str) -> Result<Self, Malformed> {
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
+            version: Option<Strict>,
+            #[serde(default, rename = "io.modelcontextprotocol/clientCapabilities")]
+            capabilities: Option<Strict>,
+        }
+        if !text.trim_start().starts_with('{') {
+            return Ok(Self::default());
+        }
+        let wire: Wire = serde_json::from_str(text).map_err(|e| Malformed {
+            code: INVALID_REQUEST,
+            message: format!("Invalid Request: params._meta: {}", strip_position(&e)),
+        })?;
+        Ok(Self {
+            version: match wire.version {
+                Some(Strict(Value::String(version))) => Some(version),
+                _ => None,
+            },
+            declared: wire
+                .capabilities
+                .map_or_else(Declared::default, |Strict(capabilities)| {
+                    Declared::of(&capabilities)
+                }),
+        })
+    }
+}
+
 /// Why a body could not be parsed as an MRTR call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Malformed {
@@ -520,39 +553,6 @@ impl<'a> Call<'a> {
                 code: INVALID_REQUEST,
                 message: format!("Invalid Request: params.{name}: {}", strip_position(&e)),
             })
-    }
-
-    /// The two `params._meta` entries the layer reads. Each is parsed strictly; the rest of
-    /// `_meta` (client info, progress token, …) is skipped without building anything.
-    pub(crate) fn meta(&self) -> Result<Meta, Malformed> {
-        #[derive(Deserialize)]
-        struct Wire {
-            #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
-            version: Option<Strict>,
-            #[serde(default, rename = "io.modelcontextprotocol/clientCapabilities")]
-            capabilities: Option<Strict>,
-        }
-        let Some(raw) = self.raw_field("_meta") else {
-            return Ok(Meta::default());
-        };
-        if !raw.get().trim_start().starts_with('{') {
-            return Ok(Meta::default());
-        }
-        let wire: Wire = serde_json::from_str(raw.get()).map_err(|e| Malformed {
-            code: INVALID_REQUEST,
-            message: format!("Invalid Request: params._meta: {}", strip_position(&e)),
-        })?;
-        Ok(Meta {
-            version: match wire.version {
-                Some(Strict(Value::String(version))) => Some(version),
-                _ => None,
-            },
-            declared: wire
-                .capabilities
-                .map_or_else(Declared::default, |Strict(capabilities)| {
-                    Declared::of(&capabilities)
-                }),
-        })
     }
 
     /// `params.requestState`: absent or `null` is `None`; anything but a string is `Err`.

@@ -46,9 +46,9 @@ pub enum AnswersWithoutState {
 /// Clones of a layer, and the services it makes, share its caches: compiled form validators, what
 /// each distinct `_meta` text says (up to 256 texts of at most 4 KiB), and the tokens it sealed
 /// most recently (up to 1,024, about 4 MiB), kept so that their retries are opened without the
-/// MAC and claims passes. Expiry and bindings are checked on every retry all
-/// the same; a token sealed by another replica is opened in full. A builder method called on a
-/// layer that has clones gives a new layer, with caches of its own.
+/// MAC and claims passes. Expiry and bindings are checked on every retry all the same; a token
+/// sealed by another replica is opened in full. A builder method called on a layer that has
+/// clones gives a new layer, with caches of its own.
 ///
 /// See the [crate docs](crate) for an example.
 #[derive(Clone)]

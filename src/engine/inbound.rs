@@ -245,11 +245,11 @@ fn read_meta(call: &Call<'_>, config: &Config) -> Result<Option<Arc<Meta>>, Malf
     };
     let text = raw.get();
     if text.len() > MAX_KEPT_META_LEN {
-        return call.meta().map(|meta| Some(Arc::new(meta)));
+        return Meta::read(text).map(|meta| Some(Arc::new(meta)));
     }
     config
         .metas
-        .get_or_try_insert(text, || call.meta())
+        .get_or_try_insert(text, || Meta::read(text))
         .map(Some)
 }
 
