@@ -16,6 +16,7 @@ use crate::engine::{Outbound, Round};
 use crate::jsonrpc::Reply;
 use crate::layer::Config;
 use crate::sse::{self, Splitter};
+use crate::state::token::unix_now;
 
 pin_project! {
     /// Reads a whole body into one buffer. A body that comes in one data frame, as a buffered
@@ -234,7 +235,6 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
 pub(crate) struct Scan {
     pub(crate) round: Round,
     pub(crate) config: Arc<Config>,
-    pub(crate) now: u64,
 }
 
 pin_project! {
@@ -357,7 +357,8 @@ impl Events<'_> {
             }
             Some(data) => {
                 let scan = &self.scan;
-                match respond(&data, &scan.round, &scan.config, scan.now) {
+                // Dated when it is sealed: a stream may run long before it asks.
+                match respond(&data, &scan.round, &scan.config, unix_now()) {
                     Some(outcome) => {
                         *self.responded = true;
                         outcome

@@ -4,11 +4,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::header::{
-    CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, TRANSFER_ENCODING,
+    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, TRANSFER_ENCODING,
 };
 use http::{Request, Response, StatusCode};
 use http_body::Body;
@@ -18,7 +17,7 @@ use tower_service::Service;
 use tracing::Instrument;
 
 use crate::body::{ReadAll, RequestBody, ResponseBody, Scan, SseBody};
-use crate::engine::outbound::{Relation, relation};
+use crate::engine::outbound::answers_call;
 use crate::engine::{
     self, FlowFacts, FlowNeed, FlowQuery, Inbound, Intake, Outbound, Round, Settle,
 };
@@ -27,6 +26,7 @@ use crate::jsonrpc::{Call, Reply};
 use crate::layer::{Config, ElicitationLayer};
 use crate::sse;
 use crate::state::Keyring;
+use crate::state::token::unix_now;
 
 use crate::BoxError;
 
@@ -108,12 +108,12 @@ where
         // The service that was driven to readiness goes into the future; a fresh clone stays.
         let fresh = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, fresh);
-        // MCP sends JSON-RPC in POSTs. A body in any other request is read too, so that an inner
-        // service that ignores the HTTP method is no way around the layer; unless it carries one
-        // of the three MRTR methods, it passes as it came. Requests without a body pass untouched.
-        let post = request.method() == http::Method::POST;
+        // MCP sends JSON-RPC in POSTs, but an inner service may ignore the HTTP method: a body is
+        // judged the same in every method. Only a request with no body at all passes untouched.
         let body = request.body();
-        if !post && (body.is_end_stream() || body.size_hint().exact() == Some(0)) {
+        if request.method() != http::Method::POST
+            && (body.is_end_stream() || body.size_hint().exact() == Some(0))
+        {
             let future = inner.call(request.map(RequestBody::untouched));
             return ResponseFuture::new(State::Forwarding { future });
         }
@@ -144,7 +144,6 @@ where
                 inner,
                 config: self.config.clone(),
                 parts,
-                post,
                 framed,
             }),
         })
@@ -206,7 +205,6 @@ struct Pending<S> {
     inner: S,
     config: Arc<Config>,
     parts: http::request::Parts,
-    post: bool,
     /// The body length the headers declare, when they declare exactly one and no other framing.
     framed: Option<u64>,
 }
@@ -249,7 +247,6 @@ where
                         mut inner,
                         config,
                         parts,
-                        post,
                         framed,
                     }) = pending.take()
                     else {
@@ -269,9 +266,7 @@ where
                                 }
                             } else {
                                 State::Boxed {
-                                    future: Box::pin(handle(
-                                        inner, config, parts, bytes, post, framed,
-                                    )),
+                                    future: Box::pin(handle(inner, config, parts, bytes, framed)),
                                 }
                             }
                         }
@@ -310,14 +305,13 @@ async fn handle<S, ReqBody, ResBody>(
     config: Arc<Config>,
     parts: http::request::Parts,
     bytes: Bytes,
-    post: bool,
     framed: Option<u64>,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
     ResBody: Body<Data = Bytes>,
 {
-    let call = match engine::intake(&bytes, post) {
+    let call = match engine::intake(&bytes) {
         Intake::Call(call) => call,
         Intake::Respond(reply) => return Ok(reply_response(reply)),
         Intake::Forward => {
@@ -349,16 +343,20 @@ where
     ResBody: Body<Data = Bytes>,
 {
     let id = call.id;
-    let now = unix_now();
+    let mut parts = parts;
+    // The layer must read the answer to seal or refuse it: ask for it unencoded.
+    parts
+        .headers
+        .insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
     let principal = config.principal.of(&parts);
     let header_version = parts
         .headers
         .get("mcp-protocol-version")
         .and_then(|v| v.to_str().ok());
-    let cx = engine::Context {
+    let mut cx = engine::Context {
         principal: principal.as_deref(),
         header_version,
-        now,
+        now: unix_now(),
     };
     let mut flows = FlowFacts::default();
     let mut decision = engine::inbound(&call, cx, &config, &flows);
@@ -373,6 +371,8 @@ where
                 return Ok(reply_response(reply));
             }
         }
+        // A flow may take its time to answer: what the engine seals now is dated now.
+        cx.now = unix_now();
         decision = engine::inbound(&call, cx, &config, &flows);
     }
     match decision {
@@ -387,7 +387,6 @@ where
             round,
             answers,
         } => {
-            let mut parts = parts;
             if let Some(answers) = answers {
                 parts.extensions.insert(answers);
             }
@@ -396,7 +395,7 @@ where
                 None => forward(parts, bytes.clone(), framed),
             };
             let response = inner.call(request).await?;
-            Ok(respond(response, round, config, now).await)
+            Ok(respond(response, round, config).await)
         }
         Inbound::Probe {
             body,
@@ -407,10 +406,9 @@ where
             let response = inner
                 .call(rebuild(parts.clone(), Bytes::from(body)))
                 .await?;
-            let Some(probe) = read_probe(response, &round).await else {
-                return Ok(reply_response(engine::inner_body_failed(
-                    round.id.as_deref(),
-                )));
+            let probe = match read_probe(response, &round).await {
+                Ok(probe) => probe,
+                Err(reply) => return Ok(reply_response(reply)),
             };
             let Some(message) = probe.message else {
                 return Ok(Response::from_parts(
@@ -418,7 +416,7 @@ where
                     ResponseBody::full(probe.body),
                 ));
             };
-            match engine::settle_probe(&message, round, &call, &answers, &config, now) {
+            match engine::settle_probe(&message, round, &call, &answers, &config, unix_now()) {
                 Settle::Respond(Outbound::Unchanged) => Ok(Response::from_parts(
                     probe.parts,
                     ResponseBody::full(probe.body),
@@ -427,7 +425,7 @@ where
                 Settle::Forward { body, round } => {
                     std::future::poll_fn(|cx| spare.poll_ready(cx)).await?;
                     let response = spare.call(rebuild(parts, Bytes::from(body))).await?;
-                    Ok(respond(response, round, config, now).await)
+                    Ok(respond(response, round, config).await)
                 }
             }
         }
@@ -503,23 +501,33 @@ fn rebuild<B>(mut parts: http::request::Parts, body: Bytes) -> Request<RequestBo
     Request::from_parts(parts, RequestBody::buffered(body))
 }
 
+/// What a successful answer to an MRTR call is, as far as the layer can read it.
 enum Payload {
     Json,
     EventStream,
-    Other,
 }
 
-fn payload(headers: &http::HeaderMap) -> Payload {
-    let Some(content_type) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
-        return Payload::Other;
-    };
+/// The payload of a successful answer to an MRTR call, or why the layer cannot read it: it must
+/// see every `input_required`, so an encoded answer or one of another type is never passed on.
+fn payload(headers: &http::HeaderMap) -> Result<Payload, &'static str> {
+    if headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .any(|encoding| !encoding.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        return Err("the inner service encoded its answer (Content-Encoding)");
+    }
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .ok_or("the inner service's answer has no readable Content-Type")?;
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if essence.eq_ignore_ascii_case("application/json") {
-        Payload::Json
+        Ok(Payload::Json)
     } else if essence.eq_ignore_ascii_case("text/event-stream") {
-        Payload::EventStream
+        Ok(Payload::EventStream)
     } else {
-        Payload::Other
+        Err("the inner service answered with a Content-Type the layer cannot read")
     }
 }
 
@@ -528,27 +536,27 @@ async fn respond<B: Body<Data = Bytes>>(
     response: Response<B>,
     round: Round,
     config: Arc<Config>,
-    now: u64,
 ) -> Response<ResponseBody<B>> {
     if !response.status().is_success() {
         return response.map(ResponseBody::inner);
     }
     match payload(response.headers()) {
-        Payload::Other => response.map(ResponseBody::inner),
-        Payload::Json => {
+        Err(why) => reply_response(engine::inner_unreadable(round.id.as_deref(), why)),
+        Ok(Payload::Json) => {
             let (parts, body) = response.into_parts();
             let Ok(bytes) = ReadAll::new(body).await else {
                 return reply_response(engine::inner_body_failed(round.id.as_deref()));
             };
-            match engine::outbound(&bytes, &round, &config, now) {
+            // Dated when it is sealed: the inner service may have taken its time.
+            match engine::outbound(&bytes, &round, &config, unix_now()) {
                 Outbound::Unchanged => Response::from_parts(parts, ResponseBody::full(bytes)),
                 Outbound::Replace(reply) => replace(parts, reply),
             }
         }
-        Payload::EventStream => {
+        Ok(Payload::EventStream) => {
             let (mut parts, body) = response.into_parts();
             let id = round.id.clone();
-            let mut sse = Box::pin(SseBody::new(body, Scan { round, config, now }));
+            let mut sse = Box::pin(SseBody::new(body, Scan { round, config }));
             // Wait for the first event only: when it is the layer's own answer (a refusal with
             // its own status), the client gets that status; otherwise the stream goes on as it is.
             match sse.frame().await {
@@ -576,21 +584,31 @@ struct Probe {
     message: Option<Vec<u8>>,
 }
 
-/// Reads a probe's whole response; `None` when its body fails.
-async fn read_probe<B: Body<Data = Bytes>>(response: Response<B>, round: &Round) -> Option<Probe> {
-    let success = response.status().is_success();
-    let kind = payload(response.headers());
+/// Reads a probe's whole response; the layer's reply when its body fails, or when it is a
+/// successful answer the layer cannot read.
+async fn read_probe<B: Body<Data = Bytes>>(
+    response: Response<B>,
+    round: &Round,
+) -> Result<Probe, Reply> {
+    let id = round.id.as_deref();
+    let kind = if response.status().is_success() {
+        Some(payload(response.headers()).map_err(|why| engine::inner_unreadable(id, why))?)
+    } else {
+        None
+    };
     let (parts, body) = response.into_parts();
-    let body = ReadAll::new(body).await.ok()?;
-    let message = match (success, kind) {
-        (true, Payload::Json) => Some(body.to_vec()),
-        (true, Payload::EventStream) => sse::events(&body)
+    let body = ReadAll::new(body)
+        .await
+        .map_err(|_| engine::inner_body_failed(id))?;
+    let message = match kind {
+        Some(Payload::Json) => Some(body.to_vec()),
+        Some(Payload::EventStream) => sse::events(&body)
             .iter()
             .filter_map(|event| sse::data(event).map(std::borrow::Cow::into_owned))
-            .find(|data| relation(data, round) != Relation::Other),
-        _ => None,
+            .find(|data| answers_call(data, round)),
+        None => None,
     };
-    Some(Probe {
+    Ok(Probe {
         parts,
         body,
         message,
@@ -612,10 +630,4 @@ fn replace<B>(mut parts: http::response::Parts, reply: Reply) -> Response<Respon
 fn reply_response<B>(reply: Reply) -> Response<ResponseBody<B>> {
     let (parts, ()) = Response::new(()).into_parts();
     replace(parts, reply)
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

@@ -841,13 +841,35 @@ async fn a_whole_flow_over_a_real_socket_with_chunked_bodies() {
 #[tokio::test]
 async fn json_rpc_in_another_http_method_is_not_a_way_around_the_layer() {
     let h = harness();
-    for method in ["PUT", "PATCH", "post", "DELETE"] {
+    for method in ["GET", "PUT", "PATCH", "post", "DELETE"] {
+        let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+        // A forged state is refused as in a POST.
         let mut request = deploy().state("forged").answers(approve()).request();
-        *request.method_mut() = http::Method::from_bytes(method.as_bytes()).unwrap();
-        h.send(request).await;
+        *request.method_mut() = method.clone();
+        let reply = h.send(request).await;
+        assert_eq!(reply.status, StatusCode::OK, "{method}");
+        assert_eq!(
+            reply.json()["error"]["message"],
+            "Invalid or expired requestState",
+            "{method}"
+        );
+        // Answers without a state are probed and validated as in a POST.
         let mut request = deploy().answers(approve()).request();
-        *request.method_mut() = http::Method::from_bytes(method.as_bytes()).unwrap();
-        h.send(request).await;
+        *request.method_mut() = method.clone();
+        let reply = h.send(request).await;
+        assert_eq!(reply.status, StatusCode::OK, "{method}");
+        let result = &reply.json()["result"];
+        assert_eq!(result["resultType"], "complete", "{method}: {result}");
+        assert_eq!(
+            result["structuredContent"]["requestState"], "inner-1",
+            "{method}: the inner service got its own state back"
+        );
+        // A body the strict reader cannot read is refused, never forwarded unread.
+        let mut body = deploy().body().to_string().into_bytes();
+        body.splice(1..1, br#""id":9,"#.iter().copied());
+        let mut request = support::post(body);
+        *request.method_mut() = method.clone();
+        refused(&h.send(request).await, StatusCode::BAD_REQUEST, -32600);
     }
     nothing_unverified_reached(&h.fake);
 }

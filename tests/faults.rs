@@ -137,7 +137,6 @@ async fn unparsable_json_from_the_inner_service_passes_unchanged() {
         b"".to_vec(),
         b"null".to_vec(),
         b"[]".to_vec(),
-        br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required""#.to_vec(),
         br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","n":1e400}}"#.to_vec(),
         b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"\xff\xfe\"}}".to_vec(),
         br#"{"jsonrpc":"2.0","id":99,"result":{"resultType":"input_required","requestState":"raw"}}"#
@@ -174,6 +173,10 @@ async fn an_input_required_the_layer_cannot_read_fails_closed() {
         r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"message":"m"}}}}}"#,
         r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":7}}}}}}"#,
         r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_\u0072equired","requestState":7}}"#,
+        // Not JSON the layer can read, but a lenient client might read an `input_required` in it.
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required""#,
+        "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"input_required\",\"requestState\":\"raw\"}}",
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","requestState":"raw"}} trailing"#,
     ] {
         let h = Harness::new(
             layer(),

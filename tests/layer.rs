@@ -1469,15 +1469,18 @@ async fn bodies_over_the_limit_are_refused_with_413() {
 // 15. What the layer does not touch.
 
 #[tokio::test]
-async fn a_get_is_forwarded_untouched() {
+async fn a_get_is_judged_by_its_body_like_a_post() {
     let h = Harness::new(layer(), fixed("text/event-stream", ": ping\n\n"));
-    let request = Request::get("/mcp")
-        .header(header::ACCEPT, "text/event-stream")
-        .header("x-probe", "1")
-        .body(full("not json {"))
-        .unwrap();
-    let reply = h.send(request).await;
+    let get = |body: &'static str| {
+        Request::get("/mcp")
+            .header(header::ACCEPT, "text/event-stream")
+            .header("x-probe", "1")
+            .body(full(body))
+            .unwrap()
+    };
 
+    // A body that names none of the three methods passes untouched after the byte scan.
+    let reply = h.send(get("not json {")).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.content_type(), "text/event-stream");
     assert_eq!(reply.bytes, ": ping\n\n");
@@ -1485,6 +1488,12 @@ async fn a_get_is_forwarded_untouched() {
     assert_eq!(received.method, http::Method::GET);
     assert_eq!(received.headers["x-probe"], "1");
     assert_eq!(received.bytes, "not json {");
+
+    // One that could name one is read strictly, and refused when it cannot be read.
+    let reply = h.send(get(r#"not json {"method":"tools/call"}"#)).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.json()["error"]["code"], -32700);
+    assert_eq!(h.fake.calls(), 1, "the refused body was not forwarded");
 }
 
 #[tokio::test]

@@ -57,6 +57,17 @@ pub(crate) fn inner_body_failed(id: Option<&RawValue>) -> Reply {
     Reply::error(502, id, INTERNAL_ERROR, "Internal error", None)
 }
 
+/// A successful answer from the inner service that the layer cannot read (encoded, or of another
+/// type): it could carry an `input_required` the layer must seal, so it is never passed on.
+pub(crate) fn inner_unreadable(id: Option<&RawValue>, why: &str) -> Reply {
+    tracing::warn!(
+        target: "tower_elicitation",
+        why,
+        "the layer cannot read the inner service's answer to an MRTR call; answering -32603"
+    );
+    Reply::error(502, id, INTERNAL_ERROR, "Internal error", None)
+}
+
 /// What to do with a body that was read.
 #[derive(Debug)]
 pub(crate) enum Intake<'a> {
@@ -74,8 +85,10 @@ pub(crate) fn passes_unread(body: &[u8]) -> bool {
     jsonrpc::names_no_mrtr_method(body)
 }
 
-/// Sorts a body by its borrowed peek; `post` says whether it came in a POST.
-pub(crate) fn intake(body: &[u8], post: bool) -> Intake<'_> {
+/// Sorts a body by its borrowed peek. The HTTP method plays no part: an inner service may ignore
+/// it and read any body as JSON-RPC, so a body the strict reader cannot read is refused in every
+/// method, never forwarded unread.
+pub(crate) fn intake(body: &[u8]) -> Intake<'_> {
     match jsonrpc::peek(body) {
         Peek::Call(call) => Intake::Call(call),
         Peek::Refuse(reply) => Intake::Respond(reply),
@@ -87,8 +100,6 @@ pub(crate) fn intake(body: &[u8], post: bool) -> Intake<'_> {
             "Invalid Request: a batch may not contain tools/call, prompts/get or resources/read",
             None,
         )),
-        // Outside a POST, a body that is not JSON-RPC is none of the layer's business.
-        Peek::Invalid { .. } if !post => Intake::Forward,
         Peek::Invalid { code, message } => {
             Intake::Respond(Reply::error(400, None, code, message, None))
         }

@@ -20,7 +20,8 @@ use crate::mcp::{Declared, Method};
 pub(crate) use gates::{FlowFacts, FlowNeed, FlowQuery};
 pub(crate) use inbound::{Inbound, inbound};
 pub(crate) use intake::{
-    Head, Intake, inner_body_failed, intake, passes_unread, refuse_unread, too_large, unreadable,
+    Head, Intake, inner_body_failed, inner_unreadable, intake, passes_unread, refuse_unread,
+    too_large, unreadable,
 };
 pub(crate) use outbound::{Outbound, Settle, outbound, settle_probe};
 

@@ -159,6 +159,25 @@ pub(crate) fn relation(message: &[u8], round: &Round) -> Relation {
     Message::read(message).map_or(Relation::Other, |m| m.relation(round))
 }
 
+/// Whether `message` answers the call of `round` as far as the layer must treat it: the
+/// response to it, or a text the layer cannot read that could spell `input_required` (which a
+/// lenient client might read as one).
+pub(crate) fn answers_call(message: &[u8], round: &Round) -> bool {
+    match Message::read(message) {
+        Some(read) => read.relation(round) != Relation::Other,
+        None => !cannot_ask(message),
+    }
+}
+
+/// The refusal for a message that could spell `input_required` but that the layer cannot read:
+/// it could not be sealed, so it is never passed on.
+fn unreadable(round: &Round) -> Outbound {
+    Outbound::Replace(cannot_vouch(
+        round,
+        "an answer that could be input_required is not JSON the layer can read",
+    ))
+}
+
 fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => {
@@ -198,7 +217,9 @@ pub(crate) fn respond(
     config: &Config,
     now: u64,
 ) -> Option<Outbound> {
-    let read = Message::read(message)?;
+    let Some(read) = Message::read(message) else {
+        return (!cannot_ask(message)).then(|| unreadable(round));
+    };
     match read.relation(round) {
         Relation::Other => return None,
         Relation::Response {
@@ -266,7 +287,10 @@ pub(crate) fn settle_probe(
     now: u64,
 ) -> Settle {
     let Some(read) = Message::read(message) else {
-        return Settle::Respond(Outbound::Unchanged);
+        if cannot_ask(message) {
+            return Settle::Respond(Outbound::Unchanged);
+        }
+        return Settle::Respond(unreadable(&round));
     };
     if read.relation(&round)
         != (Relation::Response {
