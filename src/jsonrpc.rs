@@ -555,6 +555,26 @@ impl<'a> Call<'a> {
             })
     }
 
+    /// A field of `params` as gates see it: parsed as [`field`](Self::field) does, except that a
+    /// number no `f64` can hold (`1e400`) is `null` in the view, so that gating a tool never
+    /// changes which arguments are accepted (the arguments' digest binds such numbers as written,
+    /// and the inner service receives them as sent).
+    pub(crate) fn gate_view(&self, name: &str) -> Result<Field, Malformed> {
+        let strict = self.field(name);
+        if strict.is_ok() {
+            return strict;
+        }
+        match self
+            .raw_field(name)
+            .map(|raw| unrepresentable_numbers_as_null(raw.get()))
+        {
+            Some(Cow::Owned(text)) => serde_json::from_str::<Strict>(&text)
+                .map(|s| Field::Present(s.0))
+                .or(strict),
+            _ => strict,
+        }
+    }
+
     /// `params.requestState`: absent or `null` is `None`; anything but a string is `Err`.
     pub(crate) fn state(&self) -> Result<Option<Cow<'a, str>>, ()> {
         match self.raw_field("requestState") {
@@ -586,13 +606,13 @@ impl<'a> Call<'a> {
     }
 
     /// The body with `params.requestState` and `params.inputResponses` replaced (`None`: removed)
-    /// and `params.arguments` replaced when `arguments` is given. Every other byte of every other
-    /// field is kept.
+    /// and `params.arguments` replaced by the JSON text `arguments` when it is given. Every other
+    /// byte of every other field is kept.
     pub(crate) fn rewrite(
         &self,
         request_state: Option<&str>,
         input_responses: Option<&Map<String, Value>>,
-        arguments: Option<&Value>,
+        arguments: Option<&str>,
     ) -> Vec<u8> {
         let mut out = Vec::with_capacity(512);
         out.push(b'{');
@@ -621,7 +641,7 @@ impl<'a> Call<'a> {
                     if let Some(arguments) = arguments {
                         comma(&mut out, &mut first);
                         write_key(&mut out, "arguments");
-                        write_json(&mut out, arguments);
+                        out.extend_from_slice(arguments.as_bytes());
                     }
                     if let Some(responses) = input_responses {
                         comma(&mut out, &mut first);
@@ -639,6 +659,152 @@ impl<'a> Call<'a> {
         }
         out.push(b'}');
         out
+    }
+}
+
+/// The JSON text of `arguments` (an object, as the client sent it) with each member of `set`
+/// put in: a member the client sent under the same key is taken out, and every other byte stays
+/// as it came. Arguments that are absent or not an object become an object of `set` alone.
+pub(crate) fn with_members(arguments: Option<&RawValue>, set: &[(&str, Value)]) -> String {
+    let text = arguments.map_or("", RawValue::get);
+    let Ok(ObjectOr::Object(members)) = serde_json::from_str::<RawMembers<'_>>(text) else {
+        return fresh_object(set);
+    };
+    let Some(spans) = members
+        .iter()
+        .map(|(_, raw)| member_span(text, raw))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return fresh_object(set);
+    };
+    let Some(close) = text.rfind('}') else {
+        return fresh_object(set);
+    };
+    let replaced = |index: usize| set.iter().any(|(name, _)| *name == members[index].0);
+    // Each run of replaced members goes with the commas that join it to the rest.
+    let mut cut = Vec::new();
+    let mut index = 0;
+    while index < members.len() {
+        if !replaced(index) {
+            index += 1;
+            continue;
+        }
+        let first = index;
+        while index < members.len() && replaced(index) {
+            index += 1;
+        }
+        cut.push(match (first, spans.get(index)) {
+            (_, Some(&(next, _))) => (spans[first].0, next),
+            (0, None) => (spans[0].0, spans[index - 1].1),
+            (_, None) => (spans[first - 1].1, spans[index - 1].1),
+        });
+    }
+    let kept = (0..members.len()).any(|index| !replaced(index));
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut at = 0;
+    for (start, end) in cut {
+        out.push_str(&text[at..start]);
+        at = end;
+    }
+    out.push_str(&text[at..close]);
+    let mut added = Vec::new();
+    let mut first = !kept;
+    for (name, value) in set {
+        comma(&mut added, &mut first);
+        write_key(&mut added, name);
+        write_json(&mut added, value);
+    }
+    // serde_json writes UTF-8.
+    out.push_str(&String::from_utf8_lossy(&added));
+    out.push_str(&text[close..]);
+    out
+}
+
+/// `{…}` of `set`, written afresh.
+fn fresh_object(set: &[(&str, Value)]) -> String {
+    let mut out = vec![b'{'];
+    let mut first = true;
+    for (name, value) in set {
+        comma(&mut out, &mut first);
+        write_key(&mut out, name);
+        write_json(&mut out, value);
+    }
+    out.push(b'}');
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Where the member whose value is `raw` (borrowed from `text`) begins (its key's opening quote)
+/// and ends (its value's last byte, exclusive).
+fn member_span(text: &str, raw: &RawValue) -> Option<(usize, usize)> {
+    let value = (raw.get().as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    let end = value + raw.get().len();
+    if end > text.len() {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let colon = text[..value].trim_end().len().checked_sub(1)?;
+    if bytes[colon] != b':' {
+        return None;
+    }
+    let key_end = text[..colon].trim_end().len().checked_sub(1)?;
+    if bytes[key_end] != b'"' {
+        return None;
+    }
+    // The key's opening quote: the nearest quote before it that no backslash escapes.
+    let mut at = key_end;
+    loop {
+        at = memchr::memrchr(b'"', &bytes[..at])?;
+        let backslashes = bytes[..at]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        if backslashes % 2 == 0 {
+            return Some((at, end));
+        }
+    }
+}
+
+/// `text` (JSON) with every number that no `f64` can hold written as `null`; borrowed when it has
+/// none.
+fn unrepresentable_numbers_as_null(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                at += 1;
+                while at < bytes.len() && bytes[at] != b'"' {
+                    at += if bytes[at] == b'\\' { 2 } else { 1 };
+                }
+                at += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                while at < bytes.len()
+                    && matches!(bytes[at], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    at += 1;
+                }
+                let number = &text[start..at];
+                if number.parse::<f64>().is_ok_and(|n| !n.is_finite()) {
+                    let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
+                    out.push_str(&text[copied..start]);
+                    out.push_str("null");
+                    copied = at;
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut out) => {
+            out.push_str(&text[copied..]);
+            Cow::Owned(out)
+        }
     }
 }
 
@@ -759,6 +925,79 @@ impl<'de> Visitor<'de> for StrictVisitor {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn injected_members_leave_every_other_byte_as_sent() {
+        let set = [("approval", json!({"approve": true}))];
+        let cases = [
+            // (arguments as sent, as the inner service receives them)
+            (r#"{}"#, r#"{"approval":{"approve":true}}"#),
+            (r#"{ }"#, r#"{ "approval":{"approve":true}}"#),
+            (
+                r#"{"n": 18446744073709551617, "x":1e400 }"#,
+                r#"{"n": 18446744073709551617, "x":1e400 ,"approval":{"approve":true}}"#,
+            ),
+            (
+                r#"{"approval":"forged","n":1.50}"#,
+                r#"{"n":1.50,"approval":{"approve":true}}"#,
+            ),
+            (
+                r#"{"a":"x\"approval\"", "approval" : [1,2] , "b":{"c":2}}"#,
+                r#"{"a":"x\"approval\"", "b":{"c":2},"approval":{"approve":true}}"#,
+            ),
+            (
+                r#"{"a":1,"approval":null}"#,
+                r#"{"a":1,"approval":{"approve":true}}"#,
+            ),
+            (r#"{"approval":1}"#, r#"{"approval":{"approve":true}}"#),
+            (
+                r#"{"approval":1,"z":"é"}"#,
+                r#"{"z":"é","approval":{"approve":true}}"#,
+            ),
+        ];
+        for (sent, received) in cases {
+            let out = with_members(Some(&raw(sent)), &set);
+            assert_eq!(out, received, "{sent}");
+            // JSON, with no key twice.
+            assert!(
+                crate::canonical::write_canonical(&out, &mut Vec::new()).is_ok(),
+                "{out}"
+            );
+        }
+        // Not an object, or absent: an object of the injected members alone.
+        for sent in [None, Some(raw("null")), Some(raw("[1]")), Some(raw("7"))] {
+            assert_eq!(
+                with_members(sent.as_deref(), &set),
+                r#"{"approval":{"approve":true}}"#
+            );
+        }
+        // Two injected members, the last two sent.
+        let two = [("a", json!(1)), ("b", json!(2))];
+        assert_eq!(
+            with_members(Some(&raw(r#"{"k":0, "a":9, "b":9}"#)), &two),
+            r#"{"k":0,"a":1,"b":2}"#
+        );
+        assert_eq!(
+            with_members(Some(&raw(r#"{"a":9, "b":9, "k":0}"#)), &two),
+            r#"{"k":0,"a":1,"b":2}"#
+        );
+    }
+
+    #[test]
+    fn a_gate_view_reads_numbers_no_f64_can_hold_as_null() {
+        assert_eq!(
+            unrepresentable_numbers_as_null(r#"{"a":1e400,"b":"1e400","c":[-1E+999,2.5e3]}"#),
+            r#"{"a":null,"b":"1e400","c":[null,2.5e3]}"#
+        );
+        assert!(matches!(
+            unrepresentable_numbers_as_null(r#"{"a":18446744073709551617,"b":"\"1e400"}"#),
+            Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn peek_finds_mrtr_methods_without_parsing_params() {
@@ -936,7 +1175,7 @@ mod tests {
         );
         let stripped = String::from_utf8(c.rewrite(None, None, None)).unwrap();
         assert!(!stripped.contains("requestState") && !stripped.contains("inputResponses"));
-        let args = String::from_utf8(c.rewrite(None, None, Some(&json!({"n": 1})))).unwrap();
+        let args = String::from_utf8(c.rewrite(None, None, Some(r#"{"n":1}"#))).unwrap();
         assert!(args.contains(r#""arguments":{"n":1}"#));
     }
 

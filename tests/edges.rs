@@ -477,3 +477,104 @@ async fn a_token_sealed_after_a_long_stream_is_dated_when_it_is_sealed() {
     use futures_util::StreamExt;
     tokio::join!(run(Transport::Json), run(Transport::Sse));
 }
+
+// ---------------------------------------------------------------------------------------------
+// 5. Whether a tool is gated never changes which arguments are accepted, nor their bytes.
+
+/// A `tools/call` written by hand, so that its arguments keep numbers no `f64` can hold.
+fn hand_written(id: u32, name: &str, arguments: &str, extra: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments},{extra}"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{"form":{{}}}}}}}}}}}}"#
+    )
+    .into_bytes()
+}
+
+/// The text of `params.arguments` in a body the inner service received.
+fn arguments_text(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        arguments: &'a serde_json::value::RawValue,
+    }
+    #[derive(serde::Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    let text = std::str::from_utf8(body).expect("UTF-8");
+    let message: Message<'_> = serde_json::from_str(text).expect("a call");
+    message.params.arguments.get().to_owned()
+}
+
+fn approving() -> Gate {
+    Gate::form(
+        "approval",
+        json!({"type": "object", "properties": {"approve": {"type": "boolean"}},
+            "required": ["approve"]}),
+    )
+    .unwrap()
+    .require(|content, _| content.get("approve") == Some(&json!(true)))
+}
+
+#[tokio::test]
+async fn gated_and_ungated_tools_accept_the_same_arguments_and_get_their_bytes() {
+    let fake = FakeMcp::new(|received: &Received| {
+        #[derive(serde::Deserialize)]
+        struct Id {
+            id: Value,
+        }
+        let id = serde_json::from_slice::<Id>(&received.bytes)
+            .expect("an id")
+            .id;
+        let done = json!({"resultType": "complete", "content": [{"type": "text", "text": "ok"}]});
+        Transport::Json.respond(&result_message(id, done))
+    });
+    let layer = layer()
+        .gate(GateTarget::tool("gated"), approving())
+        .unwrap()
+        .gate(
+            GateTarget::tool("injected"),
+            approving().inject_as("approval"),
+        )
+        .unwrap();
+    let h = Harness::new(layer, fake);
+    // The second has only numbers serde_json can read (lossily).
+    for (arguments, injected) in [
+        (
+            r#"{"count": 18446744073709551617, "x":1e400,"approval" : "client-sent" , "tail":[1.50, -0.0]}"#,
+            r#"{"count": 18446744073709551617, "x":1e400,"tail":[1.50, -0.0],"approval":{"approve":true}}"#,
+        ),
+        (
+            r#"{ "approval":"client-sent", "count":18446744073709551617 }"#,
+            r#"{ "count":18446744073709551617 ,"approval":{"approve":true}}"#,
+        ),
+    ] {
+        sends_as_sent(&h, arguments, injected).await;
+    }
+}
+
+async fn sends_as_sent(h: &Harness, arguments: &str, injected: &str) {
+    // Ungated: forwarded as sent.
+    let reply = h.send(post(hand_written(1, "plain", arguments, ""))).await;
+    assert_eq!(reply.json()["result"]["content"][0]["text"], "ok");
+    assert_eq!(arguments_text(&h.fake.last().bytes), arguments);
+
+    for tool in ["gated", "injected"] {
+        // Gated: the same arguments are accepted, and the gate asks.
+        let reply = h.send(post(hand_written(1, tool, arguments, ""))).await;
+        assert_eq!(reply.status, StatusCode::OK, "{tool}: {:?}", reply.bytes);
+        let state = reply.state();
+        let answer =
+            r#""inputResponses":{"approval":{"action":"accept","content":{"approve":true}}},"#;
+        let extra = format!(r#""requestState":"{state}",{answer}"#);
+        let reply = h.send(post(hand_written(2, tool, arguments, &extra))).await;
+        assert_eq!(reply.json()["result"]["content"][0]["text"], "ok", "{tool}");
+        let received = arguments_text(&h.fake.last().bytes);
+        if tool == "gated" {
+            assert_eq!(received, arguments, "{tool}");
+        } else {
+            // Byte for byte, but for the injected member.
+            assert_eq!(received, injected);
+        }
+    }
+}

@@ -2,13 +2,14 @@
 
 use std::collections::HashMap;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
 use super::outbound::{ask, log_outcome, new_claims, reask, refuse, require};
 use super::{Inbound, Round};
 use crate::gate::{Answers, Gate, GateCall, GateKind};
-use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply};
+use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply, with_members};
 use crate::layer::Config;
 use crate::mcp::{InputKind, Method};
 use crate::state::claims::{Claims, flow_handle, question, questions};
@@ -46,14 +47,18 @@ pub(crate) enum FlowNeed {
 pub(super) struct GateRound<'c> {
     gates: Vec<(usize, &'c Gate, String)>,
     round: Round,
+    /// The arguments as gates see them (messages, predicates).
     arguments: Value,
+    /// The arguments' text as the client sent it, into which answers are injected.
+    raw_arguments: Option<Box<RawValue>>,
     flows: &'c FlowFacts,
 }
 
 /// What accepted gate answers add to the forwarded call.
 pub(super) struct Delivery {
     pub(super) responses: Map<String, Value>,
-    pub(super) arguments: Option<Value>,
+    /// The arguments' new JSON text, when an answer is injected into them.
+    pub(super) arguments: Option<String>,
     pub(super) extension: Answers,
 }
 
@@ -63,6 +68,7 @@ impl<'c> GateRound<'c> {
         config: &'c Config,
         round: &Round,
         arguments: Option<&Value>,
+        raw_arguments: Option<&RawValue>,
         flows: &'c FlowFacts,
     ) -> Option<Self> {
         let (_, key) = config.keyring.active();
@@ -84,6 +90,7 @@ impl<'c> GateRound<'c> {
             gates,
             round: round.clone(),
             arguments: arguments.cloned().unwrap_or(Value::Null),
+            raw_arguments: raw_arguments.map(ToOwned::to_owned),
             flows,
         })
     }
@@ -272,7 +279,11 @@ impl<'c> GateRound<'c> {
         };
         log_outcome(&round, "gates_accepted");
         let delivery = self.delivery_of(&round.gates);
-        let body = call.rewrite(None, Some(&delivery.responses), delivery.arguments.as_ref());
+        let body = call.rewrite(
+            None,
+            Some(&delivery.responses),
+            delivery.arguments.as_deref(),
+        );
         Ok(Inbound::Forward {
             body: Some(body),
             round,
@@ -286,7 +297,7 @@ impl<'c> GateRound<'c> {
     }
 
     fn delivery_of(&self, accepted: &Map<String, Value>) -> Delivery {
-        let mut arguments = None;
+        let mut injected: Vec<(&str, Value)> = Vec::new();
         for (_, gate, _) in &self.gates {
             let (Some(name), Some(answer)) = (&gate.inject, accepted.get(&gate.key)) else {
                 continue;
@@ -295,15 +306,15 @@ impl<'c> GateRound<'c> {
                 GateKind::Form { .. } => answer.get("content").cloned().unwrap_or(Value::Null),
                 GateKind::Url { .. } => Value::Bool(true),
             };
-            let args = arguments.get_or_insert_with(|| match &self.arguments {
-                Value::Object(map) => map.clone(),
-                _ => Map::new(),
-            });
-            args.insert(name.clone(), value);
+            injected.retain(|(other, _)| other != name);
+            injected.push((name, value));
         }
+        // Spliced into the client's own text: every other byte of the arguments stays as sent.
+        let arguments =
+            (!injected.is_empty()).then(|| with_members(self.raw_arguments.as_deref(), &injected));
         Delivery {
             responses: accepted.clone(),
-            arguments: arguments.map(Value::Object),
+            arguments,
             extension: Answers::new(accepted.clone()),
         }
     }

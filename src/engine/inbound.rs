@@ -114,10 +114,10 @@ fn decide(
     let gated = if gated_call {
         // Gates see the arguments (messages, predicates, injection): parse them only then.
         let arguments = match call.method.arguments_field() {
-            Some(name) => call.field(name).map_err(malformed)?,
+            Some(name) => call.gate_view(name).map_err(malformed)?,
             None => Field::Absent,
         };
-        GateRound::new(config, &round, arguments.as_ref(), flows)
+        GateRound::new(config, &round, arguments.as_ref(), raw_arguments, flows)
     } else {
         None
     };
@@ -226,7 +226,7 @@ fn decide(
                 answers.extend(delivery.responses.clone());
             }
             let answers_field = (!answers.is_empty()).then_some(&answers);
-            let arguments = delivered.as_ref().and_then(|d| d.arguments.as_ref());
+            let arguments = delivered.as_ref().and_then(|d| d.arguments.as_deref());
             let body = call.rewrite(claims.s.as_deref(), answers_field, arguments);
             Ok(Inbound::Forward {
                 body: Some(body),
