@@ -108,9 +108,12 @@
 //!
 //! Put it directly in front of the MCP endpoint (`Router::nest_service("/mcp", …)` or
 //! `route_layer`), after any authentication layer whose identity it should bind
-//! ([`ElicitationLayer::principal_from`]). It reads every request body it sees as JSON-RPC and
-//! answers a POST body it cannot parse with a JSON-RPC error, so don't put it in front of
-//! endpoints that take other kinds of POST.
+//! ([`ElicitationLayer::principal_from`]), and inside any compression layer: it asks the inner
+//! service for unencoded answers to the calls it acts on, and refuses (`-32603`) an answer it
+//! cannot read rather than pass on an `input_required` it has not sealed. It judges every request
+//! body the same way, whatever the HTTP method: one that could name `tools/call`, `prompts/get` or
+//! `resources/read` is read strictly and refused with a JSON-RPC error when it cannot be read, so
+//! don't put it in front of endpoints that take other kinds of body.
 
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]

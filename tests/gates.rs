@@ -1534,6 +1534,49 @@ async fn stack_binds_tokens_to_the_user(mode: Mode) {
     assert_eq!(state.deploys(), 1);
 }
 
+/// Compression outside the layer: a client that accepts gzip gets its `input_required`
+/// compressed, and sealed.
+#[tokio::test]
+async fn stack_compresses_outside_the_layer() {
+    let (mcp, _) = stack_app(Mode::Json);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "deploy", "arguments": {"environment": "staging"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}}});
+    let request = || {
+        http::Request::post(server::MCP_PATH)
+            .header(http::header::HOST, "localhost")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header(http::header::ACCEPT_ENCODING, "gzip")
+            .header(http::header::AUTHORIZATION, "Bearer alice-token")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", "deploy")
+            .body(axum::body::Body::from(body.to_string()))
+            .unwrap()
+    };
+    let response = mcp.serve(request()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[http::header::CONTENT_ENCODING], "gzip");
+
+    let decompressing = ServiceBuilder::new()
+        .layer(tower_http::decompression::DecompressionLayer::new())
+        .service(tower::service_fn(|request| {
+            let mcp = &mcp;
+            async move { Ok::<_, std::convert::Infallible>(mcp.serve(request).await) }
+        }));
+    let response = tower::ServiceExt::oneshot(decompressing, request())
+        .await
+        .unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let message: Value = serde_json::from_slice(&bytes).unwrap();
+    let state = message["result"]["requestState"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(state.starts_with("v1."), "{message:#}");
+}
+
 async fn stack_completes_url_flows_without_a_bearer(mode: Mode) {
     let (mcp, state) = stack_app(mode);
     let alice = Caller::new().bearer("alice-token");

@@ -1,5 +1,5 @@
-//! The `stack` app: tracing, then bearer authentication, then [`ElicitationLayer`], in front of
-//! the `deploy` example's rmcp service.
+//! The `stack` app: tracing, compression, then bearer authentication, then [`ElicitationLayer`],
+//! in front of the `deploy` example's rmcp service.
 //!
 //! Shared: the `stack` example binary and the integration tests include this file as a module,
 //! next to `examples/deploy/server.rs` included as the module `server` at the crate root.
@@ -17,7 +17,8 @@ use axum::{
 use tower::ServiceBuilder;
 use tower_elicitation::{ElicitationLayer, GateError};
 use tower_http::{
-    auth::AsyncAuthorizeRequest, auth::AsyncRequireAuthorizationLayer, trace::TraceLayer,
+    auth::AsyncAuthorizeRequest, auth::AsyncRequireAuthorizationLayer,
+    compression::CompressionLayer, trace::TraceLayer,
 };
 
 use crate::server::{self, DeployState, FLOWS_PATH, GithubFlows, MCP_PATH};
@@ -83,7 +84,7 @@ impl<B> AsyncAuthorizeRequest<B> for BearerAuth {
     }
 }
 
-/// The app: `POST /mcp` through tracing, `auth` and `layer` (with the `deploy` example's gates,
+/// The app: `POST /mcp` through tracing, compression, `auth` and `layer` (with the `deploy` example's gates,
 /// tokens bound to the authenticated [`User`]) to the rmcp service; `GET /flows/<handle>/complete`
 /// completes a URL flow, as an OAuth callback would (no bearer: a browser opens it).
 pub fn app(
@@ -103,6 +104,8 @@ pub fn app(
 
     let mcp = ServiceBuilder::new()
         .layer(TraceLayer::new_for_http())
+        // Compression goes outside the elicitation layer, which must read what it seals.
+        .layer(CompressionLayer::new())
         .layer(AsyncRequireAuthorizationLayer::new(auth))
         // The auth layer's `401` and the inner responses must share one body type.
         .map_response(IntoResponse::into_response)

@@ -1,5 +1,5 @@
-//! `stack`: [`ElicitationLayer`] composed with tower-http's `TraceLayer` and a bearer
-//! authentication layer, in front of the `deploy` example's rmcp service.
+//! `stack`: [`ElicitationLayer`] composed with tower-http's `TraceLayer`, `CompressionLayer` (outside
+//! it) and a bearer authentication layer, in front of the `deploy` example's rmcp service.
 //!
 //! ```text
 //! cargo run --example stack
