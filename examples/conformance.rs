@@ -475,6 +475,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}{MCP_PATH}", listener.local_addr()?);
+    // Event-stream responses go out in several writes: without TCP_NODELAY each waits for the
+    // client's delayed ACK (about 40 ms a request).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

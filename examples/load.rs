@@ -14,8 +14,15 @@
 //! Options: `--flows N` (default 2000), `--concurrency C` (64), `--warmup W` (N/10, at most
 //! 2000), `--max-secs S` (600: no new flow starts after that; unstarted flows count as errors),
 //! `--sse` (event-stream responses instead of JSON), `--max-rss-growth F` (exit 1 when the peak
-//! RSS after the run exceeds the RSS after the warm-up by more than the fraction F, e.g. 0.2).
-//! It exits 1 on any error. The server listens on 127.0.0.1 only.
+//! RSS after the run exceeds the RSS after the warm-up by more than the fraction F, e.g. 0.2),
+//! `--url URL` (drive a server that is already running, e.g. `cargo run --release --example
+//! deploy` at `http://127.0.0.1:3000/mcp`, instead of serving one in this process; RSS is then
+//! this client's, and deployments are counted from the answers only).
+//! It exits 1 on any error. The in-process server listens on 127.0.0.1 only, with
+//! `TCP_NODELAY` on its sockets as every example server sets it.
+//!
+//! A client must take either kind of answer: even in `--sse` mode, the layer's own answers (its
+//! re-ask with a hint) are plain JSON.
 
 // Shared with the integration tests; this binary uses part of it.
 #[allow(dead_code)]
@@ -38,6 +45,7 @@ struct Options {
     max_secs: u64,
     sse: bool,
     max_rss_growth: Option<f64>,
+    url: Option<String>,
 }
 
 impl Options {
@@ -49,6 +57,7 @@ impl Options {
             max_secs: 600,
             sse: false,
             max_rss_growth: None,
+            url: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -60,6 +69,7 @@ impl Options {
                 "--max-secs" => options.max_secs = number(&value()?)?,
                 "--max-rss-growth" => options.max_rss_growth = Some(number(&value()?)?),
                 "--sse" => options.sse = true,
+                "--url" => options.url = Some(value()?),
                 other => return Err(format!("unknown option {other}")),
             }
         }
@@ -93,7 +103,6 @@ fn rss_kib() -> (u64, u64) {
 struct Client {
     http: reqwest::Client,
     url: Arc<str>,
-    sse: bool,
 }
 
 impl Client {
@@ -128,6 +137,11 @@ impl Client {
             .await
             .map_err(|e| format!("request failed: {e}"))?;
         let status = response.status();
+        let event_stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
         let bytes = response
             .bytes()
             .await
@@ -139,7 +153,8 @@ impl Client {
                 String::from_utf8_lossy(&bytes)
             ));
         }
-        let message = if self.sse {
+        // Whatever the mode asked for, the answer's own type says how to read it.
+        let message = if event_stream {
             response_event(&bytes, id)
         } else {
             serde_json::from_slice(&bytes).ok()
@@ -281,6 +296,21 @@ async fn run(client: &Client, flows: usize, concurrency: usize, deadline: Instan
     outcome
 }
 
+/// Serves the `deploy` example in this process on a loopback port, as `examples/deploy` does
+/// (`TCP_NODELAY` on); returns its MCP URL and state.
+async fn serve(sse: bool) -> Result<(String, DeployState), String> {
+    let keyring = Keyring::new("load", [42u8; 32]).expect("a valid key");
+    let state = DeployState::new();
+    let app = server::router_with(ElicitationLayer::new(keyring), state.clone(), !sse)
+        .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot listen on loopback: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move { axum::serve(server::no_delay(listener), app).await });
+    Ok((format!("http://{addr}{}", server::MCP_PATH), state))
+}
+
 fn percentile_ms(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -298,25 +328,16 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let keyring = Keyring::new("load", [42u8; 32]).expect("a valid key");
-    let state = DeployState::new();
-    let app = match server::router_with(ElicitationLayer::new(keyring), state.clone(), !options.sse)
-    {
-        Ok(app) => app,
-        Err(error) => {
-            eprintln!("load: {error}");
-            return ExitCode::FAILURE;
-        }
+    let (url, state) = match &options.url {
+        Some(url) => (url.clone(), None),
+        None => match serve(options.sse).await {
+            Ok((url, state)) => (url, Some(state)),
+            Err(error) => {
+                eprintln!("load: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
-    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
-        Ok(listener) => listener,
-        Err(error) => {
-            eprintln!("load: cannot listen on loopback: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let addr = listener.local_addr().expect("a bound address");
-    tokio::spawn(async move { axum::serve(listener, app).await });
     let http = reqwest::Client::builder()
         .no_proxy()
         .pool_max_idle_per_host(options.concurrency)
@@ -324,8 +345,7 @@ async fn main() -> ExitCode {
         .expect("an HTTP client");
     let client = Client {
         http,
-        url: format!("http://{addr}{}", server::MCP_PATH).into(),
-        sse: options.sse,
+        url: url.as_str().into(),
     };
     let deadline = Instant::now() + Duration::from_secs(options.max_secs);
 
@@ -335,15 +355,18 @@ async fn main() -> ExitCode {
     let (rss_after, peak_after) = rss_kib();
 
     let errors = warmup.errors + outcome.errors;
-    let deploys = state.deploys();
-    let missing = (warmup.completed + outcome.completed).abs_diff(deploys);
+    // In process, every completed flow must have deployed exactly once; an external server's
+    // deployments are known from its answers only.
+    let completed = warmup.completed + outcome.completed;
+    let deploys = state.as_ref().map_or(completed, DeployState::deploys);
+    let missing = completed.abs_diff(deploys);
     outcome.latencies.sort_unstable();
     let seconds = outcome.elapsed.as_secs_f64();
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
         "load: flows={} concurrency={} mode={} requests={} secs={seconds:.2} flows/s={:.0} \
          p50_ms={:.3} p99_ms={:.3} errors={} deploys={deploys} rss_warm_mib={:.1} \
-         peak_rss_warm_mib={:.1} rss_after_mib={:.1} peak_rss_after_mib={:.1} peak_growth={:+.1}%",
+         peak_rss_warm_mib={:.1} rss_after_mib={:.1} peak_rss_after_mib={:.1} peak_growth={:+.1}%          server={}",
         outcome.completed,
         options.concurrency,
         if options.sse { "sse" } else { "json" },
@@ -357,6 +380,7 @@ async fn main() -> ExitCode {
         mib(rss_after),
         mib(peak_after),
         (peak_after as f64 / rss_warm.max(1) as f64 - 1.0) * 100.0,
+        if state.is_some() { "in-process" } else { &url },
     );
     let mut failed = false;
     if errors + missing > 0 {

@@ -6,7 +6,10 @@
 #
 #   scripts/load.sh                                       # 20,000 flows from 64 clients (CI)
 #   LOAD_FLOWS=2000 LOAD_CONCURRENCY=16 scripts/load.sh   # smaller
-#   LOAD_ARGS=--sse scripts/load.sh                       # event-stream responses
+#   LOAD_ARGS=--sse scripts/load.sh                       # event-stream responses only
+#   LOAD_ARGS="--url http://127.0.0.1:3000/mcp" scripts/load.sh   # a server already running
+#
+# Without LOAD_ARGS it runs JSON responses, then event-stream responses.
 #
 # Prints the example's one line (flows/s, p50 and p99 latency per request, errors, RSS after
 # the warm-up and after the run) and fails on any error, or when the peak RSS after the run
@@ -19,6 +22,15 @@ flows="${LOAD_FLOWS:-20000}"
 concurrency="${LOAD_CONCURRENCY:-64}"
 growth="${LOAD_MAX_RSS_GROWTH:-0.20}"
 
-# shellcheck disable=SC2086 # LOAD_ARGS is a list of options
-exec cargo run --quiet --release --example load -- --flows "$flows" --concurrency "$concurrency" \
-    --max-rss-growth "$growth" --max-secs 1200 ${LOAD_ARGS:-}
+cargo build --quiet --release --example load
+# Both response modes unless LOAD_ARGS picks options of its own.
+if [ -n "${LOAD_ARGS:-}" ]; then
+    modes=("$LOAD_ARGS")
+else
+    modes=("" "--sse")
+fi
+for mode in "${modes[@]}"; do
+    # shellcheck disable=SC2086 # a mode is a list of options
+    cargo run --quiet --release --example load -- --flows "$flows" \
+        --concurrency "$concurrency" --max-rss-growth "$growth" --max-secs 1200 $mode
+done

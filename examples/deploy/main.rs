@@ -40,7 +40,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("try it (stateless MCP 2026-07-28 tools/call):");
     println!("{}", curl_example(&local.to_string()));
 
-    axum::serve(listener, app)
+    axum::serve(server::no_delay(listener), app)
         .with_graceful_shutdown(async {
             if let Err(error) = tokio::signal::ctrl_c().await {
                 tracing::error!(%error, "cannot listen for Ctrl-C");

@@ -58,7 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         TOKENS.map(|(token, _)| token).join(", ")
     );
 
-    axum::serve(listener, app)
+    axum::serve(server::no_delay(listener), app)
         .with_graceful_shutdown(async {
             if let Err(error) = tokio::signal::ctrl_c().await {
                 tracing::error!(%error, "cannot listen for Ctrl-C");
