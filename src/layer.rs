@@ -223,12 +223,6 @@ impl Config {
         self.gates_for(method, target).next().is_some()
     }
 
-    /// Whether `key` is the key of a gate on this call.
-    pub(crate) fn is_gate_key(&self, method: Method, target: &str, key: &str) -> bool {
-        self.gates_for(method, target)
-            .any(|(_, gate)| gate.key == key)
-    }
-
     /// A copy with fresh caches (they are an optimisation, never shared state; and a token cache
     /// is only sound for the keyring that sealed what it holds).
     fn cloned(&self) -> Self {
