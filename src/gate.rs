@@ -46,6 +46,7 @@ use serde_json::{Map, Value};
 
 use crate::form::FormSchemaError;
 use crate::mcp::Method;
+use crate::uri::Spellings;
 
 use crate::BoxError;
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -257,9 +258,10 @@ pub enum GateTarget {
     Tool(String),
     /// `prompts/get` of this prompt.
     Prompt(String),
-    /// `resources/read` of exactly this URI.
+    /// `resources/read` of this URI (normalized: see [`GateTarget::resource`]).
     Resource(String),
-    /// `resources/read` of any URI starting with this prefix.
+    /// `resources/read` of any URI starting with this prefix (normalized: see
+    /// [`GateTarget::resource_prefix`]).
     ResourcePrefix(String),
 }
 
@@ -274,40 +276,105 @@ impl GateTarget {
         Self::Prompt(name.into())
     }
 
-    /// `resources/read` of exactly `uri`.
+    /// `resources/read` of `uri`, however the call spells it.
+    ///
+    /// The gate applies when the call's URI, as sent or normalized, is `uri` as declared or
+    /// normalized: RFC 3986 normalization (scheme and host case, dot segments, percent-encoded
+    /// unreserved characters decoded and the hex digits of other escapes uppercased, an empty or
+    /// default port), with no authority, an empty one and `localhost` alike for `file:`. It also
+    /// applies when the two are the same as a service that decodes every escape in the path reads
+    /// them (`file:///secrets%2Fkey` is `file:///secrets/key`; `\` is `/`; dot segments and
+    /// repeated `/` resolved; a `file:` URI's host, query and fragment ignored). A call URI that
+    /// does not parse is compared as sent and as such a service would read it. The case of the
+    /// path is not normalized (`file:///Secrets/key` is another URI, even where a case-insensitive
+    /// file system reads it as the same file), nor are Unicode forms, links or mounts: gate every
+    /// spelling an inner service accepts.
+    ///
+    /// The normalized forms only choose the gates: the sealed token and the inner service get the
+    /// URI as the client sent it.
     pub fn resource(uri: impl Into<String>) -> Self {
         Self::Resource(uri.into())
     }
 
-    /// `resources/read` of every URI starting with `prefix`.
+    /// `resources/read` of every URI starting with `prefix`, however the call spells it.
+    ///
+    /// The prefix and the call's URI are compared in the same spellings as for
+    /// [`resource`](Self::resource): so `file:///secrets/` gates `FILE:///secrets/x`,
+    /// `file:///./secrets/x`, `file:///a/../secrets/x`, `file:///%73ecrets/x`,
+    /// `file://localhost/secrets/x` and `file:///secrets%2Fx`, but not `file:///secretsX/y`. The
+    /// case of the path is not normalized. End a directory prefix with `/`: `file:///secrets` also
+    /// gates `file:///secrets-public/x`.
     pub fn resource_prefix(prefix: impl Into<String>) -> Self {
         Self::ResourcePrefix(prefix.into())
     }
+}
 
-    pub(crate) fn matches(&self, method: Method, target: &str) -> bool {
+/// A gate's target as the layer keeps it: a resource URI's spellings are worked out once, when
+/// the gate is declared.
+#[derive(Clone)]
+pub(crate) enum Target {
+    Tool(String),
+    Prompt(String),
+    Resource(Spellings<'static>),
+    ResourcePrefix(Spellings<'static>),
+}
+
+impl Target {
+    pub(crate) fn new(target: GateTarget) -> Self {
+        match target {
+            GateTarget::Tool(name) => Self::Tool(name),
+            GateTarget::Prompt(name) => Self::Prompt(name),
+            GateTarget::Resource(uri) => Self::Resource(Spellings::new(uri)),
+            GateTarget::ResourcePrefix(prefix) => Self::ResourcePrefix(Spellings::new(prefix)),
+        }
+    }
+
+    /// Whether a `method` call of `target` is gated. A `resources/read` URI's spellings are
+    /// worked out into `uri` when a resource gate first needs them, once per call.
+    pub(crate) fn matches<'t>(
+        &self,
+        method: Method,
+        target: &'t str,
+        uri: &mut Option<Spellings<'t>>,
+    ) -> bool {
         match (self, method) {
             (Self::Tool(name), Method::ToolsCall) | (Self::Prompt(name), Method::PromptsGet) => {
                 name == target
             }
-            (Self::Resource(uri), Method::ResourcesRead) => uri == target,
-            (Self::ResourcePrefix(prefix), Method::ResourcesRead) => target.starts_with(prefix),
+            (Self::Resource(gate), Method::ResourcesRead) => {
+                uri.get_or_insert_with(|| Spellings::new(target)).is(gate)
+            }
+            (Self::ResourcePrefix(prefix), Method::ResourcesRead) => uri
+                .get_or_insert_with(|| Spellings::new(target))
+                .starts_with(prefix),
             _ => false,
         }
     }
 
     /// Whether some call could match both targets.
     pub(crate) fn overlaps(&self, other: &Self) -> bool {
-        use GateTarget::*;
+        use Target::*;
         match (self, other) {
-            (Tool(a), Tool(b)) | (Prompt(a), Prompt(b)) | (Resource(a), Resource(b)) => a == b,
+            (Tool(a), Tool(b)) | (Prompt(a), Prompt(b)) => a == b,
+            (Resource(a), Resource(b)) => a.is(b),
             (Resource(uri), ResourcePrefix(prefix)) | (ResourcePrefix(prefix), Resource(uri)) => {
-                uri.starts_with(prefix.as_str())
+                uri.starts_with(prefix)
             }
-            (ResourcePrefix(a), ResourcePrefix(b)) => {
-                a.starts_with(b.as_str()) || b.starts_with(a.as_str())
-            }
+            (ResourcePrefix(a), ResourcePrefix(b)) => a.starts_with(b) || b.starts_with(a),
             _ => false,
         }
+    }
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (variant, text) = match self {
+            Self::Tool(name) => ("Tool", name.as_str()),
+            Self::Prompt(name) => ("Prompt", name.as_str()),
+            Self::Resource(uri) => ("Resource", uri.raw()),
+            Self::ResourcePrefix(prefix) => ("ResourcePrefix", prefix.raw()),
+        };
+        f.debug_tuple(variant).field(&text).finish()
     }
 }
 
@@ -523,4 +590,100 @@ fn flatten_schemars(mut schema: Value) -> Value {
         }
     }
     schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spellings among `uris` that `target` does not gate.
+    fn ungated<'u>(target: GateTarget, uris: &[&'u str]) -> Vec<&'u str> {
+        let target = Target::new(target);
+        uris.iter()
+            .copied()
+            .filter(|uri| !target.matches(Method::ResourcesRead, uri, &mut None))
+            .collect()
+    }
+
+    const NONE: [&str; 0] = [];
+
+    const SECRET_SPELLINGS: &[&str] = &[
+        "file:///secrets/x",
+        "FILE:///secrets/x",
+        "file:///./secrets/x",
+        "file:///a/../secrets/x",
+        "file:///%73ecrets/x",
+        "file://localhost/secrets/x",
+        "file://LOCALHOST/secrets/x",
+        "file:///secrets%2Fx",
+    ];
+
+    #[test]
+    fn a_resource_prefix_gates_every_spelling_of_its_files() {
+        let prefix = || GateTarget::resource_prefix("file:///secrets/");
+        assert_eq!(ungated(prefix(), SECRET_SPELLINGS), NONE);
+        let web = ["HTTPS://Example.COM:443/secrets/x"];
+        let web_prefix = GateTarget::resource_prefix("https://example.com/secrets/");
+        assert_eq!(ungated(web_prefix, &web), NONE);
+        let others = [
+            "file:///secretsX/y",
+            "file:///public/x",
+            "file:///Secrets/x",
+        ];
+        assert_eq!(ungated(prefix(), &others), others);
+    }
+
+    #[test]
+    fn a_resource_gates_every_spelling_of_its_uri() {
+        let uri = || GateTarget::resource("file:///secrets/x");
+        assert_eq!(ungated(uri(), SECRET_SPELLINGS), NONE);
+        let others = [
+            "file:///secrets/x/y",
+            "file:///secrets/",
+            "file:///public/x",
+        ];
+        assert_eq!(ungated(uri(), &others), others);
+        let declared_otherwise = GateTarget::resource("FILE://localhost/secrets/%78");
+        assert_eq!(ungated(declared_otherwise, SECRET_SPELLINGS), NONE);
+    }
+
+    #[test]
+    fn tool_and_prompt_names_are_compared_as_they_are() {
+        let tool = Target::new(GateTarget::tool("deploy"));
+        assert!(tool.matches(Method::ToolsCall, "deploy", &mut None));
+        assert!(!tool.matches(Method::ToolsCall, "Deploy", &mut None));
+        assert!(!tool.matches(Method::ResourcesRead, "deploy", &mut None));
+        let prompt = Target::new(GateTarget::prompt("a/../b"));
+        assert!(!prompt.matches(Method::PromptsGet, "b", &mut None));
+        let mut uri = None;
+        assert!(!tool.matches(Method::ToolsCall, "file:///x", &mut uri));
+        assert!(uri.is_none(), "a tool name is never normalized");
+    }
+
+    #[test]
+    fn overlaps_compare_normalized_targets() {
+        let overlap = |a: GateTarget, b: GateTarget| Target::new(a).overlaps(&Target::new(b));
+        let secrets = || GateTarget::resource_prefix("file:///secrets/");
+        assert!(overlap(
+            secrets(),
+            GateTarget::resource("FILE:///secrets/x")
+        ));
+        assert!(overlap(
+            GateTarget::resource("file://localhost/secrets/x"),
+            secrets()
+        ));
+        assert!(overlap(
+            secrets(),
+            GateTarget::resource_prefix("file:///%73ecrets/x/")
+        ));
+        assert!(overlap(
+            GateTarget::resource("file:///a/../x"),
+            GateTarget::resource("file:///x")
+        ));
+        assert!(!overlap(
+            secrets(),
+            GateTarget::resource_prefix("file:///public/")
+        ));
+        assert!(!overlap(secrets(), GateTarget::tool("file:///secrets/x")));
+    }
 }

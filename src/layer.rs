@@ -7,7 +7,7 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use crate::form::validate::ValidatorCache;
-use crate::gate::{Gate, GateError, GateTarget};
+use crate::gate::{Gate, GateError, GateTarget, Target};
 use crate::jsonrpc::Meta;
 use crate::mcp::Method;
 use crate::memo::Bounded;
@@ -72,7 +72,8 @@ pub(crate) struct Config {
     pub(crate) sealed: Sealed,
     /// What each distinct `params._meta` text says.
     pub(crate) metas: Bounded<Meta, META_CAPACITY>,
-    pub(crate) gates: Vec<(GateTarget, Gate)>,
+    /// Each gate with its target, in the order declared.
+    pub(crate) gates: Vec<(Target, Gate)>,
 }
 
 impl ElicitationLayer {
@@ -177,9 +178,14 @@ impl ElicitationLayer {
     /// asks the gate's question and forwards the call only after an acceptable answer. Several
     /// gates on one call are asked together, in the order declared.
     ///
+    /// A resource gate's URI is normalized here, once; the URI of a `resources/read` is
+    /// normalized with each call, and only when a resource gate is declared (see
+    /// [`GateTarget::resource`]).
+    ///
     /// Fails when a gate that can apply to the same calls already uses the key.
     /// See the [gate module](crate::gate) for an example.
     pub fn gate(self, target: GateTarget, gate: Gate) -> Result<Self, GateError> {
+        let target = Target::new(target);
         if self
             .config
             .gates
@@ -211,22 +217,18 @@ impl Config {
         method: Method,
         target: &str,
     ) -> impl Iterator<Item = (usize, &'a Gate)> {
+        // The spellings of a resource URI, worked out when a resource gate first needs them.
+        let mut uri = None;
         self.gates
             .iter()
             .enumerate()
-            .filter(move |(_, (t, _))| t.matches(method, target))
+            .filter(move |(_, (t, _))| t.matches(method, target, &mut uri))
             .map(|(index, (_, gate))| (index, gate))
     }
 
     /// Whether any gate applies to this call.
     pub(crate) fn has_gates(&self, method: Method, target: &str) -> bool {
         self.gates_for(method, target).next().is_some()
-    }
-
-    /// Whether `key` is the key of a gate on this call.
-    pub(crate) fn is_gate_key(&self, method: Method, target: &str, key: &str) -> bool {
-        self.gates_for(method, target)
-            .any(|(_, gate)| gate.key == key)
     }
 
     /// A copy with fresh caches (they are an optimisation, never shared state; and a token cache

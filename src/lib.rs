@@ -135,6 +135,7 @@ mod principal;
 mod service;
 mod sse;
 mod state;
+mod uri;
 
 pub use body::{RequestBody, ResponseBody};
 pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};

@@ -240,10 +240,10 @@ pub(crate) fn respond(
         Ok(asked) => asked,
         Err(reply) => return Some(Outbound::Replace(reply)),
     };
-    if let Some(key) = asked
-        .questions
-        .keys()
-        .find(|key| config.is_gate_key(round.method, &round.target, key))
+    if let Some(key) = config
+        .gates_for(round.method, &round.target)
+        .map(|(_, gate)| &gate.key)
+        .find(|key| asked.questions.contains_key(*key))
     {
         let why = format!("an input request reuses the key `{key}` of a gate of this call");
         return Some(Outbound::Replace(cannot_vouch(round, &why)));
