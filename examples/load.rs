@@ -366,7 +366,8 @@ async fn main() -> ExitCode {
     println!(
         "load: flows={} concurrency={} mode={} requests={} secs={seconds:.2} flows/s={:.0} \
          p50_ms={:.3} p99_ms={:.3} errors={} deploys={deploys} rss_warm_mib={:.1} \
-         peak_rss_warm_mib={:.1} rss_after_mib={:.1} peak_rss_after_mib={:.1} peak_growth={:+.1}%          server={}",
+         peak_rss_warm_mib={:.1} rss_after_mib={:.1} peak_rss_after_mib={:.1} peak_growth={:+.1}% \
+         server={}",
         outcome.completed,
         options.concurrency,
         if options.sse { "sse" } else { "json" },
