@@ -1,0 +1,292 @@
+//! Forms end to end: answers as the 2025-11-25 schema and current clients send them.
+
+// Shared with the other end-to-end tests; this file uses only part of it.
+#[allow(dead_code)]
+mod support;
+
+use serde_json::{Value, json};
+use tower_elicitation::{ElicitationLayer, Gate, GateTarget};
+
+use support::{Call, FakeMcp, Harness, Transport, keyring, layer, result_message};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+fn deploy() -> Call {
+    Call::tool("deploy").args(json!({"env": "staging"}))
+}
+
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+fn done() -> Value {
+    json!({"resultType": "complete", "content": [{"type": "text", "text": "Deployed"}]})
+}
+
+/// A server that asks `question` under `key` until it is given an answer, then completes.
+fn asking(key: &'static str, question: Value) -> FakeMcp {
+    FakeMcp::answering(Transport::Json, move |params| {
+        if params["inputResponses"].get(key).is_some() {
+            done()
+        } else {
+            json!({"resultType": "input_required", "inputRequests": {key: question.clone()}})
+        }
+    })
+}
+
+fn form(properties: Value, required: &[&str]) -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form", "message": "Details?",
+        "requestedSchema": {"type": "object", "properties": properties, "required": required}}})
+}
+
+/// The answers the inner service was last given.
+fn delivered(h: &Harness) -> Value {
+    h.fake.last().json()["params"]["inputResponses"].clone()
+}
+
+/// The message of question `key` in an `input_required` reply.
+fn message_of(reply: &Value, key: &str) -> String {
+    reply["result"]["inputRequests"][key]["params"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no message for {key} in {reply}"))
+        .to_owned()
+}
+
+/// The JSON of the one `data:` line in an event stream, as text.
+fn sse_data(bytes: &[u8]) -> String {
+    let text = std::str::from_utf8(bytes).expect("UTF-8");
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .collect();
+    assert_eq!(data.len(), 1, "{text}");
+    data[0].to_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 7: answers as the 2025-11-25 schema and current clients send them.
+
+/// An optional multi-select (untitled and titled) with `minItems`, left out of the content, is a
+/// valid answer: it is not in `required`.
+#[tokio::test]
+async fn an_optional_multi_select_left_out_is_a_valid_answer() {
+    let properties = json!({
+        "name": {"type": "string", "minLength": 1},
+        "tags": {"type": "array", "minItems": 1, "maxItems": 2,
+            "items": {"type": "string", "enum": ["a", "b", "c"]}},
+        "labels": {"type": "array", "minItems": 1,
+            "items": {"anyOf": [{"const": "x", "title": "X"}, {"const": "y", "title": "Y"}]}}
+    });
+    let h = Harness::new(layer(), asking("details", form(properties, &["name"])));
+    let token = h.call(&deploy()).await.state();
+
+    let answers = json!({"details": accept(json!({"name": "Ada"}))});
+    let reply = h.call(&deploy().id(2).state(&token).answers(answers)).await;
+
+    assert_eq!(reply.json(), result_message(2, done()));
+    assert_eq!(h.fake.calls(), 2);
+    assert_eq!(
+        delivered(&h),
+        json!({"details": accept(json!({"name": "Ada"}))})
+    );
+}
+
+/// Titled single-selects (`oneOf` of `{const, title}`) and titled multi-selects (`items.anyOf`)
+/// take valid picks, and re-ask invalid ones with a hint naming the allowed values.
+#[tokio::test]
+async fn titled_single_and_multi_selects_are_validated() {
+    let properties = json!({
+        "env": {"type": "string", "title": "Environment", "oneOf": [
+            {"const": "stg", "title": "Staging"}, {"const": "prd", "title": "Production"}]},
+        "regions": {"type": "array", "title": "Regions", "minItems": 1, "items": {"anyOf": [
+            {"const": "eu", "title": "Europe"}, {"const": "us", "title": "Americas"}]}}
+    });
+    let question = form(properties, &["env", "regions"]);
+    for (content, hint) in [
+        (
+            json!({"env": "dev", "regions": ["eu"]}),
+            "`env` must be one of: stg, prd",
+        ),
+        (
+            json!({"env": "prd", "regions": ["eu", "mars"]}),
+            "`regions` items must be one of: eu, us",
+        ),
+        (
+            json!({"env": "prd", "regions": []}),
+            "`regions` must have at least 1 item",
+        ),
+    ] {
+        let h = Harness::new(layer(), asking("details", question.clone()));
+        let token = h.call(&deploy()).await.state();
+        let answers = json!({"details": accept(content.clone())});
+        let reask = h
+            .call(&deploy().id(2).state(&token).answers(answers))
+            .await
+            .json();
+        assert_eq!(
+            message_of(&reask, "details"),
+            format!("Details?\n\nThe previous answer was not accepted: {hint}."),
+            "{content}"
+        );
+        assert_eq!(h.fake.calls(), 1, "{content}");
+
+        let token = reask["result"]["requestState"].as_str().unwrap();
+        let valid = json!({"details": accept(json!({"env": "prd", "regions": ["us", "eu"]}))});
+        let reply = h
+            .call(&deploy().id(3).state(token).answers(valid.clone()))
+            .await;
+        assert_eq!(reply.json(), result_message(3, done()), "{content}");
+        assert_eq!(delivered(&h), valid, "{content}");
+    }
+}
+
+/// A decline or a cancel reaches the inner service as the bare action: any `content` the client
+/// attached is dropped, in a sealed retry and in answers sent without state (probe).
+#[tokio::test]
+async fn a_decline_or_cancel_reaches_the_inner_service_without_content() {
+    let question = form(json!({"approve": {"type": "boolean"}}), &["approve"]);
+    for action in ["decline", "cancel"] {
+        let answer = json!({"details": {"action": action,
+            "content": {"approve": true, "note": "from a client that kept the form"}}});
+        let bare = json!({"details": {"action": action}});
+
+        let h = Harness::new(layer(), asking("details", question.clone()));
+        let token = h.call(&deploy()).await.state();
+        let reply = h
+            .call(&deploy().id(2).state(&token).answers(answer.clone()))
+            .await;
+        assert_eq!(reply.json(), result_message(2, done()));
+        assert_eq!(delivered(&h), bare, "{action}");
+
+        let h = Harness::new(layer(), asking("details", question.clone()));
+        let reply = h.call(&deploy().id(2).answers(answer)).await;
+        assert_eq!(reply.json(), result_message(2, done()));
+        assert_eq!(delivered(&h), bare, "{action} without state");
+    }
+}
+
+/// A decline or a cancel of the inner's question asked after a gate reaches the inner service
+/// without content, and the gate's accepted answer with it.
+#[tokio::test]
+async fn a_decline_after_a_gate_reaches_the_inner_service_without_content() {
+    let gate = Gate::form(
+        "approval",
+        json!({"type": "object", "properties": {"approve": {"type": "boolean"}},
+            "required": ["approve"]}),
+    )
+    .expect("a form");
+    let layer = ElicitationLayer::new(keyring())
+        .gate(GateTarget::tool("deploy"), gate)
+        .expect("one gate");
+    let question = form(json!({"note": {"type": "string"}}), &[]);
+    let h = Harness::new(layer, asking("details", question));
+
+    let asked = h.call(&deploy()).await;
+    let approval = json!({"approval": accept(json!({"approve": true}))});
+    let reply = h
+        .call(&deploy().id(2).state(&asked.state()).answers(approval))
+        .await;
+    let token = reply.state();
+    let answer = json!({"details": {"action": "decline", "content": {"note": "kept"}}});
+    let reply = h.call(&deploy().id(3).state(&token).answers(answer)).await;
+    assert_eq!(reply.json(), result_message(3, done()));
+    assert_eq!(
+        delivered(&h),
+        json!({"details": {"action": "decline"},
+            "approval": accept(json!({"approve": true}))})
+    );
+}
+
+/// `_meta` inside an elicitation's params (an app-rendered form names its UI resource there)
+/// reaches the client as the inner service wrote it, in the first round and in a re-ask.
+#[tokio::test]
+async fn meta_in_an_elicitations_params_reaches_the_client() {
+    let meta = json!({"ui": {"resourceUri": "ui://forms/profile"}, "io.example/x": [1, 2]});
+    let mut question = form(
+        json!({"name": {"type": "string", "minLength": 2}}),
+        &["name"],
+    );
+    question["params"]["_meta"] = meta.clone();
+    for transport in [Transport::Json, Transport::Sse] {
+        let asked = question.clone();
+        let fake = FakeMcp::answering(transport, move |params| {
+            if params["inputResponses"].get("details").is_some() {
+                done()
+            } else {
+                json!({"resultType": "input_required", "inputRequests": {"details": asked.clone()}})
+            }
+        });
+        let h = Harness::new(layer(), fake);
+        let first = h.call(&deploy()).await;
+        let first = match transport {
+            Transport::Json => first.json(),
+            _ => serde_json::from_str(&sse_data(&first.bytes)).expect("JSON"),
+        };
+        let shown = &first["result"]["inputRequests"]["details"];
+        assert_eq!(shown, &question, "{transport:?}");
+
+        let token = first["result"]["requestState"].as_str().unwrap();
+        let answers = json!({"details": accept(json!({"name": "A"}))});
+        let reask = h
+            .call(&deploy().id(2).state(token).answers(answers))
+            .await
+            .json();
+        let again = &reask["result"]["inputRequests"]["details"];
+        assert_eq!(again["params"]["_meta"], meta, "{transport:?}");
+        assert_eq!(
+            again["params"]["requestedSchema"],
+            question["params"]["requestedSchema"]
+        );
+        // Asked for nothing this time: the question comes back as it was, `_meta` and all.
+        let token = reask["result"]["requestState"].as_str().unwrap();
+        let reask = h
+            .call(&deploy().id(3).state(token).answers(json!({})))
+            .await
+            .json();
+        assert_eq!(reask["result"]["inputRequests"]["details"], question);
+    }
+}
+
+/// The same through gates: declared with `json!`, and derived with `form_for` from an
+/// `Option<Vec<_>>` of a string enum with a minimum length.
+#[tokio::test]
+async fn an_optional_multi_select_left_out_passes_a_gate() {
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    enum Region {
+        Eu,
+        Us,
+    }
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Release {
+        approve: bool,
+        #[schemars(length(min = 1))]
+        regions: Option<Vec<Region>>,
+    }
+    let declared = Gate::form(
+        "release",
+        json!({"type": "object", "properties": {
+            "approve": {"type": "boolean"},
+            "regions": {"type": "array", "minItems": 1,
+                "items": {"anyOf": [{"const": "Eu", "title": "EU"}, {"const": "Us", "title": "US"}]}}
+        }, "required": ["approve"]}),
+    )
+    .expect("a form");
+    let derived = Gate::form_for::<Release>("release").expect("a flat form");
+    for gate in [declared, derived] {
+        let layer = ElicitationLayer::new(keyring())
+            .gate(GateTarget::tool("deploy"), gate)
+            .expect("one gate");
+        let h = Harness::new(layer, FakeMcp::answering(Transport::Json, |_| done()));
+        let asked = h.call(&deploy()).await;
+        let text = std::str::from_utf8(&asked.bytes).unwrap().to_owned();
+        let answer = json!({"release": accept(json!({"approve": true}))});
+        let reply = h
+            .call(&deploy().id(2).state(&asked.state()).answers(answer.clone()))
+            .await;
+        assert_eq!(reply.json(), result_message(2, done()), "{text}");
+        assert_eq!(delivered(&h), answer, "{text}");
+    }
+}
