@@ -1,13 +1,23 @@
-//! Forms end to end: answers as the 2025-11-25 schema and current clients send them.
+//! Forms end to end: answers as the 2025-11-25 schema and current clients send them, and the
+//! order of a form's members as the client is shown it.
+//!
+//! The order checks read the client's bytes, never a parsed `serde_json::Value` (whose key order
+//! depends on serde_json's features).
 
 // Shared with the other end-to-end tests; this file uses only part of it.
 #[allow(dead_code)]
 mod support;
 
+use bytes::Bytes;
+use http::StatusCode;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 use tower_elicitation::{ElicitationLayer, Gate, GateTarget};
 
-use support::{Call, FakeMcp, Harness, Transport, keyring, layer, result_message};
+use support::{
+    Call, FakeMcp, Harness, Received, Transport, chunked, keyring, layer, raw_response,
+    result_message, sse_response,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -289,4 +299,249 @@ async fn an_optional_multi_select_left_out_passes_a_gate() {
         assert_eq!(reply.json(), result_message(2, done()), "{text}");
         assert_eq!(delivered(&h), answer, "{text}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 8: the client sees a form's members in the order its author wrote them.
+
+/// A JSON value with every object's members in the order they were written (anything else is
+/// only skipped).
+#[derive(Debug)]
+enum Ordered {
+    Object(Vec<(String, Ordered)>),
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Ordered {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered, A::Error> {
+                let mut members = Vec::new();
+                while let Some((key, value)) = map.next_entry()? {
+                    members.push((key, value));
+                }
+                Ok(Ordered::Object(members))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Ordered, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Ordered::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Ordered {
+    fn get(&self, key: &str) -> &Ordered {
+        match self {
+            Ordered::Object(members) => members
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v)
+                .unwrap_or_else(|| panic!("no member {key}")),
+            _ => panic!("not an object where {key} was looked for"),
+        }
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        match self {
+            Ordered::Object(members) => members.iter().map(|(k, _)| k.as_str()).collect(),
+            _ => panic!("not an object"),
+        }
+    }
+}
+
+/// The member names of `params`, of `params.requestedSchema` and of its `properties`, in the
+/// order the client got them, for question `key` of the JSON-RPC message `text`.
+fn form_order(text: &str, key: &str) -> [Vec<String>; 3] {
+    let message: Ordered = serde_json::from_str(text).expect("JSON");
+    let params = message
+        .get("result")
+        .get("inputRequests")
+        .get(key)
+        .get("params");
+    let schema = params.get("requestedSchema");
+    let owned = |keys: Vec<&str>| keys.into_iter().map(str::to_owned).collect();
+    [
+        owned(params.keys()),
+        owned(schema.keys()),
+        owned(schema.get("properties").keys()),
+    ]
+}
+
+/// What the profile form's author wrote: no member of any object in alphabetical order.
+const PROFILE_PRETTY: &str = r#"{
+    "method": "elicitation/create",
+    "params": {
+        "mode": "form",
+        "message": "Your profile?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "first_name": {"type": "string", "title": "First name", "minLength": 1},
+                "last_name": {"type": "string", "title": "Last name"},
+                "email": {"type": "string", "title": "Email", "format": "email"},
+                "age": {"type": "integer", "minimum": 1.0e1, "maximum": 130}
+            },
+            "required": ["first_name", "last_name", "email"]
+        }
+    }
+}"#;
+
+/// The same form as the client must see it: minified, members and number text as written.
+const PROFILE_SHOWN: &str = r#"{"method":"elicitation/create","params":{"mode":"form","message":"Your profile?","requestedSchema":{"type":"object","properties":{"first_name":{"type":"string","title":"First name","minLength":1},"last_name":{"type":"string","title":"Last name"},"email":{"type":"string","title":"Email","format":"email"},"age":{"type":"integer","minimum":1.0e1,"maximum":130}},"required":["first_name","last_name","email"]}}}"#;
+
+fn profile_order() -> [Vec<String>; 3] {
+    let owned = |keys: &[&str]| keys.iter().map(|k| (*k).to_owned()).collect();
+    [
+        owned(&["mode", "message", "requestedSchema"]),
+        owned(&["type", "properties", "required"]),
+        owned(&["first_name", "last_name", "email", "age"]),
+    ]
+}
+
+fn profile_answer() -> Value {
+    json!({"profile": accept(json!({"first_name": "Ada", "last_name": "Lovelace",
+        "email": "ada@example.com"}))})
+}
+
+/// An inner service that asks the profile form, written as `question`, with state `inner-1`,
+/// over `sse` or JSON, until it is answered.
+fn profile_server(question: &'static str, sse: bool) -> FakeMcp {
+    FakeMcp::new(move |request: &Received| {
+        let call = request.json();
+        let id = call["id"].to_string();
+        if call["params"]["inputResponses"].get("profile").is_some() {
+            let body = result_message(call["id"].clone(), done()).to_string();
+            return raw_response(StatusCode::OK, "application/json", body);
+        }
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"input_required","inputRequests":{{"profile":{question}}},"requestState":"inner-1"}}}}"#
+        );
+        if sse {
+            let event = format!("event: message\nid: 1\ndata: {body}\n\n");
+            sse_response(chunked([Bytes::from(event)]))
+        } else {
+            raw_response(StatusCode::OK, "application/json", body)
+        }
+    })
+}
+
+/// A pretty-printed inner question reaches the client minified, in the inner's order, with its
+/// numbers as written; answers to it are validated as before.
+#[tokio::test]
+async fn a_form_reaches_the_client_in_the_inners_order_in_a_json_response() {
+    let h = Harness::new(layer(), profile_server(PROFILE_PRETTY, false));
+    let reply = h.call(&deploy()).await;
+    let text = std::str::from_utf8(&reply.bytes).unwrap();
+    assert_eq!(form_order(text, "profile"), profile_order(), "{text}");
+    assert!(
+        text.contains(&format!(r#""inputRequests":{{"profile":{PROFILE_SHOWN}}}"#)),
+        "{text}"
+    );
+
+    let token = reply.state();
+    let answer = json!({"profile": accept(json!({"first_name": "Ada", "last_name": "Lovelace",
+        "email": "not an address"}))});
+    let reask = h.call(&deploy().id(2).state(&token).answers(answer)).await;
+    assert_eq!(h.fake.calls(), 1);
+    assert!(
+        message_of(&reask.json(), "profile").ends_with("`email` must be a valid email address."),
+        "{:?}",
+        reask.json()
+    );
+    let reply = h
+        .call(
+            &deploy()
+                .id(3)
+                .state(&reask.state())
+                .answers(profile_answer()),
+        )
+        .await;
+    assert_eq!(reply.json(), result_message(3, done()));
+    assert_eq!(delivered(&h), profile_answer());
+}
+
+/// The same over an event stream.
+#[tokio::test]
+async fn a_form_reaches_the_client_in_the_inners_order_in_an_event_stream() {
+    let minified: &'static str = Box::leak(
+        PROFILE_PRETTY
+            .lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join("")
+            .into_boxed_str(),
+    );
+    let h = Harness::new(layer(), profile_server(minified, true));
+    let reply = h.call(&deploy()).await;
+    assert_eq!(reply.content_type(), "text/event-stream");
+    let data = sse_data(&reply.bytes);
+    assert_eq!(form_order(&data, "profile"), profile_order(), "{data}");
+
+    let message: Value = serde_json::from_str(&data).unwrap();
+    let token = message["result"]["requestState"].as_str().unwrap();
+    let reply = h
+        .call(&deploy().id(2).state(token).answers(profile_answer()))
+        .await;
+    assert_eq!(reply.json(), result_message(2, done()));
+}
+
+/// A re-ask, for an invalid answer (with a hint) or a missing one, shows the form in the inner's
+/// order too, and so does a re-ask of answers sent without state.
+#[tokio::test]
+async fn a_reask_shows_the_form_in_the_inners_order() {
+    let h = Harness::new(layer(), profile_server(PROFILE_PRETTY, false));
+    let token = h.call(&deploy()).await.state();
+
+    let invalid = json!({"profile": accept(json!({"first_name": "", "last_name": "L",
+        "email": "a@example.com"}))});
+    let reask = h
+        .call(&deploy().id(2).state(&token).answers(invalid.clone()))
+        .await;
+    let text = std::str::from_utf8(&reask.bytes).unwrap().to_owned();
+    assert_eq!(form_order(&text, "profile"), profile_order(), "{text}");
+    assert!(
+        message_of(&reask.json(), "profile").contains("`first_name` must be at least 1"),
+        "{text}"
+    );
+
+    let missing = h
+        .call(&deploy().id(3).state(&reask.state()).answers(json!({})))
+        .await;
+    let text = std::str::from_utf8(&missing.bytes).unwrap();
+    assert_eq!(form_order(text, "profile"), profile_order(), "{text}");
+    assert!(
+        text.contains(&format!(r#""inputRequests":{{"profile":{PROFILE_SHOWN}}}"#)),
+        "{text}"
+    );
+
+    // Answers without state: the layer asks the inner service, then re-asks in its order.
+    let h = Harness::new(layer(), profile_server(PROFILE_PRETTY, false));
+    let reask = h.call(&deploy().id(4).answers(invalid)).await;
+    let text = std::str::from_utf8(&reask.bytes).unwrap();
+    assert_eq!(form_order(text, "profile"), profile_order(), "{text}");
 }
