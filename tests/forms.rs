@@ -545,3 +545,79 @@ async fn a_reask_shows_the_form_in_the_inners_order() {
     let text = std::str::from_utf8(&reask.bytes).unwrap();
     assert_eq!(form_order(text, "profile"), profile_order(), "{text}");
 }
+
+/// A gate's form declared with `json!` reaches the client in the order it was declared, in the
+/// first ask and in a re-ask.
+#[cfg(feature = "preserve_order")]
+#[tokio::test]
+async fn a_gate_form_reaches_the_client_in_its_declared_order() {
+    let gate = Gate::form(
+        "profile",
+        json!({
+            "type": "object",
+            "properties": {
+                "first_name": {"type": "string", "title": "First name", "minLength": 1},
+                "last_name": {"type": "string", "title": "Last name"},
+                "email": {"type": "string", "title": "Email", "format": "email"},
+                "age": {"type": "integer", "minimum": 10, "maximum": 130}
+            },
+            "required": ["first_name", "last_name", "email"]
+        }),
+    )
+    .expect("a form");
+    let layer = ElicitationLayer::new(keyring())
+        .gate(GateTarget::tool("deploy"), gate)
+        .expect("one gate");
+    let h = Harness::new(layer, asking("unused", json!({})));
+
+    let asked = h.call(&deploy()).await;
+    let text = std::str::from_utf8(&asked.bytes).unwrap();
+    assert_eq!(form_order(text, "profile"), profile_order(), "{text}");
+
+    let invalid = json!({"profile": accept(json!({"first_name": "Ada"}))});
+    let reask = h
+        .call(&deploy().id(2).state(&asked.state()).answers(invalid))
+        .await;
+    let text = std::str::from_utf8(&reask.bytes).unwrap();
+    assert_eq!(form_order(text, "profile"), profile_order(), "{text}");
+    assert!(
+        message_of(&reask.json(), "profile").contains("is required"),
+        "{text}"
+    );
+    assert_eq!(h.fake.calls(), 0);
+}
+
+/// `Gate::form_for` shows a struct's fields in their declaration order, in the first ask and in
+/// a re-ask.
+#[cfg(feature = "preserve_order")]
+#[tokio::test]
+async fn a_gate_form_for_a_struct_shows_its_fields_in_order() {
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Profile {
+        first_name: String,
+        last_name: String,
+        email: String,
+        age: Option<u8>,
+    }
+    let gate = Gate::form_for::<Profile>("profile").expect("a flat form");
+    let layer = ElicitationLayer::new(keyring())
+        .gate(GateTarget::tool("deploy"), gate)
+        .expect("one gate");
+    let h = Harness::new(layer, asking("unused", json!({})));
+    let fields = ["first_name", "last_name", "email", "age"];
+
+    let asked = h.call(&deploy()).await;
+    let text = std::str::from_utf8(&asked.bytes).unwrap();
+    let [_, _, properties] = form_order(text, "profile");
+    assert_eq!(properties, fields, "{text}");
+
+    let invalid = json!({"profile": accept(json!({"first_name": "Ada"}))});
+    let reask = h
+        .call(&deploy().id(2).state(&asked.state()).answers(invalid))
+        .await;
+    let text = std::str::from_utf8(&reask.bytes).unwrap();
+    let [_, _, properties] = form_order(text, "profile");
+    assert_eq!(properties, fields, "{text}");
+    assert_eq!(h.fake.calls(), 0);
+}

@@ -212,6 +212,17 @@ pub(crate) fn flow_handle(key: &HmacSha256, principal: Option<&[u8]>, parts: [&s
 mod tests {
     use super::*;
 
+    /// The digest of a call's arguments is the same whatever order a `Map` keeps its keys in
+    /// (serde_json's `preserve_order`): pinned to the value it had before that feature.
+    #[test]
+    fn the_arguments_digest_is_pinned() {
+        let text = r#"{"b":1,"a":{"y":[2,{"d":1,"c":0}],"x":"é"}}"#;
+        let raw = RawValue::from_string(text.to_owned()).unwrap();
+        assert_eq!(args_digest(Some(&raw)).unwrap(), "iiVjEs2L8Jmx4m9RCT4ycw");
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(args_digest_of(&value), "iiVjEs2L8Jmx4m9RCT4ycw");
+    }
+
     #[test]
     fn the_exact_digest_is_blake3_in_derive_key_mode_over_the_text() {
         for text in ["{}", r#"{"environment":"staging"}"#, "[1, 2 ,3]"] {
