@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use tower_elicitation::{ElicitationLayer, Gate, GateTarget};
 
 use support::{
-    Call, FakeMcp, Harness, Received, Transport, chunked, keyring, layer, raw_response,
-    result_message, sse_response,
+    Call, FakeMcp, Harness, Received, Transport, chunked, error_message, keyring, layer,
+    raw_response, result_message, sse_response,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -508,6 +508,19 @@ async fn a_form_reaches_the_client_in_the_inners_order_in_an_event_stream() {
         .call(&deploy().id(2).state(token).answers(profile_answer()))
         .await;
     assert_eq!(reply.json(), result_message(2, done()));
+}
+
+/// What the client is shown and what the layer validates are one JSON value: a question that
+/// repeats a key anywhere (which a client and a validator could read two ways) is never shown.
+#[tokio::test]
+async fn a_question_that_repeats_a_key_is_never_shown() {
+    let twice: &'static str = r#"{"method":"elicitation/create","params":{"mode":"form","message":"m","requestedSchema":{"type":"object","properties":{"first_name":{"type":"string"},"first_name":{"type":"boolean"}}}}}"#;
+    let h = Harness::new(layer(), profile_server(twice, false));
+    let reply = h.call(&deploy()).await;
+    assert_eq!(
+        reply.json(),
+        error_message(1, -32603, "Internal error", None)
+    );
 }
 
 /// A re-ask, for an invalid answer (with a hint) or a missing one, shows the form in the inner's
