@@ -1,7 +1,9 @@
 //! Canonical JSON: object keys sorted, no whitespace.
 //!
 //! Used wherever two parties must agree on the bytes of a JSON value: the arguments digest bound
-//! into a sealed token and the cache key of a compiled form validator.
+//! into a sealed token and the cache key of a compiled form validator. The same one-pass writer
+//! also minifies a text without sorting it ([`minified_raw`]): what a client is shown keeps the
+//! order its author wrote.
 
 use std::borrow::Cow;
 
@@ -42,6 +44,16 @@ pub(crate) fn canonical_raw(raw: &RawValue) -> Result<Box<RawValue>, Error> {
     RawValue::from_string(text).map_err(|_| Error::Syntax)
 }
 
+/// JSON `raw` minified: members in the order written, no whitespace, one spelling per string,
+/// numbers as written, read in one pass without building a tree. Unlike [`canonical_raw`] it does
+/// not look for repeated keys: take the canonical form first where that matters.
+pub(crate) fn minified_raw(raw: &RawValue) -> Result<Box<RawValue>, Error> {
+    let mut out = Vec::with_capacity(raw.get().len());
+    write_json(raw.get(), &mut out, false)?;
+    let text = String::from_utf8(out).map_err(|_| Error::Syntax)?;
+    RawValue::from_string(text).map_err(|_| Error::Syntax)
+}
+
 /// Why a text has no canonical form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Error {
@@ -71,11 +83,17 @@ const MAX_DEPTH: usize = 127;
 /// Writes the canonical form of JSON `text` to `out` in a single pass: values are copied as they
 /// are read, and only an object whose keys come out of order has its members moved.
 pub(crate) fn write_canonical(text: &str, out: &mut Vec<u8>) -> Result<(), Error> {
+    write_json(text, out, true)
+}
+
+/// Writes JSON `text` to `out` without whitespace, its objects' members sorted when `sort`.
+fn write_json(text: &str, out: &mut Vec<u8>, sort: bool) -> Result<(), Error> {
     let mut writer = Canonicalizer {
         src: text.as_bytes(),
         text,
         pos: 0,
         out,
+        sort,
         members: Vec::with_capacity(16),
         scratch: Vec::new(),
     };
@@ -101,6 +119,8 @@ struct Canonicalizer<'a, 'o> {
     text: &'a str,
     pos: usize,
     out: &'o mut Vec<u8>,
+    /// Sort each object's members (canonical form), or keep them in the order written.
+    sort: bool,
     /// The members of every object open on the way down, innermost last.
     members: Vec<Member<'a>>,
     /// Where an out-of-order object's members wait while they are written back sorted.
@@ -180,7 +200,7 @@ impl<'a> Canonicalizer<'a, '_> {
                 }
             }
         }
-        if !sorted {
+        if !sorted && self.sort {
             self.sort_members(base, body)?;
         }
         self.members.truncate(base);
@@ -477,6 +497,29 @@ mod tests {
         assert_eq!(canonical(&deep(128)), Err(Error::TooDeep));
         assert!(serde_json::from_str::<Value>(&deep(127)).is_ok());
         assert!(serde_json::from_str::<Value>(&deep(128)).is_err());
+    }
+
+    #[test]
+    fn minified_keeps_the_order_written_and_numbers_exact() {
+        let text = "{ \"b\" : [1.50, 1e400, {\"z\":null, \"a\": \"\\u0079\\/\"}],\n  \"a\": {} }";
+        assert_eq!(
+            minified_raw(&raw(text)).unwrap().get(),
+            r#"{"b":[1.50,1e400,{"z":null,"a":"y/"}],"a":{}}"#
+        );
+        // Its canonical form is the text's.
+        let minified = minified_raw(&raw(text)).unwrap();
+        assert_eq!(canonical(minified.get()), canonical(text));
+    }
+
+    #[test]
+    fn the_value_writer_sorts_keys_whatever_order_the_map_keeps() {
+        let mut map = serde_json::Map::new();
+        map.insert("b".into(), json!(1));
+        map.insert("a".into(), json!({"y": 2, "x": 1}));
+        assert_eq!(
+            canonical_json(&Value::Object(map)),
+            br#"{"a":{"x":1,"y":2},"b":1}"#
+        );
     }
 
     #[test]

@@ -82,6 +82,9 @@ impl Gate {
     ///
     /// The schema must be inside the MCP form subset ([`crate::form::check`]); a schema outside
     /// it is refused here, when the layer is built, not when a client first meets it.
+    ///
+    /// The client is shown the schema's members in the order `schema` holds them: with the
+    /// default `preserve_order` feature, the order they were written in `json!`.
     pub fn form(key: impl Into<String>, schema: Value) -> Result<Self, GateError> {
         let key = checked_key(key.into())?;
         crate::form::check(&schema).map_err(|error| GateError::Schema {
@@ -103,7 +106,8 @@ impl Gate {
     /// A gate asking a form whose schema is derived from `T` with `schemars`.
     ///
     /// `Option` fields become optional properties; integer formats (`uint32`, …) are dropped, and
-    /// subschemas are inlined. A type that cannot be a flat form (a nested struct, a `Vec` of
+    /// subschemas are inlined. With the default `preserve_order` feature the client is shown the
+    /// fields in the order the struct declares them. A type that cannot be a flat form (a nested struct, a `Vec` of
     /// anything but a string enum, a map) is refused with an error naming the field.
     ///
     /// ```
@@ -571,21 +575,23 @@ fn flatten_schemars(mut schema: Value) -> Value {
                     (&non_null[..], non_null.len() < variants.len())
                 {
                     let only = only.clone();
-                    object.remove("anyOf");
+                    // `retain`, not `remove`: it keeps the other members in order whether or
+                    // not serde_json preserves it (`remove` is `swap_remove` when it does).
+                    object.retain(|key, _| key != "anyOf");
                     for (k, v) in only {
                         object.entry(k).or_insert(v);
                     }
                 }
             }
             if object.get("default") == Some(&Value::Null) {
-                object.remove("default");
+                object.retain(|key, _| key != "default");
             }
             let numeric = matches!(
                 object.get("type").and_then(Value::as_str),
                 Some("integer" | "number")
             );
             if numeric {
-                object.remove("format");
+                object.retain(|key, _| key != "format");
             }
         }
     }

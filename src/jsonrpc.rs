@@ -73,12 +73,12 @@ impl Reply {
     }
 
     /// A JSON-RPC result reply (status 200).
-    pub(crate) fn result(id: Option<&RawValue>, result: &Value) -> Self {
+    pub(crate) fn result<R: Serialize + ?Sized>(id: Option<&RawValue>, result: &R) -> Self {
         #[derive(Serialize)]
-        struct Envelope<'a> {
+        struct Envelope<'a, R: ?Sized> {
             jsonrpc: &'static str,
             id: &'a RawValue,
-            result: &'a Value,
+            result: &'a R,
         }
         let null = null_id();
         let envelope = Envelope {

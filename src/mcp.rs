@@ -80,6 +80,7 @@ pub(crate) enum InputKind {
 
 impl InputKind {
     /// Classifies an input request `{method, params}`; `None` for anything else.
+    #[cfg(test)]
     pub(crate) fn of(request: &Value) -> Option<Self> {
         let request = request.as_object()?;
         let params = request.get("params");
@@ -109,7 +110,9 @@ impl InputKind {
     }
 
     /// Classifies an input request given as JSON text, with a borrowed parse; also returns its
-    /// `params.requestedSchema` text, if any. Agrees with [`InputKind::of`] on canonical JSON.
+    /// `params.requestedSchema` text, if any. It reads `mode` and `tools` by their text, so it
+    /// agrees with `InputKind::of` on text with one spelling per string and no whitespace:
+    /// canonical or minified, as [`crate::canonical`] writes them, or as serde_json writes a value.
     pub(crate) fn of_raw(request: &RawValue) -> Option<(Self, Option<&RawValue>)> {
         #[derive(Deserialize)]
         struct Request<'a> {

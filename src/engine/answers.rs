@@ -4,18 +4,20 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::form::validate::{QuestionError, ValidatorCache};
+use crate::jsonrpc::{ObjectOr, RawMembers};
 use crate::mcp::InputKind;
 use crate::state::claims::Questions;
 
 /// The verdict on one round of answers.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(super) enum Checked {
     /// Every question has an acceptable answer: forward these (cleaned) answers.
     Complete(Map<String, Value>),
     /// Some answers are missing or invalid.
     Reask {
-        /// What to ask now: the original requests, with a hint in the message of invalid ones.
-        ask: Map<String, Value>,
+        /// What to ask now: the original requests as they were shown, with a hint in the message
+        /// of invalid ones.
+        ask: Questions,
         /// The answers that were acceptable, kept for the next round.
         kept: Map<String, Value>,
     },
@@ -34,14 +36,14 @@ pub(super) fn check(
     validators: &ValidatorCache,
 ) -> Result<Checked, Malformed> {
     let mut accepted = Map::new();
-    let mut ask = Map::new();
+    let mut ask = Questions::new();
     for (key, question) in questions {
         if let Some(answer) = kept.get(key) {
             accepted.insert(key.clone(), answer.clone());
             continue;
         }
         let Some((key, answer)) = responses.remove_entry(key) else {
-            ask.insert(key.clone(), crate::state::claims::question(question));
+            ask.insert(key.clone(), question.clone());
             continue;
         };
         match check_one(&key, question, answer, validators)? {
@@ -71,11 +73,16 @@ fn check_one(
     validators: &ValidatorCache,
 ) -> Result<Result<Value, String>, Malformed> {
     let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
-    let asked = match validators.question(question.get()) {
-        Ok(asked) => asked,
-        Err(QuestionError::UnknownKind) => return Err(malformed("no such question")),
+    // The question as shown, read through its canonical form: the validator is the same for
+    // every spelling of a schema.
+    let spelled = match validators.spelled(question.get()) {
+        Ok(spelled) => spelled,
+        Err(QuestionError::UnknownKind | QuestionError::Unreadable) => {
+            return Err(malformed("no such question"));
+        }
         Err(_) => return Err(malformed("the question's schema cannot be compiled")),
     };
+    let asked = &spelled.question;
     let kind = asked.kind;
     let Value::Object(mut answer) = answer else {
         return Err(malformed("must be an object"));
@@ -127,15 +134,70 @@ fn check_one(
     }
 }
 
-/// The question again, its message followed by what was wrong.
-fn with_hint(question: &RawValue, hint: &str) -> Value {
-    let mut question = crate::state::claims::question(question);
-    if let Some(params) = question.get_mut("params").and_then(Value::as_object_mut) {
-        let message = params.get("message").and_then(Value::as_str).unwrap_or("");
+/// The question again, its message followed by what was wrong: the text as it was shown, but for
+/// the message (added at the end of `params` if it had none).
+fn with_hint(question: &RawValue, hint: &str) -> Box<RawValue> {
+    hinted(question, hint).unwrap_or_else(|| question.to_owned())
+}
+
+fn hinted(question: &RawValue, hint: &str) -> Option<Box<RawValue>> {
+    let ObjectOr::Object(members) = serde_json::from_str::<RawMembers<'_>>(question.get()).ok()?
+    else {
+        return None;
+    };
+    let mut out = Vec::with_capacity(question.get().len() + hint.len() + 48);
+    out.push(b'{');
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_key(&mut out, key);
+        if key != "params" {
+            out.extend_from_slice(value.get().as_bytes());
+            continue;
+        }
+        let ObjectOr::Object(params) = serde_json::from_str::<RawMembers<'_>>(value.get()).ok()?
+        else {
+            out.extend_from_slice(value.get().as_bytes());
+            continue;
+        };
+        let message = params
+            .iter()
+            .find(|(key, _)| key == "message")
+            .and_then(|(_, raw)| serde_json::from_str::<String>(raw.get()).ok())
+            .unwrap_or_default();
         let message = format!("{message}\n\nThe previous answer was not accepted: {hint}.");
-        params.insert("message".into(), Value::String(message));
+        let mut hinted = false;
+        out.push(b'{');
+        for (i, (key, value)) in params.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_key(&mut out, key);
+            if key == "message" && !hinted {
+                hinted = true;
+                serde_json::to_writer(&mut out, &message).ok()?;
+            } else {
+                out.extend_from_slice(value.get().as_bytes());
+            }
+        }
+        if !hinted {
+            if !params.is_empty() {
+                out.push(b',');
+            }
+            write_key(&mut out, "message");
+            serde_json::to_writer(&mut out, &message).ok()?;
+        }
+        out.push(b'}');
     }
-    question
+    out.push(b'}');
+    RawValue::from_string(String::from_utf8(out).ok()?).ok()
+}
+
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    // A string into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.push(b':');
 }
 
 #[cfg(test)]
@@ -203,11 +265,12 @@ mod tests {
             panic!("expected a re-ask")
         };
         assert_eq!(ask.keys().collect::<Vec<_>>(), ["approval", "roots"]);
-        let message = ask["approval"]["params"]["message"].as_str().unwrap();
+        let approval: Value = serde_json::from_str(ask["approval"].get()).unwrap();
+        let message = approval["params"]["message"].as_str().unwrap();
         assert!(message.starts_with("Deploy to staging?\n\n"), "{message}");
         assert!(message.contains("note"), "{message}");
         assert!(!message.contains("far too long"), "{message}");
-        assert_eq!(ask["roots"], json!({"method": "roots/list", "params": {}}));
+        assert_eq!(ask["roots"].get(), r#"{"method":"roots/list","params":{}}"#);
         assert_eq!(kept.keys().collect::<Vec<_>>(), ["llm", "login"]);
 
         // Next round: the kept answers count, and cannot be overwritten.
@@ -253,5 +316,33 @@ mod tests {
             panic!("expected complete")
         };
         assert_eq!(done["approval"], json!({"action": "cancel"}));
+    }
+
+    #[test]
+    fn a_hint_changes_only_the_message_of_the_text_shown() {
+        let shown = r#"{"method":"elicitation/create","params":{"mode":"form","message":"M\u00e9?","requestedSchema":{"type":"object","properties":{"b":{"type":"number","maximum":1.0e1},"a":{"type":"string"}}},"_meta":{"ui":{"resourceUri":"ui://x"}}}}"#;
+        let raw = RawValue::from_string(shown.to_owned()).unwrap();
+        assert_eq!(
+            with_hint(&raw, "`a` is required").get(),
+            r#"{"method":"elicitation/create","params":{"mode":"form","message":"Mé?\n\nThe previous answer was not accepted: `a` is required.","requestedSchema":{"type":"object","properties":{"b":{"type":"number","maximum":1.0e1},"a":{"type":"string"}}},"_meta":{"ui":{"resourceUri":"ui://x"}}}}"#
+        );
+        for (question, hinted) in [
+            (
+                r#"{"params":{"url":"u"},"method":"m"}"#,
+                r#"{"params":{"url":"u","message":"\n\nThe previous answer was not accepted: h."},"method":"m"}"#,
+            ),
+            (
+                r#"{"params":{},"method":"m"}"#,
+                r#"{"params":{"message":"\n\nThe previous answer was not accepted: h."},"method":"m"}"#,
+            ),
+            (
+                r#"{"params":[1],"method":"m"}"#,
+                r#"{"params":[1],"method":"m"}"#,
+            ),
+            ("[1]", "[1]"),
+        ] {
+            let raw = RawValue::from_string(question.to_owned()).unwrap();
+            assert_eq!(with_hint(&raw, "h").get(), hinted, "{question}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -12,7 +13,7 @@ use crate::gate::{Answers, Gate, GateCall, GateKind};
 use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply, with_members};
 use crate::layer::Config;
 use crate::mcp::{InputKind, Method};
-use crate::state::claims::{Claims, flow_handle, question, questions};
+use crate::state::claims::{Claims, Questions, flow_handle};
 
 /// What URL flows said, by gate key: gathered by the adapter between two calls of
 /// [`inbound`](fn@super::inbound).
@@ -155,27 +156,38 @@ impl<'c> GateRound<'c> {
                 GateKind::Url { .. } => InputKind::Url,
             }),
         )?;
-        let mut requests = Map::new();
+        let mut requests = Questions::new();
         let mut queries = Vec::new();
         for (index, gate, handle) in self.pending() {
             let call = self.call(handle);
             let message = gate.message_for(&call);
             let params = match &gate.kind {
-                GateKind::Form { schema } => {
-                    json!({"mode": "form", "message": message, "requestedSchema": schema})
-                }
+                GateKind::Form { schema } => Params {
+                    mode: "form",
+                    message: &message,
+                    requested_schema: Some(schema),
+                    url: None,
+                },
                 GateKind::Url { .. } => match self.flows.urls.get(&gate.key) {
-                    Some(url) => json!({"mode": "url", "message": message, "url": url}),
+                    Some(url) => Params {
+                        mode: "url",
+                        message: &message,
+                        requested_schema: None,
+                        url: Some(url),
+                    },
                     None => {
                         queries.push(self.query(*index, handle, FlowNeed::Url));
                         continue;
                     }
                 },
             };
-            requests.insert(
-                gate.key.clone(),
-                json!({"method": "elicitation/create", "params": params}),
-            );
+            // The form as declared: the schema's members in the order the gate holds them.
+            let request = serde_json::value::to_raw_value(&Request {
+                method: "elicitation/create",
+                params,
+            })
+            .map_err(|_| Reply::internal(self.round.id.as_deref()))?;
+            requests.insert(gate.key.clone(), request);
         }
         if !queries.is_empty() {
             return Ok(Inbound::CheckFlows(queries));
@@ -185,7 +197,7 @@ impl<'c> GateRound<'c> {
             round,
             round.number + 1,
             None,
-            questions(&requests),
+            requests.clone(),
             Map::new(),
             config,
             now,
@@ -226,7 +238,7 @@ impl<'c> GateRound<'c> {
                 Ok(Checked::Complete(answers)) => answers,
             };
 
-        let mut incomplete = Map::new();
+        let mut incomplete = Questions::new();
         let mut queries = Vec::new();
         for (index, gate, handle) in self.pending() {
             // The handle the flow was asked with, even if the signing key rotated since.
@@ -250,7 +262,7 @@ impl<'c> GateRound<'c> {
                 GateKind::Url { .. } => match self.flows.complete.get(&gate.key) {
                     None => queries.push(self.query(*index, handle, FlowNeed::Completion)),
                     Some(false) => {
-                        incomplete.insert(gate.key.clone(), question(&claims.q[&gate.key]));
+                        incomplete.insert(gate.key.clone(), claims.q[&gate.key].clone());
                     }
                     Some(true) => {}
                 },
@@ -345,4 +357,22 @@ impl<'c> GateRound<'c> {
             }
         }
     }
+}
+
+/// A gate's elicitation request, written in this order.
+#[derive(Serialize)]
+struct Request<'a> {
+    method: &'static str,
+    params: Params<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Params<'a> {
+    mode: &'static str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requested_schema: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<&'a str>,
 }

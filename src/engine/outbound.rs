@@ -4,8 +4,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess};
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -341,7 +341,7 @@ pub(crate) fn settle_probe(
 pub(crate) fn reask(
     round: &Round,
     previous: &Claims,
-    ask_now: Map<String, Value>,
+    ask_now: Questions,
     kept: Map<String, Value>,
     config: &Config,
     now: u64,
@@ -358,24 +358,27 @@ pub(crate) fn reask(
     ask(round, claims, ask_now, config)
 }
 
-/// The layer's own `input_required` asking `requests`, sealed with `claims`.
-pub(crate) fn ask(
-    round: &Round,
-    claims: Claims,
-    requests: Map<String, Value>,
-    config: &Config,
-) -> Reply {
+/// The layer's own `input_required` asking `requests` (each the text to show), sealed with
+/// `claims`.
+pub(crate) fn ask(round: &Round, claims: Claims, requests: Questions, config: &Config) -> Reply {
     if let Err(reply) = check_capabilities(&requests, round) {
         return reply;
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct InputRequired<'a> {
+        result_type: &'static str,
+        input_requests: &'a Questions,
+        request_state: &'a str,
     }
     match seal(round, claims, config) {
         Ok((token, _)) => {
             log_outcome(round, "ask");
-            let result = json!({
-                "resultType": "input_required",
-                "inputRequests": requests,
-                "requestState": token,
-            });
+            let result = InputRequired {
+                result_type: "input_required",
+                input_requests: &requests,
+                request_state: &token,
+            };
             Reply::result(round.id.as_deref(), &result)
         }
         Err(reply) => reply,
@@ -397,7 +400,7 @@ pub(crate) fn refuse(round: &Round, code: i64, message: &str, data: Option<Value
 struct Asked<'a> {
     /// The result object's members, unparsed, in order (`None`: `inputRequests`).
     result: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
-    /// What it asks, each request in canonical JSON.
+    /// What it asks, each request as the client is shown it: the inner's text, minified.
     questions: Questions,
     /// The kind of each request, for the capability check.
     kinds: Vec<InputKind>,
@@ -432,7 +435,7 @@ fn read_input_required<'a>(
                     .map_err(|why| broken(&why.to_string()))?;
                 kinds.push(spelled.question.kind);
                 if questions
-                    .insert(key.into_owned(), spelled.canonical.clone())
+                    .insert(key.into_owned(), spelled.shown.clone())
                     .is_some()
                 {
                     return Err(broken("inputRequests repeats a key"));
@@ -461,8 +464,13 @@ fn read_input_required<'a>(
 }
 
 /// `-32021` when the call's own capabilities do not declare a kind of request in `requests`.
-fn check_capabilities(requests: &Map<String, Value>, round: &Round) -> Result<(), Reply> {
-    require(round, requests.values().filter_map(InputKind::of))
+fn check_capabilities(requests: &Questions, round: &Round) -> Result<(), Reply> {
+    require(
+        round,
+        requests
+            .values()
+            .filter_map(|request| Some(InputKind::of_raw(request)?.0)),
+    )
 }
 
 /// `-32021` when the call's own capabilities do not declare one of `kinds`.

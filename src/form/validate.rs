@@ -1,7 +1,7 @@
 //! Compiled form validators, cached per distinct `requestedSchema`, and answer checking.
 //!
 //! [`ValidatorCache::get_canonical_text`] compiles a `requestedSchema` once (keyed by its
-//! canonical JSON text, as sealed tokens carry it) into a [`FormValidator`], whose
+//! canonical JSON text) into a [`FormValidator`], whose
 //! [`check`](FormValidator::check) validates accepted form content and, on failure, builds a short
 //! hint for the user that names the field but never repeats the submitted value.
 
@@ -44,10 +44,12 @@ pub(crate) struct Question {
     pub(crate) form: Option<Arc<FormValidator>>,
 }
 
-/// A question as an inner service spelled it: its canonical text, and what it is.
+/// A question as an inner service spelled it: the text the client is shown, and what it is (read
+/// through its canonical text).
 #[derive(Debug)]
 pub(crate) struct Spelled {
-    pub(crate) canonical: Box<RawValue>,
+    /// The inner's text minified, its members in the order the inner wrote them.
+    pub(crate) shown: Box<RawValue>,
     pub(crate) question: Arc<Question>,
 }
 
@@ -104,9 +106,8 @@ impl ValidatorCache {
         self.get_canonical(&key, || Ok(schema.clone()))
     }
 
-    /// The compiled validator for the schema whose canonical JSON text is `text` (as sealed
-    /// tokens carry it), compiled once per distinct schema: a cache hit costs one hash of the
-    /// text and no parse.
+    /// The compiled validator for the schema whose canonical JSON text is `text`, compiled once
+    /// per distinct schema: a cache hit costs one hash of the text and no parse.
     ///
     /// On first compile, if the schema is outside the MCP form subset
     /// ([`super::schema::check`]), logs a warning with the path and reason (never any content)
@@ -150,8 +151,9 @@ impl ValidatorCache {
         })
     }
 
-    /// The canonical text of a question an inner service asked as `text`, and what it is:
-    /// canonicalised and read once per distinct spelling, then one hash of the text.
+    /// The text the client is shown of a question an inner service asked as `text`, and what it
+    /// is (the question of its canonical text): canonicalised and read once per distinct
+    /// spelling, then one hash of the text.
     ///
     /// # Errors
     ///
@@ -163,11 +165,10 @@ impl ValidatorCache {
                 serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
             let canonical =
                 crate::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
+            let shown =
+                crate::canonical::minified_raw(raw).map_err(|_| QuestionError::Unreadable)?;
             let question = self.question(canonical.get())?;
-            Ok(Spelled {
-                canonical,
-                question,
-            })
+            Ok(Spelled { shown, question })
         })
     }
 
@@ -532,16 +533,23 @@ mod tests {
             r#"{ "params" : {"requestedSchema":{"properties":{"ok":{"type":"boolean"}},"type":"object"},"message":"Deplo\u0079?"}, "method":"elicitation/create"}"#,
         ];
         let [first, second] = spellings.map(|text| cache.spelled(text).expect("a form"));
-        assert_eq!(first.canonical.get(), second.canonical.get());
-        assert_eq!(
-            first.canonical.get(),
-            String::from_utf8(crate::canonical::canonical_json(
-                &serde_json::from_str(spellings[0]).unwrap()
-            ))
-            .unwrap()
-        );
+        // One question, kept by the canonical text of both.
+        let canonical = String::from_utf8(crate::canonical::canonical_json(
+            &serde_json::from_str(spellings[0]).unwrap(),
+        ))
+        .unwrap();
+        assert!(Arc::ptr_eq(
+            &first.question,
+            &cache.question(&canonical).unwrap()
+        ));
         assert!(Arc::ptr_eq(&first.question, &second.question));
         assert_eq!(first.question.kind, InputKind::Form);
+        // What the client is shown keeps each spelling's order, minified.
+        assert_eq!(first.shown.get(), spellings[0]);
+        assert_eq!(
+            second.shown.get(),
+            r#"{"params":{"requestedSchema":{"properties":{"ok":{"type":"boolean"}},"type":"object"},"message":"Deploy?"},"method":"elicitation/create"}"#
+        );
         // A repeated key has no canonical form; the failure is not kept.
         let twice = r#"{"method":"elicitation/create","method":"roots/list"}"#;
         for _ in 0..2 {

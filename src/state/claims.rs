@@ -50,8 +50,8 @@ pub(crate) struct Claims {
     /// The inner service's own `requestState`, handed back to it on the retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) s: Option<String>,
-    /// The input requests that were asked, by key, as the client received them (in canonical
-    /// JSON, kept unparsed until needed).
+    /// The input requests that were asked, by key, each the very text the client was shown
+    /// (minified, its members in the order its author wrote them), kept unparsed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) q: Questions,
     /// Answers to `q` already accepted in an earlier round that the layer re-asked itself.
@@ -66,24 +66,19 @@ pub(crate) struct Claims {
     pub(crate) h: BTreeMap<String, String>,
 }
 
-/// Asked input requests by key, each as canonical JSON.
+/// Asked input requests by key, each as the text the client is shown.
 pub(crate) type Questions = BTreeMap<String, Box<RawValue>>;
 
-/// `requests` as a token carries them: each in canonical JSON, so the `requestedSchema` inside
-/// is the very text the validator cache is keyed by.
+/// `requests` as the client is shown them and a token carries them: each minified, its members
+/// in the order the value holds them.
+#[cfg(test)]
 pub(crate) fn questions(requests: &Map<String, Value>) -> Questions {
     requests
         .iter()
         .filter_map(|(key, request)| {
-            let text = String::from_utf8(crate::canonical::canonical_json(request)).ok()?;
-            Some((key.clone(), RawValue::from_string(text).ok()?))
+            Some((key.clone(), serde_json::value::to_raw_value(request).ok()?))
         })
         .collect()
-}
-
-/// One asked request, parsed.
-pub(crate) fn question(raw: &RawValue) -> Value {
-    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }
 
 /// What a request must match for its token to be accepted.
@@ -216,6 +211,17 @@ pub(crate) fn flow_handle(key: &HmacSha256, principal: Option<&[u8]>, parts: [&s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The digest of a call's arguments is the same whatever order a `Map` keeps its keys in
+    /// (serde_json's `preserve_order`): pinned to the value it had before that feature.
+    #[test]
+    fn the_arguments_digest_is_pinned() {
+        let text = r#"{"b":1,"a":{"y":[2,{"d":1,"c":0}],"x":"é"}}"#;
+        let raw = RawValue::from_string(text.to_owned()).unwrap();
+        assert_eq!(args_digest(Some(&raw)).unwrap(), "iiVjEs2L8Jmx4m9RCT4ycw");
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(args_digest_of(&value), "iiVjEs2L8Jmx4m9RCT4ycw");
+    }
 
     #[test]
     fn the_exact_digest_is_blake3_in_derive_key_mode_over_the_text() {
