@@ -15,16 +15,24 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::mcp::InputKind;
+use crate::memo::Weight;
 
-/// How many compiled validators the cache holds before it is cleared.
+/// How many entries each of the three caches holds at most.
 const CACHE_CAPACITY: usize = 1024;
+/// About how much memory each of the three caches may keep alive: 4 MiB.
+const CACHE_BYTES: usize = 4 * 1024 * 1024;
 
-/// Compiled form validators keyed by their schema's canonical JSON.
+/// Compiled form validators keyed by their schema's canonical JSON, and the questions they
+/// belong to.
 ///
-/// Bounded at [`CACHE_CAPACITY`] (1024) entries: inserting into a full cache first clears it
-/// whole. Servers send a handful of distinct forms, so this simple policy only matters when
-/// schemas are generated per request, and then it keeps memory bounded at the cost of
-/// recompiling.
+/// Each of its three caches holds at most [`CACHE_CAPACITY`] (1,024) entries and about
+/// [`CACHE_BYTES`] (4 MiB) in all, counting each entry's key text and a fair estimate of what
+/// its value keeps alive: a compiled validator as its schema's text and a share per subschema
+/// and member ([`footprint`]), a question or a spelling as its texts and its validator. Past
+/// either bound the entries used least lately make room, and an entry heavier than a quarter of
+/// the bytes (a schema of some thousand subschemas) is not kept. Servers send a handful of
+/// distinct forms; when they generate them per request, the bounds keep memory capped at the
+/// cost of recompiling.
 #[derive(Default)]
 pub(crate) struct ValidatorCache {
     entries: Bounded<FormValidator>,
@@ -34,7 +42,7 @@ pub(crate) struct ValidatorCache {
     spellings: Bounded<Spelled>,
 }
 
-type Bounded<V> = crate::memo::Bounded<V, CACHE_CAPACITY>;
+type Bounded<V> = crate::memo::Bounded<V, CACHE_CAPACITY, CACHE_BYTES>;
 
 /// What the layer needs to know of an asked question, read once per distinct question.
 #[derive(Debug)]
@@ -80,7 +88,7 @@ impl fmt::Display for QuestionError {
 impl fmt::Debug for ValidatorCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ValidatorCache")
-            .field("len", &self.entries.len())
+            .field("weight", &self.weight())
             .finish_non_exhaustive()
     }
 }
@@ -190,9 +198,36 @@ impl ValidatorCache {
         })
     }
 
+    /// What the three caches weigh together, in bytes: at most 3 × [`CACHE_BYTES`].
+    pub(crate) fn weight(&self) -> usize {
+        self.entries.weight() + self.questions.weight() + self.spellings.weight()
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.entries.len()
+    }
+}
+
+impl Weight for FormValidator {
+    fn weight(&self, schema: &str) -> usize {
+        schema.len().saturating_add(self.footprint)
+    }
+}
+
+impl Weight for Question {
+    /// Its text, and its form's validator.
+    fn weight(&self, text: &str) -> usize {
+        let form = self.form.as_ref().map_or(0, |form| form.footprint);
+        text.len().saturating_add(form)
+    }
+}
+
+impl Weight for Spelled {
+    /// Its spelling, its canonical text, and the question it is.
+    fn weight(&self, text: &str) -> usize {
+        text.len()
+            .saturating_add(self.question.weight(self.canonical.get()))
     }
 }
 
@@ -209,6 +244,8 @@ pub(crate) struct FormValidator {
     /// The properties of `type: "integer"`: a whole number written `2.0` is accepted and
     /// forwarded as `2`, so the inner service can read it as an integer.
     integers: HashSet<String>,
+    /// About how much memory all of this keeps, in bytes ([`footprint`]).
+    footprint: usize,
 }
 
 impl FormValidator {
@@ -242,6 +279,7 @@ impl FormValidator {
             properties,
             choices,
             integers,
+            footprint: footprint(schema),
         })
     }
 
@@ -454,6 +492,27 @@ fn choice_list(property: &Value) -> Option<String> {
         return Some(join_values(values));
     }
     consts(items.get("anyOf").or_else(|| items.get("oneOf"))?)
+}
+
+/// About how much memory a validator compiled from `schema` keeps, in bytes: its strings, and a
+/// share for each object, member and array item. Measured with jsonschema 0.61, a validator
+/// keeps from about its text's length (a long `description`) to about 50 times it (a thousand
+/// small `oneOf` options); this estimate is above every shape measured, by up to 4 times.
+fn footprint(schema: &Value) -> usize {
+    const PER_OBJECT: usize = 1024;
+    const PER_MEMBER: usize = 256;
+    const PER_ITEM: usize = 128;
+    match schema {
+        Value::String(text) => text.len(),
+        Value::Array(items) => items.iter().fold(0, |sum, item| {
+            sum.saturating_add(PER_ITEM).saturating_add(footprint(item))
+        }),
+        Value::Object(members) => members.iter().fold(PER_OBJECT, |sum, (key, value)| {
+            sum.saturating_add(PER_MEMBER + key.len())
+                .saturating_add(footprint(value))
+        }),
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
 }
 
 /// Why `jsonschema` refused a schema, without repeating schema values (a `default` may hold
@@ -864,16 +923,60 @@ mod tests {
     }
 
     #[test]
-    fn cache_is_cleared_when_full() {
+    fn a_full_cache_makes_room_and_stays_within_its_entries() {
         let cache = ValidatorCache::default();
-        for i in 0..CACHE_CAPACITY {
+        for i in 0..2 * CACHE_CAPACITY {
             cache
                 .get(&one(json!({"type": "string", "maxLength": i})))
                 .unwrap();
+            assert!(cache.len() <= CACHE_CAPACITY, "{} entries", cache.len());
         }
-        assert_eq!(cache.len(), CACHE_CAPACITY);
+        assert!(cache.len() > CACHE_CAPACITY / 2, "{} entries", cache.len());
+        assert!(cache.entries.weight() <= CACHE_BYTES);
         cache.get(&one(json!({"type": "boolean"}))).unwrap();
-        assert_eq!(cache.len(), 1);
+        assert!(
+            cache
+                .entries
+                .get(r#"{"properties":{"x":{"type":"boolean"}},"type":"object"}"#)
+                .is_some()
+        );
+    }
+
+    /// A question whose form's schema is about `size` bytes, distinct per `i`.
+    fn large_question(i: usize, size: usize) -> String {
+        json!({"method": "elicitation/create", "params": {"message": format!("Deploy {i}?"),
+            "requestedSchema": {"type": "object", "description": format!("{i}:{}", "x".repeat(size)),
+                "properties": {"ok": {"type": "boolean", "title": format!("echo {i}")}}}}})
+        .to_string()
+    }
+
+    #[test]
+    fn thousands_of_large_questions_stay_within_the_bytes() {
+        let cache = ValidatorCache::default();
+        for i in 0..2_000 {
+            let spelled = cache.spelled(&large_question(i, 64 * 1024)).unwrap();
+            assert!(spelled.question.form.is_some());
+            assert!(
+                cache.weight() <= 3 * CACHE_BYTES,
+                "{} bytes",
+                cache.weight()
+            );
+        }
+        for (name, bounded) in [
+            ("entries", cache.entries.weight()),
+            ("questions", cache.questions.weight()),
+            ("spellings", cache.spellings.weight()),
+        ] {
+            assert!(bounded <= CACHE_BYTES, "{name}: {bounded} bytes");
+        }
+        // Each kept entry is counted at least as its key and its value's texts.
+        let texts: usize = cache.spellings.len() * 2 * 64 * 1024;
+        assert!(texts <= CACHE_BYTES, "{texts} bytes of question text kept");
+        // Smaller questions are still kept, and found again.
+        let small = large_question(0, 16);
+        let first = cache.spelled(&small).unwrap();
+        let again = cache.spelled(&small).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
     }
 
     #[test]
