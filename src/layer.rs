@@ -51,10 +51,11 @@ pub enum AnswersWithoutState {
 /// asked them in (three caches of up to 1,024 entries and about 4 MiB each, a validator counted as
 /// its schema's text and a share per subschema), what each distinct `_meta` text says (up to 256
 /// texts of at most 4 KiB, 1 MiB in all), and the tokens it sealed most recently (up to 1,024,
-/// about 4 MiB), kept so that their retries are opened without the MAC and claims passes. Expiry
-/// and bindings are checked on every retry all the same; a token sealed by another replica is
-/// opened in full. A builder method called on a layer that has clones gives a new layer, with
-/// caches of its own.
+/// about 4 MiB), kept so that their retries are opened without the MAC and claims passes. A
+/// question is kept only once a response asking it was sealed (or its probe answered), so a
+/// response the layer refuses leaves nothing behind. Expiry and bindings are checked on every retry
+/// all the same; a token sealed by another replica is opened in full. A builder method called on a
+/// layer that has clones gives a new layer, with caches of its own.
 ///
 /// See the [crate docs](crate) for an example.
 #[derive(Clone)]

@@ -3,7 +3,7 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::form::validate::{QuestionError, ValidatorCache};
+use crate::form::validate::{QuestionError, ReadQuestion};
 use crate::mcp::InputKind;
 use crate::state::claims::Questions;
 
@@ -31,7 +31,7 @@ pub(super) fn check(
     questions: &Questions,
     kept: &Map<String, Value>,
     mut responses: Map<String, Value>,
-    validators: &ValidatorCache,
+    validators: &impl ReadQuestion,
 ) -> Result<Checked, Malformed> {
     let mut accepted = Map::new();
     let mut ask = Map::new();
@@ -68,7 +68,7 @@ fn check_one(
     key: &str,
     question: &RawValue,
     answer: Value,
-    validators: &ValidatorCache,
+    validators: &impl ReadQuestion,
 ) -> Result<Result<Value, String>, Malformed> {
     let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
     let asked = match validators.question(question.get()) {
@@ -141,6 +141,7 @@ fn with_hint(question: &RawValue, hint: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::form::validate::ValidatorCache;
 
     fn questions() -> Questions {
         let requests = json!({

@@ -33,6 +33,11 @@ const CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// the bytes (a schema of some thousand subschemas) is not kept. Servers send a handful of
 /// distinct forms; when they generate them per request, the bounds keep memory capped at the
 /// cost of recompiling.
+///
+/// Reading a response's questions ([`spelled`](Self::spelled)) keeps nothing: what it makes is
+/// gathered in a [`Made`], kept by [`keep`](Self::keep) once the layer sends the response, so a
+/// response the layer refuses (a token over its size bound, a schema that does not compile, a
+/// capability the client lacks) leaves nothing behind.
 #[derive(Default)]
 pub(crate) struct ValidatorCache {
     entries: Bounded<FormValidator>,
@@ -43,6 +48,30 @@ pub(crate) struct ValidatorCache {
 }
 
 type Bounded<V> = crate::memo::Bounded<V, CACHE_CAPACITY, CACHE_BYTES>;
+
+/// What reading one response's questions made that the caches did not hold, by key: kept by
+/// [`ValidatorCache::keep`], or dropped with the response.
+#[derive(Debug, Default)]
+pub(crate) struct Made {
+    entries: Fresh<FormValidator>,
+    questions: Fresh<Question>,
+    spellings: Fresh<Spelled>,
+}
+
+/// Values made by key, in the order they were made.
+type Fresh<V> = Vec<(Box<str>, Arc<V>)>;
+
+/// Where answers find the question they answer, by its canonical text.
+pub(crate) trait ReadQuestion {
+    /// As [`ValidatorCache::question`].
+    fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError>;
+}
+
+/// The caches as one response's reading sees them: what they hold, and what it made.
+pub(crate) struct Reading<'a> {
+    cache: &'a ValidatorCache,
+    made: &'a Made,
+}
 
 /// What the layer needs to know of an asked question, read once per distinct question.
 #[derive(Debug)]
@@ -109,12 +138,15 @@ impl ValidatorCache {
     pub(crate) fn get(&self, schema: &Value) -> Result<Arc<FormValidator>, String> {
         let key = String::from_utf8(crate::canonical::canonical_json(schema))
             .map_err(|_| "the schema is not UTF-8".to_owned())?;
-        self.get_canonical(&key, || Ok(schema.clone()))
+        let mut made = Made::default();
+        let validator = self.get_canonical(&key, &mut made, || Ok(schema.clone()))?;
+        self.keep(made);
+        Ok(validator)
     }
 
     /// The compiled validator for the schema whose canonical JSON text is `text` (as sealed
     /// tokens carry it), compiled once per distinct schema: a cache hit costs one hash of the
-    /// text and no parse.
+    /// text and no parse. A validator compiled here is added to `made`, not kept.
     ///
     /// On first compile, if the schema is outside the MCP form subset
     /// ([`super::schema::check`]), logs a warning with the path and reason (never any content)
@@ -124,21 +156,34 @@ impl ValidatorCache {
     ///
     /// A message saying why, if the text is not JSON or `jsonschema` cannot compile it. Failures
     /// are not cached.
-    pub(crate) fn get_canonical_text(&self, text: &str) -> Result<Arc<FormValidator>, String> {
-        self.get_canonical(text, || {
+    pub(crate) fn get_canonical_text(
+        &self,
+        text: &str,
+        made: &mut Made,
+    ) -> Result<Arc<FormValidator>, String> {
+        self.get_canonical(text, made, || {
             serde_json::from_str(text).map_err(|_| "the schema is not JSON".to_owned())
         })
     }
 
     /// The kind of the question whose canonical JSON text is `text`, and its form's compiled
-    /// schema: read and compiled once per distinct question, then one hash of the text.
+    /// schema: read and compiled once per distinct question, then one hash of the text. What
+    /// is read here is kept: the questions of a sealed token were kept when it was sealed.
     ///
     /// # Errors
     ///
     /// A question that is not elicitation, sampling or roots, or a form without a schema that
     /// compiles. Failures are not cached.
     pub(crate) fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError> {
-        self.questions.get_or_try_insert(text, || {
+        let mut made = Made::default();
+        let question = self.read_question(text, &mut made)?;
+        self.keep(made);
+        Ok(question)
+    }
+
+    /// [`question`](Self::question), adding what it reads to `made` rather than keeping it.
+    fn read_question(&self, text: &str, made: &mut Made) -> Result<Arc<Question>, QuestionError> {
+        read(&self.questions, made, text, |made| {
             let raw =
                 serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::UnknownKind)?;
             let (kind, schema) = InputKind::of_raw(raw).ok_or(QuestionError::UnknownKind)?;
@@ -148,7 +193,7 @@ impl ValidatorCache {
                         .filter(|s| s.get().starts_with('{'))
                         .ok_or(QuestionError::NoSchema)?;
                     let validator = self
-                        .get_canonical_text(schema.get())
+                        .get_canonical_text(schema.get(), made)
                         .map_err(QuestionError::Schema)?;
                     Some(validator)
                 }
@@ -159,19 +204,24 @@ impl ValidatorCache {
     }
 
     /// The canonical text of a question an inner service asked as `text`, and what it is:
-    /// canonicalised and read once per distinct spelling, then one hash of the text.
+    /// canonicalised and read once per distinct spelling, then one hash of the text. What is
+    /// read here is added to `made`, for [`keep`](Self::keep) once the response is sent.
     ///
     /// # Errors
     ///
     /// As [`question`](Self::question), and for text that has no canonical form. Failures are
     /// not cached.
-    pub(crate) fn spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
-        self.spellings.get_or_try_insert(text, || {
+    pub(crate) fn spelled(
+        &self,
+        text: &str,
+        made: &mut Made,
+    ) -> Result<Arc<Spelled>, QuestionError> {
+        read(&self.spellings, made, text, |made| {
             let raw =
                 serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
             let canonical =
                 crate::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
-            let question = self.question(canonical.get())?;
+            let question = self.read_question(canonical.get(), made)?;
             Ok(Spelled {
                 canonical,
                 question,
@@ -179,12 +229,36 @@ impl ValidatorCache {
         })
     }
 
+    /// Keeps what reading a response's questions made, now that the layer sends it.
+    pub(crate) fn keep(&self, made: Made) {
+        for (key, validator) in made.entries {
+            self.entries.insert(key, validator);
+        }
+        for (key, question) in made.questions {
+            self.questions.insert(key, question);
+        }
+        for (key, spelled) in made.spellings {
+            self.spellings.insert(key, spelled);
+        }
+    }
+
+    /// The caches as a reading that made `made` sees them.
+    pub(crate) fn with<'a>(&'a self, made: &'a Made) -> Reading<'a> {
+        Reading { cache: self, made }
+    }
+
+    /// What the three caches weigh together, in bytes: at most 3 × [`CACHE_BYTES`].
+    pub(crate) fn weight(&self) -> usize {
+        self.entries.weight() + self.questions.weight() + self.spellings.weight()
+    }
+
     fn get_canonical(
         &self,
         key: &str,
+        made: &mut Made,
         schema: impl FnOnce() -> Result<Value, String>,
     ) -> Result<Arc<FormValidator>, String> {
-        self.entries.get_or_try_insert(key, || {
+        read(&self.entries, made, key, |_| {
             let schema = schema()?;
             if let Err(err) = super::schema::check(&schema) {
                 tracing::warn!(
@@ -198,15 +272,74 @@ impl ValidatorCache {
         })
     }
 
-    /// What the three caches weigh together, in bytes: at most 3 × [`CACHE_BYTES`].
-    pub(crate) fn weight(&self) -> usize {
-        self.entries.weight() + self.questions.weight() + self.spellings.weight()
-    }
-
     #[cfg(test)]
     fn len(&self) -> usize {
         self.entries.len()
     }
+}
+
+impl ReadQuestion for ValidatorCache {
+    fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError> {
+        ValidatorCache::question(self, text)
+    }
+}
+
+impl ReadQuestion for Reading<'_> {
+    /// The question kept in the cache or made by this reading; any other is read, not kept.
+    fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError> {
+        if let Some(found) = find(&self.cache.questions, &self.made.questions, text) {
+            return Ok(found);
+        }
+        self.cache.read_question(text, &mut Made::default())
+    }
+}
+
+/// What a reading makes and keeps aside, for one cache.
+trait Part: Weight + Sized {
+    /// The values of this cache's kind in `made`.
+    fn fresh(made: &mut Made) -> &mut Fresh<Self>;
+}
+
+impl Part for FormValidator {
+    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+        &mut made.entries
+    }
+}
+
+impl Part for Question {
+    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+        &mut made.questions
+    }
+}
+
+impl Part for Spelled {
+    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+        &mut made.spellings
+    }
+}
+
+/// The value for `key` kept in `cache`, or made earlier in this reading, or made now by `make`
+/// and added to `made` (a failure is not).
+fn read<V: Part, E>(
+    cache: &Bounded<V>,
+    made: &mut Made,
+    key: &str,
+    make: impl FnOnce(&mut Made) -> Result<V, E>,
+) -> Result<Arc<V>, E> {
+    if let Some(found) = find(cache, V::fresh(made), key) {
+        return Ok(found);
+    }
+    let value = Arc::new(make(made)?);
+    V::fresh(made).push((key.into(), Arc::clone(&value)));
+    Ok(value)
+}
+
+fn find<V: Weight>(cache: &Bounded<V>, made: &[(Box<str>, Arc<V>)], key: &str) -> Option<Arc<V>> {
+    cache.get(key).or_else(|| {
+        made.iter()
+            .find(|(made, _)| **made == *key)
+            .map(|(_, value)| Arc::clone(value))
+    })
 }
 
 impl Weight for FormValidator {
@@ -590,7 +723,14 @@ mod tests {
             r#"{"method":"elicitation/create","params":{"message":"Deploy?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}"#,
             r#"{ "params" : {"requestedSchema":{"properties":{"ok":{"type":"boolean"}},"type":"object"},"message":"Deplo\u0079?"}, "method":"elicitation/create"}"#,
         ];
-        let [first, second] = spellings.map(|text| cache.spelled(text).expect("a form"));
+        let mut made = Made::default();
+        let [first, second] = spellings.map(|text| cache.spelled(text, &mut made).expect("a form"));
+        assert_eq!(
+            cache.weight(),
+            0,
+            "nothing is kept before the response is sent"
+        );
+        cache.keep(made);
         assert_eq!(first.canonical.get(), second.canonical.get());
         assert_eq!(
             first.canonical.get(),
@@ -604,9 +744,16 @@ mod tests {
         // A repeated key has no canonical form; the failure is not kept.
         let twice = r#"{"method":"elicitation/create","method":"roots/list"}"#;
         for _ in 0..2 {
-            assert_eq!(cache.spelled(twice).unwrap_err(), QuestionError::Unreadable);
+            let mut made = Made::default();
+            assert_eq!(
+                cache.spelled(twice, &mut made).unwrap_err(),
+                QuestionError::Unreadable
+            );
+            cache.keep(made);
         }
         assert_eq!(cache.spellings.len(), 2);
+        assert_eq!(cache.questions.len(), 1);
+        assert_eq!(cache.entries.len(), 1);
     }
 
     #[test]
@@ -954,8 +1101,12 @@ mod tests {
     fn thousands_of_large_questions_stay_within_the_bytes() {
         let cache = ValidatorCache::default();
         for i in 0..2_000 {
-            let spelled = cache.spelled(&large_question(i, 64 * 1024)).unwrap();
+            let mut made = Made::default();
+            let spelled = cache
+                .spelled(&large_question(i, 64 * 1024), &mut made)
+                .unwrap();
             assert!(spelled.question.form.is_some());
+            cache.keep(made);
             assert!(
                 cache.weight() <= 3 * CACHE_BYTES,
                 "{} bytes",
@@ -974,9 +1125,53 @@ mod tests {
         assert!(texts <= CACHE_BYTES, "{texts} bytes of question text kept");
         // Smaller questions are still kept, and found again.
         let small = large_question(0, 16);
-        let first = cache.spelled(&small).unwrap();
-        let again = cache.spelled(&small).unwrap();
+        let mut made = Made::default();
+        let first = cache.spelled(&small, &mut made).unwrap();
+        cache.keep(made);
+        let mut made = Made::default();
+        let again = cache.spelled(&small, &mut made).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
+        assert!(made.spellings.is_empty(), "a hit makes nothing");
+    }
+
+    #[test]
+    fn a_reading_keeps_nothing_until_it_is_kept() {
+        let cache = ValidatorCache::default();
+        let text = large_question(1, 100);
+        let mut made = Made::default();
+        let spelled = cache.spelled(&text, &mut made).unwrap();
+        assert_eq!(
+            (
+                made.spellings.len(),
+                made.questions.len(),
+                made.entries.len()
+            ),
+            (1, 1, 1)
+        );
+        // The reading finds what it made, without the caches.
+        let reading = cache.with(&made);
+        let question = ReadQuestion::question(&reading, spelled.canonical.get()).unwrap();
+        assert!(Arc::ptr_eq(&question, &spelled.question));
+        // The same question twice in one response is read once.
+        let twice = cache.spelled(&text, &mut made).unwrap();
+        assert!(Arc::ptr_eq(&spelled, &twice));
+        assert_eq!(made.spellings.len(), 1);
+        drop(made);
+        assert_eq!(cache.weight(), 0);
+        assert_eq!(
+            cache.spellings.len() + cache.questions.len() + cache.len(),
+            0
+        );
+
+        // A question whose schema does not compile leaves nothing, not even its neighbours'.
+        let mut made = Made::default();
+        cache.spelled(&text, &mut made).unwrap();
+        let broken = r#"{"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":5}}}"#;
+        assert!(matches!(
+            cache.spelled(broken, &mut made),
+            Err(QuestionError::Schema(_))
+        ));
+        assert_eq!(cache.weight(), 0);
     }
 
     #[test]
