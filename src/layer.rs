@@ -198,6 +198,18 @@ impl ElicitationLayer {
         Ok(self.with(|c| c.gates.push((target, gate))))
     }
 
+    /// What the layer's caches of questions (with their validators) and of `_meta` readings
+    /// weigh, in bytes, and the most they may weigh together: for tests, through
+    /// [`crate::__fuzz::cache_weight`].
+    pub(crate) fn cache_weight(&self) -> (usize, usize, usize) {
+        let config = &self.config;
+        (
+            config.validators.weight(),
+            config.metas.weight(),
+            ValidatorCache::MAX_WEIGHT + META_BYTES,
+        )
+    }
+
     fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
         match Arc::get_mut(&mut self.config) {
             Some(config) => change(config),

@@ -247,7 +247,10 @@ impl ValidatorCache {
         Reading { cache: self, made }
     }
 
-    /// What the three caches weigh together, in bytes: at most 3 × [`CACHE_BYTES`].
+    /// The most the three caches weigh together, in bytes.
+    pub(crate) const MAX_WEIGHT: usize = 3 * CACHE_BYTES;
+
+    /// What the three caches weigh together, in bytes: at most [`MAX_WEIGHT`](Self::MAX_WEIGHT).
     pub(crate) fn weight(&self) -> usize {
         self.entries.weight() + self.questions.weight() + self.spellings.weight()
     }
@@ -1108,7 +1111,7 @@ mod tests {
             assert!(spelled.question.form.is_some());
             cache.keep(made);
             assert!(
-                cache.weight() <= 3 * CACHE_BYTES,
+                cache.weight() <= ValidatorCache::MAX_WEIGHT,
                 "{} bytes",
                 cache.weight()
             );
