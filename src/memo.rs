@@ -18,15 +18,15 @@ pub(crate) trait Weight {
 /// the cache's own slot.
 const ENTRY_OVERHEAD: usize = 128;
 
-/// How many independently locked parts a cache is split into (each holds a quarter of the
-/// bounds, so an entry heavier than about a quarter of `BYTES` is never kept).
+/// How many independently locked parts a cache is split into, at most (each holds its share of
+/// the bounds, so an entry heavier than about a quarter of `BYTES` is never kept).
 const SHARDS: usize = 4;
 
 /// Values by their text: at most `ENTRIES` of them, weighing at most `BYTES` in all.
 ///
 /// An entry weighs its key's text plus its value's [`Weight`], and never less than
-/// `BYTES / ENTRIES`, which is what bounds the count. Past either bound, the entries used least
-/// lately make room (quick_cache's CLOCK-Pro); an entry heavier than a shard's share of `BYTES`
+/// `BYTES / ENTRIES`, which is what bounds the count. Past either bound, quick_cache evicts
+/// (entries seen once before those used again); an entry heavier than a shard's share of `BYTES`
 /// is not kept at all. A miss only costs the read again, so the bounds cap memory without
 /// touching correctness.
 pub(crate) struct Bounded<V, const ENTRIES: usize, const BYTES: usize>(
@@ -63,7 +63,8 @@ impl<V: Weight, const ENTRIES: usize, const BYTES: usize> Default for Bounded<V,
                 ahash::RandomState::default(),
                 Default::default(),
             ),
-            // Both capacities are set above; this is the same cache, built by its shortcut.
+            // Only a capacity left unset is an error, and both are set: never taken (the same
+            // bounds, with quick_cache's default number of shards).
             Err(_) => Cache::with(
                 ENTRIES,
                 BYTES as u64,

@@ -29,7 +29,7 @@ const CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// [`CACHE_BYTES`] (4 MiB) in all, counting each entry's key text and a fair estimate of what
 /// its value keeps alive: a compiled validator as its schema's text and a share per subschema
 /// and member ([`footprint`]), a question or a spelling as its texts and its validator. Past
-/// either bound the entries used least lately make room, and an entry heavier than a quarter of
+/// either bound older entries make room for new ones, and an entry heavier than a quarter of
 /// the bytes (a schema of some thousand subschemas) is not kept. Servers send a handful of
 /// distinct forms; when they generate them per request, the bounds keep memory capped at the
 /// cost of recompiling.
