@@ -2,8 +2,9 @@
 //!
 //! `tests/properties.rs` and the targets under `fuzz/` reach the token format, the SSE splitter
 //! and the envelope peek through this module, and drive the whole layer synchronously with
-//! [`exchange`]. Nothing here is covered by semver: it may change or disappear in any release,
-//! and no application should call it.
+//! [`exchange`]; `tests/cache_bounds.rs` reads what the layer's caches weigh with
+//! [`cache_weight`]. Nothing here is covered by semver: it may change or disappear in any
+//! release, and no application should call it.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -150,6 +151,28 @@ fn open(
     token::open(keyring, kept, token, max_len, clock, &binding)
         .map(|claims| serde_json::to_value(&*claims).unwrap_or(Value::Null))
         .map_err(|reject| reject.to_string())
+}
+
+/// What a layer's caches of questions and `_meta` readings weigh, in bytes: each entry as its
+/// key text and an estimate of what its value keeps alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheWeight {
+    /// The compiled validators, the questions they belong to and their spellings.
+    pub questions: usize,
+    /// What each kept `_meta` text says.
+    pub metas: usize,
+    /// The most the two may weigh together.
+    pub max: usize,
+}
+
+/// What `layer`'s caches of questions, validators and `_meta` readings weigh.
+pub fn cache_weight(layer: &ElicitationLayer) -> CacheWeight {
+    let (questions, metas, max) = layer.cache_weight();
+    CacheWeight {
+        questions,
+        metas,
+        max,
+    }
 }
 
 /// Feeds `chunks` to the layer's incremental SSE splitter: the complete events in order, and

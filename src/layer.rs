@@ -10,7 +10,7 @@ use crate::form::validate::ValidatorCache;
 use crate::gate::{Gate, GateError, GateTarget, Target};
 use crate::jsonrpc::Meta;
 use crate::mcp::Method;
-use crate::memo::Bounded;
+use crate::memo::{Bounded, Weight};
 use crate::principal::Principal;
 use crate::service::Elicitation;
 use crate::state::Keyring;
@@ -19,6 +19,9 @@ use crate::state::sealed::Sealed;
 /// How many distinct `params._meta` texts are kept read (clients send one each, and the same one
 /// with every request).
 const META_CAPACITY: usize = 256;
+/// About how much memory the kept `_meta` readings may take in all: 1 MiB (each counted as its
+/// text, what was read from it, and at least 4 KiB).
+const META_BYTES: usize = 1024 * 1024;
 /// A longer `_meta` is read every time rather than kept.
 pub(crate) const MAX_KEPT_META_LEN: usize = 4096;
 
@@ -43,12 +46,16 @@ pub enum AnswersWithoutState {
 /// elicitation: it seals `requestState`, verifies it on the retry, validates the answers and asks
 /// again when they are missing or wrong.
 ///
-/// Clones of a layer, and the services it makes, share its caches: compiled form validators, what
-/// each distinct `_meta` text says (up to 256 texts of at most 4 KiB), and the tokens it sealed
-/// most recently (up to 1,024, about 4 MiB), kept so that their retries are opened without the
-/// MAC and claims passes. Expiry and bindings are checked on every retry all the same; a token
-/// sealed by another replica is opened in full. A builder method called on a layer that has
-/// clones gives a new layer, with caches of its own.
+/// Clones of a layer, and the services it makes, share its caches, each bounded in entries and in
+/// bytes: compiled form validators, the questions they belong to and the spellings inner services
+/// asked them in (three caches of up to 1,024 entries and about 4 MiB each, a validator counted as
+/// its schema's text and a share per subschema), what each distinct `_meta` text says (up to 256
+/// texts of at most 4 KiB, 1 MiB in all), and the tokens it sealed most recently (up to 1,024,
+/// about 4 MiB), kept so that their retries are opened without the MAC and claims passes. A
+/// question is kept only once a response asking it was sealed (or its probe answered), so a
+/// response the layer refuses leaves nothing behind. Expiry and bindings are checked on every retry
+/// all the same; a token sealed by another replica is opened in full. A builder method called on a
+/// layer that has clones gives a new layer, with caches of its own.
 ///
 /// See the [crate docs](crate) for an example.
 #[derive(Clone)]
@@ -71,7 +78,7 @@ pub(crate) struct Config {
     /// Tokens this layer sealed, so their retries skip the MAC and claims passes.
     pub(crate) sealed: Sealed,
     /// What each distinct `params._meta` text says.
-    pub(crate) metas: Bounded<Meta, META_CAPACITY>,
+    pub(crate) metas: Bounded<Meta, META_CAPACITY, META_BYTES>,
     /// Each gate with its target, in the order declared.
     pub(crate) gates: Vec<(Target, Gate)>,
 }
@@ -197,6 +204,18 @@ impl ElicitationLayer {
         Ok(self.with(|c| c.gates.push((target, gate))))
     }
 
+    /// What the layer's caches of questions (with their validators) and of `_meta` readings
+    /// weigh, in bytes, and the most they may weigh together: for tests, through
+    /// [`crate::__fuzz::cache_weight`].
+    pub(crate) fn cache_weight(&self) -> (usize, usize, usize) {
+        let config = &self.config;
+        (
+            config.validators.weight(),
+            config.metas.weight(),
+            ValidatorCache::MAX_WEIGHT + META_BYTES,
+        )
+    }
+
     fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
         match Arc::get_mut(&mut self.config) {
             Some(config) => change(config),
@@ -249,6 +268,13 @@ impl Config {
             metas: Bounded::default(),
             gates: self.gates.clone(),
         }
+    }
+}
+
+impl Weight for Meta {
+    /// Its text, and the protocol version read from it.
+    fn weight(&self, text: &str) -> usize {
+        text.len() + self.version.as_ref().map_or(0, String::len)
     }
 }
 

@@ -3,7 +3,7 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::form::validate::{QuestionError, ValidatorCache};
+use crate::form::validate::{QuestionError, ReadQuestion};
 use crate::jsonrpc::{ObjectOr, RawMembers};
 use crate::mcp::InputKind;
 use crate::state::claims::Questions;
@@ -33,7 +33,7 @@ pub(super) fn check(
     questions: &Questions,
     kept: &Map<String, Value>,
     mut responses: Map<String, Value>,
-    validators: &ValidatorCache,
+    validators: &impl ReadQuestion,
 ) -> Result<Checked, Malformed> {
     let mut accepted = Map::new();
     let mut ask = Questions::new();
@@ -70,12 +70,12 @@ fn check_one(
     key: &str,
     question: &RawValue,
     answer: Value,
-    validators: &ValidatorCache,
+    validators: &impl ReadQuestion,
 ) -> Result<Result<Value, String>, Malformed> {
     let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
     // The question as shown, read through its canonical form: the validator is the same for
     // every spelling of a schema.
-    let spelled = match validators.spelled(question.get()) {
+    let spelled = match validators.read_spelled(question.get()) {
         Ok(spelled) => spelled,
         Err(QuestionError::UnknownKind | QuestionError::Unreadable) => {
             return Err(malformed("no such question"));
@@ -203,6 +203,7 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::form::validate::ValidatorCache;
 
     fn questions() -> Questions {
         let requests = json!({

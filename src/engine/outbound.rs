@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::Round;
 use super::answers::{self, Checked};
+use crate::form::validate::Made;
 use crate::jsonrpc::{BorrowedStr, FromMembers, ObjectOr, RawMembers, deserialize_object};
 use crate::jsonrpc::{
     Call, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
@@ -251,6 +252,7 @@ pub(crate) fn respond(
     if let Err(reply) = require(round, asked.kinds.iter().copied()) {
         return Some(Outbound::Replace(reply));
     }
+    let made = asked.made;
     let claims = new_claims(
         round,
         round.number + 1,
@@ -262,6 +264,7 @@ pub(crate) fn respond(
     );
     Some(match seal(round, claims, config) {
         Ok((token, claims)) => {
+            config.validators.keep(made);
             log_outcome(round, "sealed");
             // The inner service's result, but for the sealed state; `inputRequests` as sealed.
             let body = crate::jsonrpc::result_with_state(
@@ -316,17 +319,24 @@ pub(crate) fn settle_probe(
         config,
         now,
     );
-    match answers::check(&claims.q, &Map::new(), answers.clone(), &config.validators) {
+    let made = asked.made;
+    let questions = config.validators.with(&made);
+    match answers::check(&claims.q, &Map::new(), answers.clone(), &questions) {
         Err(answers::Malformed(why)) => Settle::Respond(Outbound::Replace(refuse(
             &round,
             INVALID_PARAMS,
             &why,
             None,
         ))),
-        Ok(Checked::Reask { ask, kept }) => Settle::Respond(Outbound::Replace(reask(
-            &round, &claims, ask, kept, config, now,
-        ))),
+        Ok(Checked::Reask { ask, kept }) => {
+            let reply = sealed_reask(&round, &claims, ask, kept, config, now);
+            if reply.is_ok() {
+                config.validators.keep(made);
+            }
+            Settle::Respond(Outbound::Replace(reply.unwrap_or_else(|refused| refused)))
+        }
         Ok(Checked::Complete(answers)) => {
+            config.validators.keep(made);
             log_outcome(&round, "probe_answered");
             let answers = (!claims.q.is_empty()).then_some(&answers);
             Settle::Forward {
@@ -346,6 +356,18 @@ pub(crate) fn reask(
     config: &Config,
     now: u64,
 ) -> Reply {
+    sealed_reask(round, previous, ask_now, kept, config, now).unwrap_or_else(|refused| refused)
+}
+
+/// [`reask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
+fn sealed_reask(
+    round: &Round,
+    previous: &Claims,
+    ask_now: Questions,
+    kept: Map<String, Value>,
+    config: &Config,
+    now: u64,
+) -> Result<Reply, Reply> {
     let claims = new_claims(
         round,
         previous.r + 1,
@@ -355,15 +377,22 @@ pub(crate) fn reask(
         config,
         now,
     );
-    ask(round, claims, ask_now, config)
+    sealed_ask(round, claims, ask_now, config)
 }
 
 /// The layer's own `input_required` asking `requests` (each the text to show), sealed with
 /// `claims`.
 pub(crate) fn ask(round: &Round, claims: Claims, requests: Questions, config: &Config) -> Reply {
-    if let Err(reply) = check_capabilities(&requests, round) {
-        return reply;
-    }
+    sealed_ask(round, claims, requests, config).unwrap_or_else(|refused| refused)
+}
+
+/// [`ask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
+fn sealed_ask(
+    round: &Round,
+    claims: Claims,
+    requests: Questions,
+    config: &Config,
+) -> Result<Reply, Reply> {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct InputRequired<'a> {
@@ -371,18 +400,15 @@ pub(crate) fn ask(round: &Round, claims: Claims, requests: Questions, config: &C
         input_requests: &'a Questions,
         request_state: &'a str,
     }
-    match seal(round, claims, config) {
-        Ok((token, _)) => {
-            log_outcome(round, "ask");
-            let result = InputRequired {
-                result_type: "input_required",
-                input_requests: &requests,
-                request_state: &token,
-            };
-            Reply::result(round.id.as_deref(), &result)
-        }
-        Err(reply) => reply,
-    }
+    check_capabilities(&requests, round)?;
+    let (token, _) = seal(round, claims, config)?;
+    log_outcome(round, "ask");
+    let result = InputRequired {
+        result_type: "input_required",
+        input_requests: &requests,
+        request_state: &token,
+    };
+    Ok(Reply::result(round.id.as_deref(), &result))
 }
 
 /// A JSON-RPC error answering `round`'s call.
@@ -406,6 +432,9 @@ struct Asked<'a> {
     kinds: Vec<InputKind>,
     /// The inner service's own state.
     state: Option<String>,
+    /// What reading the questions made that the caches did not hold: kept only once the
+    /// response is sealed.
+    made: Made,
 }
 
 /// Reads an `input_required` result without building a tree of it, or refuses when it is not
@@ -424,6 +453,7 @@ fn read_input_required<'a>(
     };
     let mut questions = Questions::new();
     let mut kinds = Vec::new();
+    let mut made = Made::default();
     match requests {
         ObjectOr::Absent | ObjectOr::Null => {}
         ObjectOr::NotObject => return Err(broken("inputRequests is not an object")),
@@ -431,7 +461,7 @@ fn read_input_required<'a>(
             for (key, request) in requests {
                 let spelled = config
                     .validators
-                    .spelled(request.get())
+                    .spelled(request.get(), &mut made)
                     .map_err(|why| broken(&why.to_string()))?;
                 kinds.push(spelled.question.kind);
                 if questions
@@ -460,6 +490,7 @@ fn read_input_required<'a>(
         questions,
         kinds,
         state,
+        made,
     })
 }
 

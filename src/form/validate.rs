@@ -15,16 +15,29 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::mcp::InputKind;
+use crate::memo::Weight;
 
-/// How many compiled validators the cache holds before it is cleared.
+/// How many entries each of the three caches holds at most.
 const CACHE_CAPACITY: usize = 1024;
+/// About how much memory each of the three caches may keep alive: 4 MiB.
+const CACHE_BYTES: usize = 4 * 1024 * 1024;
 
-/// Compiled form validators keyed by their schema's canonical JSON.
+/// Compiled form validators keyed by their schema's canonical JSON, and the questions they
+/// belong to.
 ///
-/// Bounded at [`CACHE_CAPACITY`] (1024) entries: inserting into a full cache first clears it
-/// whole. Servers send a handful of distinct forms, so this simple policy only matters when
-/// schemas are generated per request, and then it keeps memory bounded at the cost of
-/// recompiling.
+/// Each of its three caches holds at most [`CACHE_CAPACITY`] (1,024) entries and about
+/// [`CACHE_BYTES`] (4 MiB) in all, counting each entry's key text and a fair estimate of what
+/// its value keeps alive: a compiled validator as its schema's text and a share per subschema
+/// and member ([`footprint`]), a question or a spelling as its texts and its validator. Past
+/// either bound older entries make room for new ones, and an entry heavier than a quarter of
+/// the bytes (a schema of some thousand subschemas) is not kept. Servers send a handful of
+/// distinct forms; when they generate them per request, the bounds keep memory capped at the
+/// cost of recompiling.
+///
+/// Reading a response's questions ([`spelled`](Self::spelled)) keeps nothing: what it makes is
+/// gathered in a [`Made`], kept by [`keep`](Self::keep) once the layer sends the response, so a
+/// response the layer refuses (a token over its size bound, a schema that does not compile, a
+/// capability the client lacks) leaves nothing behind.
 #[derive(Default)]
 pub(crate) struct ValidatorCache {
     entries: Bounded<FormValidator>,
@@ -34,7 +47,32 @@ pub(crate) struct ValidatorCache {
     spellings: Bounded<Spelled>,
 }
 
-type Bounded<V> = crate::memo::Bounded<V, CACHE_CAPACITY>;
+type Bounded<V> = crate::memo::Bounded<V, CACHE_CAPACITY, CACHE_BYTES>;
+
+/// What reading one response's questions made that the caches did not hold, by key: kept by
+/// [`ValidatorCache::keep`], or dropped with the response.
+#[derive(Debug, Default)]
+pub(crate) struct Made {
+    entries: Fresh<FormValidator>,
+    questions: Fresh<Question>,
+    spellings: Fresh<Spelled>,
+}
+
+/// Values made by key, in the order they were made.
+type Fresh<V> = Vec<(Box<str>, Arc<V>)>;
+
+/// Where answers find the question they answer, by its canonical text.
+pub(crate) trait ReadQuestion {
+    /// The question whose text (as shown, or canonical) is `text`, read as
+    /// [`ValidatorCache::spelled`] reads it.
+    fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError>;
+}
+
+/// The caches as one response's reading sees them: what they hold, and what it made.
+pub(crate) struct Reading<'a> {
+    cache: &'a ValidatorCache,
+    made: &'a Made,
+}
 
 /// What the layer needs to know of an asked question, read once per distinct question.
 #[derive(Debug)]
@@ -82,7 +120,7 @@ impl fmt::Display for QuestionError {
 impl fmt::Debug for ValidatorCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ValidatorCache")
-            .field("len", &self.entries.len())
+            .field("weight", &self.weight())
             .finish_non_exhaustive()
     }
 }
@@ -103,11 +141,15 @@ impl ValidatorCache {
     pub(crate) fn get(&self, schema: &Value) -> Result<Arc<FormValidator>, String> {
         let key = String::from_utf8(crate::canonical::canonical_json(schema))
             .map_err(|_| "the schema is not UTF-8".to_owned())?;
-        self.get_canonical(&key, || Ok(schema.clone()))
+        let mut made = Made::default();
+        let validator = self.get_canonical(&key, &mut made, || Ok(schema.clone()))?;
+        self.keep(made);
+        Ok(validator)
     }
 
     /// The compiled validator for the schema whose canonical JSON text is `text`, compiled once
-    /// per distinct schema: a cache hit costs one hash of the text and no parse.
+    /// per distinct schema: a cache hit costs one hash of the text and no parse. A validator
+    /// compiled here is added to `made`, not kept.
     ///
     /// On first compile, if the schema is outside the MCP form subset
     /// ([`super::schema::check`]), logs a warning with the path and reason (never any content)
@@ -117,21 +159,35 @@ impl ValidatorCache {
     ///
     /// A message saying why, if the text is not JSON or `jsonschema` cannot compile it. Failures
     /// are not cached.
-    pub(crate) fn get_canonical_text(&self, text: &str) -> Result<Arc<FormValidator>, String> {
-        self.get_canonical(text, || {
+    pub(crate) fn get_canonical_text(
+        &self,
+        text: &str,
+        made: &mut Made,
+    ) -> Result<Arc<FormValidator>, String> {
+        self.get_canonical(text, made, || {
             serde_json::from_str(text).map_err(|_| "the schema is not JSON".to_owned())
         })
     }
 
     /// The kind of the question whose canonical JSON text is `text`, and its form's compiled
-    /// schema: read and compiled once per distinct question, then one hash of the text.
+    /// schema: read and compiled once per distinct question, then one hash of the text. What
+    /// is read here is kept: the questions of a sealed token were kept when it was sealed.
     ///
     /// # Errors
     ///
     /// A question that is not elicitation, sampling or roots, or a form without a schema that
     /// compiles. Failures are not cached.
+    #[cfg(test)]
     pub(crate) fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError> {
-        self.questions.get_or_try_insert(text, || {
+        let mut made = Made::default();
+        let question = self.read_question(text, &mut made)?;
+        self.keep(made);
+        Ok(question)
+    }
+
+    /// [`question`](Self::question), adding what it reads to `made` rather than keeping it.
+    fn read_question(&self, text: &str, made: &mut Made) -> Result<Arc<Question>, QuestionError> {
+        read(&self.questions, made, text, |made| {
             let raw =
                 serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::UnknownKind)?;
             let (kind, schema) = InputKind::of_raw(raw).ok_or(QuestionError::UnknownKind)?;
@@ -141,7 +197,7 @@ impl ValidatorCache {
                         .filter(|s| s.get().starts_with('{'))
                         .ok_or(QuestionError::NoSchema)?;
                     let validator = self
-                        .get_canonical_text(schema.get())
+                        .get_canonical_text(schema.get(), made)
                         .map_err(QuestionError::Schema)?;
                     Some(validator)
                 }
@@ -153,31 +209,63 @@ impl ValidatorCache {
 
     /// The text the client is shown of a question an inner service asked as `text`, and what it
     /// is (the question of its canonical text): canonicalised and read once per distinct
-    /// spelling, then one hash of the text.
+    /// spelling, then one hash of the text. What is read here is added to `made`, for
+    /// [`keep`](Self::keep) once the response is sent.
     ///
     /// # Errors
     ///
     /// As [`question`](Self::question), and for text that has no canonical form. Failures are
     /// not cached.
-    pub(crate) fn spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
-        self.spellings.get_or_try_insert(text, || {
+    pub(crate) fn spelled(
+        &self,
+        text: &str,
+        made: &mut Made,
+    ) -> Result<Arc<Spelled>, QuestionError> {
+        read(&self.spellings, made, text, |made| {
             let raw =
                 serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
             let canonical =
                 crate::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
             let shown =
                 crate::canonical::minified_raw(raw).map_err(|_| QuestionError::Unreadable)?;
-            let question = self.question(canonical.get())?;
+            let question = self.read_question(canonical.get(), made)?;
             Ok(Spelled { shown, question })
         })
+    }
+
+    /// Keeps what reading a response's questions made, now that the layer sends it.
+    pub(crate) fn keep(&self, made: Made) {
+        for (key, validator) in made.entries {
+            self.entries.insert(key, validator);
+        }
+        for (key, question) in made.questions {
+            self.questions.insert(key, question);
+        }
+        for (key, spelled) in made.spellings {
+            self.spellings.insert(key, spelled);
+        }
+    }
+
+    /// The caches as a reading that made `made` sees them.
+    pub(crate) fn with<'a>(&'a self, made: &'a Made) -> Reading<'a> {
+        Reading { cache: self, made }
+    }
+
+    /// The most the three caches weigh together, in bytes.
+    pub(crate) const MAX_WEIGHT: usize = 3 * CACHE_BYTES;
+
+    /// What the three caches weigh together, in bytes: at most [`MAX_WEIGHT`](Self::MAX_WEIGHT).
+    pub(crate) fn weight(&self) -> usize {
+        self.entries.weight() + self.questions.weight() + self.spellings.weight()
     }
 
     fn get_canonical(
         &self,
         key: &str,
+        made: &mut Made,
         schema: impl FnOnce() -> Result<Value, String>,
     ) -> Result<Arc<FormValidator>, String> {
-        self.entries.get_or_try_insert(key, || {
+        read(&self.entries, made, key, |_| {
             let schema = schema()?;
             if let Err(err) = super::schema::check(&schema) {
                 tracing::warn!(
@@ -197,6 +285,110 @@ impl ValidatorCache {
     }
 }
 
+impl ReadQuestion for ValidatorCache {
+    /// What is read here is kept: the questions of a sealed token were kept when it was sealed.
+    fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
+        let mut made = Made::default();
+        let spelled = self.spelled(text, &mut made)?;
+        self.keep(made);
+        Ok(spelled)
+    }
+}
+
+impl ReadQuestion for Reading<'_> {
+    /// The question kept in the cache or made by this reading; any other is read, not kept.
+    fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
+        if let Some(found) = find(&self.cache.spellings, &self.made.spellings, text) {
+            return Ok(found);
+        }
+        // Another spelling of a question this reading made (the text shown, say): found through
+        // its canonical form, compiled at most once.
+        let raw = serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
+        let canonical =
+            crate::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
+        let shown = crate::canonical::minified_raw(raw).map_err(|_| QuestionError::Unreadable)?;
+        let question = match find(&self.cache.questions, &self.made.questions, canonical.get()) {
+            Some(question) => question,
+            None => self
+                .cache
+                .read_question(canonical.get(), &mut Made::default())?,
+        };
+        Ok(Arc::new(Spelled { shown, question }))
+    }
+}
+
+/// What a reading makes and keeps aside, for one cache.
+trait Part: Weight + Sized {
+    /// The values of this cache's kind in `made`.
+    fn fresh(made: &mut Made) -> &mut Fresh<Self>;
+}
+
+impl Part for FormValidator {
+    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+        &mut made.entries
+    }
+}
+
+impl Part for Question {
+    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+        &mut made.questions
+    }
+}
+
+impl Part for Spelled {
+    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+        &mut made.spellings
+    }
+}
+
+/// The value for `key` kept in `cache`, or made earlier in this reading, or made now by `make`
+/// and added to `made` (a failure is not).
+fn read<V: Part, E>(
+    cache: &Bounded<V>,
+    made: &mut Made,
+    key: &str,
+    make: impl FnOnce(&mut Made) -> Result<V, E>,
+) -> Result<Arc<V>, E> {
+    if let Some(found) = find(cache, V::fresh(made), key) {
+        return Ok(found);
+    }
+    let value = Arc::new(make(made)?);
+    V::fresh(made).push((key.into(), Arc::clone(&value)));
+    Ok(value)
+}
+
+fn find<V: Weight>(cache: &Bounded<V>, made: &[(Box<str>, Arc<V>)], key: &str) -> Option<Arc<V>> {
+    cache.get(key).or_else(|| {
+        made.iter()
+            .find(|(made, _)| **made == *key)
+            .map(|(_, value)| Arc::clone(value))
+    })
+}
+
+impl Weight for FormValidator {
+    fn weight(&self, schema: &str) -> usize {
+        schema.len().saturating_add(self.footprint)
+    }
+}
+
+impl Weight for Question {
+    /// Its text, and its form's validator.
+    fn weight(&self, text: &str) -> usize {
+        let form = self.form.as_ref().map_or(0, |form| form.footprint);
+        text.len().saturating_add(form)
+    }
+}
+
+impl Weight for Spelled {
+    /// Its spelling, the text shown, and the question it is (weighed as its shown text, which is
+    /// as long as its canonical text).
+    fn weight(&self, text: &str) -> usize {
+        text.len()
+            .saturating_add(self.shown.get().len())
+            .saturating_add(self.question.weight(self.shown.get()))
+    }
+}
+
 /// A compiled `requestedSchema`: checks accepted form content against it.
 #[derive(Debug)]
 pub(crate) struct FormValidator {
@@ -210,6 +402,8 @@ pub(crate) struct FormValidator {
     /// The properties of `type: "integer"`: a whole number written `2.0` is accepted and
     /// forwarded as `2`, so the inner service can read it as an integer.
     integers: HashSet<String>,
+    /// About how much memory all of this keeps, in bytes ([`footprint`]).
+    footprint: usize,
 }
 
 impl FormValidator {
@@ -243,6 +437,7 @@ impl FormValidator {
             properties,
             choices,
             integers,
+            footprint: footprint(schema),
         })
     }
 
@@ -457,6 +652,27 @@ fn choice_list(property: &Value) -> Option<String> {
     consts(items.get("anyOf").or_else(|| items.get("oneOf"))?)
 }
 
+/// About how much memory a validator compiled from `schema` keeps, in bytes: its strings, and a
+/// share for each object, member and array item. Measured with jsonschema 0.61, a validator
+/// keeps from about its text's length (a long `description`) to about 50 times it (a thousand
+/// small `oneOf` options); this estimate is above every shape measured, by up to 4 times.
+fn footprint(schema: &Value) -> usize {
+    const PER_OBJECT: usize = 1024;
+    const PER_MEMBER: usize = 256;
+    const PER_ITEM: usize = 128;
+    match schema {
+        Value::String(text) => text.len(),
+        Value::Array(items) => items.iter().fold(0, |sum, item| {
+            sum.saturating_add(PER_ITEM).saturating_add(footprint(item))
+        }),
+        Value::Object(members) => members.iter().fold(PER_OBJECT, |sum, (key, value)| {
+            sum.saturating_add(PER_MEMBER + key.len())
+                .saturating_add(footprint(value))
+        }),
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
+}
+
 /// Why `jsonschema` refused a schema, without repeating schema values (a `default` may hold
 /// user data the server pre-filled).
 /// `2.0` → `2`, for a number the schema already accepted as an integer.
@@ -532,7 +748,14 @@ mod tests {
             r#"{"method":"elicitation/create","params":{"message":"Deploy?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}"#,
             r#"{ "params" : {"requestedSchema":{"properties":{"ok":{"type":"boolean"}},"type":"object"},"message":"Deplo\u0079?"}, "method":"elicitation/create"}"#,
         ];
-        let [first, second] = spellings.map(|text| cache.spelled(text).expect("a form"));
+        let mut made = Made::default();
+        let [first, second] = spellings.map(|text| cache.spelled(text, &mut made).expect("a form"));
+        assert_eq!(
+            cache.weight(),
+            0,
+            "nothing is kept before the response is sent"
+        );
+        cache.keep(made);
         // One question, kept by the canonical text of both.
         let canonical = String::from_utf8(crate::canonical::canonical_json(
             &serde_json::from_str(spellings[0]).unwrap(),
@@ -553,9 +776,16 @@ mod tests {
         // A repeated key has no canonical form; the failure is not kept.
         let twice = r#"{"method":"elicitation/create","method":"roots/list"}"#;
         for _ in 0..2 {
-            assert_eq!(cache.spelled(twice).unwrap_err(), QuestionError::Unreadable);
+            let mut made = Made::default();
+            assert_eq!(
+                cache.spelled(twice, &mut made).unwrap_err(),
+                QuestionError::Unreadable
+            );
+            cache.keep(made);
         }
         assert_eq!(cache.spellings.len(), 2);
+        assert_eq!(cache.questions.len(), 1);
+        assert_eq!(cache.entries.len(), 1);
     }
 
     #[test]
@@ -872,16 +1102,111 @@ mod tests {
     }
 
     #[test]
-    fn cache_is_cleared_when_full() {
+    fn a_full_cache_makes_room_and_stays_within_its_entries() {
         let cache = ValidatorCache::default();
-        for i in 0..CACHE_CAPACITY {
+        for i in 0..2 * CACHE_CAPACITY {
             cache
                 .get(&one(json!({"type": "string", "maxLength": i})))
                 .unwrap();
+            assert!(cache.len() <= CACHE_CAPACITY, "{} entries", cache.len());
         }
-        assert_eq!(cache.len(), CACHE_CAPACITY);
+        assert!(cache.len() > CACHE_CAPACITY / 2, "{} entries", cache.len());
+        assert!(cache.entries.weight() <= CACHE_BYTES);
         cache.get(&one(json!({"type": "boolean"}))).unwrap();
-        assert_eq!(cache.len(), 1);
+        assert!(
+            cache
+                .entries
+                .get(r#"{"properties":{"x":{"type":"boolean"}},"type":"object"}"#)
+                .is_some()
+        );
+    }
+
+    /// A question whose form's schema is about `size` bytes, distinct per `i`.
+    fn large_question(i: usize, size: usize) -> String {
+        json!({"method": "elicitation/create", "params": {"message": format!("Deploy {i}?"),
+            "requestedSchema": {"type": "object", "description": format!("{i}:{}", "x".repeat(size)),
+                "properties": {"ok": {"type": "boolean", "title": format!("echo {i}")}}}}})
+        .to_string()
+    }
+
+    #[test]
+    fn thousands_of_large_questions_stay_within_the_bytes() {
+        let cache = ValidatorCache::default();
+        for i in 0..2_000 {
+            let mut made = Made::default();
+            let spelled = cache
+                .spelled(&large_question(i, 64 * 1024), &mut made)
+                .unwrap();
+            assert!(spelled.question.form.is_some());
+            cache.keep(made);
+            assert!(
+                cache.weight() <= ValidatorCache::MAX_WEIGHT,
+                "{} bytes",
+                cache.weight()
+            );
+        }
+        for (name, bounded) in [
+            ("entries", cache.entries.weight()),
+            ("questions", cache.questions.weight()),
+            ("spellings", cache.spellings.weight()),
+        ] {
+            assert!(bounded <= CACHE_BYTES, "{name}: {bounded} bytes");
+        }
+        // Each kept entry is counted at least as its key and its value's texts.
+        let texts: usize = cache.spellings.len() * 2 * 64 * 1024;
+        assert!(texts <= CACHE_BYTES, "{texts} bytes of question text kept");
+        // Smaller questions are still kept, and found again.
+        let small = large_question(0, 16);
+        let mut made = Made::default();
+        let first = cache.spelled(&small, &mut made).unwrap();
+        cache.keep(made);
+        let mut made = Made::default();
+        let again = cache.spelled(&small, &mut made).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert!(made.spellings.is_empty(), "a hit makes nothing");
+    }
+
+    #[test]
+    fn a_reading_keeps_nothing_until_it_is_kept() {
+        let cache = ValidatorCache::default();
+        let text = large_question(1, 100);
+        let mut made = Made::default();
+        let spelled = cache.spelled(&text, &mut made).unwrap();
+        assert_eq!(
+            (
+                made.spellings.len(),
+                made.questions.len(),
+                made.entries.len()
+            ),
+            (1, 1, 1)
+        );
+        // The reading finds what it made, without the caches.
+        let reading = cache.with(&made);
+        let again = reading.read_spelled(&text).unwrap();
+        assert!(Arc::ptr_eq(&again, &spelled));
+        // And through the text shown, the question it made, not a second compile.
+        let shown = reading.read_spelled(spelled.shown.get()).unwrap();
+        assert!(Arc::ptr_eq(&shown.question, &spelled.question));
+        // The same question twice in one response is read once.
+        let twice = cache.spelled(&text, &mut made).unwrap();
+        assert!(Arc::ptr_eq(&spelled, &twice));
+        assert_eq!(made.spellings.len(), 1);
+        drop(made);
+        assert_eq!(cache.weight(), 0);
+        assert_eq!(
+            cache.spellings.len() + cache.questions.len() + cache.len(),
+            0
+        );
+
+        // A question whose schema does not compile leaves nothing, not even its neighbours'.
+        let mut made = Made::default();
+        cache.spelled(&text, &mut made).unwrap();
+        let broken = r#"{"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":5}}}"#;
+        assert!(matches!(
+            cache.spelled(broken, &mut made),
+            Err(QuestionError::Schema(_))
+        ));
+        assert_eq!(cache.weight(), 0);
     }
 
     #[test]
