@@ -199,7 +199,7 @@ pub fn sse_data(event: &[u8]) -> Option<Vec<u8>> {
 pub fn peek(body: &[u8]) -> String {
     match jsonrpc::peek(body) {
         Peek::Call(call) => format!("call {}", call.method.as_str()),
-        Peek::Refuse(reply) => format!("refuse {}", reply.status),
+        Peek::Refuse(reply) => format!("refuse {:?}", reply.kind),
         Peek::Other => "other".to_owned(),
         Peek::Batch => "batch".to_owned(),
         Peek::Invalid { code, .. } => format!("invalid {code}"),

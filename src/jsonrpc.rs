@@ -22,17 +22,44 @@ pub(crate) const INTERNAL_ERROR: i64 = -32603;
 /// The request needs a client capability that it did not declare.
 pub(crate) const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 
-/// A JSON-RPC reply the layer makes itself, with the HTTP status it goes out with.
+/// A JSON-RPC reply the layer makes itself, with what kind of answer it is: the transport frames
+/// it (the HTTP adapter picks the status), the engine only says what happened.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reply {
-    pub(crate) status: u16,
+    pub(crate) kind: Kind,
     pub(crate) body: Vec<u8>,
+}
+
+/// What a reply of the layer's own is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// An answer to the call in the protocol's own terms: a result (an ask, a re-ask, a gate's
+    /// refusal) or a JSON-RPC error about its params or its state.
+    Answer,
+    /// The request cannot be read as one the layer can judge.
+    BadRequest,
+    /// The call needs a client capability it did not declare.
+    MissingCapability,
+    /// The request body is over the limit.
+    TooLarge,
+    /// The request body is encoded, so the layer cannot see inside it.
+    Encoded,
+    /// The inner service's answer could not be read or used.
+    InnerFailed,
+}
+
+impl Kind {
+    /// Whether the reply can stand where the inner service's answer would have (inside an event
+    /// stream, say); every other kind answers the request on its own.
+    pub(crate) fn in_band(self) -> bool {
+        self == Self::Answer
+    }
 }
 
 impl Reply {
     /// A JSON-RPC error reply.
     pub(crate) fn error(
-        status: u16,
+        kind: Kind,
         id: Option<&RawValue>,
         code: i64,
         message: &str,
@@ -62,17 +89,17 @@ impl Reply {
             },
         };
         Self {
-            status,
+            kind,
             body: serde_json::to_vec(&envelope).unwrap_or_default(),
         }
     }
 
-    /// The layer's `-32603 Internal error` (status 200): what went wrong goes to `tracing`.
+    /// The layer's `-32603 Internal error`, an answer in band: what went wrong goes to `tracing`.
     pub(crate) fn internal(id: Option<&RawValue>) -> Self {
-        Self::error(200, id, INTERNAL_ERROR, "Internal error", None)
+        Self::error(Kind::Answer, id, INTERNAL_ERROR, "Internal error", None)
     }
 
-    /// A JSON-RPC result reply (status 200).
+    /// A JSON-RPC result reply, in band.
     pub(crate) fn result<R: Serialize + ?Sized>(id: Option<&RawValue>, result: &R) -> Self {
         #[derive(Serialize)]
         struct Envelope<'a, R: ?Sized> {
@@ -87,7 +114,7 @@ impl Reply {
             result,
         };
         Self {
-            status: 200,
+            kind: Kind::Answer,
             body: serde_json::to_vec(&envelope).unwrap_or_default(),
         }
     }
@@ -397,7 +424,7 @@ impl<'a> Message<'a> {
             ObjectOr::Object(members) => Some(members),
             ObjectOr::NotObject => {
                 return Peek::Refuse(Reply::error(
-                    200,
+                    Kind::Answer,
                     id,
                     INVALID_PARAMS,
                     "Invalid params: params must be an object",
@@ -412,7 +439,13 @@ impl<'a> Message<'a> {
         });
         if let Some(key) = repeated {
             let message = format!("Invalid Request: duplicate key {key:?}");
-            return Peek::Refuse(Reply::error(400, id, INVALID_REQUEST, &message, None));
+            return Peek::Refuse(Reply::error(
+                Kind::BadRequest,
+                id,
+                INVALID_REQUEST,
+                &message,
+                None,
+            ));
         }
         Peek::Call(Call {
             method,
@@ -1020,7 +1053,10 @@ mod tests {
         assert!(matches!(peek(b"42"), Peek::Other));
         assert!(matches!(
             peek(br#"{"id":1,"method":"tools/call","params":[1]}"#),
-            Peek::Refuse(Reply { status: 200, .. })
+            Peek::Refuse(Reply {
+                kind: Kind::Answer,
+                ..
+            })
         ));
         assert!(matches!(
             peek(br#"{"id":1,"method":"tools/list","params":{"a":1,"a":2}}"#),
@@ -1182,14 +1218,20 @@ mod tests {
     #[test]
     fn error_replies() {
         let id = RawValue::from_string("5".into()).unwrap();
-        let r = Reply::error(400, Some(&id), INVALID_PARAMS, "bad", Some(json!({"k": 1})));
-        assert_eq!(r.status, 400);
+        let r = Reply::error(
+            Kind::BadRequest,
+            Some(&id),
+            INVALID_PARAMS,
+            "bad",
+            Some(json!({"k": 1})),
+        );
+        assert_eq!(r.kind, Kind::BadRequest);
         let v: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(
             v,
             json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602, "message": "bad", "data": {"k": 1}}})
         );
-        let r = Reply::error(413, None, INVALID_REQUEST, "too large", None);
+        let r = Reply::error(Kind::TooLarge, None, INVALID_REQUEST, "too large", None);
         let v: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v["id"], Value::Null);
     }

@@ -1,4 +1,4 @@
-//! [`ElicitationLayer`]: every option, in one shared configuration.
+//! [`ElicitationLayer`]: the builder of every option, and `impl Layer`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -6,41 +6,16 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
+use crate::config::{
+    AnswersWithoutState, Config, DEFAULT_MAX_ROUNDS, DEFAULT_MAX_STATE_BYTES, DEFAULT_TTL_SECS,
+    META_BYTES,
+};
 use crate::form::validate::ValidatorCache;
 use crate::gate::{Gate, GateError, GateTarget, Target};
-use crate::jsonrpc::Meta;
-use crate::mcp::Method;
-use crate::memo::{Bounded, Weight};
 use crate::principal::Principal;
 use crate::service::Elicitation;
+use crate::shared::{DEFAULT_MAX_BODY_BYTES, Shared};
 use crate::state::Keyring;
-use crate::state::sealed::Sealed;
-
-/// How many distinct `params._meta` texts are kept read (clients send one each, and the same one
-/// with every request).
-const META_CAPACITY: usize = 256;
-/// About how much memory the kept `_meta` readings may take in all: 1 MiB (each counted as its
-/// text, what was read from it, and at least 4 KiB).
-const META_BYTES: usize = 1024 * 1024;
-/// A longer `_meta` is read every time rather than kept.
-pub(crate) const MAX_KEPT_META_LEN: usize = 4096;
-
-/// What the layer does with `inputResponses` that arrive without any `requestState`.
-///
-/// Such answers cannot be matched to a question the layer saw, so they are never forwarded as
-/// they are.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AnswersWithoutState {
-    /// Call the inner service without them, validate them against the questions it asks, and if
-    /// they answer every question, call it again with the validated answers; otherwise ask.
-    #[default]
-    Probe,
-    /// Drop them and forward the call as if they were not there.
-    Strip,
-    /// Answer `-32602` `inputResponses without requestState`.
-    Reject,
-}
 
 /// Tower layer that gives an MCP Streamable HTTP service the server side of multi round-trip
 /// elicitation: it seals `requestState`, verifies it on the retry, validates the answers and asks
@@ -60,57 +35,23 @@ pub enum AnswersWithoutState {
 /// See the [crate docs](crate) for an example.
 #[derive(Clone)]
 pub struct ElicitationLayer {
-    config: Arc<Config>,
-}
-
-/// The layer's configuration; shared by every clone of the layer and its services.
-pub(crate) struct Config {
-    pub(crate) keyring: Keyring,
-    pub(crate) audience: Option<String>,
-    pub(crate) ttl_secs: u64,
-    pub(crate) skew_secs: u64,
-    pub(crate) max_state_bytes: usize,
-    pub(crate) max_body_bytes: usize,
-    pub(crate) max_rounds: u32,
-    pub(crate) without_state: AnswersWithoutState,
-    pub(crate) principal: Principal,
-    pub(crate) validators: ValidatorCache,
-    /// Tokens this layer sealed, so their retries skip the MAC and claims passes.
-    pub(crate) sealed: Sealed,
-    /// What each distinct `params._meta` text says.
-    pub(crate) metas: Bounded<Meta, META_CAPACITY, META_BYTES>,
-    /// Each gate with its target, in the order declared.
-    pub(crate) gates: Vec<(Target, Gate)>,
+    shared: Arc<Shared>,
 }
 
 impl ElicitationLayer {
     /// Default lifetime of a sealed token: 600 seconds.
-    pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(DEFAULT_TTL_SECS);
     /// Default bound on an incoming `requestState`: 64 KiB.
-    pub const DEFAULT_MAX_STATE_BYTES: usize = 64 * 1024;
+    pub const DEFAULT_MAX_STATE_BYTES: usize = DEFAULT_MAX_STATE_BYTES;
     /// Default bound on a request body: 4 MiB.
-    pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+    pub const DEFAULT_MAX_BODY_BYTES: usize = DEFAULT_MAX_BODY_BYTES;
     /// Default cap on `input_required` rounds for one call: 32.
-    pub const DEFAULT_MAX_ROUNDS: u32 = 32;
+    pub const DEFAULT_MAX_ROUNDS: u32 = DEFAULT_MAX_ROUNDS;
 
     /// A layer that signs with `keyring`'s active key, with every other option at its default.
     pub fn new(keyring: Keyring) -> Self {
         Self {
-            config: Arc::new(Config {
-                keyring,
-                audience: None,
-                ttl_secs: Self::DEFAULT_TTL.as_secs(),
-                skew_secs: 60,
-                max_state_bytes: Self::DEFAULT_MAX_STATE_BYTES,
-                max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
-                max_rounds: Self::DEFAULT_MAX_ROUNDS,
-                without_state: AnswersWithoutState::default(),
-                principal: Principal::default(),
-                validators: ValidatorCache::default(),
-                sealed: Sealed::default(),
-                metas: Bounded::default(),
-                gates: Vec::new(),
-            }),
+            shared: Arc::new(Shared::new(keyring)),
         }
     }
 
@@ -141,7 +82,7 @@ impl ElicitationLayer {
     /// The largest POST body read; larger ones are answered 413.
     /// Default: [`DEFAULT_MAX_BODY_BYTES`](Self::DEFAULT_MAX_BODY_BYTES).
     pub fn max_body_bytes(self, max: usize) -> Self {
-        self.with(|c| c.max_body_bytes = max)
+        self.with_shared(|s| s.max_body_bytes = max)
     }
 
     /// The most `input_required` rounds one call may take before the layer ends it with an
@@ -178,7 +119,7 @@ impl ElicitationLayer {
     where
         F: Fn(&http::request::Parts) -> Option<Vec<u8>> + Send + Sync + 'static,
     {
-        self.with(|c| c.principal = Principal::from_fn(principal))
+        self.with_shared(|s| s.principal = Principal::from_fn(principal))
     }
 
     /// Declares a [`Gate`]: before a call matching `target` reaches the inner service, the layer
@@ -194,6 +135,7 @@ impl ElicitationLayer {
     pub fn gate(self, target: GateTarget, gate: Gate) -> Result<Self, GateError> {
         let target = Target::new(target);
         if self
+            .shared
             .config
             .gates
             .iter()
@@ -208,7 +150,7 @@ impl ElicitationLayer {
     /// weigh, in bytes, and the most they may weigh together: for tests, through
     /// [`crate::__fuzz::cache_weight`].
     pub(crate) fn cache_weight(&self) -> (usize, usize, usize) {
-        let config = &self.config;
+        let config = &self.shared.config;
         (
             config.validators.weight(),
             config.metas.weight(),
@@ -216,65 +158,20 @@ impl ElicitationLayer {
         )
     }
 
-    fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
-        match Arc::get_mut(&mut self.config) {
-            Some(config) => change(config),
+    fn with(self, change: impl FnOnce(&mut Config)) -> Self {
+        self.with_shared(|shared| change(&mut shared.config))
+    }
+
+    fn with_shared(mut self, change: impl FnOnce(&mut Shared)) -> Self {
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => change(shared),
             None => {
-                let mut config = self.config.cloned();
-                change(&mut config);
-                self.config = Arc::new(config);
+                let mut shared = self.shared.cloned();
+                change(&mut shared);
+                self.shared = Arc::new(shared);
             }
         }
         self
-    }
-}
-
-impl Config {
-    /// The gates on a call, with their index, in the order declared.
-    pub(crate) fn gates_for<'a>(
-        &'a self,
-        method: Method,
-        target: &str,
-    ) -> impl Iterator<Item = (usize, &'a Gate)> {
-        // The spellings of a resource URI, worked out when a resource gate first needs them.
-        let mut uri = None;
-        self.gates
-            .iter()
-            .enumerate()
-            .filter(move |(_, (t, _))| t.matches(method, target, &mut uri))
-            .map(|(index, (_, gate))| (index, gate))
-    }
-
-    /// Whether any gate applies to this call.
-    pub(crate) fn has_gates(&self, method: Method, target: &str) -> bool {
-        self.gates_for(method, target).next().is_some()
-    }
-
-    /// A copy with fresh caches (they are an optimisation, never shared state; and a token cache
-    /// is only sound for the keyring that sealed what it holds).
-    fn cloned(&self) -> Self {
-        Self {
-            keyring: self.keyring.clone(),
-            audience: self.audience.clone(),
-            ttl_secs: self.ttl_secs,
-            skew_secs: self.skew_secs,
-            max_state_bytes: self.max_state_bytes,
-            max_body_bytes: self.max_body_bytes,
-            max_rounds: self.max_rounds,
-            without_state: self.without_state,
-            principal: self.principal.clone(),
-            validators: ValidatorCache::default(),
-            sealed: Sealed::default(),
-            metas: Bounded::default(),
-            gates: self.gates.clone(),
-        }
-    }
-}
-
-impl Weight for Meta {
-    /// Its text, and the protocol version read from it.
-    fn weight(&self, text: &str) -> usize {
-        text.len() + self.version.as_ref().map_or(0, String::len)
     }
 }
 
@@ -282,28 +179,12 @@ impl<S> Layer<S> for ElicitationLayer {
     type Service = Elicitation<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Elicitation::from_config(inner, self.config.clone())
+        Elicitation::from_shared(inner, Arc::clone(&self.shared))
     }
 }
 
 impl fmt::Debug for ElicitationLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.config.fmt(f)
-    }
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ElicitationLayer")
-            .field("keyring", &self.keyring)
-            .field("audience", &self.audience)
-            .field("ttl_secs", &self.ttl_secs)
-            .field("skew_secs", &self.skew_secs)
-            .field("max_state_bytes", &self.max_state_bytes)
-            .field("max_body_bytes", &self.max_body_bytes)
-            .field("max_rounds", &self.max_rounds)
-            .field("without_state", &self.without_state)
-            .field("gates", &self.gates)
-            .finish_non_exhaustive()
+        self.shared.fmt(f)
     }
 }

@@ -123,9 +123,12 @@
 #[path = "fuzz_api.rs"]
 pub mod __fuzz;
 mod body;
+mod call;
 mod canonical;
+mod config;
 mod engine;
 pub mod form;
+mod future;
 pub mod gate;
 mod jsonrpc;
 mod layer;
@@ -133,14 +136,17 @@ mod mcp;
 mod memo;
 mod principal;
 mod service;
+mod shared;
 mod sse;
 mod state;
 mod uri;
 
 pub use body::{RequestBody, ResponseBody};
+pub use config::AnswersWithoutState;
+pub use future::ResponseFuture;
 pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};
-pub use layer::{AnswersWithoutState, ElicitationLayer};
-pub use service::{Elicitation, ResponseFuture};
+pub use layer::ElicitationLayer;
+pub use service::Elicitation;
 pub use state::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
 
 /// The boxed error type of [`UrlFlow::url`].

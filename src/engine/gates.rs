@@ -1,48 +1,17 @@
 //! Declared gates on a call: ask them, judge the answers, deliver the accepted ones.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
-use super::outbound::{ask, log_outcome, new_claims, reask, refuse, require};
-use super::{Inbound, Round};
+use super::decision::{FlowFacts, FlowNeed, FlowQuery, Inbound, Round};
+use super::reply::{ask, log_outcome, new_claims, reask, refuse, require};
+use crate::config::Config;
 use crate::gate::{Answers, Gate, GateCall, GateKind};
-use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply, with_members};
-use crate::layer::Config;
+use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Kind, Reply, with_members};
 use crate::mcp::{InputKind, Method};
 use crate::state::claims::{Claims, Questions, flow_handle};
-
-/// What URL flows said, by gate key: gathered by the adapter between two calls of
-/// [`inbound`](fn@super::inbound).
-#[derive(Debug, Default)]
-pub(crate) struct FlowFacts {
-    pub(crate) urls: HashMap<String, String>,
-    pub(crate) complete: HashMap<String, bool>,
-}
-
-/// A question for a URL flow, which the adapter answers asynchronously.
-#[derive(Debug, Clone)]
-pub(crate) struct FlowQuery {
-    /// Index of the gate in the configuration.
-    pub(crate) gate: usize,
-    pub(crate) need: FlowNeed,
-    pub(crate) method: Method,
-    pub(crate) target: String,
-    pub(crate) arguments: Value,
-    pub(crate) handle: String,
-    pub(crate) principal: Option<Vec<u8>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FlowNeed {
-    /// The flow's URL, to ask the gate.
-    Url,
-    /// Whether the flow completed, after the client accepted.
-    Completion,
-}
 
 /// The gates that apply to one call.
 pub(super) struct GateRound<'c> {
@@ -353,7 +322,7 @@ impl<'c> GateRound<'c> {
                     Some(gate) => (INVALID_PARAMS, json!({"reason": "refused", "gate": gate})),
                     None => (INVALID_REQUEST, json!({"reason": "requires_2026_07_28"})),
                 };
-                Reply::error(200, id, code, text, Some(data))
+                Reply::error(Kind::Answer, id, code, text, Some(data))
             }
         }
     }
@@ -375,4 +344,47 @@ struct Params<'a> {
     requested_schema: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     url: Option<&'a str>,
+}
+
+/// Asks a gate's URL flow what the engine needs to know.
+pub(super) async fn check_flow(
+    config: &Config,
+    query: &FlowQuery,
+    flows: &mut FlowFacts,
+    id: Option<&serde_json::value::RawValue>,
+) -> Result<(), Reply> {
+    let Some((_, gate)) = config.gates.get(query.gate) else {
+        return Err(Reply::internal(id));
+    };
+    let GateKind::Url { flow } = &gate.kind else {
+        return Err(Reply::internal(id));
+    };
+    let call = GateCall {
+        method: query.method.as_str(),
+        target: &query.target,
+        arguments: &query.arguments,
+        handle: &query.handle,
+        principal: query.principal.as_deref(),
+    };
+    match query.need {
+        FlowNeed::Url => match flow.url(&call).await {
+            Ok(url) => {
+                flows.urls.insert(gate.key.clone(), url);
+            }
+            Err(error) => {
+                tracing::warn!(
+                    target: "tower_elicitation",
+                    gate = %gate.key,
+                    %error,
+                    "a URL flow could not give its URL"
+                );
+                return Err(Reply::internal(id));
+            }
+        },
+        FlowNeed::Completion => {
+            let complete = flow.is_complete(&call).await;
+            flows.complete.insert(gate.key.clone(), complete);
+        }
+    }
+    Ok(())
 }

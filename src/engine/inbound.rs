@@ -6,61 +6,64 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
-use super::gates::{FlowFacts, FlowQuery, GateRound};
-use super::outbound::{log_outcome, reask, refuse};
-use super::{Context, Round, invalid_state};
-use crate::gate::Answers;
-use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Malformed, Meta, Reply};
-use crate::layer::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
+use super::decision::{Context, FlowFacts, Inbound, Round, invalid_state};
+use super::gates::{GateRound, check_flow};
+use super::reply::{log_outcome, reask, refuse};
+use crate::config::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
+use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, Reply};
 use crate::mcp::{Declared, supports_mrtr};
 use crate::state::claims::{Arguments, Binding};
 use crate::state::token::{self, Clock};
 
-/// What to do with an MRTR call.
-#[derive(Debug)]
-pub(crate) enum Inbound {
-    /// Answer the client directly; the inner service is not called.
-    Respond(Reply),
-    /// Call the inner service with `body` (`None`: the original bytes) and, when there are gate
-    /// answers, the [`Answers`] extension; then run [`outbound`](fn@super::outbound) on its response.
-    Forward {
-        body: Option<Vec<u8>>,
-        round: Round,
-        answers: Option<Answers>,
-    },
-    /// Call the inner service with `body` (the call without the client's answers), then
-    /// [`settle_probe`](super::settle_probe) with `answers`.
-    Probe {
-        body: Vec<u8>,
-        round: Round,
-        answers: Map<String, Value>,
-    },
-    /// Ask these URL flows (asynchronously), then decide again with what they said.
-    CheckFlows(Vec<FlowQuery>),
+/// Decides what to do with an MRTR call, asking URL flows (asynchronously) what the decision
+/// needs: never [`Inbound::CheckFlows`]. `now` dates what is sealed after a flow answered.
+pub(crate) async fn decide(
+    call: &Call<'_>,
+    mut cx: Context<'_>,
+    config: &Config,
+    now: impl Fn() -> u64,
+) -> Inbound {
+    let mut flows = FlowFacts::default();
+    let mut decision = inbound(call, cx, config, &flows);
+    // Each gate needs at most its URL or its completion, so this settles in a few passes.
+    for _ in 0..3 {
+        let Inbound::CheckFlows(queries) = &decision else {
+            return decision;
+        };
+        for query in queries {
+            if let Err(reply) = check_flow(config, query, &mut flows, call.id).await {
+                return Inbound::Respond(reply);
+            }
+        }
+        cx.now = now();
+        decision = inbound(call, cx, config, &flows);
+    }
+    match decision {
+        Inbound::CheckFlows(_) => {
+            tracing::warn!(target: "tower_elicitation", "URL flow checks did not settle");
+            Inbound::Respond(Reply::internal(call.id))
+        }
+        decided => decided,
+    }
 }
 
 /// Decides what to do with an MRTR call. `flows` holds what URL flows said, after a
 /// [`Inbound::CheckFlows`].
-pub(crate) fn inbound(
-    call: &Call<'_>,
-    cx: Context<'_>,
-    config: &Config,
-    flows: &FlowFacts,
-) -> Inbound {
-    match decide(call, cx, config, flows) {
+fn inbound(call: &Call<'_>, cx: Context<'_>, config: &Config, flows: &FlowFacts) -> Inbound {
+    match decide_once(call, cx, config, flows) {
         Ok(decision) => decision,
         Err(reply) => Inbound::Respond(reply),
     }
 }
 
-fn decide(
+fn decide_once(
     call: &Call<'_>,
     cx: Context<'_>,
     config: &Config,
     flows: &FlowFacts,
 ) -> Result<Inbound, Reply> {
     let id = call.id;
-    let malformed = |m: Malformed| Reply::error(400, id, m.code, &m.message, None);
+    let malformed = |m: Malformed| Reply::error(Kind::BadRequest, id, m.code, &m.message, None);
 
     let target = match call.field(call.method.target_field()).map_err(malformed)? {
         Field::Present(Value::String(target)) => target,
@@ -72,7 +75,13 @@ fn decide(
                 "Invalid params: `{}` must be a string",
                 call.method.target_field()
             );
-            return Err(Reply::error(200, id, INVALID_PARAMS, &message, None));
+            return Err(Reply::error(
+                Kind::Answer,
+                id,
+                INVALID_PARAMS,
+                &message,
+                None,
+            ));
         }
     };
     let raw_arguments = call
@@ -217,7 +226,9 @@ fn decide(
 
     let responses = responses.unwrap_or_default();
     match answers::check(&claims.q, &claims.k, responses, &config.validators) {
-        Err(answers::Malformed(why)) => Err(Reply::error(200, id, INVALID_PARAMS, &why, None)),
+        Err(answers::Malformed(why)) => {
+            Err(Reply::error(Kind::Answer, id, INVALID_PARAMS, &why, None))
+        }
         Ok(Checked::Reask { ask, kept }) => Err(reask(&round, &claims, ask, kept, config, cx.now)),
         Ok(Checked::Complete(mut answers)) => {
             log_outcome(&round, "forward");
@@ -257,7 +268,7 @@ fn read_meta(call: &Call<'_>, config: &Config) -> Result<Option<Arc<Meta>>, Malf
 fn canonical_args(arguments: &Arguments<'_>, id: Option<&RawValue>) -> Result<String, Reply> {
     arguments.canonical().map(ToOwned::to_owned).map_err(|e| {
         Reply::error(
-            400,
+            Kind::BadRequest,
             id,
             crate::jsonrpc::INVALID_REQUEST,
             &format!("Invalid Request: params.arguments: {e}"),
@@ -271,7 +282,7 @@ fn read_responses(
     call: &Call<'_>,
     id: Option<&RawValue>,
 ) -> Result<Option<Map<String, Value>>, Reply> {
-    let error = |message: &str| Reply::error(200, id, INVALID_PARAMS, message, None);
+    let error = |message: &str| Reply::error(Kind::Answer, id, INVALID_PARAMS, message, None);
     match call.field("inputResponses") {
         Ok(Field::Absent) => Ok(None),
         Ok(Field::Present(Value::Object(responses))) => {
@@ -281,7 +292,7 @@ fn read_responses(
             Ok(Some(responses))
         }
         Ok(Field::Present(_)) => Err(error("inputResponses must be an object")),
-        Err(m) => Err(Reply::error(400, id, m.code, &m.message, None)),
+        Err(m) => Err(Reply::error(Kind::BadRequest, id, m.code, &m.message, None)),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The first look at a request: whether the layer reads it, and what it does with its body.
 
-use crate::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply};
+use crate::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Kind, Peek, Reply};
 use serde_json::value::RawValue;
 
 /// What the adapter saw before reading the body.
@@ -19,7 +19,7 @@ pub(crate) fn refuse_unread(head: Head<'_>, max_body_bytes: usize) -> Option<Rep
         && !encoding.eq_ignore_ascii_case(b"identity")
     {
         return Some(Reply::error(
-            415,
+            Kind::Encoded,
             None,
             INVALID_REQUEST,
             "Content-Encoding is not supported",
@@ -34,13 +34,19 @@ pub(crate) fn refuse_unread(head: Head<'_>, max_body_bytes: usize) -> Option<Rep
 
 /// A body over the limit.
 pub(crate) fn too_large() -> Reply {
-    Reply::error(413, None, INVALID_REQUEST, "Request body too large", None)
+    Reply::error(
+        Kind::TooLarge,
+        None,
+        INVALID_REQUEST,
+        "Request body too large",
+        None,
+    )
 }
 
 /// A body the client did not finish sending.
 pub(crate) fn unreadable() -> Reply {
     Reply::error(
-        400,
+        Kind::BadRequest,
         None,
         INVALID_REQUEST,
         "Request body could not be read",
@@ -54,7 +60,13 @@ pub(crate) fn inner_body_failed(id: Option<&RawValue>) -> Reply {
         target: "tower_elicitation",
         "the inner service's response body failed"
     );
-    Reply::error(502, id, INTERNAL_ERROR, "Internal error", None)
+    Reply::error(
+        Kind::InnerFailed,
+        id,
+        INTERNAL_ERROR,
+        "Internal error",
+        None,
+    )
 }
 
 /// A successful answer from the inner service that the layer cannot read (encoded, or of another
@@ -65,7 +77,51 @@ pub(crate) fn inner_unreadable(id: Option<&RawValue>, why: &str) -> Reply {
         why,
         "the layer cannot read the inner service's answer to an MRTR call; answering -32603"
     );
-    Reply::error(502, id, INTERNAL_ERROR, "Internal error", None)
+    Reply::error(
+        Kind::InnerFailed,
+        id,
+        INTERNAL_ERROR,
+        "Internal error",
+        None,
+    )
+}
+
+/// What the inner service's answer to an MRTR call is, as far as the layer must read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Not a success (an error status): passed on as it came.
+    PassThrough,
+    /// One JSON message.
+    Json,
+    /// An event stream.
+    EventStream,
+}
+
+/// Sorts the inner service's answer to an MRTR call by its status (`success`), its
+/// `Content-Encoding`s and its `Content-Type`. A successful answer that is encoded or of another
+/// type could carry an `input_required` the layer must seal, so it is never passed on: `Err`
+/// says why, for [`inner_unreadable`].
+pub(crate) fn answer<'a>(
+    success: bool,
+    mut encodings: impl Iterator<Item = &'a [u8]>,
+    content_type: Option<&str>,
+) -> Result<Answer, &'static str> {
+    if !success {
+        return Ok(Answer::PassThrough);
+    }
+    if encodings.any(|encoding| !encoding.eq_ignore_ascii_case(b"identity")) {
+        return Err("the inner service encoded its answer (Content-Encoding)");
+    }
+    let content_type =
+        content_type.ok_or("the inner service's answer has no readable Content-Type")?;
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        Ok(Answer::Json)
+    } else if essence.eq_ignore_ascii_case("text/event-stream") {
+        Ok(Answer::EventStream)
+    } else {
+        Err("the inner service answered with a Content-Type the layer cannot read")
+    }
 }
 
 /// What to do with a body that was read.
@@ -94,14 +150,14 @@ pub(crate) fn intake(body: &[u8]) -> Intake<'_> {
         Peek::Refuse(reply) => Intake::Respond(reply),
         Peek::Other => Intake::Forward,
         Peek::Batch => Intake::Respond(Reply::error(
-            400,
+            Kind::BadRequest,
             None,
             INVALID_REQUEST,
             "Invalid Request: a batch may not contain tools/call, prompts/get or resources/read",
             None,
         )),
         Peek::Invalid { code, message } => {
-            Intake::Respond(Reply::error(400, None, code, message, None))
+            Intake::Respond(Reply::error(Kind::BadRequest, None, code, message, None))
         }
     }
 }

@@ -1,25 +1,21 @@
 //! The response side: seal what the inner service asks, refuse what the client cannot answer.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
+use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess};
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::Round;
 use super::answers::{self, Checked};
+use super::decision::Round;
+use super::reply::{cannot_vouch, log_outcome, new_claims, refuse, require, seal, sealed_reask};
+use crate::config::Config;
 use crate::form::validate::Made;
 use crate::jsonrpc::{BorrowedStr, FromMembers, ObjectOr, RawMembers, deserialize_object};
-use crate::jsonrpc::{
-    Call, INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
-};
-use crate::layer::Config;
-use crate::mcp::{InputKind, add_requirement};
-use crate::state::claims::{Claims, Questions, VERSION};
-use crate::state::token;
+use crate::jsonrpc::{Call, INVALID_PARAMS, Kind, Reply};
+use crate::mcp::InputKind;
+use crate::state::claims::Questions;
 
 /// What becomes of the inner service's response message.
 #[derive(Debug)]
@@ -28,6 +24,74 @@ pub(crate) enum Outbound {
     Unchanged,
     /// Send this instead.
     Replace(Reply),
+}
+
+/// What becomes of one event of the inner service's event stream answering a call.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// Send it on as it came.
+    Pass,
+    /// Send this message in its place (its `data` rewritten).
+    Replace(Reply),
+    /// Drop it: a second response, or an unterminated one that would reach a client unsealed.
+    Drop,
+}
+
+/// One complete event of the stream answering `round`, whose `data` is `data` (`None`: it has
+/// none). The response to the call goes through [`respond`]; any further response to it is
+/// dropped (JSON-RPC allows one, and a second would reach the client unsealed); every other event
+/// passes. `responded` says whether the response went by already, and is set here. `now` dates
+/// a seal: a stream may run long before it asks.
+pub(crate) fn event(
+    data: Option<&[u8]>,
+    round: &Round,
+    config: &Config,
+    now: impl FnOnce() -> u64,
+    responded: &mut bool,
+) -> Event {
+    let Some(data) = data else {
+        return Event::Pass;
+    };
+    if *responded {
+        if relation(data, round) != Relation::Other {
+            drop_repeated(round);
+            return Event::Drop;
+        }
+        return Event::Pass;
+    }
+    match respond(data, round, config, now()) {
+        None => Event::Pass,
+        Some(outcome) => {
+            *responded = true;
+            match outcome {
+                Outbound::Unchanged => Event::Pass,
+                Outbound::Replace(reply) => Event::Replace(reply),
+            }
+        }
+    }
+}
+
+/// Whether to drop what is left when the stream ends inside an event (`data`: its data, if any).
+/// Clients discard an unterminated event; it passes, unless it is an `input_required` the layer
+/// has not sealed, or a response after the response.
+pub(crate) fn drops_unterminated(data: Option<&[u8]>, round: &Round, responded: bool) -> bool {
+    let drop = data.is_some_and(|data| match relation(data, round) {
+        Relation::Other => false,
+        Relation::Response { input_required } => input_required || responded,
+    });
+    if drop {
+        drop_repeated(round);
+    }
+    drop
+}
+
+fn drop_repeated(round: &Round) {
+    tracing::warn!(
+        target: "tower_elicitation",
+        method = round.method.as_str(),
+        target = %round.target,
+        "dropped a second or unterminated response event from the inner service"
+    );
 }
 
 /// After a probe: answer the client, or call the inner service again with verified answers.
@@ -273,7 +337,10 @@ pub(crate) fn respond(
                 &claims.q,
                 &token,
             );
-            Outbound::Replace(Reply { status: 200, body })
+            Outbound::Replace(Reply {
+                kind: Kind::Answer,
+                body,
+            })
         }
         Err(reply) => Outbound::Replace(reply),
     })
@@ -347,81 +414,6 @@ pub(crate) fn settle_probe(
     }
 }
 
-/// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state.
-pub(crate) fn reask(
-    round: &Round,
-    previous: &Claims,
-    ask_now: Questions,
-    kept: Map<String, Value>,
-    config: &Config,
-    now: u64,
-) -> Reply {
-    sealed_reask(round, previous, ask_now, kept, config, now).unwrap_or_else(|refused| refused)
-}
-
-/// [`reask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
-fn sealed_reask(
-    round: &Round,
-    previous: &Claims,
-    ask_now: Questions,
-    kept: Map<String, Value>,
-    config: &Config,
-    now: u64,
-) -> Result<Reply, Reply> {
-    let claims = new_claims(
-        round,
-        previous.r + 1,
-        previous.s.clone(),
-        previous.q.clone(),
-        kept,
-        config,
-        now,
-    );
-    sealed_ask(round, claims, ask_now, config)
-}
-
-/// The layer's own `input_required` asking `requests` (each the text to show), sealed with
-/// `claims`.
-pub(crate) fn ask(round: &Round, claims: Claims, requests: Questions, config: &Config) -> Reply {
-    sealed_ask(round, claims, requests, config).unwrap_or_else(|refused| refused)
-}
-
-/// [`ask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
-fn sealed_ask(
-    round: &Round,
-    claims: Claims,
-    requests: Questions,
-    config: &Config,
-) -> Result<Reply, Reply> {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct InputRequired<'a> {
-        result_type: &'static str,
-        input_requests: &'a Questions,
-        request_state: &'a str,
-    }
-    check_capabilities(&requests, round)?;
-    let (token, _) = seal(round, claims, config)?;
-    log_outcome(round, "ask");
-    let result = InputRequired {
-        result_type: "input_required",
-        input_requests: &requests,
-        request_state: &token,
-    };
-    Ok(Reply::result(round.id.as_deref(), &result))
-}
-
-/// A JSON-RPC error answering `round`'s call.
-pub(crate) fn refuse(round: &Round, code: i64, message: &str, data: Option<Value>) -> Reply {
-    let status = if code == MISSING_REQUIRED_CLIENT_CAPABILITY {
-        400
-    } else {
-        200
-    };
-    log_outcome(round, "refused");
-    Reply::error(status, round.id.as_deref(), code, message, data)
-}
-
 /// An `input_required` result as the inner service gave it.
 struct Asked<'a> {
     /// The result object's members, unparsed, in order (`None`: `inputRequests`).
@@ -492,117 +484,4 @@ fn read_input_required<'a>(
         state,
         made,
     })
-}
-
-/// `-32021` when the call's own capabilities do not declare a kind of request in `requests`.
-fn check_capabilities(requests: &Questions, round: &Round) -> Result<(), Reply> {
-    require(
-        round,
-        requests
-            .values()
-            .filter_map(|request| Some(InputKind::of_raw(request)?.0)),
-    )
-}
-
-/// `-32021` when the call's own capabilities do not declare one of `kinds`.
-pub(crate) fn require(
-    round: &Round,
-    kinds: impl IntoIterator<Item = InputKind>,
-) -> Result<(), Reply> {
-    let mut required = Map::new();
-    for kind in kinds {
-        if !round.declared.has(kind) {
-            add_requirement(&mut required, kind);
-        }
-    }
-    if required.is_empty() {
-        return Ok(());
-    }
-    Err(refuse(
-        round,
-        MISSING_REQUIRED_CLIENT_CAPABILITY,
-        "Missing required client capability",
-        Some(json!({ "requiredCapabilities": required })),
-    ))
-}
-
-pub(crate) fn new_claims(
-    round: &Round,
-    number: u32,
-    state: Option<String>,
-    questions: Questions,
-    kept: Map<String, Value>,
-    config: &Config,
-    now: u64,
-) -> Claims {
-    Claims {
-        v: VERSION,
-        iat: now,
-        exp: now.saturating_add(config.ttl_secs),
-        m: round.method.as_str().to_owned(),
-        t: round.target.clone(),
-        a: round.args.clone(),
-        x: round.exact.clone(),
-        p: None,
-        aud: config.audience.clone(),
-        r: number,
-        s: state,
-        q: questions,
-        k: kept,
-        g: round.gates.clone(),
-        h: BTreeMap::new(),
-    }
-}
-
-/// Seals `claims`, refusing past the round cap, on a form schema that cannot be compiled, or
-/// when the token would be larger than a retry may carry. The layer keeps what it sealed, so the
-/// retry opens without the MAC and claims passes.
-fn seal(
-    round: &Round,
-    mut claims: Claims,
-    config: &Config,
-) -> Result<(String, Arc<Claims>), Reply> {
-    if claims.r > config.max_rounds {
-        return Err(refuse(
-            round,
-            INVALID_PARAMS,
-            &format!("Too many input rounds (the limit is {})", config.max_rounds),
-            Some(json!({"reason": "too_many_rounds"})),
-        ));
-    }
-    let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
-    if token.len() > config.max_state_bytes {
-        let why = format!(
-            "the sealed requestState would be {} bytes, over the {} bound",
-            token.len(),
-            config.max_state_bytes
-        );
-        return Err(cannot_vouch(round, &why));
-    }
-    let claims = Arc::new(claims);
-    config.sealed.insert(&token, Arc::clone(&claims));
-    Ok((token, claims))
-}
-
-/// The layer's `-32603` for an `input_required` it cannot vouch for; why goes to `tracing`.
-fn cannot_vouch(round: &Round, why: &str) -> Reply {
-    tracing::warn!(
-        target: "tower_elicitation",
-        method = round.method.as_str(),
-        target = %round.target,
-        why,
-        "the layer cannot seal what the inner service asked; answering -32603"
-    );
-    refuse(round, INTERNAL_ERROR, "Internal error", None)
-}
-
-/// The debug event every decision leaves.
-pub(crate) fn log_outcome(round: &Round, outcome: &'static str) {
-    tracing::debug!(
-        target: "tower_elicitation",
-        method = round.method.as_str(),
-        target = %round.target,
-        round = round.number,
-        outcome,
-    );
 }

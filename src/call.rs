@@ -1,0 +1,281 @@
+//! The path of `tools/call`, `prompts/get` and `resources/read` through the HTTP adapter: read the
+//! call, let the engine decide, call the inner service, let the engine judge its answer, and frame
+//! the layer's own replies as HTTP responses.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{
+    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, TRANSFER_ENCODING,
+};
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::BodyExt;
+use tower_service::Service;
+use tracing::Instrument;
+
+use crate::body::{ReadAll, RequestBody, ResponseBody};
+use crate::engine::{self, Answer, Inbound, Intake, Outbound, Round, Settle};
+use crate::jsonrpc::{Call, Kind, Reply};
+use crate::shared::Shared;
+use crate::sse::{self, Scan, SseBody};
+use crate::state::token::unix_now;
+
+/// A body that may name an MRTR method: the engine's intake decides.
+pub(crate) async fn handle<S, ReqBody, ResBody>(
+    mut inner: S,
+    shared: Arc<Shared>,
+    parts: http::request::Parts,
+    bytes: Bytes,
+    framed: Option<u64>,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ResBody: Body<Data = Bytes>,
+{
+    let call = match engine::intake(&bytes) {
+        Intake::Call(call) => call,
+        Intake::Respond(reply) => return Ok(reply_response(reply)),
+        Intake::Forward => {
+            let response = inner.call(forward(parts, bytes.clone(), framed)).await?;
+            return Ok(response.map(ResponseBody::inner));
+        }
+    };
+    let span = tracing::debug_span!(
+        target: "tower_elicitation",
+        "elicitation",
+        method = call.method.as_str()
+    );
+    call_mrtr(inner, shared, parts, &bytes, framed, call)
+        .instrument(span)
+        .await
+}
+
+/// The path of `tools/call`, `prompts/get` and `resources/read`.
+async fn call_mrtr<S, ReqBody, ResBody>(
+    mut inner: S,
+    shared: Arc<Shared>,
+    parts: http::request::Parts,
+    bytes: &Bytes,
+    framed: Option<u64>,
+    call: Call<'_>,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ResBody: Body<Data = Bytes>,
+{
+    let id = call.id;
+    let mut parts = parts;
+    // The layer must read the answer to seal or refuse it: ask for it unencoded.
+    parts
+        .headers
+        .insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    let principal = shared.principal.of(&parts);
+    let config = &shared.config;
+    let header_version = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    let cx = engine::Context {
+        principal: principal.as_deref(),
+        header_version,
+        now: unix_now(),
+    };
+    let decision = engine::decide(&call, cx, config, unix_now).await;
+    match decision {
+        Inbound::Respond(reply) => Ok(reply_response(reply)),
+        Inbound::CheckFlows(_) => Ok(reply_response(Reply::internal(id))),
+        Inbound::Forward {
+            body,
+            round,
+            answers,
+        } => {
+            if let Some(answers) = answers {
+                parts.extensions.insert(answers);
+            }
+            let request = match body {
+                Some(body) => rebuild(parts, Bytes::from(body)),
+                None => forward(parts, bytes.clone(), framed),
+            };
+            let response = inner.call(request).await?;
+            Ok(respond(response, round, Arc::clone(&shared)).await)
+        }
+        Inbound::Probe {
+            body,
+            round,
+            answers,
+        } => {
+            let mut spare = inner.clone();
+            let response = inner
+                .call(rebuild(parts.clone(), Bytes::from(body)))
+                .await?;
+            let probe = match read_probe(response, &round).await {
+                Ok(probe) => probe,
+                Err(reply) => return Ok(reply_response(reply)),
+            };
+            let Some(message) = probe.message else {
+                return Ok(Response::from_parts(
+                    probe.parts,
+                    ResponseBody::full(probe.body),
+                ));
+            };
+            match engine::settle_probe(&message, round, &call, &answers, config, unix_now()) {
+                Settle::Respond(Outbound::Unchanged) => Ok(Response::from_parts(
+                    probe.parts,
+                    ResponseBody::full(probe.body),
+                )),
+                Settle::Respond(Outbound::Replace(reply)) => Ok(reply_response(reply)),
+                Settle::Forward { body, round } => {
+                    std::future::poll_fn(|cx| spare.poll_ready(cx)).await?;
+                    let response = spare.call(rebuild(parts, Bytes::from(body))).await?;
+                    Ok(respond(response, round, Arc::clone(&shared)).await)
+                }
+            }
+        }
+    }
+}
+
+/// The request for the inner service with the original `body`: under its original headers when
+/// they describe it (`framed`: one `Content-Length`, equal to its length, and no
+/// `Transfer-Encoding`), else as [`rebuild`] makes them.
+pub(crate) fn forward<B>(
+    parts: http::request::Parts,
+    body: Bytes,
+    framed: Option<u64>,
+) -> Request<RequestBody<B>> {
+    if framed == Some(body.len() as u64) {
+        Request::from_parts(parts, RequestBody::buffered(body))
+    } else {
+        rebuild(parts, body)
+    }
+}
+
+/// The request for the inner service, with `body` and a matching `Content-Length`.
+fn rebuild<B>(mut parts: http::request::Parts, body: Bytes) -> Request<RequestBody<B>> {
+    // The body is now a buffer of known length: a `Transfer-Encoding` beside the new
+    // `Content-Length` would let a proxying inner service frame it two ways.
+    parts.headers.remove(TRANSFER_ENCODING);
+    parts
+        .headers
+        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    Request::from_parts(parts, RequestBody::buffered(body))
+}
+
+/// The inner service's answer to an MRTR call, as [`engine::answer`] sorts it.
+fn answer<B>(response: &Response<B>) -> Result<Answer, &'static str> {
+    let headers = response.headers();
+    engine::answer(
+        response.status().is_success(),
+        headers
+            .get_all(CONTENT_ENCODING)
+            .iter()
+            .map(HeaderValue::as_bytes),
+        headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+    )
+}
+
+/// The inner service's response to an MRTR call, through [`engine::outbound`](fn@engine::outbound).
+async fn respond<B: Body<Data = Bytes>>(
+    response: Response<B>,
+    round: Round,
+    shared: Arc<Shared>,
+) -> Response<ResponseBody<B>> {
+    match answer(&response) {
+        Ok(Answer::PassThrough) => response.map(ResponseBody::inner),
+        Err(why) => reply_response(engine::inner_unreadable(round.id.as_deref(), why)),
+        Ok(Answer::Json) => {
+            let (parts, body) = response.into_parts();
+            let Ok(bytes) = ReadAll::new(body).await else {
+                return reply_response(engine::inner_body_failed(round.id.as_deref()));
+            };
+            // Dated when it is sealed: the inner service may have taken its time.
+            match engine::outbound(&bytes, &round, &shared.config, unix_now()) {
+                Outbound::Unchanged => Response::from_parts(parts, ResponseBody::full(bytes)),
+                Outbound::Replace(reply) => replace(parts, reply),
+            }
+        }
+        Ok(Answer::EventStream) => {
+            let (mut parts, body) = response.into_parts();
+            let id = round.id.clone();
+            let mut sse = Box::pin(SseBody::new(body, Scan { round, shared }));
+            // Wait for the first event only: when it is the layer's own answer (a refusal with
+            // its own status), the client gets that status; otherwise the stream goes on as it is.
+            match sse.frame().await {
+                Some(Ok(first)) => {
+                    if let Some(reply) = sse.as_mut().take_first_reply()
+                        && !reply.kind.in_band()
+                    {
+                        return replace(parts, reply);
+                    }
+                    sse.as_mut().unread(first);
+                }
+                Some(Err(_)) => return reply_response(engine::inner_body_failed(id.as_deref())),
+                None => {}
+            }
+            parts.headers.remove(CONTENT_LENGTH);
+            Response::from_parts(parts, ResponseBody::sse(sse))
+        }
+    }
+}
+
+struct Probe {
+    parts: http::response::Parts,
+    body: Bytes,
+    /// The response message, when the response is a successful JSON or event-stream answer.
+    message: Option<Vec<u8>>,
+}
+
+/// Reads a probe's whole response; the layer's reply when its body fails, or when it is a
+/// successful answer the layer cannot read.
+async fn read_probe<B: Body<Data = Bytes>>(
+    response: Response<B>,
+    round: &Round,
+) -> Result<Probe, Reply> {
+    let id = round.id.as_deref();
+    let kind = answer(&response).map_err(|why| engine::inner_unreadable(id, why))?;
+    let (parts, body) = response.into_parts();
+    let body = ReadAll::new(body)
+        .await
+        .map_err(|_| engine::inner_body_failed(id))?;
+    let message = match kind {
+        Answer::Json => Some(body.to_vec()),
+        Answer::EventStream => sse::events(&body)
+            .iter()
+            .filter_map(|event| sse::data(event).map(std::borrow::Cow::into_owned))
+            .find(|data| engine::answers_call(data, round)),
+        Answer::PassThrough => None,
+    };
+    Ok(Probe {
+        parts,
+        body,
+        message,
+    })
+}
+
+/// A response made of the layer's own reply, keeping the inner response's other headers.
+fn replace<B>(mut parts: http::response::Parts, reply: Reply) -> Response<ResponseBody<B>> {
+    parts.status = status(reply.kind);
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts
+        .headers
+        .insert(CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
+    Response::from_parts(parts, ResponseBody::full(reply.body))
+}
+
+pub(crate) fn reply_response<B>(reply: Reply) -> Response<ResponseBody<B>> {
+    let (parts, ()) = Response::new(()).into_parts();
+    replace(parts, reply)
+}
+
+/// The HTTP status each kind of the layer's own replies goes out with.
+fn status(kind: Kind) -> StatusCode {
+    match kind {
+        Kind::Answer => StatusCode::OK,
+        Kind::BadRequest | Kind::MissingCapability => StatusCode::BAD_REQUEST,
+        Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Kind::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        Kind::InnerFailed => StatusCode::BAD_GATEWAY,
+    }
+}

@@ -1,0 +1,143 @@
+//! The engine's policy: every option that decides what the layer answers, and the caches it
+//! keeps. No HTTP types here; what only the HTTP adapter needs (the principal extractor, the
+//! body limit) is in [`Shared`](crate::shared::Shared).
+
+use std::fmt;
+
+use crate::form::validate::ValidatorCache;
+use crate::gate::{Gate, Target};
+use crate::jsonrpc::Meta;
+use crate::mcp::Method;
+use crate::memo::{Bounded, Weight};
+use crate::state::Keyring;
+use crate::state::sealed::Sealed;
+
+/// How many distinct `params._meta` texts are kept read (clients send one each, and the same one
+/// with every request).
+pub(crate) const META_CAPACITY: usize = 256;
+/// About how much memory the kept `_meta` readings may take in all: 1 MiB (each counted as its
+/// text, what was read from it, and at least 4 KiB).
+pub(crate) const META_BYTES: usize = 1024 * 1024;
+/// A longer `_meta` is read every time rather than kept.
+pub(crate) const MAX_KEPT_META_LEN: usize = 4096;
+
+/// What the layer does with `inputResponses` that arrive without any `requestState`.
+///
+/// Such answers cannot be matched to a question the layer saw, so they are never forwarded as
+/// they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnswersWithoutState {
+    /// Call the inner service without them, validate them against the questions it asks, and if
+    /// they answer every question, call it again with the validated answers; otherwise ask.
+    #[default]
+    Probe,
+    /// Drop them and forward the call as if they were not there.
+    Strip,
+    /// Answer `-32602` `inputResponses without requestState`.
+    Reject,
+}
+
+/// The engine's configuration; shared by every clone of the layer and its services.
+pub(crate) struct Config {
+    pub(crate) keyring: Keyring,
+    pub(crate) audience: Option<String>,
+    pub(crate) ttl_secs: u64,
+    pub(crate) skew_secs: u64,
+    pub(crate) max_state_bytes: usize,
+    pub(crate) max_rounds: u32,
+    pub(crate) without_state: AnswersWithoutState,
+    pub(crate) validators: ValidatorCache,
+    /// Tokens this layer sealed, so their retries skip the MAC and claims passes.
+    pub(crate) sealed: Sealed,
+    /// What each distinct `params._meta` text says.
+    pub(crate) metas: Bounded<Meta, META_CAPACITY, META_BYTES>,
+    /// Each gate with its target, in the order declared.
+    pub(crate) gates: Vec<(Target, Gate)>,
+}
+
+/// Default lifetime of a sealed token: 600 seconds.
+pub(crate) const DEFAULT_TTL_SECS: u64 = 600;
+/// Default bound on an incoming `requestState`: 64 KiB.
+pub(crate) const DEFAULT_MAX_STATE_BYTES: usize = 64 * 1024;
+/// Default cap on `input_required` rounds for one call: 32.
+pub(crate) const DEFAULT_MAX_ROUNDS: u32 = 32;
+
+impl Config {
+    /// Every option at its default, signing with `keyring`'s active key.
+    pub(crate) fn new(keyring: Keyring) -> Self {
+        Self {
+            keyring,
+            audience: None,
+            ttl_secs: DEFAULT_TTL_SECS,
+            skew_secs: 60,
+            max_state_bytes: DEFAULT_MAX_STATE_BYTES,
+            max_rounds: DEFAULT_MAX_ROUNDS,
+            without_state: AnswersWithoutState::default(),
+            validators: ValidatorCache::default(),
+            sealed: Sealed::default(),
+            metas: Bounded::default(),
+            gates: Vec::new(),
+        }
+    }
+
+    /// The gates on a call, with their index, in the order declared.
+    pub(crate) fn gates_for<'a>(
+        &'a self,
+        method: Method,
+        target: &str,
+    ) -> impl Iterator<Item = (usize, &'a Gate)> {
+        // The spellings of a resource URI, worked out when a resource gate first needs them.
+        let mut uri = None;
+        self.gates
+            .iter()
+            .enumerate()
+            .filter(move |(_, (t, _))| t.matches(method, target, &mut uri))
+            .map(|(index, (_, gate))| (index, gate))
+    }
+
+    /// Whether any gate applies to this call.
+    pub(crate) fn has_gates(&self, method: Method, target: &str) -> bool {
+        self.gates_for(method, target).next().is_some()
+    }
+
+    /// A copy with fresh caches (they are an optimisation, never shared state; and a token cache
+    /// is only sound for the keyring that sealed what it holds).
+    pub(crate) fn cloned(&self) -> Self {
+        Self {
+            keyring: self.keyring.clone(),
+            audience: self.audience.clone(),
+            ttl_secs: self.ttl_secs,
+            skew_secs: self.skew_secs,
+            max_state_bytes: self.max_state_bytes,
+            max_rounds: self.max_rounds,
+            without_state: self.without_state,
+            validators: ValidatorCache::default(),
+            sealed: Sealed::default(),
+            metas: Bounded::default(),
+            gates: self.gates.clone(),
+        }
+    }
+}
+
+impl Weight for Meta {
+    /// Its text, and the protocol version read from it.
+    fn weight(&self, text: &str) -> usize {
+        text.len() + self.version.as_ref().map_or(0, String::len)
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ElicitationLayer")
+            .field("keyring", &self.keyring)
+            .field("audience", &self.audience)
+            .field("ttl_secs", &self.ttl_secs)
+            .field("skew_secs", &self.skew_secs)
+            .field("max_state_bytes", &self.max_state_bytes)
+            .field("max_rounds", &self.max_rounds)
+            .field("without_state", &self.without_state)
+            .field("gates", &self.gates)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,105 @@
+//! What the engine knows of a call, and what it decides to do with it.
+
+use std::collections::HashMap;
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::gate::Answers;
+use crate::jsonrpc::{Kind, Reply};
+use crate::mcp::{Declared, Method};
+
+/// What the adapter learned outside the JSON body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    /// The caller's identity, as bytes (never logged, only tagged).
+    pub(crate) principal: Option<&'a [u8]>,
+    /// The `MCP-Protocol-Version` header, used when `_meta` does not name a version.
+    pub(crate) header_version: Option<&'a str>,
+    /// Now, in Unix seconds.
+    pub(crate) now: u64,
+}
+
+/// Everything the response side needs to know about the call it answers.
+#[derive(Debug, Clone)]
+pub(crate) struct Round {
+    pub(crate) method: Method,
+    pub(crate) id: Option<Box<RawValue>>,
+    pub(crate) target: String,
+    /// The canonical digest of the arguments (claim `a`).
+    pub(crate) args: String,
+    /// The digest of the arguments' exact text (claim `x`).
+    pub(crate) exact: Option<String>,
+    pub(crate) principal: Option<Vec<u8>>,
+    /// The kinds of input request the call's own `clientCapabilities` declare.
+    pub(crate) declared: Declared,
+    /// The call speaks 2026-07-28 or later.
+    pub(crate) mrtr: bool,
+    /// How many `input_required` rounds came before this call (0 for a fresh call).
+    pub(crate) number: u32,
+    /// Gate answers accepted so far.
+    pub(crate) gates: Map<String, Value>,
+}
+
+/// The frozen answer to every requestState failure.
+pub(crate) fn invalid_state(id: Option<&RawValue>) -> Reply {
+    Reply::error(
+        Kind::Answer,
+        id,
+        crate::jsonrpc::INVALID_PARAMS,
+        "Invalid or expired requestState",
+        Some(serde_json::json!({"reason": "invalid_request_state"})),
+    )
+}
+
+/// What to do with an MRTR call.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// Answer the client directly; the inner service is not called.
+    Respond(Reply),
+    /// Call the inner service with `body` (`None`: the original bytes) and, when there are gate
+    /// answers, the [`Answers`] extension; then run [`outbound`](fn@super::outbound) on its response.
+    Forward {
+        body: Option<Vec<u8>>,
+        round: Round,
+        answers: Option<Answers>,
+    },
+    /// Call the inner service with `body` (the call without the client's answers), then
+    /// [`settle_probe`](super::settle_probe) with `answers`.
+    Probe {
+        body: Vec<u8>,
+        round: Round,
+        answers: Map<String, Value>,
+    },
+    /// Ask these URL flows (asynchronously), then decide again with what they said.
+    CheckFlows(Vec<FlowQuery>),
+}
+
+/// What URL flows said, by gate key: gathered by the adapter between two calls of
+/// [`inbound`](fn@super::inbound).
+#[derive(Debug, Default)]
+pub(crate) struct FlowFacts {
+    pub(crate) urls: HashMap<String, String>,
+    pub(crate) complete: HashMap<String, bool>,
+}
+
+/// A question for a URL flow, which the adapter answers asynchronously.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowQuery {
+    /// Index of the gate in the configuration.
+    pub(crate) gate: usize,
+    pub(crate) need: FlowNeed,
+    pub(crate) method: Method,
+    pub(crate) target: String,
+    pub(crate) arguments: Value,
+    pub(crate) handle: String,
+    pub(crate) principal: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlowNeed {
+    /// The flow's URL, to ask the gate.
+    Url,
+    /// Whether the flow completed, after the client accepted.
+    Completion,
+}

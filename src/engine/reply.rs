@@ -1,0 +1,207 @@
+//! The layer's own answers: asks and re-asks (sealed), refusals, and the seal itself.
+//!
+//! Every decision that ends in an answer of the layer's own goes through here, so that the round
+//! cap, the token's size bound and the capability check hold for all of them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::decision::Round;
+use crate::config::Config;
+use crate::jsonrpc::{
+    INTERNAL_ERROR, INVALID_PARAMS, Kind, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
+};
+use crate::mcp::{InputKind, add_requirement};
+use crate::state::claims::{Claims, Questions, VERSION};
+use crate::state::token;
+
+/// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state.
+pub(super) fn reask(
+    round: &Round,
+    previous: &Claims,
+    ask_now: Questions,
+    kept: Map<String, Value>,
+    config: &Config,
+    now: u64,
+) -> Reply {
+    sealed_reask(round, previous, ask_now, kept, config, now).unwrap_or_else(|refused| refused)
+}
+
+/// [`reask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
+pub(super) fn sealed_reask(
+    round: &Round,
+    previous: &Claims,
+    ask_now: Questions,
+    kept: Map<String, Value>,
+    config: &Config,
+    now: u64,
+) -> Result<Reply, Reply> {
+    let claims = new_claims(
+        round,
+        previous.r + 1,
+        previous.s.clone(),
+        previous.q.clone(),
+        kept,
+        config,
+        now,
+    );
+    sealed_ask(round, claims, ask_now, config)
+}
+
+/// The layer's own `input_required` asking `requests` (each the text to show), sealed with
+/// `claims`.
+pub(super) fn ask(round: &Round, claims: Claims, requests: Questions, config: &Config) -> Reply {
+    sealed_ask(round, claims, requests, config).unwrap_or_else(|refused| refused)
+}
+
+/// [`ask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
+fn sealed_ask(
+    round: &Round,
+    claims: Claims,
+    requests: Questions,
+    config: &Config,
+) -> Result<Reply, Reply> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct InputRequired<'a> {
+        result_type: &'static str,
+        input_requests: &'a Questions,
+        request_state: &'a str,
+    }
+    check_capabilities(&requests, round)?;
+    let (token, _) = seal(round, claims, config)?;
+    log_outcome(round, "ask");
+    let result = InputRequired {
+        result_type: "input_required",
+        input_requests: &requests,
+        request_state: &token,
+    };
+    Ok(Reply::result(round.id.as_deref(), &result))
+}
+
+/// A JSON-RPC error answering `round`'s call.
+pub(super) fn refuse(round: &Round, code: i64, message: &str, data: Option<Value>) -> Reply {
+    let kind = if code == MISSING_REQUIRED_CLIENT_CAPABILITY {
+        Kind::MissingCapability
+    } else {
+        Kind::Answer
+    };
+    log_outcome(round, "refused");
+    Reply::error(kind, round.id.as_deref(), code, message, data)
+}
+
+/// `-32021` when the call's own capabilities do not declare a kind of request in `requests`.
+fn check_capabilities(requests: &Questions, round: &Round) -> Result<(), Reply> {
+    require(
+        round,
+        requests
+            .values()
+            .filter_map(|request| Some(InputKind::of_raw(request)?.0)),
+    )
+}
+
+/// `-32021` when the call's own capabilities do not declare one of `kinds`.
+pub(super) fn require(
+    round: &Round,
+    kinds: impl IntoIterator<Item = InputKind>,
+) -> Result<(), Reply> {
+    let mut required = Map::new();
+    for kind in kinds {
+        if !round.declared.has(kind) {
+            add_requirement(&mut required, kind);
+        }
+    }
+    if required.is_empty() {
+        return Ok(());
+    }
+    Err(refuse(
+        round,
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Missing required client capability",
+        Some(json!({ "requiredCapabilities": required })),
+    ))
+}
+
+pub(super) fn new_claims(
+    round: &Round,
+    number: u32,
+    state: Option<String>,
+    questions: Questions,
+    kept: Map<String, Value>,
+    config: &Config,
+    now: u64,
+) -> Claims {
+    Claims {
+        v: VERSION,
+        iat: now,
+        exp: now.saturating_add(config.ttl_secs),
+        m: round.method.as_str().to_owned(),
+        t: round.target.clone(),
+        a: round.args.clone(),
+        x: round.exact.clone(),
+        p: None,
+        aud: config.audience.clone(),
+        r: number,
+        s: state,
+        q: questions,
+        k: kept,
+        g: round.gates.clone(),
+        h: BTreeMap::new(),
+    }
+}
+
+/// Seals `claims`, refusing past the round cap, on a form schema that cannot be compiled, or
+/// when the token would be larger than a retry may carry. The layer keeps what it sealed, so the
+/// retry opens without the MAC and claims passes.
+pub(super) fn seal(
+    round: &Round,
+    mut claims: Claims,
+    config: &Config,
+) -> Result<(String, Arc<Claims>), Reply> {
+    if claims.r > config.max_rounds {
+        return Err(refuse(
+            round,
+            INVALID_PARAMS,
+            &format!("Too many input rounds (the limit is {})", config.max_rounds),
+            Some(json!({"reason": "too_many_rounds"})),
+        ));
+    }
+    let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
+    if token.len() > config.max_state_bytes {
+        let why = format!(
+            "the sealed requestState would be {} bytes, over the {} bound",
+            token.len(),
+            config.max_state_bytes
+        );
+        return Err(cannot_vouch(round, &why));
+    }
+    let claims = Arc::new(claims);
+    config.sealed.insert(&token, Arc::clone(&claims));
+    Ok((token, claims))
+}
+
+/// The layer's `-32603` for an `input_required` it cannot vouch for; why goes to `tracing`.
+pub(super) fn cannot_vouch(round: &Round, why: &str) -> Reply {
+    tracing::warn!(
+        target: "tower_elicitation",
+        method = round.method.as_str(),
+        target = %round.target,
+        why,
+        "the layer cannot seal what the inner service asked; answering -32603"
+    );
+    refuse(round, INTERNAL_ERROR, "Internal error", None)
+}
+
+/// The debug event every decision leaves.
+pub(super) fn log_outcome(round: &Round, outcome: &'static str) {
+    tracing::debug!(
+        target: "tower_elicitation",
+        method = round.method.as_str(),
+        target = %round.target,
+        round = round.number,
+        outcome,
+    );
+}

@@ -1,0 +1,51 @@
+//! What every clone of the layer and its services share: the engine's [`Config`] and the HTTP
+//! adapter's own settings.
+
+use std::fmt;
+
+use crate::config::Config;
+use crate::principal::Principal;
+use crate::state::Keyring;
+
+/// Default bound on a request body: 4 MiB.
+pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The engine's policy and the adapter's settings, behind one `Arc`.
+pub(crate) struct Shared {
+    /// What the engine decides with.
+    pub(crate) config: Config,
+    /// Whose call it is, taken from the HTTP request.
+    pub(crate) principal: Principal,
+    /// The largest request body read.
+    pub(crate) max_body_bytes: usize,
+}
+
+impl Shared {
+    /// Every option at its default, signing with `keyring`'s active key.
+    pub(crate) fn new(keyring: Keyring) -> Self {
+        Self {
+            config: Config::new(keyring),
+            principal: Principal::default(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// A copy with fresh caches (see [`Config::cloned`]).
+    pub(crate) fn cloned(&self) -> Self {
+        Self {
+            config: self.config.cloned(),
+            principal: self.principal.clone(),
+            max_body_bytes: self.max_body_bytes,
+        }
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ElicitationLayer")
+            .field("config", &self.config)
+            .field("principal", &self.principal)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish()
+    }
+}
