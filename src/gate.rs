@@ -1,40 +1,4 @@
 //! Declared gates: questions the layer asks before a call may reach the inner service.
-//!
-//! A gate retrofits an approval step onto a server that knows nothing of elicitation. Before a
-//! `tools/call` of a gated tool (or a `prompts/get` of a gated prompt, or a `resources/read` of a
-//! gated URI) reaches the inner service, the layer asks the gate's question itself, validates the
-//! answer, and forwards the call only after an acceptable one: a form answer that matches the
-//! schema (and the gate's predicate, if it has one), or a URL flow that the server confirms is
-//! complete. A decline, a cancel or a failed predicate ends the call with the gate's refusal; the
-//! inner service is never called.
-//!
-//! Accepted answers reach the inner service in `params.inputResponses`, as the [`Answers`]
-//! request extension, and, for gates configured with [`Gate::inject_as`], inside
-//! `params.arguments`. They ride in the sealed token, so a gate is asked once per call even when
-//! the inner service then asks questions of its own.
-//!
-//! # Example
-//!
-//! ```
-//! use serde_json::json;
-//! use tower_elicitation::{ElicitationLayer, Gate, GateTarget, Keyring};
-//!
-//! let confirm = Gate::form(
-//!     "confirm-delete",
-//!     json!({
-//!         "type": "object",
-//!         "properties": {"confirm": {"type": "string", "title": "Branch name"}},
-//!         "required": ["confirm"],
-//!     }),
-//! )?
-//! .message(|call| format!("Type the branch name to delete {}", call.argument_str("name").unwrap_or("")))
-//! .require(|content, call| content.get("confirm") == call.argument("name"))
-//! .refusal("Branch was not deleted.");
-//!
-//! let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
-//!     .gate(GateTarget::tool("delete_branch"), confirm)?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 
 use std::fmt;
 use std::future::Future;
@@ -58,7 +22,41 @@ const DEFAULT_REFUSAL: &str = "The request was not approved.";
 
 /// A question the layer asks before a call may reach the inner service.
 ///
-/// See the [module docs](crate::gate) for an example.
+/// A gate retrofits an approval step onto a server that knows nothing of elicitation. Before a
+/// `tools/call` of a gated tool (or a `prompts/get` of a gated prompt, or a `resources/read` of a
+/// gated URI) reaches the inner service, the layer asks the gate's question itself, validates the
+/// answer, and forwards the call only after an acceptable one: a form answer that matches the
+/// schema (and the gate's predicate, if it has one), or a URL flow that the server confirms is
+/// complete. A decline, a cancel or a failed predicate ends the call with the gate's refusal; the
+/// inner service is never called.
+///
+/// Accepted answers reach the inner service in `params.inputResponses`, as the [`Answers`]
+/// request extension, and, for gates configured with [`Gate::inject_as`], inside
+/// `params.arguments`. They ride in the sealed token, so a gate is asked once per call even when
+/// the inner service then asks questions of its own.
+///
+/// # Example
+///
+/// ```
+/// use serde_json::json;
+/// use tower_elicitation::{ElicitationLayer, Gate, GateTarget, Keyring};
+///
+/// let confirm = Gate::form(
+///     "confirm-delete",
+///     json!({
+///         "type": "object",
+///         "properties": {"confirm": {"type": "string", "title": "Branch name"}},
+///         "required": ["confirm"],
+///     }),
+/// )?
+/// .message(|call| format!("Type the branch name to delete {}", call.argument_str("name").unwrap_or("")))
+/// .require(|content, call| content.get("confirm") == call.argument("name"))
+/// .refusal("Branch was not deleted.");
+///
+/// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
+///     .gate(GateTarget::tool("delete_branch"), confirm)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Gate {
     pub(crate) key: String,
@@ -80,7 +78,7 @@ pub(crate) enum GateKind {
 impl Gate {
     /// A gate asking a form with `schema` as its `requestedSchema`.
     ///
-    /// The schema must be inside the MCP form subset ([`crate::form::check`]); a schema outside
+    /// The schema must be inside the MCP form subset (checked here); a schema outside
     /// it is refused here, when the layer is built, not when a client first meets it.
     ///
     /// The client is shown the schema's members in the order `schema` holds them: with the

@@ -131,7 +131,7 @@ impl ElicitationLayer {
     /// [`GateTarget::resource`]).
     ///
     /// Fails when a gate that can apply to the same calls already uses the key.
-    /// See the [gate module](crate::gate) for an example.
+    /// See [`Gate`] for an example.
     pub fn gate(self, target: GateTarget, gate: Gate) -> Result<Self, GateError> {
         let target = Target::new(target);
         if self

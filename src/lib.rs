@@ -21,7 +21,7 @@
 //!   keys and fields are dropped. The inner service only ever sees answers to its own questions.
 //! - **Respects capabilities.** An input request of a kind the request's own `_meta` capabilities
 //!   do not declare becomes `-32021` (HTTP 400) instead.
-//! - **Retrofits approval.** [Gates](gate) make the layer ask a form or URL question of its own
+//! - **Retrofits approval.** [Gates](Gate) make the layer ask a form or URL question of its own
 //!   before a call may reach a server that knows nothing of elicitation.
 //!
 //! # Example
@@ -115,10 +115,46 @@
 //! `resources/read` is read strictly and refused with a JSON-RPC error when it cannot be read, so
 //! don't put it in front of endpoints that take other kinds of body.
 
+//!
+//! # How the crate is laid out
+//!
+//! The engine decides on JSON alone; the HTTP adapter only moves bytes and maps the engine's kinds
+//! of reply to statuses. No module imports, directly or through others, one that imports it
+//! (`scripts/module_cycles.py` checks). Each row of the README's decision table lives in one place:
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `layer` | [`ElicitationLayer`]: the builder of every option, and `impl Layer` |
+//! | `config` | the engine's policy (`Config`): keys, TTL, bounds, gates, caches; no HTTP types |
+//! | `shared` | `Config` and the adapter's own settings (principal extractor, body limit), one `Arc` |
+//! | `service` | [`Elicitation`]: the `Service` impl; requests without a body pass untouched |
+//! | `future` | [`ResponseFuture`]: reads the body, forwards what names no MRTR method, else the MRTR path |
+//! | `call` | the MRTR path: asks the inner service for `identity`, calls it, frames replies (kind → status) |
+//! | `body` | [`RequestBody`], [`ResponseBody`] and `ReadAll` (a body in one frame is kept without a copy) |
+//! | `sse` | event-stream parsing, and the body that rewrites the one response event |
+//! | `engine::intake` | the byte scan, the strict peek's verdict, how the inner's answer is sorted (status, encoding, type) |
+//! | `engine::inbound` | a call: its state verified, its answers checked, forwarded, probed or answered; URL flows asked |
+//! | `engine::gates` | declared gates on a call: ask, judge, refuse, deliver (injected into the arguments' own text) |
+//! | `engine::answers` | each answer against the question asked: accept, re-ask with a hint, drop what was not asked |
+//! | `engine::outbound` | the inner's answer: seal an `input_required`, refuse one the client cannot answer, judge each event |
+//! | `engine::reply` | the layer's own answers: asks, re-asks, refusals, the round cap, the seal and its size bound |
+//! | `engine::decision` | what is known of a call (`Round`) and what is decided (`Inbound`) |
+//! | `jsonrpc` | the borrowed strict reader of envelopes, the rewrite of `params`, the error table, `Reply` and its `Kind` |
+//! | `canonical` | canonical JSON (digests, comparisons) and the order-keeping minified form (what is shown) |
+//! | `state` | the [`Keyring`], the token format and MAC, the claims, the tokens this layer sealed |
+//! | `form` | the MCP form subset (`Gate::form` checks it) and compiled validators with their hints |
+//! | `gate`, `uri` | [`Gate`], [`GateTarget`] and their matching (resource URIs compared normalized) |
+//! | `mcp` | the few MCP 2026-07-28 wire facts the layer reads: methods, request kinds, capabilities |
+//! | `memo` | caches bounded in entries and in bytes |
+//! | `principal` | whose call it is: the `Authorization` header, or [`ElicitationLayer::principal_from`] |
+
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// Internals for the fuzz targets and the crate's own tests: built only with the `__fuzz`
+/// feature, never part of the public API.
+#[cfg(feature = "__fuzz")]
 #[doc(hidden)]
 #[path = "fuzz_api.rs"]
 pub mod __fuzz;
@@ -143,6 +179,7 @@ mod uri;
 
 pub use body::{RequestBody, ResponseBody};
 pub use config::AnswersWithoutState;
+pub use form::FormSchemaError;
 pub use future::ResponseFuture;
 pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};
 pub use layer::ElicitationLayer;

@@ -60,7 +60,7 @@ use serde_json::{Map, Number, Value};
 
 /// Where and why a `requestedSchema` leaves the MCP form subset.
 ///
-/// Returned by [`check`]. Its [`Display`](fmt::Display) reads
+/// Why [`Gate::form`](crate::Gate::form) refused a schema. Its [`Display`](fmt::Display) reads
 /// `requestedSchema is outside the MCP form subset at /properties/x: <reason>`, the root being
 /// shown as `/`.
 #[non_exhaustive]
@@ -101,7 +101,7 @@ impl fmt::Display for FormSchemaError {
 impl std::error::Error for FormSchemaError {}
 
 /// Checks that `schema` is inside the MCP form-schema subset described in the
-/// [module documentation](self).
+/// [module documentation](self) (see `accepts_the_deploy_form` and `rejects_nested_objects_and_arrays_of_objects` below for examples).
 ///
 /// Returns the first departure found; the checks run in a fixed order (root `type`, root
 /// keywords, each property in the map's order, then `required`), so the same schema always gives
@@ -110,32 +110,7 @@ impl std::error::Error for FormSchemaError {}
 /// # Errors
 ///
 /// A [`FormSchemaError`] naming the JSON Pointer of the offending value and the reason.
-///
-/// # Example
-///
-/// ```
-/// use serde_json::json;
-/// use tower_elicitation::form::check;
-///
-/// let deploy = json!({
-///     "type": "object",
-///     "properties": {
-///         "approve": {"type": "boolean", "title": "Approve the deploy?"},
-///         "note": {"type": "string", "maxLength": 200}
-///     },
-///     "required": ["approve"]
-/// });
-/// assert!(check(&deploy).is_ok());
-///
-/// let nested = json!({
-///     "type": "object",
-///     "properties": {"address": {"type": "object", "properties": {}}}
-/// });
-/// let err = check(&nested).unwrap_err();
-/// assert_eq!(err.path, "/properties/address/type");
-/// assert_eq!(err.reason, "nested objects are not allowed in a form");
-/// ```
-pub fn check(schema: &Value) -> Result<(), FormSchemaError> {
+pub(crate) fn check(schema: &Value) -> Result<(), FormSchemaError> {
     let root = schema
         .as_object()
         .ok_or_else(|| FormSchemaError::new("", "requestedSchema must be a JSON object"))?;
