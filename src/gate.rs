@@ -53,9 +53,6 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;
 
-/// The refusal text when none is configured.
-const DEFAULT_REFUSAL: &str = "The request was not approved.";
-
 /// A question the layer asks before a call may reach the inner service.
 ///
 /// See the [module docs](crate::gate) for an example.
@@ -156,7 +153,7 @@ impl Gate {
             key,
             kind,
             message: None,
-            refusal: DEFAULT_REFUSAL.to_owned(),
+            refusal: crate::texts::GATE_REFUSAL.to_owned(),
             predicate: None,
             inject: None,
         }
@@ -218,7 +215,7 @@ impl Gate {
     pub(crate) fn message_for(&self, call: &GateCall<'_>) -> String {
         match &self.message {
             Some(message) => message(call),
-            None => format!("Allow {}?", call.target()),
+            None => crate::texts::gate_message(call.target()),
         }
     }
 

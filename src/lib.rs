@@ -135,6 +135,7 @@ mod principal;
 mod service;
 mod sse;
 mod state;
+mod texts;
 mod uri;
 
 pub use body::{RequestBody, ResponseBody};

@@ -189,7 +189,7 @@ async fn invalid_answer_is_asked_again_with_a_hint() {
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert!(seen[1].starts_with("Deploy to staging?"), "{seen:?}");
     assert!(
-        seen[1].contains("approve"),
+        seen[1].contains("Approve"),
         "the re-ask carries a hint: {seen:?}"
     );
     assert_eq!(setup.state.deploys(), 1);

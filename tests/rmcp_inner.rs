@@ -154,7 +154,7 @@ async fn approved_answer_deploys(mode: Mode) {
 async fn non_boolean_approve_is_reasked(mode: Mode) {
     let h = Harness::new(mode);
     let reply = h.answer(accept(json!({ "approve": "yes" }))).await;
-    assert_reasked(&reply, "approve");
+    assert_reasked(&reply, "Approve");
     assert_eq!(h.state.deploys(), 0);
 }
 
@@ -164,7 +164,7 @@ async fn too_long_note_is_reasked(mode: Mode) {
     let reply = h
         .answer(accept(json!({ "approve": true, "note": note })))
         .await;
-    assert_reasked(&reply, "note");
+    assert_reasked(&reply, "Note");
     assert_eq!(h.state.deploys(), 0);
 }
 

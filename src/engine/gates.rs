@@ -139,10 +139,7 @@ impl<'c> GateRound<'c> {
 
     /// A gated call from a client that cannot answer: fail closed.
     pub(super) fn refuse_legacy(&self) -> Reply {
-        let text = format!(
-            "`{}` needs the user's approval, which requires MCP 2026-07-28 or later.",
-            self.round.target
-        );
+        let text = crate::texts::gate_needs_newer_client(&self.round.target);
         self.refusal(&text, None)
     }
 
@@ -232,8 +229,8 @@ impl<'c> GateRound<'c> {
                 Err(answers::Malformed(why)) => {
                     return Err(refuse(round, INVALID_PARAMS, &why, None));
                 }
-                Ok(Checked::Reask { ask, kept }) => {
-                    return Err(reask(round, claims, ask, kept, config, now));
+                Ok(Checked::Reask { ask, asked, kept }) => {
+                    return Err(reask(round, claims, asked, ask, kept, config, now));
                 }
                 Ok(Checked::Complete(answers)) => answers,
             };
@@ -277,7 +274,15 @@ impl<'c> GateRound<'c> {
                 .into_iter()
                 .filter(|(key, _)| !incomplete.contains_key(key))
                 .collect();
-            return Err(reask(round, claims, incomplete, kept, config, now));
+            return Err(reask(
+                round,
+                claims,
+                claims.q.clone(),
+                incomplete,
+                kept,
+                config,
+                now,
+            ));
         }
 
         let mut accepted = round.gates.clone();

@@ -218,7 +218,9 @@ fn decide(
     let responses = responses.unwrap_or_default();
     match answers::check(&claims.q, &claims.k, responses, &config.validators) {
         Err(answers::Malformed(why)) => Err(Reply::error(200, id, INVALID_PARAMS, &why, None)),
-        Ok(Checked::Reask { ask, kept }) => Err(reask(&round, &claims, ask, kept, config, cx.now)),
+        Ok(Checked::Reask { ask, asked, kept }) => {
+            Err(reask(&round, &claims, asked, ask, kept, config, cx.now))
+        }
         Ok(Checked::Complete(mut answers)) => {
             log_outcome(&round, "forward");
             let delivered = gated.as_ref().map(GateRound::delivery);

@@ -323,8 +323,8 @@ pub(crate) fn settle_probe(
             &why,
             None,
         ))),
-        Ok(Checked::Reask { ask, kept }) => Settle::Respond(Outbound::Replace(reask(
-            &round, &claims, ask, kept, config, now,
+        Ok(Checked::Reask { ask, asked, kept }) => Settle::Respond(Outbound::Replace(reask(
+            &round, &claims, asked, ask, kept, config, now,
         ))),
         Ok(Checked::Complete(answers)) => {
             log_outcome(&round, "probe_answered");
@@ -337,10 +337,12 @@ pub(crate) fn settle_probe(
     }
 }
 
-/// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state.
+/// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state. The
+/// token records `asked` as the questions (what was asked before, but for pre-filled defaults).
 pub(crate) fn reask(
     round: &Round,
     previous: &Claims,
+    asked: Questions,
     ask_now: Questions,
     kept: Map<String, Value>,
     config: &Config,
@@ -350,7 +352,7 @@ pub(crate) fn reask(
         round,
         previous.r + 1,
         previous.s.clone(),
-        previous.q.clone(),
+        asked,
         kept,
         config,
         now,
