@@ -19,6 +19,10 @@ pub(crate) fn after_message(message: &str, lines: &[String]) -> String {
     }
 }
 
+/// The line a URL gate's question gains when it is asked again because its flow is not complete.
+pub(crate) const URL_NOT_FINISHED: &str =
+    "Not finished yet: complete it in the browser, then continue.";
+
 /// A gate's message when none is configured.
 pub(crate) fn gate_message(target: &str) -> String {
     format!("Allow {target}?")

@@ -141,3 +141,4 @@ async def test_connect_github_url_flow_is_verified_on_the_server(url: str) -> No
     assert (first.key, first.mode, first.message) == (GITHUB_KEY, "url", "Authorize GitHub access")
     assert first.url is not None and "/flows/" in first.url
     assert second.url == first.url, "an incomplete flow is asked again with the same URL"
+    assert second.message == first.message + "\n\nNot finished yet: complete it in the browser, then continue."
