@@ -43,8 +43,13 @@ HINT_PREFIX = "\n\n"
 EXPECTED_SCHEMA = {
     "type": "object",
     "properties": {
-        "approve": {"type": "boolean", "title": "Approve"},
-        "note": {"type": "string", "maxLength": 200, "title": "Note"},
+        "approve": {"type": "boolean", "title": "Approve", "description": "Tick to deploy the current build."},
+        "note": {
+            "type": "string",
+            "maxLength": 200,
+            "title": "Note",
+            "description": "Optional: why, for the deployment log (at most 200 characters).",
+        },
     },
     "required": ["approve"],
 }
@@ -139,7 +144,7 @@ def text_of(result: types.CallToolResult) -> str:
 def assert_first_round(rnd: Round, environment: str = "staging") -> None:
     assert rnd.key == APPROVAL_KEY
     assert rnd.mode in (None, "form")
-    assert rnd.message == f"Deploy to {environment}?"
+    assert rnd.message == f"Deploy to '{environment}'?"
     assert rnd.requested_schema == EXPECTED_SCHEMA
 
 
@@ -153,7 +158,7 @@ def assert_reask(
     defaults = {name: prop.pop("default") for name, prop in schema["properties"].items() if "default" in prop}
     assert schema == EXPECTED_SCHEMA
     assert defaults == (prefilled or {})
-    original = f"Deploy to {environment}?"
+    original = f"Deploy to '{environment}'?"
     assert rnd.message.startswith(original + HINT_PREFIX), rnd.message
     hint = rnd.message[len(original + HINT_PREFIX) :]
     assert hint.startswith(f"{field_title}: "), hint
