@@ -250,8 +250,8 @@ impl<'c> GateRound<'c> {
                         .and_then(Value::as_object)
                         .unwrap_or(&empty);
                     if !gate.allows(content, &self.call(handle)) {
-                        // A gate with a retry hint asks again while rounds remain.
-                        // The gate's own question again: nothing an earlier round pre-filled.
+                        // With a retry hint, ask again while rounds remain: the gate's own
+                        // question, nothing an earlier round pre-filled.
                         match &gate.retry_hint {
                             Some(hint) if claims.r < config.max_rounds => {
                                 let message = gate.message_for(&self.call(handle));
