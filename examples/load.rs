@@ -220,7 +220,8 @@ async fn flow(client: &Client, n: usize, latencies: &mut Vec<u32>) -> Result<(),
     let message = reask["result"]["inputRequests"][APPROVAL_KEY]["params"]["message"]
         .as_str()
         .unwrap_or_default();
-    if !message.contains("not accepted") {
+    // The question again, with a hint naming the wrong field by its title after a blank line.
+    if !message.contains("?\n\nApprove: ") {
         return Err(format!("the re-ask has no hint: {message}"));
     }
 

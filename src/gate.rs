@@ -17,9 +17,6 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;
 
-/// The refusal text when none is configured.
-const DEFAULT_REFUSAL: &str = "The request was not approved.";
-
 /// A question the layer asks before a call may reach the inner service.
 ///
 /// A gate retrofits an approval step onto a server that knows nothing of elicitation. Before a
@@ -28,7 +25,8 @@ const DEFAULT_REFUSAL: &str = "The request was not approved.";
 /// answer, and forwards the call only after an acceptable one: a form answer that matches the
 /// schema (and the gate's predicate, if it has one), or a URL flow that the server confirms is
 /// complete. A decline, a cancel or a failed predicate ends the call with the gate's refusal; the
-/// inner service is never called.
+/// inner service is never called. A gate with a [`Gate::retry_hint`] asks again after a failed
+/// predicate instead, while the call has rounds left, so a typo does not end the call.
 ///
 /// Accepted answers reach the inner service in `params.inputResponses`, as the [`Answers`]
 /// request extension, and, for gates configured with [`Gate::inject_as`], inside
@@ -51,6 +49,7 @@ const DEFAULT_REFUSAL: &str = "The request was not approved.";
 /// )?
 /// .message(|call| format!("Type the branch name to delete {}", call.argument_str("name").unwrap_or("")))
 /// .require(|content, call| content.get("confirm") == call.argument("name"))
+/// .retry_hint("That is not the branch name.")
 /// .refusal("Branch was not deleted.");
 ///
 /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
@@ -64,6 +63,10 @@ pub struct Gate {
     message: Option<Arc<MessageFn>>,
     pub(crate) refusal: String,
     predicate: Option<Arc<PredicateFn>>,
+    /// Ask again, with this line, when the predicate refuses.
+    pub(crate) retry_hint: Option<String>,
+    /// The line a URL gate's question gains when its flow is not complete yet.
+    pub(crate) incomplete_hint: String,
     pub(crate) inject: Option<String>,
 }
 
@@ -154,8 +157,10 @@ impl Gate {
             key,
             kind,
             message: None,
-            refusal: DEFAULT_REFUSAL.to_owned(),
+            refusal: crate::texts::GATE_REFUSAL.to_owned(),
             predicate: None,
+            retry_hint: None,
+            incomplete_hint: crate::texts::URL_NOT_FINISHED.to_owned(),
             inject: None,
         }
     }
@@ -178,7 +183,8 @@ impl Gate {
     }
 
     /// A condition on the accepted form content (already valid against the schema); when it
-    /// returns `false` the call is refused. Form gates only: a URL gate ignores it.
+    /// returns `false` the call is refused (or, with a [`retry_hint`](Self::retry_hint), asked
+    /// again). Form gates only: a URL gate ignores it.
     pub fn require<F>(mut self, predicate: F) -> Self
     where
         F: Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync + 'static,
@@ -200,6 +206,26 @@ impl Gate {
         })
     }
 
+    /// When the [`require`](Self::require) predicate refuses an answer, asks the question again
+    /// instead of refusing the call: the same form, its message followed by a blank line and
+    /// `text` (such as `That is not the branch name.`), nothing pre-filled. It asks again while
+    /// the call has rounds left ([`ElicitationLayer::max_rounds`](crate::ElicitationLayer::max_rounds));
+    /// the answer after the last one is refused with the [`refusal`](Self::refusal). A decline
+    /// or a cancel is still refused at once. Without it, a failed predicate ends the call.
+    pub fn retry_hint(mut self, text: impl Into<String>) -> Self {
+        self.retry_hint = Some(text.into());
+        self
+    }
+
+    /// The line a URL gate's question gains when the client accepts it before
+    /// [`UrlFlow::is_complete`] says the flow is done: the layer asks again with the same URL,
+    /// its message followed by a blank line and `text`. Default: `Not finished yet: complete it
+    /// in the browser, then continue.` A form gate ignores it.
+    pub fn incomplete_hint(mut self, text: impl Into<String>) -> Self {
+        self.incomplete_hint = text.into();
+        self
+    }
+
     /// Also delivers the accepted answer inside `params.arguments` under `argument`, so a tool
     /// that takes an ordinary argument can receive it: the form content for a form gate, `true`
     /// for a URL gate. Whatever the client put under that name is replaced.
@@ -216,7 +242,7 @@ impl Gate {
     pub(crate) fn message_for(&self, call: &GateCall<'_>) -> String {
         match &self.message {
             Some(message) => message(call),
-            None => format!("Allow {}?", call.target()),
+            None => crate::texts::gate_message(call.target()),
         }
     }
 
@@ -239,6 +265,8 @@ impl fmt::Debug for Gate {
                 },
             )
             .field("refusal", &self.refusal)
+            .field("retry_hint", &self.retry_hint)
+            .field("incomplete_hint", &self.incomplete_hint)
             .field("inject", &self.inject)
             .finish_non_exhaustive()
     }
@@ -435,7 +463,8 @@ impl<'a> GateCall<'a> {
 ///
 /// The layer asks for the URL when it asks the gate, and checks completion when the client
 /// answers `accept`, which means only that the user consented to open it. Until
-/// [`is_complete`](Self::is_complete) says so, the layer asks again with the same URL.
+/// [`is_complete`](Self::is_complete) says so, the layer asks again with the same URL, its
+/// message followed by a line saying the flow is not finished ([`Gate::incomplete_hint`]).
 ///
 /// ```
 /// use std::collections::HashSet;

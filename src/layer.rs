@@ -8,9 +8,7 @@ use tower_layer::Layer;
 
 use crate::config::{
     AnswersWithoutState, Config, DEFAULT_MAX_ROUNDS, DEFAULT_MAX_STATE_BYTES, DEFAULT_TTL_SECS,
-    META_BYTES,
 };
-use crate::form::validate::ValidatorCache;
 use crate::gate::{Gate, GateError, GateTarget, Target};
 use crate::principal::Principal;
 use crate::service::Elicitation;
@@ -148,13 +146,14 @@ impl ElicitationLayer {
 
     /// What the layer's caches of questions (with their validators) and of `_meta` readings
     /// weigh, in bytes, and the most they may weigh together: for tests, through
-    /// [`crate::__fuzz::cache_weight`].
+    /// `__fuzz::cache_weight`.
+    #[cfg(feature = "__fuzz")]
     pub(crate) fn cache_weight(&self) -> (usize, usize, usize) {
         let config = &self.shared.config;
         (
             config.validators.weight(),
             config.metas.weight(),
-            ValidatorCache::MAX_WEIGHT + META_BYTES,
+            crate::form::validate::ValidatorCache::MAX_WEIGHT + crate::config::META_BYTES,
         )
     }
 

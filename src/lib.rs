@@ -175,6 +175,7 @@ mod service;
 mod shared;
 mod sse;
 mod state;
+mod texts;
 mod uri;
 
 pub use body::{RequestBody, ResponseBody};

@@ -37,7 +37,7 @@ use rmcp_support::{
 use serde_json::{Map, Value, json};
 use server::{
     CONFIRM_DELETE_KEY, DEFAULT_BASE_URL, DeployState, FLOWS_PATH, GITHUB_KEY, MCP_PATH,
-    NOT_DELETED,
+    NOT_DELETED, NOT_THE_BRANCH,
 };
 use tower::ServiceBuilder;
 use tower_elicitation::{
@@ -233,7 +233,10 @@ async fn ask_to_delete_dev(deploy: &Deploy) -> Asked {
         .asked();
     let params = asked.only(CONFIRM_DELETE_KEY);
     assert_eq!(params["mode"], "form");
-    assert_eq!(params["message"], "Type the branch name to delete dev");
+    assert_eq!(
+        params["message"],
+        "Delete the branch 'dev'? Type its name to confirm."
+    );
     assert_eq!(
         params["requestedSchema"]["required"],
         json!(["confirm"]),
@@ -248,7 +251,7 @@ async fn ask_to_delete_dev(deploy: &Deploy) -> Asked {
 
 async fn delete_branch_refusals_keep_the_branch(mode: Mode) {
     let deploy = Deploy::new(mode);
-    for answer in [decline(), cancel(), accept(json!({ "confirm": "main" }))] {
+    for answer in [decline(), cancel()] {
         let asked = ask_to_delete_dev(&deploy).await;
         let reply = deploy
             .delete(
@@ -260,6 +263,18 @@ async fn delete_branch_refusals_keep_the_branch(mode: Mode) {
         assert_eq!(reply.tool_error(), NOT_DELETED, "{answer}");
         assert_eq!(deploy.listed_branches().await, ALL_BRANCHES, "{answer}");
     }
+    // Another name is not refused: the gate asks again (its retry hint).
+    let asked = ask_to_delete_dev(&deploy).await;
+    let wrong = json!({ CONFIRM_DELETE_KEY: accept(json!({ "confirm": "main" })) });
+    let again = deploy
+        .delete(&Caller::new(), "dev", answering(&asked.state, wrong))
+        .await
+        .asked();
+    assert!(
+        again.only(CONFIRM_DELETE_KEY)["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with(&format!("\n\n{NOT_THE_BRANCH}")))
+    );
     assert_eq!(deploy.state.branches(), ALL_BRANCHES);
 }
 
@@ -291,7 +306,10 @@ async fn delete_branch_missing_or_invalid_answer_is_reasked(mode: Mode) {
         .await
         .asked();
     let params = missing.only(CONFIRM_DELETE_KEY);
-    assert_eq!(params["message"], "Type the branch name to delete dev");
+    assert_eq!(
+        params["message"],
+        "Delete the branch 'dev'? Type its name to confirm."
+    );
     assert_ne!(missing.state, asked.state, "a re-ask is sealed anew");
 
     // Content that does not match the form: asked again, with a hint naming the field.
@@ -310,12 +328,12 @@ async fn delete_branch_missing_or_invalid_answer_is_reasked(mode: Mode) {
         .as_str()
         .expect("a message");
     assert!(
-        message.starts_with("Type the branch name to delete dev"),
+        message.starts_with("Delete the branch 'dev'? Type its name to confirm."),
         "{message:?}"
     );
     assert!(
-        message.contains("not accepted") && message.contains("confirm"),
-        "the hint should name `confirm`: {message:?}"
+        message.ends_with("\n\nBranch name: enter text."),
+        "the hint should name `confirm` by its title: {message:?}"
     );
     assert_eq!(deploy.listed_branches().await, ALL_BRANCHES);
 
@@ -358,7 +376,7 @@ async fn ask_to_connect(deploy: &Deploy, caller: &Caller) -> (Asked, String) {
     let asked = deploy.connect(caller, json!({})).await.asked();
     let params = asked.only(GITHUB_KEY);
     assert_eq!(params["mode"], "url", "{params:#}");
-    assert_eq!(params["message"], "Authorize GitHub access");
+    assert_eq!(params["message"], "Authorize GitHub access for 'octocat'.");
     let url = params["url"].as_str().expect("a URL");
     let handle = url
         .strip_prefix(&format!("{DEFAULT_BASE_URL}{FLOWS_PATH}/"))

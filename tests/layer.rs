@@ -338,12 +338,12 @@ async fn invalid_content_is_asked_again_for_that_key_only() {
     let cases = [
         (
             json!({"approve": "yes"}),
-            "`approve` must be a boolean",
+            "approve: answer yes or no.",
             json!({"approve": true}),
         ),
         (
             json!({"approve": true, "note": long_note}),
-            "`note` must be at most 200 characters",
+            "note: use at most 200 characters (you entered 300).",
             json!({"approve": true, "note": "short"}),
         ),
     ];
@@ -360,9 +360,12 @@ async fn invalid_content_is_asked_again_for_that_key_only() {
             .json();
         let token2 = take_state(&mut reask);
         let mut asked_again = approval();
-        asked_again["params"]["message"] = json!(format!(
-            "Deploy to staging?\n\nThe previous answer was not accepted: {hint}."
-        ));
+        asked_again["params"]["message"] = json!(format!("Deploy to staging?\n\n{hint}"));
+        // What was valid comes back pre-filled.
+        if invalid["approve"] == true {
+            asked_again["params"]["requestedSchema"]["properties"]["approve"]["default"] =
+                json!(true);
+        }
         assert_eq!(
             reask,
             result_message(2, input_required(json!({"approval": asked_again}), None))

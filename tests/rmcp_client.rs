@@ -167,7 +167,7 @@ async fn accepted_approval_deploys() {
         result.structured_content,
         Some(json!({ "environment": "staging", "deployed": true }))
     );
-    assert_eq!(setup.user.seen(), ["Deploy to staging?"]);
+    assert_eq!(setup.user.seen(), ["Deploy to 'staging'?"]);
     assert_eq!(setup.state.deploys(), 1);
     setup.stop().await;
 }
@@ -187,9 +187,9 @@ async fn invalid_answer_is_asked_again_with_a_hint() {
     );
     let seen = setup.user.seen();
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert!(seen[1].starts_with("Deploy to staging?"), "{seen:?}");
+    assert!(seen[1].starts_with("Deploy to 'staging'?"), "{seen:?}");
     assert!(
-        seen[1].contains("approve"),
+        seen[1].contains("Approve"),
         "the re-ask carries a hint: {seen:?}"
     );
     assert_eq!(setup.state.deploys(), 1);

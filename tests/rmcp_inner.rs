@@ -101,7 +101,7 @@ fn assert_reasked(reply: &Reply, field: &str) {
     let message = approval_request(result)["message"]
         .as_str()
         .unwrap_or_else(|| panic!("no message in {result:#}"));
-    assert!(message.starts_with("Deploy to staging?"), "{message:?}");
+    assert!(message.starts_with("Deploy to 'staging'?"), "{message:?}");
     assert!(
         message.contains(field),
         "hint should name `{field}`: {message:?}"
@@ -118,14 +118,16 @@ async fn first_call_asks_for_approval(mode: Mode) {
     let h = Harness::new(mode);
     let round = h.first_round().await;
     let params = approval_request(&round.result);
-    assert_eq!(params["message"], "Deploy to staging?");
+    assert_eq!(params["message"], "Deploy to 'staging'?");
     assert_eq!(
         params["requestedSchema"],
         json!({
             "type": "object",
             "properties": {
-                "approve": { "type": "boolean", "title": "Approve" },
-                "note": { "type": "string", "maxLength": 200, "title": "Note" }
+                "approve": { "type": "boolean", "title": "Approve",
+                    "description": "Tick to deploy the current build." },
+                "note": { "type": "string", "maxLength": 200, "title": "Note",
+                    "description": "Optional: why, for the deployment log (at most 200 characters)." }
             },
             "required": ["approve"]
         })
@@ -154,7 +156,7 @@ async fn approved_answer_deploys(mode: Mode) {
 async fn non_boolean_approve_is_reasked(mode: Mode) {
     let h = Harness::new(mode);
     let reply = h.answer(accept(json!({ "approve": "yes" }))).await;
-    assert_reasked(&reply, "approve");
+    assert_reasked(&reply, "Approve");
     assert_eq!(h.state.deploys(), 0);
 }
 
@@ -164,7 +166,7 @@ async fn too_long_note_is_reasked(mode: Mode) {
     let reply = h
         .answer(accept(json!({ "approve": true, "note": note })))
         .await;
-    assert_reasked(&reply, "note");
+    assert_reasked(&reply, "Note");
     assert_eq!(h.state.deploys(), 0);
 }
 

@@ -221,7 +221,20 @@ impl fmt::Display for Environment {
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct DeployArgs {
     /// Where to deploy.
+    #[schemars(schema_with = "environment_schema")]
     pub environment: Environment,
+}
+
+/// `environment` in `deploy`'s `inputSchema`: a plain `enum` of strings, inline, which hosts
+/// render as a select. (schemars writes a Rust enum as a `$ref` to a `oneOf` of `const`s, which
+/// hosts render as a raw JSON editor.)
+fn environment_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "title": "Environment",
+        "description": "Where to deploy.",
+        "enum": ["staging", "production"],
+    })
 }
 
 /// Arguments of `delete_branch`.
@@ -320,8 +333,20 @@ impl DeployServer {
 pub const CONFIRM_DELETE_KEY: &str = "confirm-delete";
 /// The refusal text of the gate on `delete_branch`.
 pub const NOT_DELETED: &str = "Branch was not deleted.";
+/// What the gate on `delete_branch` adds when the name typed is not the branch's: it asks again.
+pub const NOT_THE_BRANCH: &str = "That is not the branch name.";
 /// The key of the gate on `connect_github`.
 pub const GITHUB_KEY: &str = "github-authorization";
+
+/// The message of the gate on `delete_branch`: `Delete the branch 'dev'? Type its name to confirm.`
+pub fn delete_message(branch: &str) -> String {
+    format!("Delete the branch '{branch}'? Type its name to confirm.")
+}
+
+/// The message of the gate on `connect_github`: `Authorize GitHub access for 'octocat'.`
+pub fn github_message(account: &str) -> String {
+    format!("Authorize GitHub access for '{account}'.")
+}
 
 /// Retrofits approval onto `delete_branch` and `connect_github`, whose
 /// handlers contain no elicitation code at all.
@@ -334,22 +359,18 @@ pub fn with_gates(
         json!({
             "type": "object",
             "properties": {
-                "confirm": {"type": "string", "title": "Branch name", "description": "Type the branch name to confirm"}
+                "confirm": {"type": "string", "title": "Branch name", "description": "Type the name of the branch to delete, exactly as it is written."}
             },
             "required": ["confirm"]
         }),
     )?
-    .message(|call| {
-        format!(
-            "Type the branch name to delete {}",
-            call.argument_str("name").unwrap_or_default()
-        )
-    })
+    .message(|call| delete_message(call.argument_str("name").unwrap_or_default()))
     .require(|content, call| content.get("confirm") == call.argument("name"))
+    .retry_hint(NOT_THE_BRANCH)
     .refusal(NOT_DELETED);
 
     let github = Gate::url(GITHUB_KEY, state.flows().clone())?
-        .message(|_| "Authorize GitHub access".to_owned());
+        .message(|call| github_message(call.argument_str("account").unwrap_or_default()));
 
     layer
         .gate(GateTarget::tool("delete_branch"), confirm_delete)?
@@ -374,21 +395,35 @@ impl ServerHandler for DeployServer {
     }
 }
 
+/// The message of the approval form: `Deploy to 'staging'?`.
+pub fn approval_message(environment: Environment) -> String {
+    format!("Deploy to '{environment}'?")
+}
+
 /// The `input_required` result asking the user to approve a deployment.
 fn ask_for_approval(environment: Environment) -> InputRequiredResult {
     let properties = BTreeMap::from([
         (
             "approve".to_owned(),
-            PrimitiveSchemaDefinition::Boolean(BooleanSchema::new().title("Approve")),
+            PrimitiveSchemaDefinition::Boolean(
+                BooleanSchema::new()
+                    .title("Approve")
+                    .description("Tick to deploy the current build."),
+            ),
         ),
         (
             "note".to_owned(),
-            PrimitiveSchemaDefinition::String(StringSchema::new().max_length(200).title("Note")),
+            PrimitiveSchemaDefinition::String(
+                StringSchema::new()
+                    .max_length(200)
+                    .title("Note")
+                    .description("Optional: why, for the deployment log (at most 200 characters)."),
+            ),
         ),
     ]);
     let form = ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: format!("Deploy to {environment}?"),
+        message: approval_message(environment),
         requested_schema: ElicitationSchema::new(properties).with_required(vec!["approve".into()]),
     };
     let requests = InputRequests::from([(

@@ -3,10 +3,15 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::form::validate::{QuestionError, ReadQuestion};
+use crate::form::validate::{QuestionError, ReadQuestion, Rejection};
 use crate::jsonrpc::{ObjectOr, RawMembers};
 use crate::mcp::InputKind;
 use crate::state::claims::Questions;
+
+/// How many bytes of JSON a re-asked form pre-fills at most, its fields in the order answered: a
+/// value that does not fit is not pre-filled. It bounds what a client's answers add to the
+/// sealed token and to the question caches.
+const MAX_PREFILLED_BYTES: usize = 2048;
 
 /// The verdict on one round of answers.
 #[derive(Debug, Clone)]
@@ -16,8 +21,11 @@ pub(super) enum Checked {
     /// Some answers are missing or invalid.
     Reask {
         /// What to ask now: the original requests as they were shown, with a hint in the message
-        /// of invalid ones.
+        /// of invalid ones and, in an invalid form, each valid field pre-filled as its `default`.
         ask: Questions,
+        /// Every question as asked now, without the hints: what was asked before, the pre-filled
+        /// defaults added. The same schemas, so the next answers are checked as these were.
+        asked: Questions,
         /// The answers that were acceptable, kept for the next round.
         kept: Map<String, Value>,
     },
@@ -37,6 +45,7 @@ pub(super) fn check(
 ) -> Result<Checked, Malformed> {
     let mut accepted = Map::new();
     let mut ask = Questions::new();
+    let mut asked = Questions::new();
     for (key, question) in questions {
         if let Some(answer) = kept.get(key) {
             accepted.insert(key.clone(), answer.clone());
@@ -50,28 +59,37 @@ pub(super) fn check(
             Ok(clean) => {
                 accepted.insert(key, clean);
             }
-            Err(hint) => {
-                ask.insert(key, with_hint(question, &hint));
+            Err(rejection) => {
+                let prefilled = prefilled(question, &rejection.valid);
+                let lines = rejection.lines(&fields(&prefilled));
+                ask.insert(key.clone(), with_hint(&prefilled, &lines));
+                asked.insert(key, prefilled);
             }
         }
     }
     if ask.is_empty() {
         Ok(Checked::Complete(accepted))
     } else {
+        for (key, question) in questions {
+            if !asked.contains_key(key) {
+                asked.insert(key.clone(), question.clone());
+            }
+        }
         Ok(Checked::Reask {
             ask,
+            asked,
             kept: accepted,
         })
     }
 }
 
-/// One answer: `Ok(Ok(clean))`, `Ok(Err(hint))` for content to re-ask, `Err` for a wrong shape.
+/// One answer: `Ok(Ok(clean))`, `Ok(Err(why))` for content to re-ask, `Err` for a wrong shape.
 fn check_one(
     key: &str,
     question: &RawValue,
     answer: Value,
     validators: &impl ReadQuestion,
-) -> Result<Result<Value, String>, Malformed> {
+) -> Result<Result<Value, Rejection>, Malformed> {
     let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
     // The question as shown, read through its canonical form: the validator is the same for
     // every spelling of a schema.
@@ -134,76 +152,146 @@ fn check_one(
     }
 }
 
-/// The question again, its message followed by what was wrong: the text as it was shown, but for
-/// the message (added at the end of `params` if it had none).
-fn with_hint(question: &RawValue, hint: &str) -> Box<RawValue> {
-    hinted(question, hint).unwrap_or_else(|| question.to_owned())
+/// The question again, its message followed by `lines` after a blank line: the text as it was
+/// shown, but for the message (added at the end of `params` if it had none).
+pub(super) fn with_hint(question: &RawValue, lines: &[String]) -> Box<RawValue> {
+    hinted(question, lines)
+        .and_then(|text| RawValue::from_string(text).ok())
+        .unwrap_or_else(|| question.to_owned())
 }
 
-fn hinted(question: &RawValue, hint: &str) -> Option<Box<RawValue>> {
-    let ObjectOr::Object(members) = serde_json::from_str::<RawMembers<'_>>(question.get()).ok()?
-    else {
+fn hinted(question: &RawValue, lines: &[String]) -> Option<String> {
+    edit_object(question.get(), None, |key, params| {
+        if key != "params" {
+            return None;
+        }
+        let message = member(params.get(), "message")
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+            .unwrap_or_default();
+        let message = serde_json::to_string(&crate::texts::after_message(&message, lines)).ok()?;
+        edit_object(params.get(), Some(("message", &message)), |key, _| {
+            (key == "message").then(|| message.clone())
+        })
+    })
+}
+
+/// The form `question` with each field of `valid` (the fields of an answer that were valid) as
+/// its `default`, as far as [`MAX_PREFILLED_BYTES`] allows: the text as it was, but for those
+/// `default`s. Any other question is returned as it is.
+fn prefilled(question: &RawValue, valid: &Map<String, Value>) -> Box<RawValue> {
+    let mut budget = MAX_PREFILLED_BYTES;
+    let defaults: Vec<(&str, String)> = valid
+        .iter()
+        .filter_map(|(field, value)| {
+            let text = serde_json::to_string(value).ok()?;
+            budget = budget.checked_sub(text.len())?;
+            Some((field.as_str(), text))
+        })
+        .collect();
+    if defaults.is_empty() {
+        return question.to_owned();
+    }
+    with_defaults(question.get(), &defaults)
+        .and_then(|text| RawValue::from_string(text).ok())
+        .unwrap_or_else(|| question.to_owned())
+}
+
+fn with_defaults(question: &str, defaults: &[(&str, String)]) -> Option<String> {
+    within(question, "params", |params| {
+        within(params.get(), "requestedSchema", |schema| {
+            within(schema.get(), "properties", |properties| {
+                edit_object(properties.get(), None, |field, property| {
+                    let (_, value) = defaults.iter().find(|(name, _)| *name == field)?;
+                    edit_object(property.get(), Some(("default", value)), |key, _| {
+                        (key == "default").then(|| value.clone())
+                    })
+                })
+            })
+        })
+    })
+}
+
+/// The object `text` with its member `name` replaced by what `edit` makes of it.
+fn within(text: &str, name: &str, edit: impl Fn(&RawValue) -> Option<String>) -> Option<String> {
+    edit_object(text, None, |key, value| {
+        (key == name).then(|| edit(value)).flatten()
+    })
+}
+
+/// The keys of a form question's fields, in the order it shows them.
+fn fields(question: &RawValue) -> Vec<String> {
+    let properties = member(question.get(), "params")
+        .and_then(|params| member(params.get(), "requestedSchema"))
+        .and_then(|schema| member(schema.get(), "properties"));
+    let Some(properties) = properties else {
+        return Vec::new();
+    };
+    match serde_json::from_str::<RawMembers<'_>>(properties.get()) {
+        Ok(ObjectOr::Object(members)) => members.into_iter().map(|(key, _)| key.into()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The value of member `key` of the object `text`.
+fn member<'t>(text: &'t str, key: &str) -> Option<&'t RawValue> {
+    let ObjectOr::Object(members) = serde_json::from_str::<RawMembers<'t>>(text).ok()? else {
         return None;
     };
-    let mut out = Vec::with_capacity(question.get().len() + hint.len() + 48);
-    out.push(b'{');
-    for (i, (key, value)) in members.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_key(&mut out, key);
-        if key != "params" {
-            out.extend_from_slice(value.get().as_bytes());
-            continue;
-        }
-        let ObjectOr::Object(params) = serde_json::from_str::<RawMembers<'_>>(value.get()).ok()?
-        else {
-            out.extend_from_slice(value.get().as_bytes());
-            continue;
-        };
-        let message = params
-            .iter()
-            .find(|(key, _)| key == "message")
-            .and_then(|(_, raw)| serde_json::from_str::<String>(raw.get()).ok())
-            .unwrap_or_default();
-        let message = format!("{message}\n\nThe previous answer was not accepted: {hint}.");
-        let mut hinted = false;
-        out.push(b'{');
-        for (i, (key, value)) in params.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_key(&mut out, key);
-            if key == "message" && !hinted {
-                hinted = true;
-                serde_json::to_writer(&mut out, &message).ok()?;
-            } else {
-                out.extend_from_slice(value.get().as_bytes());
-            }
-        }
-        if !hinted {
-            if !params.is_empty() {
-                out.push(b',');
-            }
-            write_key(&mut out, "message");
-            serde_json::to_writer(&mut out, &message).ok()?;
-        }
-        out.push(b'}');
-    }
-    out.push(b'}');
-    RawValue::from_string(String::from_utf8(out).ok()?).ok()
+    members
+        .into_iter()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value)
 }
 
-fn write_key(out: &mut Vec<u8>, key: &str) {
-    // A string into a `Vec` cannot fail.
-    let _ = serde_json::to_writer(&mut *out, key);
-    out.push(b':');
+/// The object `text` (minified) with each member whose new value `edit` gives replaced, and
+/// `add` appended when it is not a member; `None` when `text` is not an object. Every other byte
+/// stays as it was.
+fn edit_object(
+    text: &str,
+    add: Option<(&str, &str)>,
+    mut edit: impl FnMut(&str, &RawValue) -> Option<String>,
+) -> Option<String> {
+    let ObjectOr::Object(members) = serde_json::from_str::<RawMembers<'_>>(text).ok()? else {
+        return None;
+    };
+    let mut out = String::with_capacity(text.len() + 64);
+    out.push('{');
+    let mut present = false;
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_key(&mut out, key);
+        present |= add.is_some_and(|(name, _)| name == key);
+        match edit(key, value) {
+            Some(new) => out.push_str(&new),
+            None => out.push_str(value.get()),
+        }
+    }
+    if let Some((name, value)) = add.filter(|_| !present) {
+        if !members.is_empty() {
+            out.push(',');
+        }
+        write_key(&mut out, name);
+        out.push_str(value);
+    }
+    out.push('}');
+    Some(out)
+}
+
+fn write_key(out: &mut String, key: &str) {
+    // A string as JSON cannot fail.
+    if let Ok(key) = serde_json::to_string(key) {
+        out.push_str(&key);
+    }
+    out.push(':');
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::form::validate::ValidatorCache;
+    use std::sync::Arc;
 
     fn questions() -> Questions {
         let requests = json!({
@@ -262,7 +350,7 @@ mod tests {
             json!({"action": "accept", "content": {"approve": true, "note": "far too long"}}),
         );
         responses.remove("roots");
-        let Checked::Reask { ask, kept } = run(&responses).unwrap() else {
+        let Checked::Reask { ask, kept, .. } = run(&responses).unwrap() else {
             panic!("expected a re-ask")
         };
         assert_eq!(ask.keys().collect::<Vec<_>>(), ["approval", "roots"]);
@@ -323,18 +411,19 @@ mod tests {
     fn a_hint_changes_only_the_message_of_the_text_shown() {
         let shown = r#"{"method":"elicitation/create","params":{"mode":"form","message":"M\u00e9?","requestedSchema":{"type":"object","properties":{"b":{"type":"number","maximum":1.0e1},"a":{"type":"string"}}},"_meta":{"ui":{"resourceUri":"ui://x"}}}}"#;
         let raw = RawValue::from_string(shown.to_owned()).unwrap();
+        let lines = ["a: this field is required.".to_owned(), "b: x.".to_owned()];
         assert_eq!(
-            with_hint(&raw, "`a` is required").get(),
-            r#"{"method":"elicitation/create","params":{"mode":"form","message":"Mé?\n\nThe previous answer was not accepted: `a` is required.","requestedSchema":{"type":"object","properties":{"b":{"type":"number","maximum":1.0e1},"a":{"type":"string"}}},"_meta":{"ui":{"resourceUri":"ui://x"}}}}"#
+            with_hint(&raw, &lines).get(),
+            r#"{"method":"elicitation/create","params":{"mode":"form","message":"Mé?\n\na: this field is required.\nb: x.","requestedSchema":{"type":"object","properties":{"b":{"type":"number","maximum":1.0e1},"a":{"type":"string"}}},"_meta":{"ui":{"resourceUri":"ui://x"}}}}"#
         );
         for (question, hinted) in [
             (
                 r#"{"params":{"url":"u"},"method":"m"}"#,
-                r#"{"params":{"url":"u","message":"\n\nThe previous answer was not accepted: h."},"method":"m"}"#,
+                r#"{"params":{"url":"u","message":"h"},"method":"m"}"#,
             ),
             (
                 r#"{"params":{},"method":"m"}"#,
-                r#"{"params":{"message":"\n\nThe previous answer was not accepted: h."},"method":"m"}"#,
+                r#"{"params":{"message":"h"},"method":"m"}"#,
             ),
             (
                 r#"{"params":[1],"method":"m"}"#,
@@ -343,7 +432,209 @@ mod tests {
             ("[1]", "[1]"),
         ] {
             let raw = RawValue::from_string(question.to_owned()).unwrap();
-            assert_eq!(with_hint(&raw, "h").get(), hinted, "{question}");
+            assert_eq!(
+                with_hint(&raw, &["h".to_owned()]).get(),
+                hinted,
+                "{question}"
+            );
+        }
+    }
+
+    /// A form question as an inner service might spell it (minified, its own member order).
+    fn form(properties: &str, required: &str) -> Box<RawValue> {
+        let text = format!(
+            r#"{{"method":"elicitation/create","params":{{"message":"Deploy to staging?","requestedSchema":{{"type":"object","properties":{properties},"required":{required}}}}}}}"#
+        );
+        RawValue::from_string(text).unwrap()
+    }
+
+    fn one_question(key: &str, question: Box<RawValue>) -> Questions {
+        Questions::from([(key.to_owned(), question)])
+    }
+
+    fn reask_of(
+        questions: &Questions,
+        kept: &Map<String, Value>,
+        responses: Value,
+        cache: &ValidatorCache,
+    ) -> (Questions, Questions, Map<String, Value>) {
+        let responses = responses.as_object().unwrap().clone();
+        match check(questions, kept, responses, cache).unwrap() {
+            Checked::Reask { ask, asked, kept } => (ask, asked, kept),
+            Checked::Complete(done) => panic!("expected a re-ask, got {done:?}"),
+        }
+    }
+
+    const APPROVAL: &str = r#"{"approve":{"type":"boolean","title":"Approve"},"note":{"type":"string","title":"Note","maxLength":200},"count":{"type":"integer"}}"#;
+
+    #[test]
+    fn a_reask_prefills_the_valid_fields_and_not_the_invalid_ones() {
+        let questions = one_question("approval", form(APPROVAL, r#"["approve"]"#));
+        let answer = json!({"approval": {"action": "accept",
+            "content": {"approve": true, "note": "n".repeat(300), "count": 2.0}}});
+        let (ask, asked, kept) =
+            reask_of(&questions, &Map::new(), answer, &ValidatorCache::default());
+        assert!(kept.is_empty());
+        // Valid fields carry their value as `default` (a whole number as an integer); the
+        // invalid note has none. Every other byte is as it was asked.
+        let prefilled = r#"{"approve":{"type":"boolean","title":"Approve","default":true},"note":{"type":"string","title":"Note","maxLength":200},"count":{"type":"integer","default":2}}"#;
+        assert_eq!(
+            asked["approval"].get(),
+            form(prefilled, r#"["approve"]"#).get()
+        );
+        // What is shown is that, with the hint after the message.
+        let shown: Value = serde_json::from_str(ask["approval"].get()).unwrap();
+        assert_eq!(
+            shown["params"]["message"],
+            "Deploy to staging?\n\nNote: use at most 200 characters (you entered 300)."
+        );
+        assert_eq!(
+            ask["approval"].get().replace(
+                "\\n\\nNote: use at most 200 characters (you entered 300).",
+                ""
+            ),
+            asked["approval"].get()
+        );
+    }
+
+    #[test]
+    fn a_reask_with_no_valid_field_prefills_nothing_and_keeps_the_authors_defaults() {
+        let properties = r#"{"approve":{"type":"boolean","default":false},"note":{"type":"string","maxLength":3,"default":"ok"}}"#;
+        let questions = one_question("approval", form(properties, r#"["approve"]"#));
+        let answer = json!({"approval": {"action": "accept", "content": {"approve": "yes", "note": "long"}}});
+        let (ask, asked, _) = reask_of(&questions, &Map::new(), answer, &ValidatorCache::default());
+        // Not a byte changed but the message: the invalid values are not pre-filled, and the
+        // author's own defaults stay.
+        assert_eq!(asked["approval"].get(), questions["approval"].get());
+        let shown: Value = serde_json::from_str(ask["approval"].get()).unwrap();
+        assert_eq!(
+            shown["params"]["message"],
+            "Deploy to staging?\n\napprove: answer yes or no.\nnote: use at most 3 characters (you entered 4)."
+        );
+        // A valid answer replaces the author's default.
+        let answer =
+            json!({"approval": {"action": "accept", "content": {"approve": true, "note": "long"}}});
+        let (_, asked, _) = reask_of(&questions, &Map::new(), answer, &ValidatorCache::default());
+        let asked: Value = serde_json::from_str(asked["approval"].get()).unwrap();
+        let fields = &asked["params"]["requestedSchema"]["properties"];
+        assert_eq!(fields["approve"]["default"], true);
+        assert_eq!(fields["note"]["default"], "ok");
+    }
+
+    #[test]
+    fn the_hint_lists_the_fields_in_the_order_the_form_shows_them() {
+        let properties = r#"{"zeta":{"type":"boolean","title":"First shown"},"alpha":{"type":"string","minLength":2}}"#;
+        let questions = one_question("q", form(properties, r#"["zeta"]"#));
+        let answer = json!({"q": {"action": "accept", "content": {"alpha": "a"}}});
+        let (ask, _, _) = reask_of(&questions, &Map::new(), answer, &ValidatorCache::default());
+        let shown: Value = serde_json::from_str(ask["q"].get()).unwrap();
+        assert_eq!(
+            shown["params"]["message"],
+            "Deploy to staging?\n\nFirst shown: this field is required.\nalpha: use at least 2 characters (you entered 1)."
+        );
+    }
+
+    #[test]
+    fn prefilled_questions_are_validated_as_the_questions_asked() {
+        let cache = ValidatorCache::default();
+        let questions = one_question("approval", form(APPROVAL, r#"["approve"]"#));
+        let answer =
+            json!({"approval": {"action": "accept", "content": {"approve": true, "count": "x"}}});
+        let (_, asked, _) = reask_of(&questions, &Map::new(), answer, &cache);
+        assert_ne!(asked["approval"].get(), questions["approval"].get());
+        // One compiled schema for both: defaults validate nothing.
+        let form_of = |question: &RawValue| {
+            cache
+                .read_spelled(question.get())
+                .unwrap()
+                .question
+                .form
+                .clone()
+                .unwrap()
+        };
+        assert!(Arc::ptr_eq(
+            &form_of(&asked["approval"]),
+            &form_of(&questions["approval"])
+        ));
+        for content in [
+            json!({"approve": false}),
+            json!({"approve": "no"}),
+            json!({"note": "x"}),
+            json!({"approve": true, "count": 1.5}),
+        ] {
+            let answers = json!({"approval": {"action": "accept", "content": content}});
+            let answers = answers.as_object().unwrap();
+            let verdict = |questions: &Questions| match check(
+                questions,
+                &Map::new(),
+                answers.clone(),
+                &cache,
+            )
+            .unwrap()
+            {
+                Checked::Complete(done) => Ok(done),
+                Checked::Reask { ask, .. } => {
+                    let shown: Value = serde_json::from_str(ask["approval"].get()).unwrap();
+                    Err(shown["params"]["message"].clone())
+                }
+            };
+            assert_eq!(verdict(&asked), verdict(&questions), "{content}");
+        }
+    }
+
+    #[test]
+    fn answers_kept_from_earlier_rounds_are_untouched_by_a_prefill() {
+        let mut questions = questions();
+        questions.insert("approval".into(), form(APPROVAL, r#"["approve"]"#));
+        let kept =
+            json!({"login": {"action": "accept"}, "roots": {"roots": [{"uri": "file:///r"}]}});
+        let kept = kept.as_object().unwrap().clone();
+        let answer = json!({
+            "approval": {"action": "accept", "content": {"approve": true, "note": 7}},
+            "llm": {"role": "assistant", "content": {"type": "text", "text": "hi"}},
+            "login": {"action": "decline"},
+        });
+        let (ask, asked, now_kept) =
+            reask_of(&questions, &kept, answer, &ValidatorCache::default());
+        assert_eq!(ask.keys().collect::<Vec<_>>(), ["approval"]);
+        // The kept answers stay as they were (a resent answer does not replace them), and every
+        // other question is recorded as it was asked.
+        assert_eq!(now_kept["login"], kept["login"]);
+        assert_eq!(now_kept["roots"], kept["roots"]);
+        assert_eq!(
+            asked.keys().collect::<Vec<_>>(),
+            questions.keys().collect::<Vec<_>>()
+        );
+        for key in ["login", "llm", "roots"] {
+            assert_eq!(asked[key].get(), questions[key].get(), "{key}");
+        }
+    }
+
+    #[test]
+    fn a_prefill_is_bounded_in_bytes() {
+        let properties =
+            r#"{"long":{"type":"string"},"short":{"type":"string"},"flag":{"type":"boolean"}}"#;
+        let questions = one_question("q", form(properties, r#"["flag"]"#));
+        let long = "x".repeat(MAX_PREFILLED_BYTES);
+        let answer = json!({"q": {"action": "accept", "content": {"long": long, "short": "s"}}});
+        let (_, asked, _) = reask_of(&questions, &Map::new(), answer, &ValidatorCache::default());
+        let asked: Value = serde_json::from_str(asked["q"].get()).unwrap();
+        let fields = &asked["params"]["requestedSchema"]["properties"];
+        assert_eq!(fields["long"].get("default"), None);
+        assert_eq!(fields["short"]["default"], "s");
+    }
+
+    #[test]
+    fn only_forms_are_prefilled() {
+        let valid = json!({"a": 1}).as_object().unwrap().clone();
+        for question in [
+            r#"{"method":"elicitation/create","params":{"mode":"url","message":"m","url":"https://x"}}"#,
+            r#"{"method":"elicitation/create","params":{"message":"m","requestedSchema":[]}}"#,
+            r#"{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{"b":{}}}}}"#,
+            "[1]",
+        ] {
+            let raw = RawValue::from_string(question.to_owned()).unwrap();
+            assert_eq!(prefilled(&raw, &valid).get(), question);
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Declared gates on a call: ask them, judge the answers, deliver the accepted ones.
 
+use std::slice;
+
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -108,10 +110,7 @@ impl<'c> GateRound<'c> {
 
     /// A gated call from a client that cannot answer: fail closed.
     pub(super) fn refuse_legacy(&self) -> Reply {
-        let text = format!(
-            "`{}` needs the user's approval, which requires MCP 2026-07-28 or later.",
-            self.round.target
-        );
+        let text = crate::texts::gate_needs_newer_client(&self.round.target);
         self.refusal(&text, None)
     }
 
@@ -150,13 +149,7 @@ impl<'c> GateRound<'c> {
                     }
                 },
             };
-            // The form as declared: the schema's members in the order the gate holds them.
-            let request = serde_json::value::to_raw_value(&Request {
-                method: "elicitation/create",
-                params,
-            })
-            .map_err(|_| Reply::internal(self.round.id.as_deref()))?;
-            requests.insert(gate.key.clone(), request);
+            requests.insert(gate.key.clone(), self.request(params)?);
         }
         if !queries.is_empty() {
             return Ok(Inbound::CheckFlows(queries));
@@ -201,13 +194,15 @@ impl<'c> GateRound<'c> {
                 Err(answers::Malformed(why)) => {
                     return Err(refuse(round, INVALID_PARAMS, &why, None));
                 }
-                Ok(Checked::Reask { ask, kept }) => {
-                    return Err(reask(round, claims, ask, kept, config, now));
+                Ok(Checked::Reask { ask, asked, kept }) => {
+                    return Err(reask(round, claims, asked, ask, kept, config, now));
                 }
                 Ok(Checked::Complete(answers)) => answers,
             };
 
-        let mut incomplete = Questions::new();
+        // Gates to ask again, each with a line saying why, and the questions to seal.
+        let mut again = Questions::new();
+        let mut asked = claims.q.clone();
         let mut queries = Vec::new();
         for (index, gate, handle) in self.pending() {
             // The handle the flow was asked with, even if the signing key rotated since.
@@ -218,20 +213,39 @@ impl<'c> GateRound<'c> {
                 return Err(self.refuse_gate(gate));
             }
             match &gate.kind {
-                GateKind::Form { .. } => {
+                GateKind::Form { schema } => {
                     let empty = Map::new();
                     let content = answer
                         .get("content")
                         .and_then(Value::as_object)
                         .unwrap_or(&empty);
                     if !gate.allows(content, &self.call(handle)) {
-                        return Err(self.refuse_gate(gate));
+                        // With a retry hint, ask again while rounds remain: the gate's own
+                        // question, nothing an earlier round pre-filled.
+                        match &gate.retry_hint {
+                            Some(hint) if claims.r < config.max_rounds => {
+                                let message = gate.message_for(&self.call(handle));
+                                let question = self.request(Params {
+                                    mode: "form",
+                                    message: &message,
+                                    requested_schema: Some(schema),
+                                    url: None,
+                                })?;
+                                let shown = answers::with_hint(&question, slice::from_ref(hint));
+                                again.insert(gate.key.clone(), shown);
+                                asked.insert(gate.key.clone(), question);
+                            }
+                            _ => return Err(self.refuse_gate(gate)),
+                        }
                     }
                 }
                 GateKind::Url { .. } => match self.flows.complete.get(&gate.key) {
                     None => queries.push(self.query(*index, handle, FlowNeed::Completion)),
                     Some(false) => {
-                        incomplete.insert(gate.key.clone(), claims.q[&gate.key].clone());
+                        // Consent is not completion: ask again, with the same URL.
+                        let asked = &claims.q[&gate.key];
+                        let line = slice::from_ref(&gate.incomplete_hint);
+                        again.insert(gate.key.clone(), answers::with_hint(asked, line));
                     }
                     Some(true) => {}
                 },
@@ -240,13 +254,12 @@ impl<'c> GateRound<'c> {
         if !queries.is_empty() {
             return Ok(Inbound::CheckFlows(queries));
         }
-        if !incomplete.is_empty() {
-            // Consent is not completion: ask again, with the same URL.
+        if !again.is_empty() {
             let kept = answers
                 .into_iter()
-                .filter(|(key, _)| !incomplete.contains_key(key))
+                .filter(|(key, _)| !again.contains_key(key))
                 .collect();
-            return Err(reask(round, claims, incomplete, kept, config, now));
+            return Err(reask(round, claims, asked, again, kept, config, now));
         }
 
         let mut accepted = round.gates.clone();
@@ -298,6 +311,16 @@ impl<'c> GateRound<'c> {
             arguments,
             extension: Answers::new(accepted.clone()),
         }
+    }
+
+    /// A gate's elicitation request, its members in this order (and a form's schema members in
+    /// the order the gate holds them).
+    fn request(&self, params: Params<'_>) -> Result<Box<RawValue>, Reply> {
+        serde_json::value::to_raw_value(&Request {
+            method: "elicitation/create",
+            params,
+        })
+        .map_err(|_| Reply::internal(self.round.id.as_deref()))
     }
 
     fn refuse_gate(&self, gate: &Gate) -> Reply {

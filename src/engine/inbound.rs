@@ -229,7 +229,9 @@ fn decide_once(
         Err(answers::Malformed(why)) => {
             Err(Reply::error(Kind::Answer, id, INVALID_PARAMS, &why, None))
         }
-        Ok(Checked::Reask { ask, kept }) => Err(reask(&round, &claims, ask, kept, config, cx.now)),
+        Ok(Checked::Reask { ask, asked, kept }) => {
+            Err(reask(&round, &claims, asked, ask, kept, config, cx.now))
+        }
         Ok(Checked::Complete(mut answers)) => {
             log_outcome(&round, "forward");
             let delivered = gated.as_ref().map(GateRound::delivery);

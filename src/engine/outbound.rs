@@ -395,8 +395,8 @@ pub(crate) fn settle_probe(
             &why,
             None,
         ))),
-        Ok(Checked::Reask { ask, kept }) => {
-            let reply = sealed_reask(&round, &claims, ask, kept, config, now);
+        Ok(Checked::Reask { ask, asked, kept }) => {
+            let reply = sealed_reask(&round, &claims, asked, ask, kept, config, now);
             if reply.is_ok() {
                 config.validators.keep(made);
             }

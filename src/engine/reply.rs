@@ -18,22 +18,26 @@ use crate::mcp::{InputKind, add_requirement};
 use crate::state::claims::{Claims, Questions, VERSION};
 use crate::state::token;
 
-/// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state.
+/// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state. The
+/// token records `asked` as the questions (what was asked before, but for pre-filled defaults).
 pub(super) fn reask(
     round: &Round,
     previous: &Claims,
+    asked: Questions,
     ask_now: Questions,
     kept: Map<String, Value>,
     config: &Config,
     now: u64,
 ) -> Reply {
-    sealed_reask(round, previous, ask_now, kept, config, now).unwrap_or_else(|refused| refused)
+    sealed_reask(round, previous, asked, ask_now, kept, config, now)
+        .unwrap_or_else(|refused| refused)
 }
 
 /// [`reask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
 pub(super) fn sealed_reask(
     round: &Round,
     previous: &Claims,
+    asked: Questions,
     ask_now: Questions,
     kept: Map<String, Value>,
     config: &Config,
@@ -43,7 +47,7 @@ pub(super) fn sealed_reask(
         round,
         previous.r + 1,
         previous.s.clone(),
-        previous.q.clone(),
+        asked,
         kept,
         config,
         now,

@@ -5,7 +5,7 @@
 //! [`check`](FormValidator::check) validates accepted form content and, on failure, builds a short
 //! hint for the user that names the field but never repeats the submitted value.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::mcp::InputKind;
 use crate::memo::Weight;
+use crate::texts::{self, Kind, Problem};
 
 /// How many entries each of the three caches holds at most.
 const CACHE_CAPACITY: usize = 1024;
@@ -197,7 +198,7 @@ impl ValidatorCache {
                         .filter(|s| s.get().starts_with('{'))
                         .ok_or(QuestionError::NoSchema)?;
                     let validator = self
-                        .get_canonical_text(schema.get(), made)
+                        .form_validator(schema.get(), made)
                         .map_err(QuestionError::Schema)?;
                     Some(validator)
                 }
@@ -252,11 +253,25 @@ impl ValidatorCache {
     }
 
     /// The most the three caches weigh together, in bytes.
+    #[cfg(any(test, feature = "__fuzz"))]
     pub(crate) const MAX_WEIGHT: usize = 3 * CACHE_BYTES;
 
     /// What the three caches weigh together, in bytes: at most [`MAX_WEIGHT`](Self::MAX_WEIGHT).
     pub(crate) fn weight(&self) -> usize {
         self.entries.weight() + self.questions.weight() + self.spellings.weight()
+    }
+
+    /// The validator of a question's `requestedSchema` (its canonical text): one per schema
+    /// whatever its fields' `default`s, which validate nothing. A re-ask pre-fills answers as
+    /// defaults, so they differ from round to round and caller to caller; the compiled schema
+    /// does not.
+    fn form_validator(&self, text: &str, made: &mut Made) -> Result<Arc<FormValidator>, String> {
+        match without_defaults(text) {
+            None => self.get_canonical_text(text, made),
+            Some(key) => self.get_canonical(&key, made, || {
+                serde_json::from_str(text).map_err(|_| "the schema is not JSON".to_owned())
+            }),
+        }
     }
 
     fn get_canonical(
@@ -389,6 +404,23 @@ impl Weight for Spelled {
     }
 }
 
+/// The canonical text of the schema `text` without its properties' `default`s, when it has any.
+fn without_defaults(text: &str) -> Option<String> {
+    memchr::memmem::find(text.as_bytes(), b"\"default\"")?;
+    let mut schema: Value = serde_json::from_str(text).ok()?;
+    let mut removed = false;
+    for property in schema
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)?
+        .values_mut()
+    {
+        if let Some(property) = property.as_object_mut() {
+            removed |= property.remove("default").is_some();
+        }
+    }
+    removed.then(|| String::from_utf8(crate::canonical::canonical_json(&schema)).ok())?
+}
+
 /// A compiled `requestedSchema`: checks accepted form content against it.
 #[derive(Debug)]
 pub(crate) struct FormValidator {
@@ -397,13 +429,53 @@ pub(crate) struct FormValidator {
     /// The keys of the schema's `properties`: content keys outside it are dropped.
     properties: HashSet<String>,
     /// For each property with a closed list of values (`enum`, `oneOf`, `items.enum`,
-    /// `items.anyOf`), that list joined with ", " for hints.
+    /// `items.anyOf`), that list as a hint names it: the titles the form shows, else the values.
     choices: HashMap<String, String>,
+    /// Each property's `title`, by which a hint names it.
+    titles: HashMap<String, String>,
     /// The properties of `type: "integer"`: a whole number written `2.0` is accepted and
     /// forwarded as `2`, so the inner service can read it as an integer.
     integers: HashSet<String>,
     /// About how much memory all of this keeps, in bytes ([`footprint`]).
     footprint: usize,
+}
+
+/// Why accepted form content was not accepted: what was wrong, field by field, and what was right.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Rejection {
+    /// One sentence for the user per problem ([`crate::texts::problem`]), each with the key of
+    /// the field it is about (`None`: the answer as a whole), fields in key order.
+    pub(crate) problems: Vec<(Option<String>, String)>,
+    /// The answered fields that are valid, as they would be forwarded: what a re-ask pre-fills.
+    pub(crate) valid: Map<String, Value>,
+}
+
+impl Rejection {
+    /// The problems' sentences, fields in the order of `fields` (the form as shown), any others
+    /// after them.
+    pub(crate) fn lines(&self, fields: &[String]) -> Vec<String> {
+        let place = |field: &Option<String>| match field {
+            None => 0,
+            Some(key) => 1 + fields.iter().position(|f| f == key).unwrap_or(fields.len()),
+        };
+        let mut problems: Vec<_> = self.problems.iter().collect();
+        // Stable: fields the form does not list keep their key order.
+        problems.sort_by_key(|(field, _)| place(field));
+        problems.into_iter().map(|(_, line)| line.clone()).collect()
+    }
+
+    /// The hint: the sentences one a line, fields in key order.
+    #[cfg(test)]
+    pub(crate) fn hint(&self) -> String {
+        self.lines(&[]).join("\n")
+    }
+
+    fn of_answer(problem: &Problem<'_>) -> Self {
+        Self {
+            problems: vec![(None, texts::problem(None, problem))],
+            valid: Map::new(),
+        }
+    }
 }
 
 impl FormValidator {
@@ -424,6 +496,16 @@ impl FormValidator {
                     .collect()
             })
             .unwrap_or_default();
+        let titles = declared
+            .map(|p| {
+                p.iter()
+                    .filter_map(|(name, property)| {
+                        let title = property.get("title")?.as_str()?.trim();
+                        (!title.is_empty()).then(|| (name.clone(), title.to_owned()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let integers = declared
             .map(|p| {
                 p.iter()
@@ -436,6 +518,7 @@ impl FormValidator {
             validator,
             properties,
             choices,
+            titles,
             integers,
             footprint: footprint(schema),
         })
@@ -448,206 +531,233 @@ impl FormValidator {
     ///
     /// # Errors
     ///
-    /// A short hint for the user naming the first failing field and what is wrong, such as
-    /// ``"`note` must be at most 200 characters"`` or ``"`approve` is required"``. It never
-    /// repeats the submitted value. With several failures, a missing required field is reported
-    /// first, then the failure at the smallest instance path.
-    pub(crate) fn check(&self, content: Value) -> Result<Map<String, Value>, String> {
+    /// A [`Rejection`]: one sentence for the user per field that is wrong (the first problem of
+    /// each; a missing required field before anything else), naming it by its `title`, such as
+    /// `Note: use at most 200 characters (you entered 300).` It never repeats the submitted
+    /// value. It also holds the fields that were valid.
+    pub(crate) fn check(&self, content: Value) -> Result<Map<String, Value>, Rejection> {
         let Value::Object(mut content) = content else {
-            return Err("content must be an object".to_owned());
+            return Err(Rejection::of_answer(&Problem::NotAForm));
         };
         content.retain(|key, _| self.properties.contains(key.as_str()));
         let kept = Value::Object(content);
         if !self.validator.is_valid(&kept) {
-            return Err(self.hint(&kept));
+            return Err(self.rejection(kept));
         }
         let Value::Object(mut kept) = kept else {
-            return Err("content must be an object".to_owned());
+            return Err(Rejection::of_answer(&Problem::NotAForm));
         };
-        for name in &self.integers {
-            if let Some(value) = kept.get_mut(name) {
-                whole_as_integer(value);
-            }
-        }
+        self.integers_as_integers(&mut kept);
         Ok(kept)
     }
 
-    /// The hint for the first error of invalid `content`.
-    #[cold]
-    fn hint(&self, content: &Value) -> String {
-        let first = self.validator.iter_errors(content).min_by(|a, b| {
-            let rank =
-                |e: &ValidationError<'_>| !matches!(e.kind(), ValidationErrorKind::Required { .. });
-            rank(a)
-                .cmp(&rank(b))
-                .then_with(|| a.instance_path().as_str().cmp(b.instance_path().as_str()))
-        });
-        match first {
-            Some(error) => self.describe(&error),
-            // `is_valid` and `iter_errors` disagree; should not happen.
-            None => "content is not valid".to_owned(),
+    fn integers_as_integers(&self, content: &mut Map<String, Value>) {
+        for name in &self.integers {
+            if let Some(value) = content.get_mut(name) {
+                whole_as_integer(value);
+            }
         }
     }
 
-    fn describe(&self, error: &ValidationError<'_>) -> String {
+    /// What is wrong with invalid `content`, field by field, and what is right.
+    #[cold]
+    fn rejection(&self, content: Value) -> Rejection {
+        // The first problem of each field, by rank: missing, then of the field's value, then of
+        // one of its items (a count before the options counted).
+        let mut first: BTreeMap<Option<String>, (u8, String)> = BTreeMap::new();
+        for error in self.validator.iter_errors(&content) {
+            let (field, rank, sentence) = self.describe(&error);
+            match first.get(&field) {
+                Some((best, _)) if *best <= rank => {}
+                _ => {
+                    first.insert(field, (rank, sentence));
+                }
+            }
+        }
+        if first.is_empty() {
+            // `is_valid` and `iter_errors` disagree; should not happen.
+            return Rejection::of_answer(&Problem::DoesNotFit);
+        }
+        let Value::Object(mut valid) = content else {
+            return Rejection::of_answer(&Problem::NotAForm);
+        };
+        valid.retain(|key, _| !first.contains_key(&Some(key.clone())));
+        self.integers_as_integers(&mut valid);
+        Rejection {
+            problems: first
+                .into_iter()
+                .map(|(field, (_, sentence))| (field, sentence))
+                .collect(),
+            valid,
+        }
+    }
+
+    /// The field an error is about (`None`: the answer as a whole), its rank among the field's
+    /// errors, and the sentence that says it.
+    fn describe(&self, error: &ValidationError<'_>) -> (Option<String>, u8, String) {
+        use ValidationErrorKind as K;
         // The instance path is `/<field>` or `/<field>/<index>`; read the first segment raw
         // (a field named "007" must not turn into the index 7).
         let path = error.instance_path().as_str();
         let Some(rest) = path.strip_prefix('/') else {
-            return root_hint(error.kind());
+            return match error.kind() {
+                K::Required { property } => match property.as_str() {
+                    Some(field) => (
+                        Some(field.to_owned()),
+                        0,
+                        texts::problem(Some(self.name(field)), &Problem::Missing),
+                    ),
+                    None => (None, 0, texts::problem(None, &Problem::DoesNotFit)),
+                },
+                K::Type { .. } => (None, 0, texts::problem(None, &Problem::NotAForm)),
+                _ => (None, 0, texts::problem(None, &Problem::DoesNotFit)),
+            };
         };
         let (escaped, in_item) = match rest.split_once('/') {
             Some((first, _)) => (first, true),
             None => (rest, false),
         };
         let field = escaped.replace("~1", "/").replace("~0", "~");
-        let subject = if in_item {
-            format!("`{field}` items")
-        } else {
-            format!("`{field}`")
-        };
-        use ValidationErrorKind as K;
-        match error.kind() {
-            K::Type { kind } => format!("{subject} must be {}", type_phrase(kind)),
-            K::MinLength { limit } => {
-                format!("{subject} must be at least {}", plural(*limit, "character"))
-            }
-            K::MaxLength { limit } => {
-                format!("{subject} must be at most {}", plural(*limit, "character"))
-            }
-            K::Minimum { limit } => format!("{subject} must be at least {limit}"),
-            K::Maximum { limit } => format!("{subject} must be at most {limit}"),
-            K::ExclusiveMinimum { limit } => format!("{subject} must be greater than {limit}"),
-            K::ExclusiveMaximum { limit } => format!("{subject} must be less than {limit}"),
-            K::MultipleOf { multiple_of } => {
-                format!("{subject} must be a multiple of {multiple_of}")
-            }
-            K::MinItems { limit } => {
-                format!("{subject} must have at least {}", plural(*limit, "item"))
-            }
-            K::MaxItems { limit } => {
-                format!("{subject} must have at most {}", plural(*limit, "item"))
-            }
-            K::UniqueItems => format!("{subject} must not repeat a value"),
-            K::Format { format } => format!("{subject} must be {}", format_phrase(format)),
-            K::Pattern { .. } => format!("{subject} does not match the expected pattern"),
-            K::Enum { options } => match self.choices.get(&field) {
-                Some(choices) => format!("{subject} must be one of: {choices}"),
-                None => match options.as_array() {
-                    Some(options) => format!("{subject} must be one of: {}", join_values(options)),
-                    None => format!("{subject} is not valid"),
-                },
+        let choices = self.choices.get(&field).map(String::as_str);
+        let listed;
+        let problem = match error.kind() {
+            // A value of the wrong kind for a list of choices: say what to choose.
+            K::Type { kind } => match (choices, in_item, kind_of(kind)) {
+                (Some(choices), true, _) => Problem::NotAnOption(choices),
+                (Some(choices), false, kind) if kind != Kind::Choices => {
+                    Problem::NotAChoice(choices)
+                }
+                (_, _, kind) => Problem::Kind(kind),
             },
-            K::OneOfNotValid { .. }
+            K::MinLength { limit } => Problem::TooShort {
+                min: *limit,
+                got: text_length(error.instance()),
+            },
+            K::MaxLength { limit } => Problem::TooLong {
+                max: *limit,
+                got: text_length(error.instance()),
+            },
+            K::Minimum { limit } => Problem::TooSmall {
+                limit,
+                exclusive: false,
+            },
+            K::Maximum { limit } => Problem::TooLarge {
+                limit,
+                exclusive: false,
+            },
+            K::ExclusiveMinimum { limit } => Problem::TooSmall {
+                limit,
+                exclusive: true,
+            },
+            K::ExclusiveMaximum { limit } => Problem::TooLarge {
+                limit,
+                exclusive: true,
+            },
+            K::MultipleOf { multiple_of } => Problem::NotMultiple(*multiple_of),
+            K::MinItems { limit } => Problem::TooFewChosen { min: *limit },
+            K::MaxItems { limit } => Problem::TooManyChosen {
+                max: *limit,
+                got: error.instance().as_array().map_or(0, Vec::len),
+            },
+            K::UniqueItems => Problem::ChosenTwice,
+            K::Format { format } => Problem::Format(format),
+            K::Pattern { .. } => Problem::Pattern,
+            K::Enum { .. }
+            | K::OneOfNotValid { .. }
             | K::OneOfMultipleValid { .. }
             | K::AnyOf { .. }
-            | K::Constant { .. } => match self.choices.get(&field) {
-                Some(choices) => format!("{subject} must be one of: {choices}"),
-                None => format!("{subject} is not valid"),
-            },
-            // A `required` inside a property: outside the form subset.
-            K::Required { property } => match property.as_str() {
-                Some(inner) => format!("{subject} needs `{inner}`"),
-                None => format!("{subject} is not valid"),
-            },
-            _ => format!("{subject} is not valid"),
-        }
+            | K::Constant { .. } => {
+                let choices = match (choices, error.kind()) {
+                    (Some(choices), _) => Some(choices),
+                    (None, K::Enum { options }) => {
+                        listed = options.as_array().map(|options| {
+                            texts::choices(options.iter().map(value_name), MAX_LISTED_CHOICES)
+                        });
+                        listed.as_deref()
+                    }
+                    (None, _) => None,
+                };
+                match (choices, in_item) {
+                    (Some(choices), false) => Problem::NotAChoice(choices),
+                    (Some(choices), true) => Problem::NotAnOption(choices),
+                    (None, _) => Problem::Invalid,
+                }
+            }
+            _ => Problem::Invalid,
+        };
+        let rank = match (error.kind(), in_item) {
+            (K::Type { .. }, false) => 1,
+            (_, false) => 2,
+            (_, true) => 3,
+        };
+        let sentence = texts::problem(Some(self.name(&field)), &problem);
+        (Some(field), rank, sentence)
+    }
+
+    /// How a hint names a field: its title, else its key.
+    fn name<'s>(&'s self, field: &'s str) -> &'s str {
+        self.titles.get(field).map_or(field, String::as_str)
     }
 }
 
-/// The hint for an error on the content object itself.
-fn root_hint(kind: &ValidationErrorKind) -> String {
+/// The kind of value a `Type` error asked for.
+fn kind_of(kind: &TypeKind) -> Kind {
     match kind {
-        ValidationErrorKind::Required { property } => match property.as_str() {
-            Some(name) => format!("`{name}` is required"),
-            None => "a required field is missing".to_owned(),
-        },
-        ValidationErrorKind::Type { .. } => "content must be an object".to_owned(),
-        _ => "content is not valid".to_owned(),
+        TypeKind::Single(JsonType::String) => Kind::Text,
+        TypeKind::Single(JsonType::Number) => Kind::Number,
+        TypeKind::Single(JsonType::Integer) => Kind::WholeNumber,
+        TypeKind::Single(JsonType::Boolean) => Kind::YesNo,
+        TypeKind::Single(JsonType::Array) => Kind::Choices,
+        _ => Kind::Other,
     }
 }
 
-/// "a boolean", "a string or a number", … for a `Type` error.
-fn type_phrase(kind: &TypeKind) -> String {
-    match kind {
-        TypeKind::Single(ty) => a_type(*ty).to_owned(),
-        TypeKind::Multiple(types) => {
-            let names: Vec<&str> = types.iter().map(a_type).collect();
-            names.join(" or ")
-        }
-    }
-}
-
-fn a_type(ty: JsonType) -> &'static str {
-    match ty {
-        JsonType::Null => "null",
-        JsonType::Boolean => "a boolean",
-        JsonType::Integer => "a whole number",
-        JsonType::Number => "a number",
-        JsonType::String => "a string",
-        JsonType::Array => "a list",
-        JsonType::Object => "an object",
-    }
-}
-
-fn format_phrase(format: &str) -> String {
-    match format {
-        "email" => "a valid email address".to_owned(),
-        "uri" => "a valid URI".to_owned(),
-        "date" => "a valid date (YYYY-MM-DD)".to_owned(),
-        "date-time" => "a valid date-time (RFC 3339)".to_owned(),
-        other => format!("a valid {other}"),
-    }
-}
-
-fn plural(n: u64, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
+/// How many characters a text has, as `minLength` and `maxLength` count them.
+fn text_length(value: &Value) -> usize {
+    value.as_str().map_or(0, |text| text.chars().count())
 }
 
 /// How many allowed values a hint lists before it cuts the list short with "…".
 const MAX_LISTED_CHOICES: usize = 20;
 
-/// Schema values listed for a hint: strings bare, anything else as JSON, at most
-/// [`MAX_LISTED_CHOICES`] of them.
-fn join_values<'a>(values: impl IntoIterator<Item = &'a Value>) -> String {
-    let mut out = String::new();
-    for (i, value) in values.into_iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        if i == MAX_LISTED_CHOICES {
-            out.push('…');
-            break;
-        }
-        match value {
-            Value::String(s) => out.push_str(s),
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    out
+/// A schema value as a hint names it: a string bare, anything else as JSON.
+fn value_name(value: &Value) -> &str {
+    value.as_str().unwrap_or("another value")
 }
 
-/// The closed list of values a property allows, from `enum`, `oneOf` consts, `items.enum` or
-/// `items.anyOf` consts.
+/// The closed list of values a property allows, as a hint names them: the titles of `oneOf` /
+/// `anyOf` consts (or `enumNames`) where the form shows titles, else the `enum` values or consts.
 fn choice_list(property: &Value) -> Option<String> {
     let consts = |options: &Value| -> Option<String> {
         let options = options.as_array()?;
-        let values: Option<Vec<&Value>> = options.iter().map(|o| o.get("const")).collect();
-        Some(join_values(values?))
+        let names: Option<Vec<&str>> = options
+            .iter()
+            .map(|o| {
+                o.get("title")
+                    .and_then(Value::as_str)
+                    .or_else(|| o.get("const").map(value_name))
+            })
+            .collect();
+        Some(texts::choices(names?, MAX_LISTED_CHOICES))
     };
-    if let Some(values) = property.get("enum").and_then(Value::as_array) {
-        return Some(join_values(values));
+    let values = |values: &Vec<Value>, names: Option<&Value>| -> String {
+        let names = names
+            .and_then(Value::as_array)
+            .filter(|names| names.len() == values.len() && names.iter().all(Value::is_string));
+        match names {
+            Some(names) => texts::choices(names.iter().map(value_name), MAX_LISTED_CHOICES),
+            None => texts::choices(values.iter().map(value_name), MAX_LISTED_CHOICES),
+        }
+    };
+    if let Some(list) = property.get("enum").and_then(Value::as_array) {
+        return Some(values(list, property.get("enumNames")));
     }
     if let Some(options) = property.get("oneOf").or_else(|| property.get("anyOf")) {
         return consts(options);
     }
     let items = property.get("items")?;
-    if let Some(values) = items.get("enum").and_then(Value::as_array) {
-        return Some(join_values(values));
+    if let Some(list) = items.get("enum").and_then(Value::as_array) {
+        return Some(values(list, None));
     }
     consts(items.get("anyOf").or_else(|| items.get("oneOf"))?)
 }
@@ -728,6 +838,7 @@ mod tests {
         validator(schema)
             .check(content.clone())
             .expect_err("expected invalid content")
+            .hint()
     }
 
     fn one(property: Value) -> Value {
@@ -833,29 +944,116 @@ mod tests {
     #[test]
     fn wrong_type_names_the_field_and_type() {
         let hint = hint(deploy(), json!({"approve": "yes"}));
-        assert_eq!(hint, "`approve` must be a boolean");
+        assert_eq!(hint, "approve: answer yes or no.");
     }
 
     #[test]
     fn too_long_note_does_not_echo_it() {
         let note = "secret-".repeat(43); // 301 characters
         let hint = hint(deploy(), json!({"approve": true, "note": note}));
-        assert_eq!(hint, "`note` must be at most 200 characters");
+        assert_eq!(hint, "note: use at most 200 characters (you entered 301).");
         assert!(!hint.contains("secret"));
+    }
+
+    #[test]
+    fn a_hint_names_each_field_by_its_title() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "approve": {"type": "boolean", "title": "Approve"},
+                "note": {"type": "string", "title": "Note", "maxLength": 200},
+                "count": {"type": "integer", "title": "  "}
+            },
+            "required": ["approve"]
+        });
+        let note = "é".repeat(300);
+        assert_eq!(
+            hint(schema.clone(), json!({"approve": true, "note": note})),
+            "Note: use at most 200 characters (you entered 300)."
+        );
+        // A blank title does not name a field: its key does.
+        assert_eq!(
+            hint(schema, json!({"count": 1.5})),
+            "Approve: this field is required.\ncount: enter a whole number."
+        );
+    }
+
+    #[test]
+    fn a_rejection_keeps_the_valid_fields_and_not_the_invalid_ones() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "approve": {"type": "boolean"},
+                "note": {"type": "string", "maxLength": 3},
+                "count": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}
+            },
+            "required": ["approve"]
+        });
+        let rejection = validator(schema)
+            .check(json!({"note": "long", "count": 2.0, "tags": ["a", "x"], "extra": 1}))
+            .unwrap_err();
+        // What was right, as it would be forwarded (`2.0` as `2`); what was wrong, and what was
+        // never declared, left out.
+        assert_eq!(Value::Object(rejection.valid.clone()), json!({"count": 2}));
+        assert!(rejection.valid["count"].is_i64());
+        let fields: Vec<_> = rejection
+            .problems
+            .iter()
+            .map(|(field, _)| field.as_deref())
+            .collect();
+        assert_eq!(fields, [Some("approve"), Some("note"), Some("tags")]);
+        assert_eq!(
+            rejection.lines(&["tags".into(), "note".into(), "approve".into()]),
+            [
+                "tags: choose only from a, b.",
+                "note: use at most 3 characters (you entered 4).",
+                "approve: this field is required.",
+            ]
+        );
+    }
+
+    #[test]
+    fn defaults_do_not_make_another_validator() {
+        let cache = ValidatorCache::default();
+        let question = |schema: Value| {
+            let text = crate::canonical::canonical_json(&json!({
+                "method": "elicitation/create",
+                "params": {"message": "m", "requestedSchema": schema}
+            }));
+            cache
+                .question(std::str::from_utf8(&text).unwrap())
+                .unwrap()
+                .form
+                .clone()
+                .unwrap()
+        };
+        let plain = question(deploy());
+        let mut prefilled = deploy();
+        prefilled["properties"]["approve"]["default"] = json!(true);
+        prefilled["properties"]["note"]["default"] = json!("ok");
+        assert!(Arc::ptr_eq(&plain, &question(prefilled)));
+        assert_eq!(cache.len(), 1);
+        let mut other = deploy();
+        other["properties"]["note"]["maxLength"] = json!(5);
+        assert!(!Arc::ptr_eq(&plain, &question(other)));
     }
 
     #[test]
     fn missing_required_field() {
         assert_eq!(
             hint(deploy(), json!({"note": "hi"})),
-            "`approve` is required"
+            "approve: this field is required."
         );
-        // The required error wins over a field error.
-        assert_eq!(hint(deploy(), json!({"note": 5})), "`approve` is required");
+        // Every field that is wrong has its sentence.
+        assert_eq!(
+            hint(deploy(), json!({"note": 5})),
+            "approve: this field is required.\nnote: enter text."
+        );
     }
 
     #[test]
-    fn first_error_is_the_smallest_path() {
+    fn each_wrong_field_has_one_sentence() {
         let schema = json!({
             "type": "object",
             "properties": {
@@ -865,7 +1063,7 @@ mod tests {
         });
         assert_eq!(
             hint(schema, json!({"a": 1, "b": 2})),
-            "`a` must be a string"
+            "a: enter text.\nb: answer yes or no."
         );
     }
 
@@ -878,7 +1076,7 @@ mod tests {
                 .is_ok()
         );
         let hint = hint(schema, json!({"x": "not-an-email"}));
-        assert_eq!(hint, "`x` must be a valid email address");
+        assert_eq!(hint, "x: enter an email address, such as name@example.com.");
         assert!(!hint.contains("not-an-email"));
     }
 
@@ -892,7 +1090,8 @@ mod tests {
             let schema = one(json!({"type": "string", "format": format}));
             assert!(validator(schema.clone()).check(json!({"x": good})).is_ok());
             let hint = hint(schema, json!({"x": bad}));
-            assert!(hint.starts_with("`x` must be a valid"), "{hint}");
+            assert!(hint.starts_with("x: enter a"), "{hint}");
+            assert!(!hint.contains(bad), "{hint}");
         }
     }
 
@@ -907,15 +1106,15 @@ mod tests {
         assert!(v.check(json!({"age": 30.0})).is_ok());
         assert_eq!(
             hint(schema.clone(), json!({"age": 17})),
-            "`age` must be at least 18"
+            "age: enter a number of at least 18."
         );
         assert_eq!(
             hint(schema.clone(), json!({"age": 131})),
-            "`age` must be at most 130"
+            "age: enter a number of at most 130."
         );
         assert_eq!(
             hint(schema, json!({"age": 20.5})),
-            "`age` must be a whole number"
+            "age: enter a whole number."
         );
     }
 
@@ -925,12 +1124,12 @@ mod tests {
         assert!(v.check(json!({"x": 0.75})).is_ok());
         assert!(v.check(json!({"x": 3})).is_ok());
         assert_eq!(
-            v.check(json!({"x": 0.25})).unwrap_err(),
-            "`x` must be at least 0.5"
+            v.check(json!({"x": 0.25})).unwrap_err().hint(),
+            "x: enter a number of at least 0.5."
         );
         assert_eq!(
-            v.check(json!({"x": "3"})).unwrap_err(),
-            "`x` must be a number"
+            v.check(json!({"x": "3"})).unwrap_err().hint(),
+            "x: enter a number."
         );
     }
 
@@ -939,12 +1138,12 @@ mod tests {
         let schema = one(json!({"type": "string", "minLength": 3}));
         assert_eq!(
             hint(schema.clone(), json!({"x": "ab"})),
-            "`x` must be at least 3 characters"
+            "x: use at least 3 characters (you entered 2)."
         );
         let schema = one(json!({"type": "string", "minLength": 1}));
         assert_eq!(
             hint(schema, json!({"x": ""})),
-            "`x` must be at least 1 character"
+            "x: this field cannot be empty."
         );
     }
 
@@ -960,7 +1159,7 @@ mod tests {
                 .is_ok()
         );
         let hint = hint(schema, json!({"env": "dev-secret"}));
-        assert_eq!(hint, "`env` must be one of: staging, production");
+        assert_eq!(hint, "env: choose one of staging, production.");
     }
 
     #[test]
@@ -979,9 +1178,12 @@ mod tests {
         );
         assert_eq!(
             hint(schema.clone(), json!({"env": "dev"})),
-            "`env` must be one of: stg, prd"
+            "env: choose one of Staging, Production."
         );
-        assert_eq!(hint(schema, json!({"env": 1})), "`env` must be a string");
+        assert_eq!(
+            hint(schema, json!({"env": 1})),
+            "env: choose one of Staging, Production."
+        );
     }
 
     #[test]
@@ -996,20 +1198,22 @@ mod tests {
         let v = validator(schema);
         assert!(v.check(json!({"tags": ["a", "c"]})).is_ok());
         assert_eq!(
-            v.check(json!({"tags": []})).unwrap_err(),
-            "`tags` must have at least 1 item"
+            v.check(json!({"tags": []})).unwrap_err().hint(),
+            "tags: choose at least 1 option."
         );
         assert_eq!(
-            v.check(json!({"tags": ["a", "b", "c", "d"]})).unwrap_err(),
-            "`tags` must have at most 3 items"
+            v.check(json!({"tags": ["a", "b", "c", "d"]}))
+                .unwrap_err()
+                .hint(),
+            "tags: choose at most 3 options (you chose 4)."
         );
         assert_eq!(
-            v.check(json!({"tags": ["a", "zz"]})).unwrap_err(),
-            "`tags` items must be one of: a, b, c, d"
+            v.check(json!({"tags": ["a", "zz"]})).unwrap_err().hint(),
+            "tags: choose only from a, b, c, d."
         );
         assert_eq!(
-            v.check(json!({"tags": "a"})).unwrap_err(),
-            "`tags` must be a list"
+            v.check(json!({"tags": "a"})).unwrap_err().hint(),
+            "tags: choose from the list."
         );
     }
 
@@ -1029,13 +1233,15 @@ mod tests {
         let v = validator(schema);
         assert!(v.check(json!({"tags": ["a", "b"]})).is_ok());
         assert_eq!(
-            v.check(json!({"tags": ["x"]})).unwrap_err(),
-            "`tags` items must be one of: a, b, c"
+            v.check(json!({"tags": ["x"]})).unwrap_err().hint(),
+            "tags: choose only from A, B, C."
         );
         // The count error sits on `/tags`, before `/tags/0`.
         assert_eq!(
-            v.check(json!({"tags": ["x", "y", "z"]})).unwrap_err(),
-            "`tags` must have at most 2 items"
+            v.check(json!({"tags": ["x", "y", "z"]}))
+                .unwrap_err()
+                .hint(),
+            "tags: choose at most 2 options (you chose 3)."
         );
     }
 
@@ -1050,12 +1256,12 @@ mod tests {
         });
         let v = validator(schema);
         assert_eq!(
-            v.check(json!({"007": 1})).unwrap_err(),
-            "`007` must be a boolean"
+            v.check(json!({"007": 1})).unwrap_err().hint(),
+            "007: answer yes or no."
         );
         assert_eq!(
-            v.check(json!({"a/b~c": "r"})).unwrap_err(),
-            "`a/b~c` must be one of: p, q"
+            v.check(json!({"a/b~c": "r"})).unwrap_err().hint(),
+            "a/b~c: choose one of p, q."
         );
     }
 
@@ -1066,8 +1272,8 @@ mod tests {
             one(json!({"type": "string", "enum": values})),
             json!({"x": "nope"}),
         );
-        assert!(hint.starts_with("`x` must be one of: v0, v1,"), "{hint}");
-        assert!(hint.ends_with("v19, …"), "{hint}");
+        assert!(hint.starts_with("x: choose one of v0, v1,"), "{hint}");
+        assert!(hint.ends_with("v19, …."), "{hint}");
     }
 
     #[test]
@@ -1075,8 +1281,8 @@ mod tests {
         let v = validator(deploy());
         for content in [json!([]), json!("approve"), json!(null), json!(1)] {
             assert_eq!(
-                v.check(content.clone()).unwrap_err(),
-                "content must be an object"
+                v.check(content.clone()).unwrap_err().hint(),
+                "The answer was not a filled-in form; please answer again."
             );
         }
     }
@@ -1263,8 +1469,8 @@ mod tests {
         });
         assert_eq!(Value::Object(valid.unwrap()), json!({"code": "123456"}));
         assert_eq!(
-            invalid.unwrap_err(),
-            "`code` does not match the expected pattern"
+            invalid.unwrap_err().hint(),
+            "code: this is not in the expected form."
         );
 
         let logs = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();

@@ -5,4 +5,6 @@ mod body;
 mod parse;
 
 pub(crate) use body::{Scan, SseBody};
-pub(crate) use parse::{Splitter, data, events};
+#[cfg(feature = "__fuzz")]
+pub(crate) use parse::Splitter;
+pub(crate) use parse::{data, events};

@@ -138,6 +138,7 @@ impl<'a> Arguments<'a> {
     }
 
     /// Arguments known only by their canonical digest.
+    #[cfg(feature = "__fuzz")]
     pub(crate) fn from_digest(canonical: String) -> Self {
         Self {
             raw: None,

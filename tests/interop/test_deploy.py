@@ -39,12 +39,17 @@ pytestmark = pytest.mark.anyio
 
 APPROVAL_KEY = "deployment-approval"
 NOT_APPROVED = "Deployment was not approved."
-HINT_PREFIX = "\n\nThe previous answer was not accepted: "
+HINT_PREFIX = "\n\n"
 EXPECTED_SCHEMA = {
     "type": "object",
     "properties": {
-        "approve": {"type": "boolean", "title": "Approve"},
-        "note": {"type": "string", "maxLength": 200, "title": "Note"},
+        "approve": {"type": "boolean", "title": "Approve", "description": "Tick to deploy the current build."},
+        "note": {
+            "type": "string",
+            "maxLength": 200,
+            "title": "Note",
+            "description": "Optional: why, for the deployment log (at most 200 characters).",
+        },
     },
     "required": ["approve"],
 }
@@ -139,18 +144,24 @@ def text_of(result: types.CallToolResult) -> str:
 def assert_first_round(rnd: Round, environment: str = "staging") -> None:
     assert rnd.key == APPROVAL_KEY
     assert rnd.mode in (None, "form")
-    assert rnd.message == f"Deploy to {environment}?"
+    assert rnd.message == f"Deploy to '{environment}'?"
     assert rnd.requested_schema == EXPECTED_SCHEMA
 
 
-def assert_reask(rnd: Round, field_name: str, environment: str = "staging") -> None:
-    """The layer's re-ask: same key and form, message = original + hint naming `field_name`."""
+def assert_reask(
+    rnd: Round, field_title: str, environment: str = "staging", prefilled: dict[str, Any] | None = None
+) -> None:
+    """The layer's re-ask: same key and form but for the valid fields pre-filled as `default`s,
+    message = original + a blank line + a hint naming the field by its title."""
     assert rnd.key == APPROVAL_KEY
-    assert rnd.requested_schema == EXPECTED_SCHEMA
-    original = f"Deploy to {environment}?"
+    schema = json.loads(json.dumps(rnd.requested_schema))
+    defaults = {name: prop.pop("default") for name, prop in schema["properties"].items() if "default" in prop}
+    assert schema == EXPECTED_SCHEMA
+    assert defaults == (prefilled or {})
+    original = f"Deploy to '{environment}'?"
     assert rnd.message.startswith(original + HINT_PREFIX), rnd.message
     hint = rnd.message[len(original + HINT_PREFIX) :]
-    assert f"`{field_name}`" in hint, hint
+    assert hint.startswith(f"{field_title}: "), hint
     assert hint.endswith("."), hint
 
 
@@ -184,7 +195,7 @@ async def test_wrong_type_is_reasked_with_hint(url: str) -> None:
     result = await call_deploy(url, user)
     assert len(user.rounds) == 2, [r.message for r in user.rounds]
     assert_first_round(user.rounds[0])
-    assert_reask(user.rounds[1], "approve")
+    assert_reask(user.rounds[1], "Approve")
     assert_deployed(result, "staging")
 
 
@@ -193,7 +204,7 @@ async def test_too_long_note_is_reasked_with_hint(url: str) -> None:
     result = await call_deploy(url, user)
     assert len(user.rounds) == 2, [r.message for r in user.rounds]
     assert_first_round(user.rounds[0])
-    assert_reask(user.rounds[1], "note")
+    assert_reask(user.rounds[1], "Note", prefilled={"approve": True})
     assert_deployed(result, "staging")
 
 
@@ -223,9 +234,9 @@ async def test_two_invalid_answers_then_valid(url: str) -> None:
     user = ScriptedUser([accept(approve="yes"), accept(approve=True, note="n" * 201), accept(approve=True)])
     result = await call_deploy(url, user)
     assert len(user.rounds) == 3, [r.message for r in user.rounds]
-    assert_reask(user.rounds[1], "approve")
-    assert_reask(user.rounds[2], "note")
-    assert "`approve`" not in user.rounds[2].message
+    assert_reask(user.rounds[1], "Approve")
+    assert_reask(user.rounds[2], "Note", prefilled={"approve": True})
+    assert "Approve:" not in user.rounds[2].message
     assert_deployed(result, "staging")
 
 

@@ -85,14 +85,23 @@ def typing(name: str) -> Any:
     return answer
 
 
-async def test_delete_branch_refused_when_the_typed_name_differs(url: str) -> None:
+async def test_delete_branch_asks_again_when_the_typed_name_differs(url: str) -> None:
     assert "dev" in await branches(url)
-    user = User(typing("main"))
+
+    async def answer(seen: Seen, round_: int) -> types.ElicitResult:
+        # A typo, then the user gives up.
+        if round_ == 1:
+            return types.ElicitResult(action="accept", content={"confirm": "main"})
+        return types.ElicitResult(action="decline")
+
+    user = User(answer)
     result = await call(url, "delete_branch", {"name": "dev"}, user)
     assert result.is_error is True
     assert text_of(result) == NOT_DELETED
+    asked = "Delete the branch 'dev'? Type its name to confirm."
     assert [(r.key, r.mode, r.message) for r in user.rounds] == [
-        (CONFIRM_KEY, "form", "Type the branch name to delete dev")
+        (CONFIRM_KEY, "form", asked),
+        (CONFIRM_KEY, "form", asked + "\n\nThat is not the branch name."),
     ]
     assert "dev" in await branches(url)
 
@@ -138,6 +147,7 @@ async def test_connect_github_url_flow_is_verified_on_the_server(url: str) -> No
     assert text_of(result) == "Connected octocat"
     assert len(user.rounds) == 2
     first, second = user.rounds
-    assert (first.key, first.mode, first.message) == (GITHUB_KEY, "url", "Authorize GitHub access")
+    assert (first.key, first.mode, first.message) == (GITHUB_KEY, "url", "Authorize GitHub access for 'octocat'.")
     assert first.url is not None and "/flows/" in first.url
     assert second.url == first.url, "an incomplete flow is asked again with the same URL"
+    assert second.message == first.message + "\n\nNot finished yet: complete it in the browser, then continue."

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# What a person sees: the official MCP Inspector's web UI (v2.12.0, which speaks MCP 2026-07-28)
+# driven in headless Chromium against the `deploy` example (scripts/ui-check.mjs): a look at
+# every tool's form, then four flows:
+#
+#   0. every example tool renders its arguments as controls (no raw JSON editor);
+#   1. deploy: `environment` renders as a select; the approval form has descriptions; approve;
+#   2. deploy with a 300-character note (typed through the dialog's "Edit as JSON"): the re-ask
+#      shows the hint and comes back with `approve` pre-filled;
+#   3. connect_github accepted before the URL flow is finished: the re-ask says so; then the flow
+#      is completed in the browser and the call goes through;
+#   4. delete_branch with a typo: asked again with the gate's retry hint; the right name deletes.
+#
+#   scripts/ui-check.sh           # run the check
+#   scripts/ui-check.sh --docs    # also copy the screenshots shown in the README into docs/
+#
+# Installs what it needs on first use: Debian's `chromium` (apt-get, as root), and under
+# .cache/ui-check/ the Inspector, `playwright-core` (pinned; launched with Debian's Chromium,
+# Playwright's own browser downloads are never used) and the Node 22 runtime the Inspector
+# needs (npm package `node@22`). Builds `examples/deploy` (release) and starts it and the
+# Inspector on free loopback ports; both are stopped on exit. Screenshots and logs are left in
+# .cache/ui-check/results/.
+#
+# Prints one line per flow, then `ui-check: N passed, N failed`; exits non-zero when a flow
+# failed or a step before the flows did.
+set -euo pipefail
+
+INSPECTOR_PACKAGE="@modelcontextprotocol/inspector@2.12.0"
+PLAYWRIGHT_PACKAGE="playwright-core@1.65.1"
+NODE_PACKAGE="node@22"
+CHROMIUM=/usr/bin/chromium
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache="${UI_CHECK_CACHE:-$root/.cache/ui-check}"
+results="$cache/results"
+modules="$cache/node_modules"
+node="$modules/node/bin/node"
+launcher="$modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+docs=
+[[ ${1:-} == --docs ]] && docs=1
+
+log() { printf 'ui-check.sh: %s\n' "$*" >&2; }
+
+# ---- install (or reuse) Chromium, the Inspector, playwright-core and Node 22 ----
+if [[ ! -x $CHROMIUM ]]; then
+    if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        log "error: $CHROMIUM is missing (on Debian, as root: apt-get install chromium)"
+        exit 1
+    fi
+    log "installing Debian's chromium"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+fi
+
+version_of() {
+    "$node" -p "require('$modules/$1/package.json').version" 2>/dev/null
+}
+node_major() {
+    "$node" -p 'process.versions.node.split(".")[0]' 2>/dev/null
+}
+if [[ "$(node_major)" != 22 ||
+    "$(version_of @modelcontextprotocol/inspector)" != "${INSPECTOR_PACKAGE##*@}" ||
+    "$(version_of playwright-core)" != "${PLAYWRIGHT_PACKAGE##*@}" ]]; then
+    log "installing $INSPECTOR_PACKAGE, $PLAYWRIGHT_PACKAGE and $NODE_PACKAGE into $cache"
+    mkdir -p "$cache"
+    # node@22 ships its binary through an install script: allow exactly that one.
+    if [[ ! -f "$cache/package.json" ]]; then
+        printf '{ "private": true, "allowScripts": { "node": true } }\n' >"$cache/package.json"
+    fi
+    npm install --prefix "$cache" --no-audit --no-fund --loglevel=error \
+        "$INSPECTOR_PACKAGE" "$PLAYWRIGHT_PACKAGE" "$NODE_PACKAGE" >&2
+    if [[ "$(node_major)" != 22 ]]; then
+        log "error: $node is not a Node 22 binary (did npm skip the install script of $NODE_PACKAGE?)"
+        exit 1
+    fi
+    [[ -f $launcher ]] || { log "error: $launcher is missing after the install"; exit 1; }
+fi
+log "using Node $("$node" --version), Inspector $(version_of @modelcontextprotocol/inspector), playwright-core $(version_of playwright-core), $("$CHROMIUM" --version 2>/dev/null)"
+
+# ---- build and start the deploy example ----
+cargo build --quiet --release --manifest-path "$root/Cargo.toml" --example deploy >&2
+target_dir=$(cargo metadata --manifest-path "$root/Cargo.toml" --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+server_bin="$target_dir/release/examples/deploy"
+
+rm -rf "$results"
+mkdir -p "$results"
+work=$(mktemp -d "${TMPDIR:-/tmp}/ui-check.XXXXXX")
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+server_pid=
+inspector_pid=
+stop() {
+    local pid
+    for pid in "$inspector_pid" "$server_pid"; do
+        if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+            kill "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    inspector_pid=
+    server_pid=
+}
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+on_exit() {
+    local rc=$?
+    stop
+    rm -rf "$work"
+    exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Waits until `$2` (a PID) has printed `$3` into `$1`, at most `$4` seconds.
+wait_for_line() {
+    local file=$1 pid=$2 pattern=$3 seconds=$4
+    for _ in $(seq 1 $((seconds * 10))); do
+        grep -q "$pattern" "$file" 2>/dev/null && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    log "error: no \"$pattern\" from $file; its last lines:"
+    tail -n 30 "$file" >&2
+    return 1
+}
+
+port=$(free_port)
+key="k1:$(python3 -c 'import base64, secrets; print(base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode())')"
+MCP_ADDR="127.0.0.1:$port" MCP_REQUEST_STATE_KEYS="$key" RUST_LOG="${RUST_LOG:-info,tower_elicitation=debug}" \
+    "$server_bin" >"$results/server.log" 2>&1 &
+server_pid=$!
+wait_for_line "$results/server.log" "$server_pid" "listening on" 60
+server_url="http://127.0.0.1:$port/mcp"
+log "deploy example at $server_url"
+
+# ---- start the Inspector on it ----
+# Its web server needs a fixed port; the MCP Apps sandbox and app origin take any free one. A
+# fresh API token, home, storage and in-memory secrets: nothing of a person's own Inspector is
+# read or written.
+client_port=$(free_port)
+token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
+mkdir -p "$work/home" "$work/storage"
+(
+    cd "$work"
+    exec env HOME="$work/home" HOST=127.0.0.1 CLIENT_PORT="$client_port" MCP_SANDBOX_PORT=0 \
+        MCP_APP_ORIGIN_PORT=0 MCP_AUTO_OPEN_ENABLED=false MCP_INSPECTOR_API_TOKEN="$token" \
+        MCP_STORAGE_DIR="$work/storage" MCP_INSPECTOR_SECRET_STORE=memory \
+        "$node" "$launcher" --web --transport http --server-url "$server_url" --protocol-era modern
+) >"$results/inspector.log" 2>&1 &
+inspector_pid=$!
+wait_for_line "$results/inspector.log" "$inspector_pid" "is up and running" 120
+log "Inspector at http://127.0.0.1:$client_port"
+
+# ---- drive it ----
+set +e
+UI_CHECK_INSPECTOR="http://127.0.0.1:$client_port/?MCP_INSPECTOR_API_TOKEN=$token" \
+    UI_CHECK_RESULTS="$results" UI_CHECK_MODULES="$modules" UI_CHECK_CHROMIUM="$CHROMIUM" \
+    "$node" "$root/scripts/ui-check.mjs"
+rc=$?
+set -e
+stop
+
+if [[ $rc -eq 0 && -n $docs ]]; then
+    for name in deploy-select deploy-reask github-reask delete-retry; do
+        cp "$results/$name.png" "$root/docs/ui-$name.png"
+    done
+    log "copied the screenshots into $root/docs/"
+fi
+log "screenshots and logs: $results"
+exit "$rc"

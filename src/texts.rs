@@ -1,0 +1,293 @@
+//! The words a person reads: re-ask hints and the gates' default texts, in one place.
+//!
+//! Everything the layer writes for the user of a host (as opposed to the JSON-RPC errors it writes
+//! for programs) is made here, in plain text without Markdown, so that a translation has one
+//! module to replace. A hint is one short sentence per problem, naming the field by the `title`
+//! the form shows (its key when it has none), saying what to do in words that do not assume the
+//! reader knows JSON; it never repeats what was entered, at most how long it was.
+
+use serde_json::Value;
+
+/// The message of a question asked again: the author's message, a blank line, then `lines`, one a
+/// line. With no message of its own, only the lines.
+pub(crate) fn after_message(message: &str, lines: &[String]) -> String {
+    let lines = lines.join("\n");
+    if message.is_empty() {
+        lines
+    } else {
+        format!("{message}\n\n{lines}")
+    }
+}
+
+/// The line a URL gate's question gains when it is asked again because its flow is not complete.
+pub(crate) const URL_NOT_FINISHED: &str =
+    "Not finished yet: complete it in the browser, then continue.";
+
+/// A gate's message when none is configured.
+pub(crate) fn gate_message(target: &str) -> String {
+    format!("Allow {target}?")
+}
+
+/// A gate's refusal text when none is configured.
+pub(crate) const GATE_REFUSAL: &str = "The request was not approved.";
+
+/// The refusal of a gated call from a client that cannot answer a gate.
+pub(crate) fn gate_needs_newer_client(target: &str) -> String {
+    format!("\"{target}\" needs the user's approval, which requires MCP 2026-07-28 or later.")
+}
+
+/// What was wrong with one answered field (or with a form answer as a whole), as the hint says it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Problem<'a> {
+    /// A required field left empty.
+    Missing,
+    /// A value of another kind than the field takes.
+    Kind(Kind),
+    /// Text shorter than `min` characters (it had `got`).
+    TooShort { min: u64, got: usize },
+    /// Text longer than `max` characters (it had `got`).
+    TooLong { max: u64, got: usize },
+    /// A number below `limit`; `exclusive` when it must be greater than it.
+    TooSmall { limit: &'a Value, exclusive: bool },
+    /// A number above `limit`; `exclusive` when it must be less than it.
+    TooLarge { limit: &'a Value, exclusive: bool },
+    /// A number that is not a multiple of this.
+    NotMultiple(f64),
+    /// Fewer than `min` options chosen.
+    TooFewChosen { min: u64 },
+    /// More than `max` options chosen (it had `got`).
+    TooManyChosen { max: u64, got: usize },
+    /// An option chosen twice.
+    ChosenTwice,
+    /// Text not written in this `format` (`email`, `uri`, `date`, `date-time`, …).
+    Format(&'a str),
+    /// Text that does not match the field's `pattern`.
+    Pattern,
+    /// A value not among these choices (their titles where the form shows titles).
+    NotAChoice(&'a str),
+    /// Of a multi-select: an option not among these choices.
+    NotAnOption(&'a str),
+    /// The answer is not a filled-in form at all.
+    NotAForm,
+    /// The answer as a whole breaks a rule of the form (outside the MCP form subset).
+    DoesNotFit,
+    /// Anything else.
+    Invalid,
+}
+
+/// The kinds of value a form field takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Text,
+    Number,
+    WholeNumber,
+    YesNo,
+    Choices,
+    Other,
+}
+
+/// One sentence of a hint: `Note: use at most 200 characters (you entered 300).` `field` is the
+/// field's title or key; `None` for a problem of the whole answer.
+pub(crate) fn problem(field: Option<&str>, problem: &Problem<'_>) -> String {
+    let what = what_to_do(problem);
+    match field {
+        Some(field) => format!("{field}: {what}."),
+        None => {
+            let mut chars = what.chars();
+            let first = chars.next().map(|c| c.to_uppercase().collect::<String>());
+            format!("{}{}.", first.unwrap_or_default(), chars.as_str())
+        }
+    }
+}
+
+fn what_to_do(problem: &Problem<'_>) -> String {
+    use Problem as P;
+    match problem {
+        P::Missing => "this field is required".to_owned(),
+        P::Kind(kind) => match kind {
+            Kind::Text => "enter text".to_owned(),
+            Kind::Number => "enter a number".to_owned(),
+            Kind::WholeNumber => "enter a whole number".to_owned(),
+            Kind::YesNo => "answer yes or no".to_owned(),
+            Kind::Choices => "choose from the list".to_owned(),
+            Kind::Other => "this kind of value is not accepted".to_owned(),
+        },
+        P::TooShort { min: 1, got: 0 } => "this field cannot be empty".to_owned(),
+        P::TooShort { min, got } => format!(
+            "use at least {} (you entered {got})",
+            count(*min, "character", "characters")
+        ),
+        P::TooLong { max, got } => format!(
+            "use at most {} (you entered {got})",
+            count(*max, "character", "characters")
+        ),
+        P::TooSmall {
+            limit,
+            exclusive: false,
+        } => format!("enter a number of at least {}", number(limit)),
+        P::TooSmall {
+            limit,
+            exclusive: true,
+        } => format!("enter a number greater than {}", number(limit)),
+        P::TooLarge {
+            limit,
+            exclusive: false,
+        } => format!("enter a number of at most {}", number(limit)),
+        P::TooLarge {
+            limit,
+            exclusive: true,
+        } => format!("enter a number less than {}", number(limit)),
+        P::NotMultiple(of) => format!("enter a multiple of {}", number(&Value::from(*of))),
+        P::TooFewChosen { min } => format!("choose at least {}", count(*min, "option", "options")),
+        P::TooManyChosen { max, got } => format!(
+            "choose at most {} (you chose {got})",
+            count(*max, "option", "options")
+        ),
+        P::ChosenTwice => "choose each option only once".to_owned(),
+        P::Format(format) => match *format {
+            "email" => "enter an email address, such as name@example.com".to_owned(),
+            "uri" => "enter a web address, such as https://example.com".to_owned(),
+            "date" => "enter a date as year-month-day, such as 2026-07-28".to_owned(),
+            "date-time" => "enter a date and time, such as 2026-07-28T14:30:00Z".to_owned(),
+            other => format!("enter a valid {other}"),
+        },
+        P::Pattern => "this is not in the expected form".to_owned(),
+        P::NotAChoice(choices) => format!("choose one of {choices}"),
+        P::NotAnOption(choices) => format!("choose only from {choices}"),
+        P::NotAForm => "the answer was not a filled-in form; please answer again".to_owned(),
+        P::DoesNotFit => {
+            "the answer does not fit the form; please check it and answer again".to_owned()
+        }
+        P::Invalid => "this value is not accepted".to_owned(),
+    }
+}
+
+/// Choices as a hint lists them: `Staging, Production`, cut short with `…` after `max`.
+pub(crate) fn choices<'a>(names: impl IntoIterator<Item = &'a str>, max: usize) -> String {
+    let mut out = String::new();
+    for (i, name) in names.into_iter().enumerate() {
+        if i == max {
+            out.push_str(", …");
+            break;
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(name);
+    }
+    out
+}
+
+fn count(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// A schema limit as a person writes it: `18`, `0.5`, `200` (not `200.0`).
+fn number(limit: &Value) -> String {
+    match limit.as_f64() {
+        Some(float) if limit.is_f64() && float.fract() == 0.0 && float.abs() < 1e15 => {
+            format!("{}", float as i64)
+        }
+        _ => limit.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_hint_sentence_names_the_field_and_says_what_to_do() {
+        let note = problem(Some("Note"), &Problem::TooLong { max: 200, got: 300 });
+        assert_eq!(note, "Note: use at most 200 characters (you entered 300).");
+        assert_eq!(
+            problem(Some("Approve"), &Problem::Missing),
+            "Approve: this field is required."
+        );
+        assert_eq!(
+            problem(Some("Approve"), &Problem::Kind(Kind::YesNo)),
+            "Approve: answer yes or no."
+        );
+        assert_eq!(
+            problem(None, &Problem::NotAForm),
+            "The answer was not a filled-in form; please answer again."
+        );
+    }
+
+    #[test]
+    fn hint_sentences_are_plain_text() {
+        let limit = json!(18);
+        let choices = "Staging, Production";
+        for sentence in [
+            problem(
+                Some("Age"),
+                &Problem::TooSmall {
+                    limit: &limit,
+                    exclusive: false,
+                },
+            ),
+            problem(Some("Env"), &Problem::NotAChoice(choices)),
+            problem(Some("Email"), &Problem::Format("email")),
+            problem(Some("When"), &Problem::Format("date-time")),
+            problem(Some("Code"), &Problem::Pattern),
+            problem(Some("Tags"), &Problem::TooManyChosen { max: 2, got: 3 }),
+        ] {
+            assert!(!sentence.contains('`'), "{sentence}");
+            assert!(!sentence.contains('*'), "{sentence}");
+            assert!(sentence.ends_with('.'), "{sentence}");
+            assert_eq!(sentence.lines().count(), 1, "{sentence}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_written_as_a_person_writes_them() {
+        let whole = json!(200.0);
+        let half = json!(0.5);
+        assert_eq!(
+            problem(
+                Some("N"),
+                &Problem::TooLarge {
+                    limit: &whole,
+                    exclusive: false
+                }
+            ),
+            "N: enter a number of at most 200."
+        );
+        assert_eq!(
+            problem(
+                Some("N"),
+                &Problem::TooSmall {
+                    limit: &half,
+                    exclusive: true
+                }
+            ),
+            "N: enter a number greater than 0.5."
+        );
+        assert_eq!(
+            problem(Some("N"), &Problem::TooShort { min: 1, got: 0 }),
+            "N: this field cannot be empty."
+        );
+        assert_eq!(
+            problem(Some("N"), &Problem::TooFewChosen { min: 1 }),
+            "N: choose at least 1 option."
+        );
+    }
+
+    #[test]
+    fn the_hint_follows_the_message_after_a_blank_line() {
+        let lines = ["A: x.".to_owned(), "B: y.".to_owned()];
+        assert_eq!(after_message("Deploy?", &lines), "Deploy?\n\nA: x.\nB: y.");
+        assert_eq!(after_message("", &lines[..1]), "A: x.");
+    }
+
+    #[test]
+    fn long_choice_lists_are_cut_short() {
+        assert_eq!(choices(["a", "b", "c"], 2), "a, b, …");
+        assert_eq!(choices(["a", "b"], 2), "a, b");
+    }
+}
