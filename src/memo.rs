@@ -49,6 +49,24 @@ impl<V, const CAPACITY: usize> Bounded<V, CAPACITY> {
         Ok(made)
     }
 
+    /// The value kept for `key`, if any.
+    pub(crate) fn get(&self, key: &str) -> Option<Arc<V>> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .map(Arc::clone)
+    }
+
+    /// Keeps `value` for `key` (clearing the map first when it is full).
+    pub(crate) fn insert(&self, key: &str, value: Arc<V>) {
+        let mut entries = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if entries.len() >= CAPACITY && !entries.contains_key(key) {
+            entries.clear();
+        }
+        entries.insert(key.into(), value);
+    }
+
     /// How many values are kept.
     pub(crate) fn len(&self) -> usize {
         self.0.read().unwrap_or_else(PoisonError::into_inner).len()
