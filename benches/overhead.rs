@@ -16,15 +16,18 @@ mod support;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use std::cell::Cell;
 use std::hint::black_box;
 
 use bytes::Bytes;
-use criterion::{Criterion, criterion_group, criterion_main};
-use http::Request;
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
+use http::{Request, Response};
+use http_body::Body;
 use http_body_util::Full;
 use serde_json::json;
 use support::{call, echo, large_arguments, layer, post, send, token};
-use tower::ServiceBuilder;
+use tower::{Service, ServiceBuilder};
 
 fn overhead(c: &mut Criterion) {
     let rt = support::runtime();
@@ -94,6 +97,24 @@ fn overhead(c: &mut Criterion) {
         })
     });
 
+    // The same retry from a client that sends a new `_meta.progressToken` with every call.
+    let progress_bare = support::with_progress_tokens(&retry_bare, support::PROGRESS_TOKENS);
+    let progress_layer = support::with_progress_tokens(&retry, support::PROGRESS_TOKENS);
+    cycling(
+        &mut group,
+        &rt,
+        "echo/bare/call_retry_progress",
+        &bare,
+        &progress_bare,
+    );
+    cycling(
+        &mut group,
+        &rt,
+        "echo/layer/call_retry_progress",
+        &layered,
+        &progress_layer,
+    );
+
     // The same retry against a real rmcp server (JSON responses).
     let state = server::DeployState::new();
     let rmcp_bare = server::mcp_service(state.clone(), true);
@@ -113,6 +134,57 @@ fn overhead(c: &mut Criterion) {
         json!({"environment": "staging"}),
         json!({"requestState": rmcp_sealed, "inputResponses": approve}),
     );
+    // Every round against rmcp: `tools/list` (passed through), the first round (sealed), and the
+    // first round with rmcp answering as an event stream.
+    let rmcp_sse_bare = server::mcp_service(server::DeployState::new(), false);
+    let rmcp_sse_layered = ServiceBuilder::new()
+        .layer(layer())
+        .service(server::mcp_service(server::DeployState::new(), false));
+    let list_call = (&list, "tools/list", None);
+    let first_call = (&rmcp_first, "tools/call", Some("deploy"));
+    single(
+        &mut group,
+        &rt,
+        "rmcp/bare/tools_list",
+        &rmcp_bare,
+        list_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp/layer/tools_list",
+        &rmcp_layered,
+        list_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp/bare/call_first",
+        &rmcp_bare,
+        first_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp/layer/call_first",
+        &rmcp_layered,
+        first_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp-sse/bare/call_first",
+        &rmcp_sse_bare,
+        first_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp-sse/layer/call_first",
+        &rmcp_sse_layered,
+        first_call,
+    );
+
     group.bench_function("rmcp/bare/call_retry", |b| {
         b.to_async(&rt).iter(|| async {
             black_box(
@@ -169,6 +241,47 @@ fn overhead(c: &mut Criterion) {
     });
 
     group.finish();
+}
+
+/// Benchmarks `id`: one request to `service`, `(body, Mcp-Method, Mcp-Name)`, again and again.
+fn single<S, B>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &tokio::runtime::Runtime,
+    id: &str,
+    service: &S,
+    (body, method, name): (&Bytes, &str, Option<&str>),
+) where
+    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    group.bench_function(id, |b| {
+        b.to_async(rt)
+            .iter(|| async { black_box(send(service, post(body, method, name)).await) })
+    });
+}
+
+/// Benchmarks `id`: requests to `service` whose bodies cycle through `bodies`, one per request.
+fn cycling<S, B>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &tokio::runtime::Runtime,
+    id: &str,
+    service: &S,
+    bodies: &[Bytes],
+) where
+    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let next = Cell::new(0);
+    group.bench_function(id, |b| {
+        b.to_async(rt).iter(|| {
+            let body = &bodies[next.replace((next.get() + 1) % bodies.len())];
+            async move { black_box(send(service, post(body, "tools/call", Some("deploy"))).await) }
+        })
+    });
 }
 
 criterion_group!(benches, overhead);
