@@ -18,7 +18,7 @@ processes hold; --clock wall measures wall-clock time, as `cargo bench` does.
     python3 scripts/bench_report.py --only rmcp      # pairs whose label contains `rmcp`
     python3 scripts/bench_report.py --from target/bench_report/runs.json --check   # re-report
 
-A full run (12 pairs, 5 runs each, 1 s warm-up + 2 s measurement per run) takes about 9 minutes
+A full run (12 pairs, 5 runs each, 1 s warm-up + 2 s measurement per run) takes about 8 minutes
 on 2 cores. Every run is kept in target/bench_report/runs.json. Standard library only; always
 exits 0 (a report, not a gate).
 """
