@@ -1,8 +1,9 @@
 //! Heap allocations per request: the layer against the bare inner service.
 //!
 //! `cargo bench --bench allocations` (a few seconds). The scenarios are `overhead.rs`'s echo
-//! ones (`tools_list`, `call_first`, `call_retry`, `call_retry_cold`, and the layer's
-//! `call_reask`), each request driven the same way: built, sent through `oneshot` on a clone of
+//! ones (`tools_list`, `call_first`, `call_retry`, `call_retry_cold`, `call_retry_progress`: a
+//! new `_meta.progressToken` on every request, and the layer's `call_reask`), each request driven
+//! the same way: built, sent through `oneshot` on a clone of
 //! the service and its response body collected, with one `block_on` per request on a
 //! current-thread Tokio runtime. After a warm-up, a counting global allocator gives the mean
 //! number of allocations and of bytes allocated per request (`realloc` counts as one allocation
@@ -76,11 +77,12 @@ fn counters() -> (u64, u64) {
     )
 }
 
-/// Mean allocations and bytes per request over `requests` requests, after a warm-up.
+/// Mean allocations and bytes per request over `requests` requests, after a warm-up; the
+/// requests' bodies cycle through `bodies` (built before counting).
 fn measure<S, B>(
     rt: &tokio::runtime::Runtime,
     service: &S,
-    body: &Bytes,
+    bodies: &[Bytes],
     method: &str,
     name: Option<&str>,
     requests: usize,
@@ -91,12 +93,14 @@ where
     B: Body<Data = Bytes>,
     B::Error: std::fmt::Debug,
 {
+    let mut next = bodies.iter().cycle();
+    let mut body = || next.next().expect("at least one body");
     for _ in 0..WARM_UP {
-        black_box(rt.block_on(send(service, post(body, method, name))));
+        black_box(rt.block_on(send(service, post(body(), method, name))));
     }
     let (allocs, bytes) = counters();
     for _ in 0..requests {
-        black_box(rt.block_on(send(service, post(body, method, name))));
+        black_box(rt.block_on(send(service, post(body(), method, name))));
     }
     let (allocs_after, bytes_after) = counters();
     let n = requests as f64;
@@ -105,6 +109,9 @@ where
         (bytes_after - bytes) as f64 / n,
     )
 }
+
+/// A scenario: its name, the bare service's bodies, the layer's, `Mcp-Method`, `Mcp-Name`.
+type Scenario<'a> = (&'a str, &'a [Bytes], &'a [Bytes], &'a str, Option<&'a str>);
 
 /// `12`, or `12.3` when the mean is not a whole number.
 fn count(value: f64, signed: bool) -> String {
@@ -119,7 +126,7 @@ fn count(value: f64, signed: bool) -> String {
 
 fn line(scenario: &str, variant: &str, (allocs, bytes): (f64, f64), signed: bool) {
     println!(
-        "{scenario:<15} {variant:<14} {:>7} allocs, {:>8} bytes / request",
+        "{scenario:<19} {variant:<14} {:>7} allocs, {:>8} bytes / request",
         count(allocs, signed),
         count(bytes, signed),
     );
@@ -151,25 +158,42 @@ fn main() {
     // The same retry with a token another replica sealed, which the layer opens in full.
     let sealed_elsewhere = rt.block_on(support::token_from_another_replica(&first));
     let cold = support::retries(json!({"environment": "staging"}), &sealed_elsewhere).layer;
+    // The retry from a client that sends a new `_meta.progressToken` with every request.
+    let progress_bare = support::with_progress_tokens(&retry_bare, support::PROGRESS_TOKENS);
+    let progress_layer = support::with_progress_tokens(&retry, support::PROGRESS_TOKENS);
+    let one = std::slice::from_ref;
 
     println!(
         "Heap allocations per request (mean of {requests} after {WARM_UP} warm-up; \
          current-thread runtime, block_on per request)"
     );
-    let scenarios: [(&str, &Bytes, &Bytes, &str, Option<&str>); 4] = [
-        ("tools_list", &list, &list, "tools/list", None),
-        ("call_first", &first, &first, "tools/call", Some("deploy")),
+    let scenarios: [Scenario<'_>; 5] = [
+        ("tools_list", one(&list), one(&list), "tools/list", None),
+        (
+            "call_first",
+            one(&first),
+            one(&first),
+            "tools/call",
+            Some("deploy"),
+        ),
         (
             "call_retry",
-            &retry_bare,
-            &retry,
+            one(&retry_bare),
+            one(&retry),
             "tools/call",
             Some("deploy"),
         ),
         (
             "call_retry_cold",
-            &retry_bare,
-            &cold,
+            one(&retry_bare),
+            one(&cold),
+            "tools/call",
+            Some("deploy"),
+        ),
+        (
+            "call_retry_progress",
+            &progress_bare,
+            &progress_layer,
             "tools/call",
             Some("deploy"),
         ),
@@ -185,7 +209,7 @@ fn main() {
     let r = measure(
         &rt,
         &layered,
-        &reask,
+        one(&reask),
         "tools/call",
         Some("deploy"),
         requests,

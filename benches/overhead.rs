@@ -3,6 +3,11 @@
 //! `cargo bench --bench overhead`; the ids are stable so results compare across changes
 //! (see BENCHMARKS.md). Every request goes through `oneshot` on a clone of the service and its
 //! response body is collected, on a current-thread Tokio runtime.
+//!
+//! Criterion measures wall-clock time. With `BENCH_CLOCK=cpu` it measures the CPU time of the
+//! bench's thread instead (`CLOCK_THREAD_CPUTIME_ID`), where all of a request's work runs: time
+//! the thread spends waiting for a core that other processes hold is not counted, so a pair's
+//! ratio moves less on a busy machine (`scripts/bench_report.py` measures this way by default).
 
 #[allow(dead_code)]
 #[path = "../examples/deploy/server.rs"]
@@ -16,17 +21,20 @@ mod support;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use std::cell::Cell;
 use std::hint::black_box;
 
 use bytes::Bytes;
-use criterion::{Criterion, criterion_group, criterion_main};
-use http::Request;
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::{BenchmarkGroup, Criterion};
+use http::{Request, Response};
+use http_body::Body;
 use http_body_util::Full;
 use serde_json::json;
 use support::{call, echo, large_arguments, layer, post, send, token};
-use tower::ServiceBuilder;
+use tower::{Service, ServiceBuilder};
 
-fn overhead(c: &mut Criterion) {
+fn overhead<M: Measurement + 'static>(c: &mut Criterion<M>) {
     let rt = support::runtime();
     let mut group = c.benchmark_group("overhead");
 
@@ -94,6 +102,24 @@ fn overhead(c: &mut Criterion) {
         })
     });
 
+    // The same retry from a client that sends a new `_meta.progressToken` with every call.
+    let progress_bare = support::with_progress_tokens(&retry_bare, support::PROGRESS_TOKENS);
+    let progress_layer = support::with_progress_tokens(&retry, support::PROGRESS_TOKENS);
+    cycling(
+        &mut group,
+        &rt,
+        "echo/bare/call_retry_progress",
+        &bare,
+        &progress_bare,
+    );
+    cycling(
+        &mut group,
+        &rt,
+        "echo/layer/call_retry_progress",
+        &layered,
+        &progress_layer,
+    );
+
     // The same retry against a real rmcp server (JSON responses).
     let state = server::DeployState::new();
     let rmcp_bare = server::mcp_service(state.clone(), true);
@@ -113,6 +139,57 @@ fn overhead(c: &mut Criterion) {
         json!({"environment": "staging"}),
         json!({"requestState": rmcp_sealed, "inputResponses": approve}),
     );
+    // Every round against rmcp: `tools/list` (passed through), the first round (sealed), and the
+    // first round with rmcp answering as an event stream.
+    let rmcp_sse_bare = server::mcp_service(server::DeployState::new(), false);
+    let rmcp_sse_layered = ServiceBuilder::new()
+        .layer(layer())
+        .service(server::mcp_service(server::DeployState::new(), false));
+    let list_call = (&list, "tools/list", None);
+    let first_call = (&rmcp_first, "tools/call", Some("deploy"));
+    single(
+        &mut group,
+        &rt,
+        "rmcp/bare/tools_list",
+        &rmcp_bare,
+        list_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp/layer/tools_list",
+        &rmcp_layered,
+        list_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp/bare/call_first",
+        &rmcp_bare,
+        first_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp/layer/call_first",
+        &rmcp_layered,
+        first_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp-sse/bare/call_first",
+        &rmcp_sse_bare,
+        first_call,
+    );
+    single(
+        &mut group,
+        &rt,
+        "rmcp-sse/layer/call_first",
+        &rmcp_sse_layered,
+        first_call,
+    );
+
     group.bench_function("rmcp/bare/call_retry", |b| {
         b.to_async(&rt).iter(|| async {
             black_box(
@@ -171,5 +248,97 @@ fn overhead(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, overhead);
-criterion_main!(benches);
+/// Benchmarks `id`: one request to `service`, `(body, Mcp-Method, Mcp-Name)`, again and again.
+fn single<M: Measurement, S, B>(
+    group: &mut BenchmarkGroup<'_, M>,
+    rt: &tokio::runtime::Runtime,
+    id: &str,
+    service: &S,
+    (body, method, name): (&Bytes, &str, Option<&str>),
+) where
+    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    group.bench_function(id, |b| {
+        b.to_async(rt)
+            .iter(|| async { black_box(send(service, post(body, method, name)).await) })
+    });
+}
+
+/// Benchmarks `id`: requests to `service` whose bodies cycle through `bodies`, one per request.
+fn cycling<M: Measurement, S, B>(
+    group: &mut BenchmarkGroup<'_, M>,
+    rt: &tokio::runtime::Runtime,
+    id: &str,
+    service: &S,
+    bodies: &[Bytes],
+) where
+    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+    B: Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let next = Cell::new(0);
+    group.bench_function(id, |b| {
+        b.to_async(rt).iter(|| {
+            let body = &bodies[next.replace((next.get() + 1) % bodies.len())];
+            async move { black_box(send(service, post(body, "tools/call", Some("deploy"))).await) }
+        })
+    });
+}
+
+/// The CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`), shown as criterion shows
+/// wall-clock time.
+struct ThreadCpuTime {
+    wall: WallTime,
+}
+
+fn thread_cpu_time() -> std::time::Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable `timespec`; the clock id is a constant Linux knows.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = std::time::Duration;
+    type Value = std::time::Duration;
+
+    fn start(&self) -> Self::Intermediate {
+        thread_cpu_time()
+    }
+    fn end(&self, started: Self::Intermediate) -> Self::Value {
+        thread_cpu_time().saturating_sub(started)
+    }
+    fn add(&self, a: &Self::Value, b: &Self::Value) -> Self::Value {
+        *a + *b
+    }
+    fn zero(&self) -> Self::Value {
+        std::time::Duration::ZERO
+    }
+    fn to_f64(&self, value: &Self::Value) -> f64 {
+        value.as_nanos() as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        self.wall.formatter()
+    }
+}
+
+fn main() {
+    if std::env::var("BENCH_CLOCK").is_ok_and(|clock| clock == "cpu") {
+        let mut c = Criterion::default()
+            .with_measurement(ThreadCpuTime { wall: WallTime })
+            .configure_from_args();
+        overhead(&mut c);
+    } else {
+        let mut c = Criterion::default().configure_from_args();
+        overhead(&mut c);
+    }
+    Criterion::default().configure_from_args().final_summary();
+}

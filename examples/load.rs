@@ -17,8 +17,14 @@
 //! RSS after the run exceeds the RSS after the warm-up by more than the fraction F, e.g. 0.2),
 //! `--url URL` (drive a server that is already running, e.g. `cargo run --release --example
 //! deploy` at `http://127.0.0.1:3000/mcp`, instead of serving one in this process; RSS is then
-//! this client's, and deployments are counted from the answers only).
-//! It exits 1 on any error. The in-process server listens on 127.0.0.1 only, with
+//! this client's, and deployments are counted from the answers only), `--duration S` (measure
+//! for S seconds, however many flows that is, instead of `--flows` flows; the warm-up is still
+//! `--warmup` flows), `--reask-hint TEXT` (what the re-ask's message must contain; default the
+//! question followed by a blank line and the layer's hint naming the wrong field,
+//! `"?\n\nApprove: "`. A server with no hint of its own re-asks its question as it was:
+//! `--reask-hint "Deploy to "`).
+//! It exits 1 on any error. A server that takes `approve: "yes"` fails every flow, as one that
+//! does not deploy on `approve: true` does. The in-process server listens on 127.0.0.1 only, with
 //! `TCP_NODELAY` on its sockets as every example server sets it.
 //!
 //! A client must take either kind of answer: even in `--sse` mode, the layer's own answers (its
@@ -46,6 +52,8 @@ struct Options {
     sse: bool,
     max_rss_growth: Option<f64>,
     url: Option<String>,
+    duration: Option<Duration>,
+    reask_hint: String,
 }
 
 impl Options {
@@ -58,6 +66,8 @@ impl Options {
             sse: false,
             max_rss_growth: None,
             url: None,
+            duration: None,
+            reask_hint: "?\n\nApprove: ".to_owned(),
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -70,6 +80,10 @@ impl Options {
                 "--max-rss-growth" => options.max_rss_growth = Some(number(&value()?)?),
                 "--sse" => options.sse = true,
                 "--url" => options.url = Some(value()?),
+                "--duration" => {
+                    options.duration = Some(Duration::from_secs_f64(number(&value()?)?));
+                }
+                "--reask-hint" => options.reask_hint = value()?,
                 other => return Err(format!("unknown option {other}")),
             }
         }
@@ -193,7 +207,12 @@ fn input_required(message: &Value) -> Result<String, String> {
 }
 
 /// One complete flow: ask, invalid answer and re-ask, valid answer and deploy.
-async fn flow(client: &Client, n: usize, latencies: &mut Vec<u32>) -> Result<(), String> {
+async fn flow(
+    client: &Client,
+    n: usize,
+    hint: &str,
+    latencies: &mut Vec<u32>,
+) -> Result<(), String> {
     let environment = if n.is_multiple_of(2) {
         "staging"
     } else {
@@ -216,13 +235,17 @@ async fn flow(client: &Client, n: usize, latencies: &mut Vec<u32>) -> Result<(),
         )
         .await?;
     record(latency);
+    if reask["result"]["structuredContent"]["deployed"] == true {
+        return Err(format!(
+            "the server took `approve: \"yes\"` and deployed: {reask}"
+        ));
+    }
     let state = input_required(&reask)?;
     let message = reask["result"]["inputRequests"][APPROVAL_KEY]["params"]["message"]
         .as_str()
         .unwrap_or_default();
-    // The question again, with a hint naming the wrong field by its title after a blank line.
-    if !message.contains("?\n\nApprove: ") {
-        return Err(format!("the re-ask has no hint: {message}"));
+    if !message.contains(hint) {
+        return Err(format!("the re-ask's message has no {hint:?}: {message}"));
     }
 
     let right = json!({APPROVAL_KEY: {"action": "accept", "content": {"approve": true}}});
@@ -247,13 +270,21 @@ struct Outcome {
     elapsed: Duration,
 }
 
-/// `flows` flows from `concurrency` clients; none starts after `deadline`.
-async fn run(client: &Client, flows: usize, concurrency: usize, deadline: Instant) -> Outcome {
+/// `flows` flows from `concurrency` clients; none starts after `deadline`. With `open_ended`,
+/// flows run until `deadline` and those that did not start are not failures.
+async fn run(
+    client: &Client,
+    flows: usize,
+    concurrency: usize,
+    deadline: Instant,
+    hint: &Arc<str>,
+    open_ended: bool,
+) -> Outcome {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
-            let (client, next) = (client.clone(), next.clone());
+            let (client, next, hint) = (client.clone(), next.clone(), hint.clone());
             tokio::spawn(async move {
                 let (mut completed, mut errors, mut latencies) = (0, 0, Vec::new());
                 loop {
@@ -261,7 +292,7 @@ async fn run(client: &Client, flows: usize, concurrency: usize, deadline: Instan
                     if n >= flows || Instant::now() >= deadline {
                         break;
                     }
-                    match flow(&client, n, &mut latencies).await {
+                    match flow(&client, n, &hint, &mut latencies).await {
                         Ok(()) => completed += 1,
                         Err(error) => {
                             if errors == 0 {
@@ -293,7 +324,9 @@ async fn run(client: &Client, flows: usize, concurrency: usize, deadline: Instan
     }
     outcome.elapsed = started.elapsed();
     // Flows that never started before the deadline are failures too.
-    outcome.errors += flows.saturating_sub(outcome.completed + outcome.errors);
+    if !open_ended {
+        outcome.errors += flows.saturating_sub(outcome.completed + outcome.errors);
+    }
     outcome
 }
 
@@ -349,10 +382,35 @@ async fn main() -> ExitCode {
         url: url.as_str().into(),
     };
     let deadline = Instant::now() + Duration::from_secs(options.max_secs);
+    let hint: Arc<str> = options.reask_hint.as_str().into();
 
-    let warmup = run(&client, options.warmup, options.concurrency, deadline).await;
+    let warmup = run(
+        &client,
+        options.warmup,
+        options.concurrency,
+        deadline,
+        &hint,
+        false,
+    )
+    .await;
     let (rss_warm, peak_warm) = rss_kib();
-    let mut outcome = run(&client, options.flows, options.concurrency, deadline).await;
+    let mut outcome = match options.duration {
+        Some(duration) => {
+            let until = deadline.min(Instant::now() + duration);
+            run(&client, usize::MAX, options.concurrency, until, &hint, true).await
+        }
+        None => {
+            run(
+                &client,
+                options.flows,
+                options.concurrency,
+                deadline,
+                &hint,
+                false,
+            )
+            .await
+        }
+    };
     let (rss_after, peak_after) = rss_kib();
 
     let errors = warmup.errors + outcome.errors;

@@ -534,36 +534,78 @@ pub(crate) struct Meta {
     pub(crate) declared: Declared,
 }
 
-impl Meta {
-    /// Reads the text of `params._meta`: the two entries the layer reads, each parsed strictly;
-    /// the rest (client info, progress token, …) is skipped without building anything. Anything
-    /// but an object says nothing.
-    pub(crate) fn read(text: &str) -> Result<Self, Malformed> {
-        #[derive(Deserialize)]
-        struct Wire {
-            #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
-            version: Option<Strict>,
-            #[serde(default, rename = "io.modelcontextprotocol/clientCapabilities")]
-            capabilities: Option<Strict>,
+/// The names of the two `params._meta` entries the layer reads.
+const VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The two entries of `params._meta` the layer reads, as the raw text they came in: a [`Meta`] is
+/// a function of these two texts alone, whatever else `_meta` carries (client info, a progress
+/// token, …), which is skipped without building anything.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct MetaMembers<'a> {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    pub(crate) version: Option<&'a RawValue>,
+    /// `io.modelcontextprotocol/clientCapabilities`.
+    pub(crate) capabilities: Option<&'a RawValue>,
+}
+
+impl<'a> MetaMembers<'a> {
+    /// Finds the two entries in the text of `params._meta` in one borrowed pass, skipping the
+    /// rest; either one given twice is refused. Anything but an object has neither.
+    pub(crate) fn find(text: &'a str) -> Result<Self, Malformed> {
+        match serde_json::from_str::<ObjectOr<Self>>(text) {
+            Ok(ObjectOr::Object(members)) => Ok(members),
+            Ok(_) => Ok(Self::default()),
+            Err(e) => Err(meta_error(&e)),
         }
-        if !text.trim_start().starts_with('{') {
-            return Ok(Self::default());
-        }
-        let wire: Wire = serde_json::from_str(text).map_err(|e| Malformed {
-            code: INVALID_REQUEST,
-            message: format!("Invalid Request: params._meta: {}", strip_position(&e)),
-        })?;
-        Ok(Self {
-            version: match wire.version {
+    }
+
+    /// What the two entries say, each parsed strictly (a key repeated inside one is refused).
+    pub(crate) fn read(&self) -> Result<Meta, Malformed> {
+        let strict = |raw: Option<&RawValue>| match raw {
+            None => Ok(None),
+            Some(raw) => {
+                serde_json::from_str::<Option<Strict>>(raw.get()).map_err(|e| meta_error(&e))
+            }
+        };
+        Ok(Meta {
+            version: match strict(self.version)? {
                 Some(Strict(Value::String(version))) => Some(version),
                 _ => None,
             },
-            declared: wire
-                .capabilities
+            declared: strict(self.capabilities)?
                 .map_or_else(Declared::default, |Strict(capabilities)| {
                     Declared::of(&capabilities)
                 }),
         })
+    }
+}
+
+impl<'de> FromMembers<'de> for MetaMembers<'de> {
+    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut members = Self::default();
+        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+            let (slot, name) = match key.0.as_ref() {
+                VERSION => (&mut members.version, VERSION),
+                CAPABILITIES => (&mut members.capabilities, CAPABILITIES),
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            if slot.is_some() {
+                return Err(de::Error::duplicate_field(name));
+            }
+            *slot = Some(map.next_value()?);
+        }
+        Ok(members)
+    }
+}
+
+fn meta_error(e: &serde_json::Error) -> Malformed {
+    Malformed {
+        code: INVALID_REQUEST,
+        message: format!("Invalid Request: params._meta: {}", strip_position(e)),
     }
 }
 
@@ -961,6 +1003,51 @@ mod tests {
 
     fn raw(text: &str) -> Box<RawValue> {
         RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn meta_is_read_from_its_two_entries_alone() {
+        let read = |text: &str| {
+            MetaMembers::find(text)
+                .and_then(|members| members.read())
+                .map(|m| (m.version, m.declared))
+        };
+        let form = read(r#"{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}"#);
+        let (version, declared) = read(
+            r#"{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+              "io.modelcontextprotocol/clientInfo":{"name":"x"},"progressToken":8,
+              "io.modelcontextprotocol/client\u0043apabilities":{"elicitation":{}}}"#,
+        )
+        .unwrap();
+        assert_eq!(version.as_deref(), Some("2026-07-28"));
+        assert_eq!(declared, form.unwrap().1);
+        for text in ["null", "[]", "1", r#""x""#] {
+            assert_eq!(read(text).unwrap(), (None, Declared::default()), "{text}");
+        }
+        let members =
+            MetaMembers::find(r#"{"a":1,"io.modelcontextprotocol/protocolVersion" : "v" ,"b":{}}"#)
+                .unwrap();
+        assert_eq!(members.version.map(RawValue::get), Some(r#""v""#));
+        assert!(members.capabilities.is_none());
+
+        for (text, message) in [
+            (
+                r#"{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientCapabilities":{}}"#,
+                "Invalid Request: params._meta: duplicate field `io.modelcontextprotocol/clientCapabilities`",
+            ),
+            (
+                r#"{"io.modelcontextprotocol/protocolVersion":"a","x":1,"io.modelcontextprotocol/protocolVersion":"a"}"#,
+                "Invalid Request: params._meta: duplicate field `io.modelcontextprotocol/protocolVersion`",
+            ),
+            (
+                r#"{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"elicitation":{}}}"#,
+                r#"Invalid Request: params._meta: duplicate key "elicitation""#,
+            ),
+        ] {
+            let refused = read(text).unwrap_err();
+            assert_eq!(refused.code, INVALID_REQUEST, "{text}");
+            assert_eq!(refused.message, message, "{text}");
+        }
     }
 
     #[test]

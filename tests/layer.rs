@@ -1096,6 +1096,65 @@ async fn each_call_is_answered_by_its_own_meta_on_a_shared_layer() {
     );
 }
 
+/// What a layer keeps of `_meta` is keyed by the two entries it reads: a client that sends a new
+/// `progressToken` (or client info) with every call is answered by its version and capabilities
+/// each time, and either entry given twice, or a key repeated inside one, is still refused.
+#[tokio::test]
+async fn a_new_progress_token_on_every_call_changes_nothing_the_layer_reads() {
+    let h = Harness::new(
+        layer(),
+        asking(Transport::Json, json!({"q": approval()}), Some("inner-1")),
+    );
+    let meta = |n: u64, version: &str, capabilities: Value| {
+        json!({
+            "progressToken": n,
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientInfo": {"name": "test", "version": n.to_string()},
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        })
+    };
+    let refused = [
+        r#""io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}"#,
+        r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}"#,
+        r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"elicitation":{}}"#,
+    ];
+    let mut forwarded = 0;
+    for n in 0..300 {
+        let form = deploy().param("_meta", meta(n, "2026-07-28", json!({"elicitation": {}})));
+        let reply = h.call(&form).await;
+        assert_eq!(reply.status, StatusCode::OK, "{n}");
+        assert_eq!(reply.json()["result"]["resultType"], "input_required");
+
+        let url_only = meta(n, "2026-07-28", json!({"elicitation": {"url": {}}}));
+        let reply = h.call(&deploy().param("_meta", url_only)).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{n}");
+        let required = json!({"elicitation": {"form": {}}});
+        assert_eq!(reply.json(), missing_capability(1, required), "{n}");
+
+        let older = meta(n, "2025-11-25", json!({"elicitation": {}}));
+        let reply = h.call(&deploy().param("_meta", older)).await;
+        assert_eq!(
+            reply.json(),
+            error_message(1, -32603, "Internal error", None),
+            "{n}"
+        );
+        forwarded += 3;
+
+        let repeated = refused[n as usize % refused.len()];
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"deploy","arguments":{{}},"_meta":{{"progressToken":{n},{repeated}}}}}}}"#
+        );
+        let reply = h.send(support::post(body.clone())).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{n}: {body}");
+        assert_eq!(reply.json()["error"]["code"], -32600, "{n}");
+    }
+    assert_eq!(
+        h.fake.calls(),
+        forwarded,
+        "the refused `_meta` never reached the inner service"
+    );
+}
+
 /// Once an event has gone out the status is sent: the refusal becomes the response event.
 #[tokio::test]
 async fn a_refusal_after_a_notification_stays_in_the_stream() {

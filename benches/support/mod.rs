@@ -220,3 +220,21 @@ pub fn retries(arguments: Value, sealed: &str) -> Retries {
         reask: with(sealed, false),
     }
 }
+
+/// `count` copies of the JSON-RPC request `body`, each with its own `_meta.progressToken` (as a
+/// client that asks for progress sends a fresh one with every call); all else byte for byte the
+/// same request.
+pub fn with_progress_tokens(body: &Bytes, count: usize) -> Vec<Bytes> {
+    let message: Value = serde_json::from_slice(body).expect("JSON-RPC");
+    (0..count)
+        .map(|n| {
+            let mut message = message.clone();
+            message["params"]["_meta"]["progressToken"] = json!(format!("progress-{n}"));
+            Bytes::from(serde_json::to_vec(&message).expect("JSON"))
+        })
+        .collect()
+}
+
+/// How many distinct progress tokens a bench cycles through: more than the layer keeps `_meta`
+/// texts for (256), so that a memo keyed by the whole `_meta` text never hits.
+pub const PROGRESS_TOKENS: usize = 1024;

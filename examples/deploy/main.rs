@@ -11,6 +11,8 @@
 //!   `Host` headers are accepted (`localhost`, `127.0.0.1`, `::1`).
 //! - `MCP_REQUEST_STATE_KEYS`: `kid:base64url-key` pairs, comma-separated, the
 //!   first one signs. Without it a random key is used for this process only.
+//! - `MCP_JSON_RESPONSE=1`: `application/json` responses instead of rmcp's
+//!   default event streams.
 //! - `RUST_LOG`: log filter (default `info`).
 
 // Shared with the integration tests; each includer uses a different subset.
@@ -33,7 +35,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let local = listener.local_addr()?;
-    let app = server::router(ElicitationLayer::new(keyring), &format!("http://{local}"))?;
+    let json_response = std::env::var("MCP_JSON_RESPONSE").is_ok_and(|v| v == "1");
+    let state = server::DeployState::new().with_base_url(&format!("http://{local}"));
+    let app = server::router_with(ElicitationLayer::new(keyring), state, json_response)?;
 
     tracing::info!("MCP endpoint: http://{local}{}", server::MCP_PATH);
     println!("listening on http://{local}{}", server::MCP_PATH);

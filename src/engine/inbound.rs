@@ -10,7 +10,7 @@ use super::decision::{Context, FlowFacts, Inbound, Round, invalid_state};
 use super::gates::{GateRound, check_flow};
 use super::reply::{log_outcome, reask, refuse};
 use crate::config::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
-use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, Reply};
+use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, MetaMembers, Reply};
 use crate::mcp::{Declared, supports_mrtr};
 use crate::state::claims::{Arguments, Binding};
 use crate::state::token::{self, Clock};
@@ -250,20 +250,53 @@ fn decide_once(
     }
 }
 
-/// What `params._meta` says, read once per distinct text of it: a client sends the same `_meta`
-/// (protocol version, client info, capabilities) with every request. `None` when it is absent.
+/// What `params._meta` says, read once per distinct text of the two entries the layer reads
+/// (protocol version and capabilities): a client sends the same ones with every request, next
+/// to members that may change on each (a progress token). `None` when `_meta` is absent.
+///
+/// A `_meta` text seen before is found by one hash of it. Any other is searched for the two
+/// entries, in one borrowed pass that refuses either one given twice, and found by their texts;
+/// only when those are new too is the whole text kept, so a client whose `_meta` changes on
+/// every call does not fill the memo.
 fn read_meta(call: &Call<'_>, config: &Config) -> Result<Option<Arc<Meta>>, Malformed> {
     let Some(raw) = call.raw_field("_meta") else {
         return Ok(None);
     };
     let text = raw.get();
-    if text.len() > MAX_KEPT_META_LEN {
-        return Meta::read(text).map(|meta| Some(Arc::new(meta)));
+    let keep_text = text.len() <= MAX_KEPT_META_LEN;
+    if keep_text && let Some(meta) = config.metas.get(text) {
+        return Ok(Some(meta));
     }
-    config
-        .metas
-        .get_or_try_insert(text, || Meta::read(text))
-        .map(Some)
+    let members = MetaMembers::find(text)?;
+    let version = members.version.map_or("", RawValue::get);
+    let capabilities = members.capabilities.map_or("", RawValue::get);
+    // The two texts joined by a NUL, which JSON text never holds: no key of one kind is a key of
+    // the other, nor a whole `_meta` text. Built on the stack when it is short, as it is.
+    let len = version.len() + 1 + capabilities.len();
+    if len > MAX_KEPT_META_LEN {
+        return members.read().map(|meta| Some(Arc::new(meta)));
+    }
+    let mut stack = [0u8; 512];
+    let heap: String;
+    let key = if len <= stack.len() {
+        stack[..version.len()].copy_from_slice(version.as_bytes());
+        stack[version.len() + 1..len].copy_from_slice(capabilities.as_bytes());
+        std::str::from_utf8(&stack[..len]).ok()
+    } else {
+        heap = format!("{version}\0{capabilities}");
+        Some(heap.as_str())
+    };
+    let Some(key) = key else {
+        return members.read().map(|meta| Some(Arc::new(meta)));
+    };
+    if let Some(meta) = config.metas.get(key) {
+        return Ok(Some(meta));
+    }
+    let meta = config.metas.get_or_try_insert(key, || members.read())?;
+    if keep_text {
+        config.metas.insert(text.into(), Arc::clone(&meta));
+    }
+    Ok(Some(meta))
 }
 
 /// The canonical digest of `arguments`; `-32600` when they repeat a key.
