@@ -144,6 +144,7 @@
 //! | `state` | the [`Keyring`], the token format and MAC, the claims, the tokens this layer sealed |
 //! | `form` | the MCP form subset (`Gate::form` checks it) and compiled validators with their hints |
 //! | `gate`, `uri` | [`Gate`], [`GateTarget`] and their matching (resource URIs compared normalized) |
+//! | `texts` | every text the layer writes for a person (hints, the gates' default texts), in one place |
 //! | `mcp` | the few MCP 2026-07-28 wire facts the layer reads: methods, request kinds, capabilities |
 //! | `memo` | caches bounded in entries and in bytes |
 //! | `principal` | whose call it is: the `Authorization` header, or [`ElicitationLayer::principal_from`] |
@@ -163,9 +164,9 @@ mod call;
 mod canonical;
 mod config;
 mod engine;
-pub mod form;
+mod form;
 mod future;
-pub mod gate;
+mod gate;
 mod jsonrpc;
 mod layer;
 mod mcp;
