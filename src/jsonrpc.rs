@@ -783,12 +783,7 @@ pub(crate) fn with_members(arguments: Option<&RawValue>, set: &[(&str, Value)]) 
     }
     out.push_str(&text[at..close]);
     let mut added = Vec::new();
-    let mut first = !kept;
-    for (name, value) in set {
-        comma(&mut added, &mut first);
-        write_key(&mut added, name);
-        write_json(&mut added, value);
-    }
+    write_members(&mut added, set, !kept);
     // serde_json writes UTF-8.
     out.push_str(&String::from_utf8_lossy(&added));
     out.push_str(&text[close..]);
@@ -798,14 +793,18 @@ pub(crate) fn with_members(arguments: Option<&RawValue>, set: &[(&str, Value)]) 
 /// `{…}` of `set`, written afresh.
 fn fresh_object(set: &[(&str, Value)]) -> String {
     let mut out = vec![b'{'];
-    let mut first = true;
-    for (name, value) in set {
-        comma(&mut out, &mut first);
-        write_key(&mut out, name);
-        write_json(&mut out, value);
-    }
+    write_members(&mut out, set, true);
     out.push(b'}');
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Writes each member of `set`, joined by commas; `first`: no comma before the first.
+fn write_members(out: &mut Vec<u8>, set: &[(&str, Value)], mut first: bool) {
+    for (name, value) in set {
+        comma(out, &mut first);
+        write_key(out, name);
+        write_json(out, value);
+    }
 }
 
 /// Where the member whose value is `raw` (borrowed from `text`) begins (its key's opening quote)
