@@ -11,17 +11,19 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-/// Writes `value` as canonical JSON: object keys sorted by their UTF-8 bytes, no whitespace,
-/// strings and numbers as `serde_json` writes them.
-pub(crate) fn canonical_json(value: &Value) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
-    write(value, &mut out);
-    out
-}
+use crate::json::duplicate;
 
-/// SHA-256 of the canonical JSON of `value`.
-pub(crate) fn digest(value: &Value) -> [u8; 32] {
-    Sha256::digest(canonical_json(value)).into()
+/// The canonical text of `value`: the JSON serde_json writes of it, through the one writer.
+///
+/// # Errors
+///
+/// [`Error::TooDeep`] for a value nested deeper than serde_json reads.
+pub(crate) fn canonical_value(value: &Value) -> Result<String, Error> {
+    let text = value.to_string();
+    let mut out = Vec::with_capacity(text.len());
+    write_canonical(&text, &mut out)?;
+    // The writer only emits JSON it read, re-spelled.
+    String::from_utf8(out).map_err(|_| Error::Syntax)
 }
 
 /// SHA-256 of the canonical form of JSON `text`, read in one pass without building a tree and
@@ -29,8 +31,13 @@ pub(crate) fn digest(value: &Value) -> [u8; 32] {
 /// they are, not as the nearest `f64`. Refuses a repeated object key at any depth, and anything
 /// not JSON.
 pub(crate) fn digest_raw(raw: &RawValue) -> Result<[u8; 32], Error> {
-    let mut out = Vec::with_capacity(raw.get().len());
-    write_canonical(raw.get(), &mut out)?;
+    digest_text(raw.get())
+}
+
+/// [`digest_raw`] of a text.
+pub(crate) fn digest_text(text: &str) -> Result<[u8; 32], Error> {
+    let mut out = Vec::with_capacity(text.len());
+    write_canonical(text, &mut out)?;
     Ok(Sha256::digest(out).into())
 }
 
@@ -211,10 +218,10 @@ impl<'a> Canonicalizer<'a, '_> {
     /// Rewrites the members written since `body` in key order, refusing a repeated key.
     fn sort_members(&mut self, base: usize, body: usize) -> Result<(), Error> {
         let members = &mut self.members[base..];
-        members.sort_unstable_by(|a, b| a.key.as_bytes().cmp(b.key.as_bytes()));
-        if let Some(pair) = members.windows(2).find(|w| w[0].key == w[1].key) {
-            return Err(Error::DuplicateKey(pair[0].key.clone().into_owned()));
+        if let Some(key) = duplicate(members.iter().map(|member| member.key.as_ref())) {
+            return Err(Error::DuplicateKey(key.to_owned()));
         }
+        members.sort_unstable_by(|a, b| a.key.as_bytes().cmp(b.key.as_bytes()));
         self.scratch.clear();
         self.scratch.extend_from_slice(&self.out[body..]);
         self.out.truncate(body);
@@ -343,41 +350,6 @@ impl<'a> Canonicalizer<'a, '_> {
     }
 }
 
-fn write(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push(b'{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(key, out);
-                out.push(b':');
-                write(item, out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write(item, out);
-            }
-            out.push(b']');
-        }
-        scalar => write_scalar(scalar, out),
-    }
-}
-
-fn write_scalar(value: &Value, out: &mut Vec<u8>) {
-    // Writing a scalar into a `Vec` cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
-}
-
 /// A string as read by [`Canonicalizer::string`]: one without escapes is written as it came (its
 /// bytes are exactly what serde_json writes: it escapes only `"`, `\\` and control characters,
 /// which cannot appear raw in JSON), a decoded one is re-escaped.
@@ -406,8 +378,8 @@ mod tests {
     fn sorts_keys_at_every_level_and_drops_whitespace() {
         let v = json!({"b": 1, "a": {"y": [true, null], "x": "s"}});
         assert_eq!(
-            canonical_json(&v),
-            br#"{"a":{"x":"s","y":[true,null]},"b":1}"#
+            canonical_value(&v).unwrap(),
+            r#"{"a":{"x":"s","y":[true,null]},"b":1}"#
         );
     }
 
@@ -432,7 +404,10 @@ mod tests {
     fn raw_and_value_digests_agree_on_ordinary_json() {
         let text = r#"{"b": [true, null, "s", {"z": 1, "a": -2}], "a": "é\\n"}"#;
         let value: Value = serde_json::from_str(text).unwrap();
-        assert_eq!(digest_raw(&raw(text)).unwrap(), digest(&value));
+        assert_eq!(
+            digest_raw(&raw(text)).unwrap(),
+            digest_text(&canonical_value(&value).unwrap()).unwrap()
+        );
     }
 
     fn canonical(text: &str) -> Result<String, Error> {
@@ -442,20 +417,26 @@ mod tests {
     }
 
     #[test]
-    fn one_pass_matches_the_value_writer_where_values_are_exact() {
-        for text in [
-            r#"{"b":{"z":[3,{"y":1,"x":2}],"a":null},"a":"\u0041\n","\u00e9":true,"e":false}"#,
-            r#" [ 1 , -2.5 , "x" , { } , [ ] , {"b":1,"a":2} ] "#,
-            r#"{"k\"ey":1,"k":2,"a\\":3}"#,
-            r#""\ud83d\ude00/\/""#,
-            "0",
+    fn one_pass_sorts_and_respells_where_values_are_exact() {
+        for (text, expected) in [
+            (
+                r#"{"b":{"z":[3,{"y":1,"x":2}],"a":null},"a":"\u0041\n","\u00e9":true,"e":false}"#,
+                r#"{"a":"A\n","b":{"a":null,"z":[3,{"x":2,"y":1}]},"e":false,"é":true}"#,
+            ),
+            (
+                r#" [ 1 , -2.5 , "x" , { } , [ ] , {"b":1,"a":2} ] "#,
+                r#"[1,-2.5,"x",{},[],{"a":2,"b":1}]"#,
+            ),
+            (
+                r#"{"k\"ey":1,"k":2,"a\\":3}"#,
+                r#"{"a\\":3,"k":2,"k\"ey":1}"#,
+            ),
+            (r#""\ud83d\ude00/\/""#, r#""😀//""#),
+            ("0", "0"),
         ] {
+            assert_eq!(canonical(text).unwrap(), expected, "{text}");
             let value: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(
-                canonical(text).unwrap().as_bytes(),
-                canonical_json(&value),
-                "{text}"
-            );
+            assert_eq!(canonical_value(&value).unwrap(), expected, "{text}");
         }
     }
 
@@ -517,16 +498,16 @@ mod tests {
         map.insert("b".into(), json!(1));
         map.insert("a".into(), json!({"y": 2, "x": 1}));
         assert_eq!(
-            canonical_json(&Value::Object(map)),
-            br#"{"a":{"x":1,"y":2},"b":1}"#
+            canonical_value(&Value::Object(map)).unwrap(),
+            r#"{"a":{"x":1,"y":2},"b":1}"#
         );
     }
 
     #[test]
-    fn equal_values_in_any_key_order_have_one_digest() {
+    fn equal_values_in_any_key_order_have_one_canonical_text() {
         let a: Value = serde_json::from_str(r#"{"x":1,"y":{"p":2,"q":3}}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{ "y": {"q":3,"p":2}, "x": 1 }"#).unwrap();
-        assert_eq!(digest(&a), digest(&b));
-        assert_ne!(digest(&a), digest(&json!({"x": 2})));
+        assert_eq!(canonical_value(&a), canonical_value(&b));
+        assert_ne!(canonical_value(&a), canonical_value(&json!({"x": 2})));
     }
 }

@@ -2,13 +2,13 @@
 //! params, and the error table.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde::de;
 use serde_json::value::RawValue;
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
+use crate::json::{BorrowedStr, Object, ObjectOr, Strict, duplicate, strip_position};
 use crate::mcp::{Declared, Method};
 
 /// Invalid JSON.
@@ -217,45 +217,34 @@ fn spells_an_mrtr_method(body: &[u8]) -> bool {
     })
 }
 
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    method: Option<BorrowedStr<'a>>,
-    // Read only so that a duplicate is detected; their content is not parsed here.
-    #[serde(borrow, default, rename = "id")]
-    _id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "params")]
-    _params: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "jsonrpc")]
-    _jsonrpc: Option<&'a RawValue>,
-}
-
 /// Reads a POST body in one borrowed pass: its method and, for an MRTR call, every field of the
 /// envelope and of `params` as raw text. No tree is built.
 pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
+    const PARSE: Peek<'static> = Peek::Invalid {
+        code: PARSE_ERROR,
+        message: "Parse error",
+    };
+    const INVALID: Peek<'static> = Peek::Invalid {
+        code: INVALID_REQUEST,
+        message: "Invalid Request",
+    };
     // JSON is UTF-8 (RFC 8259); serde skips unread strings without checking them, so check here.
     let Ok(body) = std::str::from_utf8(body) else {
-        return Peek::Invalid {
-            code: PARSE_ERROR,
-            message: "Parse error",
-        };
+        return PARSE;
     };
     let first = body.bytes().find(|b| !b.is_ascii_whitespace());
     if first == Some(b'[') {
         return match serde_json::from_str::<Vec<&RawValue>>(body) {
-            Err(_) => Peek::Invalid {
-                code: PARSE_ERROR,
-                message: "Parse error",
-            },
+            Err(_) => PARSE,
             Ok(items) => {
                 let dangerous = items.iter().any(|item| {
                     let text = item.get().trim_start();
                     text.starts_with('{')
-                        && match serde_json::from_str::<Envelope<'_>>(text) {
-                            Ok(envelope) => envelope
-                                .method
-                                .is_some_and(|m| Method::parse(&m.0).is_some()),
-                            Err(_) => true,
+                        && match Object::read(text, &[]) {
+                            Ok(ObjectOr::Object(message)) => {
+                                !matches!(method(&message), Ok(None | Some(None)))
+                            }
+                            _ => true,
                         }
                 });
                 if dangerous { Peek::Batch } else { Peek::Other }
@@ -266,234 +255,72 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
         // A scalar is valid JSON but no request; let the inner service say so.
         return match serde_json::from_str::<de::IgnoredAny>(body) {
             Ok(_) => Peek::Other,
-            Err(_) => Peek::Invalid {
-                code: PARSE_ERROR,
-                message: "Parse error",
-            },
+            Err(_) => PARSE,
         };
     }
-    let message = match serde_json::from_str::<Message<'_>>(body) {
-        Ok(message) => message,
-        Err(e) if e.is_syntax() || e.is_eof() => {
-            return Peek::Invalid {
-                code: PARSE_ERROR,
-                message: "Parse error",
-            };
-        }
-        Err(_) => {
-            return Peek::Invalid {
-                code: INVALID_REQUEST,
-                message: "Invalid Request",
-            };
-        }
+    let message = match Object::read(body, &["params"]) {
+        Ok(ObjectOr::Object(message)) => message,
+        Err(e) if e.is_syntax() || e.is_eof() => return PARSE,
+        _ => return INVALID,
     };
-    message.into_peek()
-}
-
-/// A JSON-RPC message object as it came: its members in order, `params`' members too.
-struct Message<'a> {
-    /// The envelope's members; `None` stands for `params`, which is in `params`.
-    top: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
-    params: RawMembers<'a>,
-}
-
-/// A JSON value read as an object in one pass (its members through [`FromMembers`]), or what
-/// stands in its place.
-pub(crate) enum ObjectOr<O> {
-    /// The field is not there.
-    Absent,
-    Null,
-    Object(O),
-    /// An array or a scalar.
-    NotObject,
-}
-
-/// An object's members as raw text, in order, or what stands in its place.
-pub(crate) type RawMembers<'a> = ObjectOr<Vec<(Cow<'a, str>, &'a RawValue)>>;
-
-/// What an object is read into, member by member, in the same pass as the text around it.
-pub(crate) trait FromMembers<'de>: Sized {
-    fn from_members<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
-}
-
-/// An object's members as raw text, in order.
-impl<'de> FromMembers<'de> for Vec<(Cow<'de, str>, &'de RawValue)> {
-    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
-        let mut members = Vec::with_capacity(8);
-        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-            members.push((key.0, map.next_value()?));
-        }
-        Ok(members)
-    }
-}
-
-/// Reads a JSON object into `O`; anything else is an error.
-pub(crate) fn deserialize_object<'de, O, D>(d: D) -> Result<O, D::Error>
-where
-    O: FromMembers<'de>,
-    D: Deserializer<'de>,
-{
-    struct V<O>(std::marker::PhantomData<O>);
-    impl<'de, O: FromMembers<'de>> Visitor<'de> for V<O> {
-        type Value = O;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<O, A::Error> {
-            O::from_members(map)
-        }
-    }
-    d.deserialize_map(V(std::marker::PhantomData))
-}
-
-impl<'de, O: FromMembers<'de>> Deserialize<'de> for ObjectOr<O> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<O>(std::marker::PhantomData<O>);
-        impl<'de, O: FromMembers<'de>> Visitor<'de> for V<O> {
-            type Value = ObjectOr<O>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                O::from_members(map).map(ObjectOr::Object)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(ObjectOr::Null)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-                Ok(ObjectOr::NotObject)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(ObjectOr::NotObject)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(ObjectOr::NotObject)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(ObjectOr::NotObject)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(ObjectOr::NotObject)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(ObjectOr::NotObject)
-            }
-        }
-        d.deserialize_any(V(std::marker::PhantomData))
-    }
-}
-
-impl<'a> Message<'a> {
-    fn get(&self, name: &str) -> Option<&'a RawValue> {
-        self.top
-            .iter()
-            .find(|(key, _)| key == name)
-            .and_then(|(_, raw)| *raw)
-    }
-
-    fn into_peek(self) -> Peek<'a> {
-        // The members any JSON-RPC reader looks at may not be read two ways, whatever the method.
-        for standard in ["id", "method", "params", "jsonrpc"] {
-            if self.top.iter().filter(|(key, _)| key == standard).count() > 1 {
-                return Peek::Invalid {
-                    code: INVALID_REQUEST,
-                    message: "Invalid Request",
-                };
-            }
-        }
-        let method = match self.get("method") {
-            None => return Peek::Other,
-            Some(raw) if raw.get() == "null" => return Peek::Other,
-            Some(raw) => match serde_json::from_str::<BorrowedStr<'_>>(raw.get()) {
-                Ok(method) => Method::parse(&method.0),
-                Err(_) => {
-                    return Peek::Invalid {
-                        code: INVALID_REQUEST,
-                        message: "Invalid Request",
-                    };
-                }
-            },
-        };
-        let Some(method) = method else {
-            return Peek::Other;
-        };
-        let id = self.get("id");
-        let params = match self.params {
-            ObjectOr::Absent | ObjectOr::Null => None,
-            ObjectOr::Object(members) => Some(members),
-            ObjectOr::NotObject => {
-                return Peek::Refuse(Reply::error(
-                    Kind::Answer,
-                    id,
-                    INVALID_PARAMS,
-                    "Invalid params: params must be an object",
-                    None,
-                ));
-            }
-        };
-        let repeated = duplicate(self.top.iter().map(|(key, _)| key.as_ref())).or_else(|| {
-            params
-                .as_deref()
-                .and_then(|members| duplicate(members.iter().map(|(key, _)| key.as_ref())))
-        });
-        if let Some(key) = repeated {
-            let message = format!("Invalid Request: duplicate key {key:?}");
-            return Peek::Refuse(Reply::error(
-                Kind::BadRequest,
-                id,
-                INVALID_REQUEST,
-                &message,
-                None,
-            ));
-        }
-        Peek::Call(Call {
-            method,
+    let method = match method(&message) {
+        Ok(Some(Some(method))) => method,
+        Ok(None | Some(None)) => return Peek::Other,
+        Err(()) => return INVALID,
+    };
+    let id = message.get("id");
+    if matches!(message.nested(), ObjectOr::NotObject) {
+        return Peek::Refuse(Reply::error(
+            Kind::Answer,
             id,
-            top: self.top,
-            params,
-        })
+            INVALID_PARAMS,
+            "Invalid params: params must be an object",
+            None,
+        ));
     }
+    let repeated = message.repeated().or_else(|| match message.nested() {
+        ObjectOr::Object(params) => params.repeated(),
+        _ => None,
+    });
+    if let Some(key) = repeated {
+        let message = format!("Invalid Request: duplicate key {key:?}");
+        return Peek::Refuse(Reply::error(
+            Kind::BadRequest,
+            id,
+            INVALID_REQUEST,
+            &message,
+            None,
+        ));
+    }
+    Peek::Call(Call {
+        method,
+        id,
+        message,
+    })
 }
 
-/// The first key that occurs twice, if any.
-pub(crate) fn duplicate<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> Option<&'k str> {
-    // Objects the layer reads have a handful of members: compare pairs without allocating.
-    if keys.clone().nth(16).is_none() {
-        let mut rest = keys.clone();
-        for key in keys {
-            rest.next();
-            if rest.clone().any(|other| other == key) {
-                return Some(key);
-            }
+/// The method a message names: `None` when it names none (no `method`, or `null`), `Some(None)`
+/// when it is not one of the three MRTR methods. `Err` when it cannot be read one way only: a
+/// standard member given twice, or a `method` that is not a string.
+fn method(message: &Object<'_>) -> Result<Option<Option<Method>>, ()> {
+    // The members any JSON-RPC reader looks at may not be read two ways, whatever the method.
+    for standard in ["id", "method", "params", "jsonrpc"] {
+        if message
+            .members()
+            .iter()
+            .filter(|(key, _)| key == standard)
+            .count()
+            > 1
+        {
+            return Err(());
         }
-        return None;
     }
-    let mut keys: Vec<&str> = keys.collect();
-    keys.sort_unstable();
-    keys.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
-}
-
-impl<'de> Deserialize<'de> for Message<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        deserialize_object(d)
-    }
-}
-
-impl<'de> FromMembers<'de> for Message<'de> {
-    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
-        let mut top = Vec::with_capacity(4);
-        let mut params = ObjectOr::Absent;
-        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-            if key.0 == "params" {
-                // A repeated `params` is refused afterwards; the last one read is kept.
-                params = map.next_value()?;
-                top.push((key.0, None));
-            } else {
-                top.push((key.0, Some(map.next_value()?)));
-            }
-        }
-        Ok(Message { top, params })
+    match message.get("method") {
+        None => Ok(None),
+        Some(raw) if raw.get() == "null" => Ok(None),
+        Some(raw) => serde_json::from_str::<BorrowedStr<'_>>(raw.get())
+            .map(|method| Some(Method::parse(&method.0)))
+            .map_err(drop),
     }
 }
 
@@ -503,12 +330,9 @@ impl<'de> FromMembers<'de> for Message<'de> {
 pub(crate) struct Call<'a> {
     pub(crate) method: Method,
     pub(crate) id: Option<&'a RawValue>,
-    /// The envelope's members in order; `None` stands for `params`.
-    top: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
-    /// `params`' members in order; `None` when `params` is absent or `null`.
-    params: Option<Vec<(Cow<'a, str>, &'a RawValue)>>,
+    /// The envelope as it came, with `params` read as an object.
+    message: Object<'a>,
 }
-
 /// A field of `params`, parsed strictly into a `Value`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Field {
@@ -553,20 +377,28 @@ impl<'a> MetaMembers<'a> {
     /// Finds the two entries in the text of `params._meta` in one borrowed pass, skipping the
     /// rest; either one given twice is refused. Anything but an object has neither.
     pub(crate) fn find(text: &'a str) -> Result<Self, Malformed> {
-        match serde_json::from_str::<ObjectOr<Self>>(text) {
-            Ok(ObjectOr::Object(members)) => Ok(members),
-            Ok(_) => Ok(Self::default()),
-            Err(e) => Err(meta_error(&e)),
+        let meta = match Object::read(text, &[]) {
+            Ok(ObjectOr::Object(meta)) => meta,
+            Ok(_) => return Ok(Self::default()),
+            Err(e) => return Err(meta_error(&strip_position(&e))),
+        };
+        let read = [VERSION, CAPABILITIES];
+        let keys = meta.members().iter().map(|(key, _)| key.as_ref());
+        if let Some(name) = duplicate(keys.filter(|key| read.contains(key))) {
+            return Err(meta_error(&format!("duplicate field `{name}`")));
         }
+        Ok(Self {
+            version: meta.get(VERSION),
+            capabilities: meta.get(CAPABILITIES),
+        })
     }
 
     /// What the two entries say, each parsed strictly (a key repeated inside one is refused).
     pub(crate) fn read(&self) -> Result<Meta, Malformed> {
         let strict = |raw: Option<&RawValue>| match raw {
             None => Ok(None),
-            Some(raw) => {
-                serde_json::from_str::<Option<Strict>>(raw.get()).map_err(|e| meta_error(&e))
-            }
+            Some(raw) => serde_json::from_str::<Option<Strict>>(raw.get())
+                .map_err(|e| meta_error(&strip_position(&e))),
         };
         Ok(Meta {
             version: match strict(self.version)? {
@@ -581,31 +413,10 @@ impl<'a> MetaMembers<'a> {
     }
 }
 
-impl<'de> FromMembers<'de> for MetaMembers<'de> {
-    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
-        let mut members = Self::default();
-        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-            let (slot, name) = match key.0.as_ref() {
-                VERSION => (&mut members.version, VERSION),
-                CAPABILITIES => (&mut members.capabilities, CAPABILITIES),
-                _ => {
-                    map.next_value::<de::IgnoredAny>()?;
-                    continue;
-                }
-            };
-            if slot.is_some() {
-                return Err(de::Error::duplicate_field(name));
-            }
-            *slot = Some(map.next_value()?);
-        }
-        Ok(members)
-    }
-}
-
-fn meta_error(e: &serde_json::Error) -> Malformed {
+fn meta_error(why: &str) -> Malformed {
     Malformed {
         code: INVALID_REQUEST,
-        message: format!("Invalid Request: params._meta: {}", strip_position(e)),
+        message: format!("Invalid Request: params._meta: {why}"),
     }
 }
 
@@ -673,11 +484,10 @@ impl<'a> Call<'a> {
 
     /// A field of `params`, unparsed.
     pub(crate) fn raw_field(&self, name: &str) -> Option<&'a RawValue> {
-        self.params
-            .as_ref()?
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, raw)| *raw)
+        match self.message.nested() {
+            ObjectOr::Object(params) => params.get(name),
+            _ => None,
+        }
     }
 
     /// The body with `params.requestState` and `params.inputResponses` replaced (`None`: removed)
@@ -692,16 +502,17 @@ impl<'a> Call<'a> {
         let mut out = Vec::with_capacity(512);
         out.push(b'{');
         let mut first = true;
-        for (key, raw) in &self.top {
+        for (key, raw) in self.message.members() {
             comma(&mut out, &mut first);
             write_key(&mut out, key);
-            match (raw, &self.params) {
+            match (raw, self.message.nested()) {
                 (Some(raw), _) => out.extend_from_slice(raw.get().as_bytes()),
-                (None, None) => out.extend_from_slice(b"null"),
-                (None, Some(params)) => {
+                (None, ObjectOr::Object(params)) => {
                     out.push(b'{');
                     let mut first = true;
-                    for (key, raw) in params {
+                    for (key, raw) in params.members() {
+                        // `params` is read to its own members only: each has its text.
+                        let Some(raw) = raw else { continue };
                         let replaced = match key.as_ref() {
                             "requestState" | "inputResponses" => true,
                             "arguments" => arguments.is_some(),
@@ -730,6 +541,8 @@ impl<'a> Call<'a> {
                     }
                     out.push(b'}');
                 }
+                // `params: null` (the peek refused any other non-object).
+                (None, _) => out.extend_from_slice(b"null"),
             }
         }
         out.push(b'}');
@@ -742,12 +555,13 @@ impl<'a> Call<'a> {
 /// as it came. Arguments that are absent or not an object become an object of `set` alone.
 pub(crate) fn with_members(arguments: Option<&RawValue>, set: &[(&str, Value)]) -> String {
     let text = arguments.map_or("", RawValue::get);
-    let Ok(ObjectOr::Object(members)) = serde_json::from_str::<RawMembers<'_>>(text) else {
+    let Ok(ObjectOr::Object(members)) = Object::read(text, &[]) else {
         return fresh_object(set);
     };
+    let members = members.into_members();
     let Some(spans) = members
         .iter()
-        .map(|(_, raw)| member_span(text, raw))
+        .map(|(_, raw)| member_span(text, (*raw)?))
         .collect::<Option<Vec<_>>>()
     else {
         return fresh_object(set);
@@ -896,103 +710,6 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
 fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // Strings, maps of `Value`s: serializing into a `Vec` cannot fail.
     let _ = serde_json::to_writer(&mut *out, value);
-}
-
-/// serde_json's message without " at line 1 column 42".
-pub(crate) fn strip_position(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    match text.find(" at line ") {
-        Some(at) => text[..at].to_owned(),
-        None => text,
-    }
-}
-
-/// A string borrowed from the input where it has no escapes.
-pub(crate) struct BorrowedStr<'a>(pub(crate) Cow<'a, str>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = BorrowedStr<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(V(std::marker::PhantomData))
-    }
-}
-
-/// A `Value` whose objects never repeat a key, at any depth.
-pub(crate) struct Strict(pub(crate) Value);
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(StrictVisitor).map(Strict)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        Number::from_f64(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("number out of range"))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-        while let Some(Strict(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let Strict(value) = map.next_value()?;
-            if object.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
-            }
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
-    }
 }
 
 #[cfg(test)]

@@ -167,6 +167,7 @@ mod engine;
 mod form;
 mod future;
 mod gate;
+mod json;
 mod jsonrpc;
 mod layer;
 mod mcp;

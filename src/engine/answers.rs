@@ -4,7 +4,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::form::validate::{QuestionError, ReadQuestion, Rejection};
-use crate::jsonrpc::{ObjectOr, RawMembers};
+use crate::json::{Object, ObjectOr};
 use crate::mcp::InputKind;
 use crate::state::claims::Questions;
 
@@ -226,21 +226,18 @@ fn fields(question: &RawValue) -> Vec<String> {
     let Some(properties) = properties else {
         return Vec::new();
     };
-    match serde_json::from_str::<RawMembers<'_>>(properties.get()) {
-        Ok(ObjectOr::Object(members)) => members.into_iter().map(|(key, _)| key.into()).collect(),
+    match Object::read(properties.get(), &[]) {
+        Ok(ObjectOr::Object(members)) => members.raw().map(|(key, _)| key.into()).collect(),
         _ => Vec::new(),
     }
 }
 
 /// The value of member `key` of the object `text`.
 fn member<'t>(text: &'t str, key: &str) -> Option<&'t RawValue> {
-    let ObjectOr::Object(members) = serde_json::from_str::<RawMembers<'t>>(text).ok()? else {
+    let ObjectOr::Object(members) = Object::read(text, &[]).ok()? else {
         return None;
     };
-    members
-        .into_iter()
-        .find(|(name, _)| name == key)
-        .map(|(_, value)| value)
+    members.get(key)
 }
 
 /// The object `text` (minified) with each member whose new value `edit` gives replaced, and
@@ -251,13 +248,13 @@ fn edit_object(
     add: Option<(&str, &str)>,
     mut edit: impl FnMut(&str, &RawValue) -> Option<String>,
 ) -> Option<String> {
-    let ObjectOr::Object(members) = serde_json::from_str::<RawMembers<'_>>(text).ok()? else {
+    let ObjectOr::Object(members) = Object::read(text, &[]).ok()? else {
         return None;
     };
     let mut out = String::with_capacity(text.len() + 64);
     out.push('{');
     let mut present = false;
-    for (i, (key, value)) in members.iter().enumerate() {
+    for (i, (key, value)) in members.raw().enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -269,7 +266,7 @@ fn edit_object(
         }
     }
     if let Some((name, value)) = add.filter(|_| !present) {
-        if !members.is_empty() {
+        if !members.members().is_empty() {
             out.push(',');
         }
         write_key(&mut out, name);

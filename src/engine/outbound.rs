@@ -1,9 +1,5 @@
 //! The response side: seal what the inner service asks, refuse what the client cannot answer.
 
-use std::borrow::Cow;
-
-use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -12,7 +8,7 @@ use super::decision::Round;
 use super::reply::{cannot_vouch, log_outcome, new_claims, refuse, require, seal, sealed_reask};
 use crate::config::Config;
 use crate::form::validate::Made;
-use crate::jsonrpc::{BorrowedStr, FromMembers, ObjectOr, RawMembers, deserialize_object};
+use crate::json::{BorrowedStr, Members, Object, ObjectOr};
 use crate::jsonrpc::{Call, INVALID_PARAMS, Kind, Reply};
 use crate::mcp::InputKind;
 use crate::state::claims::Questions;
@@ -110,42 +106,39 @@ pub(crate) enum Relation {
     Response { input_required: bool },
 }
 
-/// A response message, read in one borrowed pass: what identifies it, and the members of its
-/// result (with those of `inputRequests`) as raw text.
-struct Message<'a> {
-    id: Option<&'a RawValue>,
-    has_method: bool,
-    has_error: bool,
-    result: ObjectOr<ResultMembers<'a>>,
-    /// A key occurs twice in the message or in its result.
-    repeated: bool,
-}
-
-/// A result object's members in order; `inputRequests`' value is `None` there, its members are
-/// in `requests`.
-struct ResultMembers<'a> {
-    members: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
-    requests: RawMembers<'a>,
-}
+/// A response message, read in one borrowed pass: its members, and those of its result and of
+/// the result's `inputRequests`, as raw text.
+struct Message<'a>(Object<'a>);
 
 impl<'a> Message<'a> {
     fn read(message: &'a [u8]) -> Option<Self> {
-        serde_json::from_slice(message).ok()
+        match Object::read_slice(message, &["result", "inputRequests"]) {
+            Ok(ObjectOr::Object(object)) => Some(Self(object)),
+            _ => None,
+        }
+    }
+
+    /// Whether member `name` is there and not `null`.
+    fn has(&self, name: &str) -> bool {
+        self.0
+            .members()
+            .iter()
+            .any(|(key, raw)| key == name && raw.is_none_or(|raw| raw.get() != "null"))
     }
 
     /// How the message relates to the call of `round`.
     fn relation(&self, round: &Round) -> Relation {
-        let result = match &self.result {
+        let result = match self.0.nested() {
             ObjectOr::NotObject => return Relation::Other,
-            ObjectOr::Absent | ObjectOr::Null if !self.has_error => return Relation::Other,
+            ObjectOr::Absent | ObjectOr::Null if !self.has("error") => return Relation::Other,
             ObjectOr::Absent | ObjectOr::Null => None,
-            ObjectOr::Object(result) => Some(&result.members),
+            ObjectOr::Object(result) => Some(result),
         };
-        if self.has_method || !same_id(self.id, round.id.as_deref()) {
+        if self.has("method") || !same_id(self.0.get("id"), round.id.as_deref()) {
             return Relation::Other;
         }
-        let input_required = result.is_some_and(|members| {
-            members.iter().any(|(key, raw)| {
+        let input_required = result.is_some_and(|result| {
+            result.members().iter().any(|(key, raw)| {
                 key == "resultType"
                     && raw.is_some_and(|raw| {
                         serde_json::from_str::<BorrowedStr<'_>>(raw.get())
@@ -155,68 +148,6 @@ impl<'a> Message<'a> {
         });
         Relation::Response { input_required }
     }
-}
-
-impl<'de> Deserialize<'de> for Message<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        deserialize_object(d)
-    }
-}
-
-impl<'de> FromMembers<'de> for Message<'de> {
-    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
-        let mut message = Message {
-            id: None,
-            has_method: false,
-            has_error: false,
-            result: ObjectOr::Absent,
-            repeated: false,
-        };
-        let mut keys = Vec::with_capacity(4);
-        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-            match key.0.as_ref() {
-                "id" => message.id = Some(map.next_value()?),
-                "result" => message.result = map.next_value()?,
-                "method" => {
-                    let method: &RawValue = map.next_value()?;
-                    message.has_method |= method.get() != "null";
-                }
-                "error" => {
-                    let error: &RawValue = map.next_value()?;
-                    message.has_error |= error.get() != "null";
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            keys.push(key.0);
-        }
-        message.repeated = repeats(keys.iter().map(AsRef::as_ref))
-            || matches!(&message.result, ObjectOr::Object(result)
-                if repeats(result.members.iter().map(|(key, _)| key.as_ref())));
-        Ok(message)
-    }
-}
-
-impl<'de> FromMembers<'de> for ResultMembers<'de> {
-    fn from_members<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
-        let mut members = Vec::with_capacity(4);
-        let mut requests = ObjectOr::Absent;
-        while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
-            if key.0 == "inputRequests" {
-                requests = map.next_value()?;
-                members.push((key.0, None));
-            } else {
-                members.push((key.0, Some(map.next_value()?)));
-            }
-        }
-        Ok(ResultMembers { members, requests })
-    }
-}
-
-/// Whether a key occurs twice.
-fn repeats<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> bool {
-    crate::jsonrpc::duplicate(keys).is_some()
 }
 
 /// Whether `message` is the response to the call of `round`, with a borrowed parse.
@@ -417,7 +348,7 @@ pub(crate) fn settle_probe(
 /// An `input_required` result as the inner service gave it.
 struct Asked<'a> {
     /// The result object's members, unparsed, in order (`None`: `inputRequests`).
-    result: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
+    result: Members<'a>,
     /// What it asks, each request as the client is shown it: the inner's text, minified.
     questions: Questions,
     /// The kind of each request, for the capability check.
@@ -437,40 +368,37 @@ fn read_input_required<'a>(
     config: &Config,
 ) -> Result<Asked<'a>, Reply> {
     let broken = |why: &str| cannot_vouch(round, why);
-    if message.repeated {
-        return Err(broken("a key occurs twice in the message or its result"));
-    }
-    let ObjectOr::Object(ResultMembers { members, requests }) = message.result else {
+    let repeated = message.0.repeated().is_some();
+    let ObjectOr::Object(result) = message.0.into_nested() else {
+        if repeated {
+            return Err(broken("a key occurs twice in the message or its result"));
+        }
         return Err(broken("result is not an object"));
     };
+    if repeated || result.repeated().is_some() {
+        return Err(broken("a key occurs twice in the message or its result"));
+    }
     let mut questions = Questions::new();
     let mut kinds = Vec::new();
     let mut made = Made::default();
-    match requests {
+    match result.nested() {
         ObjectOr::Absent | ObjectOr::Null => {}
         ObjectOr::NotObject => return Err(broken("inputRequests is not an object")),
         ObjectOr::Object(requests) => {
-            for (key, request) in requests {
+            if requests.repeated().is_some() {
+                return Err(broken("inputRequests repeats a key"));
+            }
+            for (key, request) in requests.raw() {
                 let spelled = config
                     .validators
                     .spelled(request.get(), &mut made)
                     .map_err(|why| broken(&why.to_string()))?;
                 kinds.push(spelled.question.kind);
-                if questions
-                    .insert(key.into_owned(), spelled.shown.clone())
-                    .is_some()
-                {
-                    return Err(broken("inputRequests repeats a key"));
-                }
+                questions.insert(key.to_owned(), spelled.shown.clone());
             }
         }
     }
-    let state = match members
-        .iter()
-        .find(|(key, _)| key == "requestState")
-        .and_then(|(_, raw)| *raw)
-        .filter(|raw| raw.get() != "null")
-    {
+    let state = match result.get("requestState").filter(|raw| raw.get() != "null") {
         None => None,
         Some(raw) => Some(
             serde_json::from_str::<String>(raw.get())
@@ -478,7 +406,7 @@ fn read_input_required<'a>(
         ),
     };
     Ok(Asked {
-        result: members,
+        result: result.into_members(),
         questions,
         kinds,
         state,

@@ -140,8 +140,7 @@ impl ValidatorCache {
     /// meta-schema, unknown `$schema`, unresolvable `$ref`, …). Failures are not cached.
     #[cfg(test)]
     pub(crate) fn get(&self, schema: &Value) -> Result<Arc<FormValidator>, String> {
-        let key = String::from_utf8(crate::canonical::canonical_json(schema))
-            .map_err(|_| "the schema is not UTF-8".to_owned())?;
+        let key = crate::canonical::canonical_value(schema).map_err(|e| e.to_string())?;
         let mut made = Made::default();
         let validator = self.get_canonical(&key, &mut made, || Ok(schema.clone()))?;
         self.keep(made);
@@ -418,7 +417,7 @@ fn without_defaults(text: &str) -> Option<String> {
             removed |= property.remove("default").is_some();
         }
     }
-    removed.then(|| String::from_utf8(crate::canonical::canonical_json(&schema)).ok())?
+    removed.then(|| crate::canonical::canonical_value(&schema).ok())?
 }
 
 /// A compiled `requestedSchema`: checks accepted form content against it.
@@ -868,10 +867,9 @@ mod tests {
         );
         cache.keep(made);
         // One question, kept by the canonical text of both.
-        let canonical = String::from_utf8(crate::canonical::canonical_json(
-            &serde_json::from_str(spellings[0]).unwrap(),
-        ))
-        .unwrap();
+        let canonical =
+            crate::canonical::canonical_value(&serde_json::from_str(spellings[0]).unwrap())
+                .unwrap();
         assert!(Arc::ptr_eq(
             &first.question,
             &cache.question(&canonical).unwrap()
@@ -1017,16 +1015,12 @@ mod tests {
     fn defaults_do_not_make_another_validator() {
         let cache = ValidatorCache::default();
         let question = |schema: Value| {
-            let text = crate::canonical::canonical_json(&json!({
+            let text = crate::canonical::canonical_value(&json!({
                 "method": "elicitation/create",
                 "params": {"message": "m", "requestedSchema": schema}
-            }));
-            cache
-                .question(std::str::from_utf8(&text).unwrap())
-                .unwrap()
-                .form
-                .clone()
-                .unwrap()
+            }))
+            .unwrap();
+            cache.question(&text).unwrap().form.clone().unwrap()
         };
         let plain = question(deploy());
         let mut prefilled = deploy();

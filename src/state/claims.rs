@@ -97,7 +97,7 @@ pub(crate) struct Binding<'a> {
 pub(crate) fn args_digest(arguments: Option<&RawValue>) -> Result<String, crate::canonical::Error> {
     let digest = match arguments.filter(|raw| raw.get().trim() != "null") {
         Some(raw) => crate::canonical::digest_raw(raw)?,
-        None => crate::canonical::digest(&Value::Object(Map::new())),
+        None => crate::canonical::digest_text("{}")?,
     };
     Ok(URL_SAFE_NO_PAD.encode(&digest[..16]))
 }
