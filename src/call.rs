@@ -2,6 +2,7 @@
 //! call, let the engine decide, call the inner service, let the engine judge its answer, and frame
 //! the layer's own replies as HTTP responses.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,7 +16,7 @@ use tower_service::Service;
 use tracing::Instrument;
 
 use crate::body::{ReadAll, RequestBody, ResponseBody};
-use crate::engine::{self, Answer, Inbound, Intake, Outbound, Round, Settle};
+use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round};
 use crate::jsonrpc::{Call, Kind, Reply};
 use crate::shared::Shared;
 use crate::sse::{self, Scan, SseBody};
@@ -64,7 +65,6 @@ where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
     ResBody: Body<Data = Bytes>,
 {
-    let id = call.id;
     let mut parts = parts;
     // The layer must read the answer to seal or refuse it: ask for it unencoded.
     parts
@@ -81,11 +81,18 @@ where
         header_version,
         now: unix_now(),
     };
-    let decision = engine::decide(&call, cx, config, unix_now).await;
+    let mut prober = Prober {
+        service: &mut inner,
+        parts: &parts,
+        probed: false,
+        body: PhantomData,
+    };
+    let decision = engine::decide(&call, cx, config, unix_now, &mut prober).await?;
+    let probed = prober.probed;
     match decision {
-        Inbound::Respond(reply) => Ok(reply_response(reply)),
-        Inbound::CheckFlows(_) => Ok(reply_response(Reply::internal(id))),
-        Inbound::Forward {
+        Decided::Respond(reply) => Ok(reply_response(reply)),
+        Decided::Pass(response) => Ok(response),
+        Decided::Forward {
             body,
             round,
             answers,
@@ -97,41 +104,52 @@ where
                 Some(body) => rebuild(parts, Bytes::from(body)),
                 None => forward(parts, bytes.clone(), framed),
             };
+            if probed {
+                // The probe took the service the caller polled ready: this is a fresh clone.
+                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            }
             let response = inner.call(request).await?;
             Ok(respond(response, round, Arc::clone(&shared)).await)
         }
-        Inbound::Probe {
-            body,
-            round,
-            answers,
-        } => {
-            let mut spare = inner.clone();
-            let response = inner
-                .call(rebuild(parts.clone(), Bytes::from(body)))
-                .await?;
-            let probe = match read_probe(response, &round).await {
-                Ok(probe) => probe,
-                Err(reply) => return Ok(reply_response(reply)),
-            };
-            let Some(message) = probe.message else {
-                return Ok(Response::from_parts(
-                    probe.parts,
-                    ResponseBody::full(probe.body),
-                ));
-            };
-            match engine::settle_probe(&message, round, &call, &answers, config, unix_now()) {
-                Settle::Respond(Outbound::Unchanged) => Ok(Response::from_parts(
-                    probe.parts,
-                    ResponseBody::full(probe.body),
-                )),
-                Settle::Respond(Outbound::Replace(reply)) => Ok(reply_response(reply)),
-                Settle::Forward { body, round } => {
-                    std::future::poll_fn(|cx| spare.poll_ready(cx)).await?;
-                    let response = spare.call(rebuild(parts, Bytes::from(body))).await?;
-                    Ok(respond(response, round, Arc::clone(&shared)).await)
-                }
-            }
+    }
+}
+
+/// The engine's step "call the inner service once": a probe, read whole, made with the service
+/// the caller polled ready (a fresh clone takes its place).
+struct Prober<'p, S, ReqBody> {
+    service: &'p mut S,
+    parts: &'p http::request::Parts,
+    probed: bool,
+    body: PhantomData<fn(ReqBody)>,
+}
+
+impl<S, ReqBody, ResBody> engine::Inner for Prober<'_, S, ReqBody>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ResBody: Body<Data = Bytes>,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+
+    async fn call(
+        &mut self,
+        body: Vec<u8>,
+        round: &Round,
+    ) -> Result<Probed<Self::Response>, S::Error> {
+        let fresh = self.service.clone();
+        let mut ready = std::mem::replace(&mut *self.service, fresh);
+        if std::mem::replace(&mut self.probed, true) {
+            std::future::poll_fn(|cx| ready.poll_ready(cx)).await?;
         }
+        let request = rebuild(self.parts.clone(), Bytes::from(body));
+        let response = ready.call(request).await?;
+        Ok(match read_probe(response, round).await {
+            Ok(probe) => Probed::Read {
+                message: probe.message,
+                response: Response::from_parts(probe.parts, ResponseBody::full(probe.body)),
+            },
+            Err(reply) => Probed::Failed(reply),
+        })
     }
 }
 

@@ -129,18 +129,19 @@
 //! | `shared` | `Config` and the adapter's own settings (principal extractor, body limit), one `Arc` |
 //! | `service` | [`Elicitation`]: the `Service` impl; requests without a body pass untouched |
 //! | `future` | [`ResponseFuture`]: reads the body, forwards what names no MRTR method, else the MRTR path |
-//! | `call` | the MRTR path: asks the inner service for `identity`, calls it, frames replies (kind → status) |
+//! | `call` | the MRTR path: asks the inner service for `identity`, gives the engine its one-call step (the probe), calls it, frames replies (kind → status) |
 //! | `body` | [`RequestBody`], [`ResponseBody`] and `ReadAll` (a body in one frame is kept without a copy) |
 //! | `sse` | event-stream parsing, and the body that rewrites the one response event |
 //! | `engine::intake` | the byte scan, the strict peek's verdict, how the inner's answer is sorted (status, encoding, type) |
-//! | `engine::inbound` | a call: its state verified, its answers checked, forwarded, probed or answered; URL flows asked |
+//! | `engine::inbound` | a call: its state verified, its answers checked, forwarded or answered; `decide` asks URL flows and runs the probe over an abstract inner step |
 //! | `engine::gates` | declared gates on a call: ask, judge, refuse, deliver (injected into the arguments' own text) |
 //! | `engine::answers` | each answer against the question asked: accept, re-ask with a hint, drop what was not asked |
 //! | `engine::outbound` | the inner's answer: seal an `input_required`, refuse one the client cannot answer, judge each event |
 //! | `engine::reply` | the layer's own answers: asks, re-asks, refusals, the round cap, the seal and its size bound |
-//! | `engine::decision` | what is known of a call (`Round`) and what is decided (`Inbound`) |
-//! | `jsonrpc` | the borrowed strict reader of envelopes, the rewrite of `params`, the error table, `Reply` and its `Kind` |
-//! | `canonical` | canonical JSON (digests, comparisons) and the order-keeping minified form (what is shown) |
+//! | `engine::decision` | what is known of a call (`Round`), what is decided (`Decided`), and the inner step the engine may take (`Inner`) |
+//! | `json` | the one strict reader (objects as raw members along a path, `Strict` values) and the one duplicate-key detector |
+//! | `jsonrpc` | envelopes read through `json`: the peek, the rewrite of `params`, the error table, `Reply` and its `Kind` |
+//! | `canonical` | the one canonical writer (digests, cache keys) and its order-keeping minified form (what is shown) |
 //! | `state` | the [`Keyring`], the token format and MAC, the claims, the tokens this layer sealed |
 //! | `form` | the MCP form subset (`Gate::form` checks it) and compiled validators with their hints |
 //! | `gate`, `uri` | [`Gate`], [`GateTarget`] and their matching (resource URIs compared normalized) |

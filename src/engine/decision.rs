@@ -52,7 +52,52 @@ pub(crate) fn invalid_state(id: Option<&RawValue>) -> Reply {
     )
 }
 
-/// What to do with an MRTR call.
+/// What the adapter does with an MRTR call, once [`decide`](super::decide) has settled it.
+// Made once per call and taken apart at once: boxing the round would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Decided<R> {
+    /// Answer the client directly.
+    Respond(Reply),
+    /// Call the inner service with `body` (`None`: the original bytes) and, when there are gate
+    /// answers, the [`Answers`] extension; then run [`outbound`](fn@super::outbound) on its
+    /// response.
+    Forward {
+        body: Option<Vec<u8>>,
+        round: Round,
+        answers: Option<Answers>,
+    },
+    /// Give the client the inner service's answer to the probe, as it came.
+    Pass(R),
+}
+
+/// One call of the inner service, as the engine makes it while it decides (the probe).
+pub(crate) trait Inner {
+    /// The inner service's response, as the adapter keeps it to pass it on.
+    type Response;
+    /// The inner service's own error, which ends the call.
+    type Error;
+    /// Calls the inner service once with `body` and reads its whole answer.
+    async fn call(
+        &mut self,
+        body: Vec<u8>,
+        round: &Round,
+    ) -> Result<Probed<Self::Response>, Self::Error>;
+}
+
+/// The inner service's answer to a probe.
+pub(crate) enum Probed<R> {
+    /// Read whole: the response message to the call when the answer is a successful JSON or
+    /// event-stream one (`None` otherwise), and the response itself.
+    Read {
+        message: Option<Vec<u8>>,
+        response: R,
+    },
+    /// The layer's own reply: the answer could not be read.
+    Failed(Reply),
+}
+
+/// What to do with an MRTR call, one step at a time.
 #[derive(Debug)]
 pub(crate) enum Inbound {
     /// Answer the client directly; the inner service is not called.

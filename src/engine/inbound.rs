@@ -6,8 +6,9 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
-use super::decision::{Context, FlowFacts, Inbound, Round, invalid_state};
+use super::decision::{Context, Decided, FlowFacts, Inbound, Inner, Probed, Round, invalid_state};
 use super::gates::{GateRound, check_flow};
+use super::outbound::{Outbound, Settle, settle_probe};
 use super::reply::{log_outcome, reask, refuse};
 use crate::config::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
 use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, MetaMembers, Reply};
@@ -15,13 +16,63 @@ use crate::mcp::{Declared, supports_mrtr};
 use crate::state::claims::{Arguments, Binding};
 use crate::state::token::{self, Clock};
 
-/// Decides what to do with an MRTR call, asking URL flows (asynchronously) what the decision
-/// needs: never [`Inbound::CheckFlows`]. `now` dates what is sealed after a flow answered.
-pub(crate) async fn decide(
+/// Decides what to do with an MRTR call: asks URL flows (asynchronously) what the decision needs,
+/// and probes the inner service through `inner` when the call carries answers without state.
+/// `now` dates what is sealed after a flow or the probe answered.
+pub(crate) async fn decide<I: Inner>(
+    call: &Call<'_>,
+    cx: Context<'_>,
+    config: &Config,
+    now: impl Fn() -> u64,
+    inner: &mut I,
+) -> Result<Decided<I::Response>, I::Error> {
+    Ok(match settle_flows(call, cx, config, &now).await {
+        Inbound::Respond(reply) => Decided::Respond(reply),
+        Inbound::CheckFlows(_) => {
+            tracing::warn!(target: "tower_elicitation", "URL flow checks did not settle");
+            Decided::Respond(Reply::internal(call.id))
+        }
+        Inbound::Forward {
+            body,
+            round,
+            answers,
+        } => Decided::Forward {
+            body,
+            round,
+            answers,
+        },
+        Inbound::Probe {
+            body,
+            round,
+            answers,
+        } => match inner.call(body, &round).await? {
+            Probed::Failed(reply) => Decided::Respond(reply),
+            Probed::Read {
+                message: None,
+                response,
+            } => Decided::Pass(response),
+            Probed::Read {
+                message: Some(message),
+                response,
+            } => match settle_probe(&message, round, call, &answers, config, now()) {
+                Settle::Respond(Outbound::Unchanged) => Decided::Pass(response),
+                Settle::Respond(Outbound::Replace(reply)) => Decided::Respond(reply),
+                Settle::Forward { body, round } => Decided::Forward {
+                    body: Some(body),
+                    round,
+                    answers: None,
+                },
+            },
+        },
+    })
+}
+
+/// [`inbound`], asking URL flows between passes until it no longer needs them (or gives up).
+async fn settle_flows(
     call: &Call<'_>,
     mut cx: Context<'_>,
     config: &Config,
-    now: impl Fn() -> u64,
+    now: &impl Fn() -> u64,
 ) -> Inbound {
     let mut flows = FlowFacts::default();
     let mut decision = inbound(call, cx, config, &flows);
@@ -38,13 +89,7 @@ pub(crate) async fn decide(
         cx.now = now();
         decision = inbound(call, cx, config, &flows);
     }
-    match decision {
-        Inbound::CheckFlows(_) => {
-            tracing::warn!(target: "tower_elicitation", "URL flow checks did not settle");
-            Inbound::Respond(Reply::internal(call.id))
-        }
-        decided => decided,
-    }
+    decision
 }
 
 /// Decides what to do with an MRTR call. `flows` holds what URL flows said, after a
@@ -367,4 +412,126 @@ fn log_rejected(round: &Round, reason: &str) {
         reason,
         "requestState refused"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::{Peek, peek};
+    use crate::state::Keyring;
+
+    /// An inner service on plain JSON: answers every probe with `answer`, and keeps what it got.
+    struct Scripted {
+        answer: Option<&'static str>,
+        calls: Vec<String>,
+    }
+
+    impl Inner for Scripted {
+        type Response = &'static str;
+        type Error = ();
+        async fn call(&mut self, body: Vec<u8>, _: &Round) -> Result<Probed<&'static str>, ()> {
+            self.calls.push(String::from_utf8(body).unwrap());
+            Ok(Probed::Read {
+                message: self.answer.map(|a| a.as_bytes().to_vec()),
+                response: "the probe's own answer",
+            })
+        }
+    }
+
+    const ASKS: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"approval":{"method":"elicitation/create","params":{"message":"Deploy?","requestedSchema":{"type":"object","properties":{"approve":{"type":"boolean"}},"required":["approve"]}}}}}}"#;
+    const DONE: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+
+    fn body(answers: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"deploy","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}{answers}}}}}"#
+        )
+    }
+
+    async fn run(body: &str, answer: Option<&'static str>) -> (Decided<&'static str>, Vec<String>) {
+        let config = Config::new(Keyring::new("k1", [7u8; 32]).unwrap());
+        let Peek::Call(call) = peek(body.as_bytes()) else {
+            panic!("an MRTR call: {body}")
+        };
+        let cx = Context {
+            principal: None,
+            header_version: None,
+            now: 1_000,
+        };
+        let mut inner = Scripted {
+            answer,
+            calls: Vec::new(),
+        };
+        let decided = decide(&call, cx, &config, || 1_000, &mut inner)
+            .await
+            .unwrap();
+        (decided, inner.calls)
+    }
+
+    #[tokio::test]
+    async fn answers_without_state_that_answer_the_probe_are_forwarded_checked() {
+        let answered = r#","inputResponses":{"approval":{"action":"accept","content":{"approve":true,"extra":1}}}"#;
+        let (decided, calls) = run(&body(answered), Some(ASKS)).await;
+        assert_eq!(calls.len(), 1);
+        assert!(
+            !calls[0].contains("inputResponses"),
+            "the probe goes without them"
+        );
+        let Decided::Forward {
+            body: Some(forwarded),
+            ..
+        } = decided
+        else {
+            panic!("forwarded: {decided:?}")
+        };
+        let forwarded = String::from_utf8(forwarded).unwrap();
+        assert!(
+            forwarded.contains(
+                r#""inputResponses":{"approval":{"action":"accept","content":{"approve":true}}}"#
+            ),
+            "{forwarded}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_probe_that_asks_what_the_answers_do_not_answer_is_asked_again_sealed() {
+        let wrong =
+            r#","inputResponses":{"approval":{"action":"accept","content":{"approve":"yes"}}}"#;
+        let (decided, calls) = run(&body(wrong), Some(ASKS)).await;
+        assert_eq!(calls.len(), 1);
+        let Decided::Respond(reply) = decided else {
+            panic!("answered: {decided:?}")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(reply["result"]["resultType"], "input_required");
+        assert!(
+            reply["result"]["requestState"]
+                .as_str()
+                .unwrap()
+                .starts_with("v1.k1.")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_probe_answered_without_a_question_is_passed_on_as_it_came() {
+        let answered =
+            r#","inputResponses":{"approval":{"action":"accept","content":{"approve":true}}}"#;
+        let (decided, calls) = run(&body(answered), Some(DONE)).await;
+        assert_eq!(calls.len(), 1);
+        assert!(
+            matches!(decided, Decided::Pass("the probe's own answer")),
+            "{decided:?}"
+        );
+        let (decided, _) = run(&body(answered), None).await;
+        assert!(matches!(decided, Decided::Pass(_)), "{decided:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_without_answers_is_not_probed() {
+        let (decided, calls) = run(&body(""), Some(ASKS)).await;
+        assert!(calls.is_empty());
+        assert!(
+            matches!(decided, Decided::Forward { body: None, .. }),
+            "{decided:?}"
+        );
+    }
 }

@@ -16,12 +16,10 @@ mod intake;
 mod outbound;
 mod reply;
 
-pub(crate) use decision::{Context, Inbound, Round};
+pub(crate) use decision::{Context, Decided, Inner, Probed, Round};
 pub(crate) use inbound::decide;
 pub(crate) use intake::{
     Answer, Head, Intake, answer, inner_body_failed, inner_unreadable, intake, passes_unread,
     refuse_unread, too_large, unreadable,
 };
-pub(crate) use outbound::{
-    Event, Outbound, Settle, answers_call, drops_unterminated, event, outbound, settle_probe,
-};
+pub(crate) use outbound::{Event, Outbound, answers_call, drops_unterminated, event, outbound};
