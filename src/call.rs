@@ -2,7 +2,9 @@
 //! call, let the engine decide, call the inner service, let the engine judge its answer, and frame
 //! the layer's own replies as HTTP responses.
 
+use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -21,6 +23,19 @@ use crate::jsonrpc::{Call, Kind, Reply};
 use crate::shared::Shared;
 use crate::sse::{self, Scan, SseBody};
 use crate::state::token::unix_now;
+
+/// A future of the MRTR path, boxed.
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// How a body that may name an MRTR method starts down its path: [`handle`], boxed. Chosen in
+/// `Service::call`, where the bounds it needs are known, so the response future needs none.
+pub(crate) type Start<S, ResBody, E> = fn(
+    S,
+    Arc<Shared>,
+    http::request::Parts,
+    Bytes,
+    Option<u64>,
+) -> BoxFuture<Result<Response<ResponseBody<ResBody>>, E>>;
 
 /// A body that may name an MRTR method: the engine's intake decides.
 pub(crate) async fn handle<S, ReqBody, ResBody>(
@@ -200,11 +215,14 @@ async fn respond<B: Body<Data = Bytes>>(
 ) -> Response<ResponseBody<B>> {
     match answer(&response) {
         Ok(Answer::PassThrough) => response.map(ResponseBody::inner),
-        Err(why) => reply_response(engine::inner_unreadable(round.id.as_deref(), why)),
+        Err(why) => reply_response(engine::inner_failed(round.id.as_deref(), why)),
         Ok(Answer::Json) => {
             let (parts, body) = response.into_parts();
             let Ok(bytes) = ReadAll::new(body).await else {
-                return reply_response(engine::inner_body_failed(round.id.as_deref()));
+                return reply_response(engine::inner_failed(
+                    round.id.as_deref(),
+                    engine::BODY_FAILED,
+                ));
             };
             // Dated when it is sealed: the inner service may have taken its time.
             match engine::outbound(&bytes, &round, &shared.config, unix_now()) {
@@ -227,7 +245,12 @@ async fn respond<B: Body<Data = Bytes>>(
                     }
                     sse.as_mut().unread(first);
                 }
-                Some(Err(_)) => return reply_response(engine::inner_body_failed(id.as_deref())),
+                Some(Err(_)) => {
+                    return reply_response(engine::inner_failed(
+                        id.as_deref(),
+                        engine::BODY_FAILED,
+                    ));
+                }
                 None => {}
             }
             parts.headers.remove(CONTENT_LENGTH);
@@ -250,11 +273,11 @@ async fn read_probe<B: Body<Data = Bytes>>(
     round: &Round,
 ) -> Result<Probe, Reply> {
     let id = round.id.as_deref();
-    let kind = answer(&response).map_err(|why| engine::inner_unreadable(id, why))?;
+    let kind = answer(&response).map_err(|why| engine::inner_failed(id, why))?;
     let (parts, body) = response.into_parts();
     let body = ReadAll::new(body)
         .await
-        .map_err(|_| engine::inner_body_failed(id))?;
+        .map_err(|_| engine::inner_failed(id, engine::BODY_FAILED))?;
     let message = match kind {
         Answer::Json => Some(body.to_vec()),
         Answer::EventStream => sse::events(&body)

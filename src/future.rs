@@ -51,6 +51,7 @@ pin_project! {
             #[pin]
             read: ReadAll<Limited<ReqBody>>,
             pending: Option<Pending<S>>,
+            mrtr: call::Start<S, ResBody, S::Error>,
         },
         /// The inner service has the request as it came.
         Forwarding {
@@ -77,7 +78,7 @@ pub(crate) struct Pending<S> {
     pub(crate) framed: Option<u64>,
 }
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type BoxFuture<T> = call::BoxFuture<T>;
 
 impl<S, ReqBody, ResBody> ResponseFuture<S, ReqBody, ResBody>
 where
@@ -101,12 +102,18 @@ where
         }
     }
 
-    /// The body is read first, with `pending` waiting.
-    pub(crate) fn reading(read: ReadAll<Limited<ReqBody>>, pending: Pending<S>) -> Self {
+    /// The body is read first, with `pending` waiting; a body that may name an MRTR method then
+    /// goes down `mrtr`.
+    pub(crate) fn reading(
+        read: ReadAll<Limited<ReqBody>>,
+        pending: Pending<S>,
+        mrtr: call::Start<S, ResBody, S::Error>,
+    ) -> Self {
         Self {
             state: State::Reading {
                 read,
                 pending: Some(pending),
+                mrtr,
             },
         }
     }
@@ -114,16 +121,9 @@ where
 
 impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody, ResBody>
 where
-    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    ReqBody: Body<Data = Bytes> + Send + 'static,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body<Data = Bytes>,
     ReqBody::Error: Into<BoxError>,
-    ResBody: Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Send,
 {
     type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
 
@@ -131,7 +131,11 @@ where
         let mut state = self.project().state;
         loop {
             let next = match state.as_mut().project() {
-                StateProj::Reading { read, pending } => {
+                StateProj::Reading {
+                    read,
+                    pending,
+                    mrtr,
+                } => {
                     let read = ready!(read.poll(cx));
                     let Some(Pending {
                         mut inner,
@@ -156,9 +160,7 @@ where
                                 }
                             } else {
                                 State::Boxed {
-                                    future: Box::pin(call::handle(
-                                        inner, shared, parts, bytes, framed,
-                                    )),
+                                    future: mrtr(inner, shared, parts, bytes, framed),
                                 }
                             }
                         }

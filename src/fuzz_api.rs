@@ -66,18 +66,27 @@ pub fn seal_claims_json(
     seal(keyring, claims_json, principal, None)
 }
 
-/// Opens `token` as the layer does on a retry: size bound, format, key id, MAC, claims, time
-/// (with `skew` seconds of tolerance), then every binding. `Ok` holds the claims as JSON; `Err`
-/// the reason (which the layer only logs).
+/// How a token is opened: the size bound, now (Unix seconds) and the clock skew tolerated.
+#[derive(Debug, Clone, Copy)]
+pub struct Opening {
+    /// The longest token accepted.
+    pub max_len: usize,
+    /// Now, in Unix seconds.
+    pub now: u64,
+    /// Seconds of clock skew tolerated.
+    pub skew: u64,
+}
+
+/// Opens `token` as the layer does on a retry: size bound, format, key id, MAC, claims, time,
+/// then every binding. `Ok` holds the claims as JSON; `Err` the reason (which the layer only
+/// logs).
 pub fn open_token(
     keyring: &Keyring,
     token: &str,
-    max_len: usize,
-    now: u64,
-    skew: u64,
+    at: Opening,
     binding: &Binding<'_>,
 ) -> Result<Value, String> {
-    open(keyring, None, token, max_len, Clock { now, skew }, binding)
+    open(keyring, None, token, at, binding)
 }
 
 /// The tokens a layer keeps after sealing them, so that their retries skip the MAC and claims
@@ -102,19 +111,10 @@ impl Kept {
         &self,
         keyring: &Keyring,
         token: &str,
-        max_len: usize,
-        now: u64,
-        skew: u64,
+        at: Opening,
         binding: &Binding<'_>,
     ) -> Result<Value, String> {
-        open(
-            keyring,
-            Some(&self.0),
-            token,
-            max_len,
-            Clock { now, skew },
-            binding,
-        )
+        open(keyring, Some(&self.0), token, at, binding)
     }
 }
 
@@ -136,10 +136,13 @@ fn open(
     keyring: &Keyring,
     kept: Option<&Sealed>,
     token: &str,
-    max_len: usize,
-    clock: Clock,
+    at: Opening,
     binding: &Binding<'_>,
 ) -> Result<Value, String> {
+    let clock = Clock {
+        now: at.now,
+        skew: at.skew,
+    };
     let args = claims::Arguments::from_digest(binding.args_digest.to_owned());
     let binding = claims::Binding {
         method: binding.method,
@@ -148,7 +151,7 @@ fn open(
         principal: binding.principal,
         audience: binding.audience,
     };
-    token::open(keyring, kept, token, max_len, clock, &binding)
+    token::open(keyring, kept, token, at.max_len, clock, &binding)
         .map(|claims| serde_json::to_value(&*claims).unwrap_or(Value::Null))
         .map_err(|reject| reject.to_string())
 }
@@ -178,15 +181,7 @@ pub fn cache_weight(layer: &ElicitationLayer) -> CacheWeight {
 /// Feeds `chunks` to the layer's incremental SSE splitter: the complete events in order, and
 /// what is left after the last one.
 pub fn sse_split(chunks: &[&[u8]]) -> (Vec<Bytes>, Bytes) {
-    let mut splitter = crate::sse::Splitter::default();
-    let mut events = Vec::new();
-    for chunk in chunks {
-        splitter.push(chunk);
-        while let Some(event) = splitter.next_event() {
-            events.push(event);
-        }
-    }
-    (events, splitter.take_rest())
+    crate::sse::split_all(chunks)
 }
 
 /// An event's `data` as the layer reads it (its `data:` lines joined by `\n`).

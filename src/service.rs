@@ -12,7 +12,7 @@ use tower_service::Service;
 
 use crate::BoxError;
 use crate::body::{ReadAll, RequestBody, ResponseBody};
-use crate::call::reply_response;
+use crate::call::{self, reply_response};
 use crate::engine;
 use crate::future::{Pending, ResponseFuture};
 use crate::shared::Shared;
@@ -125,6 +125,9 @@ where
                 shared: Arc::clone(&self.shared),
                 parts,
                 framed,
+            },
+            |inner, shared, parts, bytes, framed| {
+                Box::pin(call::handle(inner, shared, parts, bytes, framed))
             },
         )
     }

@@ -24,8 +24,8 @@ use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{Map, Number, Value, json};
 use tower_elicitation::__fuzz::{
-    Binding, Chunks, Kept, args_digest, args_digest_json, exchange, open_token, seal_claims_json,
-    sse_split,
+    Binding, Chunks, Kept, Opening, args_digest, args_digest_json, exchange, open_token,
+    seal_claims_json, sse_split,
 };
 use tower_elicitation::{ElicitationLayer, Keyring};
 
@@ -228,8 +228,26 @@ fn open_both(
     now: u64,
     binding: &Binding<'_>,
 ) -> Result<Value, String> {
-    let in_full = open_token(&ring(), token, max_len, now, SKEW, binding);
-    let through_kept = kept.open_token(&ring(), token, max_len, now, SKEW, binding);
+    let in_full = open_token(
+        &ring(),
+        token,
+        Opening {
+            max_len,
+            now,
+            skew: SKEW,
+        },
+        binding,
+    );
+    let through_kept = kept.open_token(
+        &ring(),
+        token,
+        Opening {
+            max_len,
+            now,
+            skew: SKEW,
+        },
+        binding,
+    );
     assert_eq!(in_full, through_kept, "{token}: kept and in full differ");
     in_full
 }

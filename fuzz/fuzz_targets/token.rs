@@ -14,7 +14,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
-use tower_elicitation::__fuzz::{Binding, Kept, args_digest, open_token, seal_claims_json};
+use tower_elicitation::__fuzz::{
+    Binding, Kept, Opening, args_digest, open_token, seal_claims_json,
+};
 use tower_elicitation::Keyring;
 
 const NOW: u64 = 1_800_000_000;
@@ -49,7 +51,16 @@ fn arbitrary_token(token: &str) {
         principal: None,
         audience: None,
     };
-    let Ok(opened) = open_token(&ring(), token, MAX, NOW, SKEW, &binding) else {
+    let Ok(opened) = open_token(
+        &ring(),
+        token,
+        Opening {
+            max_len: MAX,
+            now: NOW,
+            skew: SKEW,
+        },
+        &binding,
+    ) else {
         return;
     };
     // It opened: it must be exactly the token its signer mints for these claims.
@@ -85,22 +96,59 @@ fn claims(data: &[u8]) {
         principal: None,
         audience: audience.as_deref(),
     };
-    let opened = open_token(&ring, &token, usize::MAX, iat, SKEW, &binding);
+    let opened = open_token(
+        &ring,
+        &token,
+        Opening {
+            max_len: usize::MAX,
+            now: iat,
+            skew: SKEW,
+        },
+        &binding,
+    );
     // As the layer keeps the tokens it seals: the same token, opened from what was kept, gives
     // the same outcome, and so does any other binding or time.
     let kept = Kept::default();
     let kept_token = kept.seal_claims_json(&ring, data, None);
-    assert_eq!(kept_token.as_deref(), Some(token.as_str()), "kept sealing differs");
+    assert_eq!(
+        kept_token.as_deref(),
+        Some(token.as_str()),
+        "kept sealing differs"
+    );
     let other_target = format!("{target}x");
     let checks = [
         (binding, iat),
         (binding, exp.saturating_add(SKEW)),
-        (Binding { target: &other_target, ..binding }, iat),
+        (
+            Binding {
+                target: &other_target,
+                ..binding
+            },
+            iat,
+        ),
     ];
     for (binding, now) in checks {
         assert_eq!(
-            kept.open_token(&ring, &token, usize::MAX, now, SKEW, &binding),
-            open_token(&ring, &token, usize::MAX, now, SKEW, &binding),
+            kept.open_token(
+                &ring,
+                &token,
+                Opening {
+                    max_len: usize::MAX,
+                    now: now,
+                    skew: SKEW
+                },
+                &binding
+            ),
+            open_token(
+                &ring,
+                &token,
+                Opening {
+                    max_len: usize::MAX,
+                    now: now,
+                    skew: SKEW
+                },
+                &binding
+            ),
             "opened from what was kept, at {now}"
         );
     }
@@ -131,8 +179,17 @@ fn claims(data: &[u8]) {
         // never again.
         let json = serde_json::to_vec(&opened).expect("claims serialize");
         let again = seal_claims_json(&ring, &json, None).expect("opened claims seal");
-        let reopened = open_token(&ring, &again, usize::MAX, iat, SKEW, &binding)
-            .expect("a re-sealed token opens");
+        let reopened = open_token(
+            &ring,
+            &again,
+            Opening {
+                max_len: usize::MAX,
+                now: iat,
+                skew: SKEW,
+            },
+            &binding,
+        )
+        .expect("a re-sealed token opens");
         assert_eq!(
             reopened, opened,
             "claims changed through a second seal and open"
@@ -146,6 +203,18 @@ fn claims(data: &[u8]) {
             target: &other,
             ..binding
         };
-        assert!(open_token(&ring, &token, usize::MAX, iat, SKEW, &wrong).is_err());
+        assert!(
+            open_token(
+                &ring,
+                &token,
+                Opening {
+                    max_len: usize::MAX,
+                    now: iat,
+                    skew: SKEW
+                },
+                &wrong
+            )
+            .is_err()
+        );
     }
 }

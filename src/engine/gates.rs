@@ -1,5 +1,6 @@
 //! Declared gates on a call: ask them, judge the answers, deliver the accepted ones.
 
+use std::convert::identity;
 use std::slice;
 
 use serde::Serialize;
@@ -195,7 +196,8 @@ impl<'c> GateRound<'c> {
                     return Err(refuse(round, INVALID_PARAMS, &why, None));
                 }
                 Ok(Checked::Reask { ask, asked, kept }) => {
-                    return Err(reask(round, claims, asked, ask, kept, config, now));
+                    return Err(reask(round, claims, asked, ask, kept, config, now)
+                        .unwrap_or_else(identity));
                 }
                 Ok(Checked::Complete(answers)) => answers,
             };
@@ -259,7 +261,9 @@ impl<'c> GateRound<'c> {
                 .into_iter()
                 .filter(|(key, _)| !again.contains_key(key))
                 .collect();
-            return Err(reask(round, claims, asked, again, kept, config, now));
+            return Err(
+                reask(round, claims, asked, again, kept, config, now).unwrap_or_else(identity)
+            );
         }
 
         let mut accepted = round.gates.clone();

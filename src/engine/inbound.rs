@@ -1,5 +1,6 @@
 //! The request side: verify, validate, decide.
 
+use std::convert::identity;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -275,7 +276,7 @@ fn decide_once(
             Err(Reply::error(Kind::Answer, id, INVALID_PARAMS, &why, None))
         }
         Ok(Checked::Reask { ask, asked, kept }) => {
-            Err(reask(&round, &claims, asked, ask, kept, config, cx.now))
+            Err(reask(&round, &claims, asked, ask, kept, config, cx.now).unwrap_or_else(identity))
         }
         Ok(Checked::Complete(mut answers)) => {
             log_outcome(&round, "forward");

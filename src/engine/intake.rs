@@ -54,24 +54,13 @@ pub(crate) fn unreadable() -> Reply {
     )
 }
 
-/// The inner service's response body failed before the layer could read it whole.
-pub(crate) fn inner_body_failed(id: Option<&RawValue>) -> Reply {
-    tracing::warn!(
-        target: "tower_elicitation",
-        "the inner service's response body failed"
-    );
-    Reply::error(
-        Kind::InnerFailed,
-        id,
-        INTERNAL_ERROR,
-        "Internal error",
-        None,
-    )
-}
+/// Why the layer answers an MRTR call `-32603` (502) on the inner service's behalf.
+pub(crate) const BODY_FAILED: &str = "its response body failed before the layer read it whole";
 
-/// A successful answer from the inner service that the layer cannot read (encoded, or of another
-/// type): it could carry an `input_required` the layer must seal, so it is never passed on.
-pub(crate) fn inner_unreadable(id: Option<&RawValue>, why: &str) -> Reply {
+/// The inner service's answer to an MRTR call failed, or is a successful answer the layer cannot
+/// read (encoded, or of another type): it could carry an `input_required` the layer must seal,
+/// so it is never passed on.
+pub(crate) fn inner_failed(id: Option<&RawValue>, why: &str) -> Reply {
     tracing::warn!(
         target: "tower_elicitation",
         why,
@@ -100,7 +89,7 @@ pub(crate) enum Answer {
 /// Sorts the inner service's answer to an MRTR call by its status (`success`), its
 /// `Content-Encoding`s and its `Content-Type`. A successful answer that is encoded or of another
 /// type could carry an `input_required` the layer must seal, so it is never passed on: `Err`
-/// says why, for [`inner_unreadable`].
+/// says why, for [`inner_failed`].
 pub(crate) fn answer<'a>(
     success: bool,
     mut encodings: impl Iterator<Item = &'a [u8]>,

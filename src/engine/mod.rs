@@ -19,7 +19,7 @@ mod reply;
 pub(crate) use decision::{Context, Decided, Inner, Probed, Round};
 pub(crate) use inbound::decide;
 pub(crate) use intake::{
-    Answer, Head, Intake, answer, inner_body_failed, inner_unreadable, intake, passes_unread,
-    refuse_unread, too_large, unreadable,
+    Answer, BODY_FAILED, Head, Intake, answer, inner_failed, intake, passes_unread, refuse_unread,
+    too_large, unreadable,
 };
 pub(crate) use outbound::{Event, Outbound, answers_call, drops_unterminated, event, outbound};

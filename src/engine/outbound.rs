@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
 use super::decision::Round;
-use super::reply::{cannot_vouch, log_outcome, new_claims, refuse, require, seal, sealed_reask};
+use super::reply::{cannot_vouch, log_outcome, new_claims, reask, refuse, require, seal};
 use crate::config::Config;
 use crate::form::validate::Made;
 use crate::json::{BorrowedStr, Members, Object, ObjectOr};
@@ -327,7 +327,7 @@ pub(crate) fn settle_probe(
             None,
         ))),
         Ok(Checked::Reask { ask, asked, kept }) => {
-            let reply = sealed_reask(&round, &claims, asked, ask, kept, config, now);
+            let reply = reask(&round, &claims, asked, ask, kept, config, now);
             if reply.is_ok() {
                 config.validators.keep(made);
             }

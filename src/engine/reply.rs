@@ -20,21 +20,8 @@ use crate::state::token;
 
 /// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state. The
 /// token records `asked` as the questions (what was asked before, but for pre-filled defaults).
+/// `Ok` is the sealed `input_required`; `Err` a refusal (the round cap, or a token too large).
 pub(super) fn reask(
-    round: &Round,
-    previous: &Claims,
-    asked: Questions,
-    ask_now: Questions,
-    kept: Map<String, Value>,
-    config: &Config,
-    now: u64,
-) -> Reply {
-    sealed_reask(round, previous, asked, ask_now, kept, config, now)
-        .unwrap_or_else(|refused| refused)
-}
-
-/// [`reask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
-pub(super) fn sealed_reask(
     round: &Round,
     previous: &Claims,
     asked: Questions,

@@ -6,5 +6,5 @@ mod parse;
 
 pub(crate) use body::{Scan, SseBody};
 #[cfg(feature = "__fuzz")]
-pub(crate) use parse::Splitter;
+pub(crate) use parse::split_all;
 pub(crate) use parse::{data, events};

@@ -143,21 +143,24 @@ fn lines(event: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// Feeds `chunks` to a [`Splitter`]: the complete events in order, and what is left after the
+/// last one.
+#[cfg(any(test, feature = "__fuzz"))]
+pub(crate) fn split_all(chunks: &[&[u8]]) -> (Vec<Bytes>, Bytes) {
+    let mut splitter = Splitter::default();
+    let mut events = Vec::new();
+    for chunk in chunks {
+        splitter.push(chunk);
+        while let Some(event) = splitter.next_event() {
+            events.push(event);
+        }
+    }
+    (events, splitter.take_rest())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn split_all(chunks: &[&[u8]]) -> (Vec<Bytes>, Bytes) {
-        let mut s = Splitter::default();
-        let mut out = Vec::new();
-        for chunk in chunks {
-            s.push(chunk);
-            while let Some(e) = s.next_event() {
-                out.push(e);
-            }
-        }
-        (out, s.take_rest())
-    }
 
     #[test]
     fn splits_on_every_line_ending() {
