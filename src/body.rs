@@ -111,16 +111,20 @@ impl<B: Body<Data = Bytes>> Body for RequestBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            RequestKind::Buffered { body } => body.is_end_stream(),
-            RequestKind::Untouched { body } => body.is_end_stream(),
-        }
+        self.held().is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
+        self.held().size_hint()
+    }
+}
+
+impl<B: Body> RequestBody<B> {
+    /// The body this one holds, as far as it can be asked without a poll.
+    fn held(&self) -> &dyn Hint {
         match &self.kind {
-            RequestKind::Buffered { body } => body.size_hint(),
-            RequestKind::Untouched { body } => body.size_hint(),
+            RequestKind::Buffered { body } => body,
+            RequestKind::Untouched { body } => body,
         }
     }
 }
@@ -198,19 +202,38 @@ impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            ResponseKind::Full { body } => body.is_end_stream(),
-            ResponseKind::Inner { body } => body.is_end_stream(),
-            ResponseKind::Sse { body } => body.is_end_stream(),
-        }
+        self.held().is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
+        self.held().size_hint()
+    }
+}
+
+impl<B: Body<Data = Bytes>> ResponseBody<B> {
+    /// The body this one holds, as far as it can be asked without a poll.
+    fn held(&self) -> &dyn Hint {
         match &self.kind {
-            ResponseKind::Full { body } => body.size_hint(),
-            ResponseKind::Inner { body } => body.size_hint(),
-            ResponseKind::Sse { body } => body.size_hint(),
+            ResponseKind::Full { body } => body,
+            ResponseKind::Inner { body } => body,
+            ResponseKind::Sse { body } => body,
         }
+    }
+}
+
+/// What a body says of itself without being polled: one call for whichever body a kind holds.
+trait Hint {
+    fn is_end_stream(&self) -> bool;
+    fn size_hint(&self) -> SizeHint;
+}
+
+impl<T: Body> Hint for T {
+    fn is_end_stream(&self) -> bool {
+        Body::is_end_stream(self)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        Body::size_hint(self)
     }
 }
 

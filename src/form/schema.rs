@@ -310,20 +310,32 @@ fn check_string(at: &str, object: &Map<String, Value>) -> Result<(), FormSchemaE
             .as_str()
             .ok_or_else(|| FormSchemaError::new(&at, "`default` must be a string"))?;
         let length = default.chars().count() as u64;
-        if min.is_some_and(|min| length < min) {
-            return Err(FormSchemaError::new(
-                at,
-                "`default` is shorter than `minLength`",
-            ));
-        }
-        if max.is_some_and(|max| length > max) {
-            return Err(FormSchemaError::new(
-                at,
-                "`default` is longer than `maxLength`",
-            ));
-        }
+        within(
+            &at,
+            length,
+            (min, max),
+            ["is shorter than `minLength`", "is longer than `maxLength`"],
+        )?;
     }
     Ok(())
+}
+
+/// Whether a `default` of `size` (characters or items) is within the bounds `(min, max)`; the
+/// error says which it breaks, in the words given for each.
+fn within(
+    at: &str,
+    size: u64,
+    (min, max): (Option<u64>, Option<u64>),
+    [below, above]: [&str; 2],
+) -> Result<(), FormSchemaError> {
+    let broken = if min.is_some_and(|min| size < min) {
+        below
+    } else if max.is_some_and(|max| size > max) {
+        above
+    } else {
+        return Ok(());
+    };
+    Err(FormSchemaError::new(at, format!("`default` {broken}")))
 }
 
 fn check_number(
@@ -525,18 +537,15 @@ fn check_multi_select(at: &str, object: &Map<String, Value>) -> Result<(), FormS
             }
         }
         let count = default.len() as u64;
-        if min.is_some_and(|min| count < min) {
-            return Err(FormSchemaError::new(
-                at,
-                "`default` has fewer items than `minItems`",
-            ));
-        }
-        if max.is_some_and(|max| count > max) {
-            return Err(FormSchemaError::new(
-                at,
-                "`default` has more items than `maxItems`",
-            ));
-        }
+        within(
+            &at,
+            count,
+            (min, max),
+            [
+                "has fewer items than `minItems`",
+                "has more items than `maxItems`",
+            ],
+        )?;
     }
     Ok(())
 }
@@ -578,33 +587,17 @@ fn string_list<'a>(
     value: Option<&'a Value>,
     keyword: &str,
 ) -> Result<Vec<&'a str>, FormSchemaError> {
-    let not_list = || {
-        FormSchemaError::new(
-            at,
-            format!("`{keyword}` must be a non-empty array of strings"),
-        )
-    };
-    let items = value.and_then(Value::as_array).ok_or_else(not_list)?;
-    if items.is_empty() {
-        return Err(not_list());
-    }
-    let mut values = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let item = item.as_str().ok_or_else(|| {
-            FormSchemaError::new(
-                format!("{at}/{i}"),
-                format!("`{keyword}` must hold strings"),
-            )
-        })?;
-        if values.contains(&item) {
-            return Err(FormSchemaError::new(
-                format!("{at}/{i}"),
-                format!("`{keyword}` values must be distinct"),
-            ));
-        }
-        values.push(item);
-    }
-    Ok(values)
+    distinct(
+        at,
+        value,
+        &format!("`{keyword}` must be a non-empty array of strings"),
+        |item_at, item| {
+            item.as_str().ok_or_else(|| {
+                FormSchemaError::new(item_at, format!("`{keyword}` must hold strings"))
+            })
+        },
+        |item_at| FormSchemaError::new(item_at, format!("`{keyword}` values must be distinct")),
+    )
 }
 
 /// A non-empty array of `{"const": string, "title": string}` with distinct consts (`oneOf`,
@@ -614,22 +607,10 @@ fn titled_options<'a>(
     value: Option<&'a Value>,
     keyword: &str,
 ) -> Result<Vec<&'a str>, FormSchemaError> {
-    let not_list = || {
-        FormSchemaError::new(
-            at,
-            format!("`{keyword}` must be a non-empty array of {{\"const\", \"title\"}} options"),
-        )
-    };
-    let options = value.and_then(Value::as_array).ok_or_else(not_list)?;
-    if options.is_empty() {
-        return Err(not_list());
-    }
-    let mut values = Vec::with_capacity(options.len());
-    for (i, option) in options.iter().enumerate() {
-        let option_at = format!("{at}/{i}");
+    let option = |option_at: &str, option: &'a Value| {
         let option = option.as_object().ok_or_else(|| {
             FormSchemaError::new(
-                &option_at,
+                option_at,
                 format!("a `{keyword}` option must be an object with `const` and `title`"),
             )
         })?;
@@ -638,27 +619,57 @@ fn titled_options<'a>(
             .find(|k| !matches!(k.as_str(), "const" | "title"))
         {
             return Err(FormSchemaError::new(
-                pointer(&option_at, key),
+                pointer(option_at, key),
                 format!("`{key}` is not allowed in a `{keyword}` option"),
             ));
         }
         let value = option.get("const").and_then(Value::as_str).ok_or_else(|| {
             FormSchemaError::new(
-                &option_at,
+                option_at,
                 format!("a `{keyword}` option needs a string `const`"),
             )
         })?;
         if !option.get("title").is_some_and(Value::is_string) {
             return Err(FormSchemaError::new(
-                &option_at,
+                option_at,
                 format!("a `{keyword}` option needs a string `title`"),
             ));
         }
-        if values.contains(&value) {
-            return Err(FormSchemaError::new(
+        Ok(value)
+    };
+    distinct(
+        at,
+        value,
+        &format!("`{keyword}` must be a non-empty array of {{\"const\", \"title\"}} options"),
+        option,
+        |option_at| {
+            FormSchemaError::new(
                 format!("{option_at}/const"),
                 format!("`{keyword}` options must have distinct `const` values"),
-            ));
+            )
+        },
+    )
+}
+
+/// A non-empty array whose items each give a string (`read`, told where the item is), no two
+/// the same (else `repeated` says so, told where): those strings.
+fn distinct<'a>(
+    at: &str,
+    value: Option<&'a Value>,
+    not_list: &str,
+    mut read: impl FnMut(&str, &'a Value) -> Result<&'a str, FormSchemaError>,
+    repeated: impl Fn(&str) -> FormSchemaError,
+) -> Result<Vec<&'a str>, FormSchemaError> {
+    let items = value
+        .and_then(Value::as_array)
+        .filter(|items| !items.is_empty())
+        .ok_or_else(|| FormSchemaError::new(at, not_list))?;
+    let mut values = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let item_at = format!("{at}/{i}");
+        let value = read(&item_at, item)?;
+        if values.contains(&value) {
+            return Err(repeated(&item_at));
         }
         values.push(value);
     }
