@@ -5,6 +5,4 @@ mod body;
 mod parse;
 
 pub(crate) use body::{Scan, SseBody};
-#[cfg(feature = "__fuzz")]
-pub(crate) use parse::Splitter;
-pub(crate) use parse::{data, events};
+pub(crate) use parse::{Splitter, data, events};
