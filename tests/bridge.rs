@@ -66,6 +66,11 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
                     Some(_) => text("not approved"),
                 },
                 "loop" => input_required("approval", approval_form()),
+                "two" => match answers["roots"]["roots"].as_array() {
+                    None => json!({"resultType": "input_required", "inputRequests": {
+                        "approval": approval_form(), "roots": {"method": "roots/list"}}}),
+                    Some(_) => text("two answered"),
+                },
                 "url" => match answers["flow"]["action"].as_str() {
                     None => input_required(
                         "flow",
@@ -523,6 +528,10 @@ async fn a_cancelled_call_ends_its_wait_and_forwards_nothing_more() {
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 11, "reason": "user gave up"}});
     assert_eq!(server.send(Some(&session), None, &cancel).await.0, 202);
+    // Its open request is cancelled with it; the call itself is not answered.
+    let cancelled = events.next().await.unwrap();
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], leg["id"]);
     assert_eq!(
         events.next().await,
         None,
@@ -655,6 +664,31 @@ async fn a_url_flow_carries_an_elicitation_id_and_completes() {
     assert_eq!(complete["method"], "notifications/elicitation/complete");
     assert_eq!(complete["params"]["elicitationId"], id);
     assert_eq!(result_text(&events.next().await.unwrap()), "flow done");
+}
+
+#[tokio::test]
+async fn an_error_answer_ends_the_call_and_cancels_the_other_requests() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 23, "two").await;
+    let first = events.next().await.unwrap();
+    let second = events.next().await.unwrap();
+    let (roots, form) = if first["method"] == "roots/list" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    assert_eq!(form["method"], "elicitation/create");
+    let error = json!({"jsonrpc": "2.0", "id": roots["id"],
+        "error": {"code": -32603, "message": "no roots here"}});
+    assert_eq!(server.send(Some(&session), None, &error).await.0, 202);
+    let cancelled = events.next().await.unwrap();
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], form["id"]);
+    let done = events.next().await.unwrap();
+    assert_eq!(done["result"]["isError"], true);
+    assert!(result_text(&done).contains("no roots here"), "{done}");
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! the call's event stream, the client's answers become the retry's `inputResponses`.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -150,6 +151,7 @@ where
         }
     };
     let legs = Mutex::new(Vec::new());
+    let mut was_cancelled = false;
     let outcome = tokio::select! {
         biased;
         () = out.events.closed() => {
@@ -158,6 +160,7 @@ where
         }
         () = cancelled => {
             tracing::debug!("the client cancelled the call");
+            was_cancelled = true;
             None
         }
         outcome = rounds(&mut inner, &call, &out, &legs) => Some(outcome),
@@ -168,10 +171,48 @@ where
     let waiting = std::mem::take(&mut *legs.lock().unwrap_or_else(|e| e.into_inner()));
     for key in &waiting {
         let _ = pending.forget(key).await;
+        // The client cancelled its call: its open requests (dialogs) are cancelled too.
+        if was_cancelled && let Ok(id) = serde_json::from_str::<Value>(&key.leg) {
+            out.send(&cancellation(
+                id,
+                "The request they belong to was cancelled.",
+            ))
+            .await;
+        }
     }
     if let Some(response) = outcome {
         out.send(&response).await;
     }
+}
+
+/// A request of the round, sent and waiting: its key, id, leg, waiter and method.
+type Open = (String, Value, LegKey, Waiter, String);
+
+/// The first of `open` to be answered: its index and the answer.
+async fn next_answer(open: &mut [Open]) -> (usize, Option<Value>) {
+    std::future::poll_fn(|cx| {
+        for (index, entry) in open.iter_mut().enumerate() {
+            if let std::task::Poll::Ready(answer) = std::pin::Pin::new(&mut entry.3).poll(cx) {
+                return std::task::Poll::Ready((index, answer));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// Stops waiting for `open`, and tells the client its requests are cancelled.
+async fn cancel_all(settings: &Settings, out: &Out, open: Vec<Open>, reason: &str) {
+    for (_, id, leg, _, _) in open {
+        let _ = settings.pending.forget(&leg).await;
+        out.send(&cancellation(id, reason)).await;
+    }
+}
+
+/// `notifications/cancelled` for the bridge's request `id`.
+fn cancellation(id: Value, reason: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": reason}})
 }
 
 /// A URL flow the client consented to, for as long as the inner service asks it.
@@ -396,7 +437,7 @@ async fn ask_client(
     let Some(session) = &call.session else {
         return Err("The client has no session to answer in.".to_owned());
     };
-    let mut waiting: Vec<(String, Value, LegKey, Waiter, String)> = Vec::new();
+    let mut waiting: Vec<Open> = Vec::new();
     for (key, mut request) in asks {
         let id = format!("{LEG_PREFIX}{}", random_hex(8));
         let method = request
@@ -446,34 +487,41 @@ async fn ask_client(
     let mut keep_alive =
         tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     let mut answers = Map::new();
-    let mut waiting = waiting.into_iter();
-    while let Some((key, id, leg, mut waiter, method)) = waiting.next() {
-        let answer = loop {
+    let mut open = waiting;
+    while !open.is_empty() {
+        // Whichever answer comes first: an error on any request ends the call at once.
+        let ready = loop {
             tokio::select! {
-                answer = &mut waiter => break answer,
+                ready = next_answer(&mut open) => break Some(ready),
                 () = &mut deadline => break None,
                 _ = keep_alive.tick() => out.keep_alive().await,
             }
         };
-        let _ = settings.pending.forget(&leg).await;
-        legs.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|l| *l != leg);
-        let Some(answer) = answer else {
-            // Out of time: this request and every one still open are cancelled.
-            for (_, id, leg, _, _) in std::iter::once((key, id, leg, waiter, method)).chain(waiting)
-            {
-                let _ = settings.pending.forget(&leg).await;
-                let notification = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                    "params": {"requestId": id, "reason": "The server stopped waiting for an answer."}});
-                out.send(&notification).await;
-            }
+        let Some((index, answer)) = ready else {
+            // Out of time: every request still open is cancelled.
+            cancel_all(
+                settings,
+                out,
+                open,
+                "The server stopped waiting for an answer.",
+            )
+            .await;
             return Err(format!(
                 "The client did not answer within {} seconds.",
                 settings.answer_timeout.as_secs_f64()
             ));
         };
+        let (key, _, leg, _, method) = open.swap_remove(index);
+        let _ = settings.pending.forget(&leg).await;
+        legs.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|l| *l != leg);
+        let Some(answer) = answer else {
+            cancel_all(settings, out, open, "Another request of the call failed.").await;
+            return Err(format!("The answer to {method} was lost"));
+        };
         if let Some(error) = answer.get("error") {
+            cancel_all(settings, out, open, "Another request of the call failed.").await;
             let message = error
                 .get("message")
                 .and_then(Value::as_str)
@@ -483,6 +531,7 @@ async fn ask_client(
             ));
         }
         let Some(Value::Object(mut result)) = answer.get("result").cloned() else {
+            cancel_all(settings, out, open, "Another request of the call failed.").await;
             return Err(format!("The client's answer to {method} has no result"));
         };
         result.remove("_meta");
