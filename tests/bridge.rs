@@ -27,6 +27,8 @@ const WAIT: Duration = Duration::from_secs(10);
 struct Seen {
     /// `tools/call` requests that reached it.
     calls: Arc<AtomicUsize>,
+    /// Whether the `url_slow` flow has completed (out of band, as a browser would).
+    flow_done: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn approval_form() -> Value {
@@ -53,6 +55,10 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
             "capabilities": {"tools": {"listChanged": true}, "logging": {}},
             "instructions": "Test tools.", "ttlMs": 0, "cacheScope": "private",
             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "inner-2026", "version": "9.9"}}}),
+        "prompts/get" => match answers["context"]["action"].as_str() {
+            None => input_required("context", approval_form()),
+            Some(_) => json!({"resultType": "complete", "messages": []}),
+        },
         "tools/list" => json!({"resultType": "complete", "ttlMs": 1000, "cacheScope": "public",
             "tools": [{"name": "ask", "inputSchema": {"type": "object"}}]}),
         "tools/call" => {
@@ -66,6 +72,14 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
                     Some(_) => text("not approved"),
                 },
                 "loop" => input_required("approval", approval_form()),
+                "url_slow" => match answers["flow"]["action"].as_str() {
+                    Some("accept") if seen.flow_done.load(Ordering::SeqCst) => text("flow done"),
+                    _ => input_required(
+                        "flow",
+                        json!({"method": "elicitation/create",
+                        "params": {"mode": "url", "message": "Sign in", "url": "https://example.com/slow"}}),
+                    ),
+                },
                 "two" => match answers["roots"]["roots"].as_array() {
                     None => json!({"resultType": "input_required", "inputRequests": {
                         "approval": approval_form(), "roots": {"method": "roots/list"}}}),
@@ -253,7 +267,12 @@ impl Server {
     async fn call(&self, session: &str, auth: Option<&str>, id: u64, tool: &str) -> Events {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": {}}});
-        let response = self.post(Some(session), auth, &body).send().await.unwrap();
+        self.stream(session, auth, &body).await
+    }
+
+    /// POSTs a request that is answered with an event stream.
+    async fn stream(&self, session: &str, auth: Option<&str>, body: &Value) -> Events {
+        let response = self.post(Some(session), auth, body).send().await.unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         Events {
@@ -689,6 +708,70 @@ async fn an_error_answer_ends_the_call_and_cancels_the_other_requests() {
     assert_eq!(done["result"]["isError"], true);
     assert!(result_text(&done).contains("no roots here"), "{done}");
     assert_eq!(server.seen.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_url_flow_in_progress_is_asked_of_the_server_not_the_person() {
+    let bridge = LegacyBridgeLayer::new().url_retry_delay(Duration::from_millis(5));
+    let server = serve(bridge).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 24, "url_slow").await;
+    let leg = events.request("elicitation/create").await;
+    server
+        .reply(&session, None, &leg["id"], json!({"action": "accept"}))
+        .await;
+    // The flow completes out of band, whenever; until then the server asks again and the
+    // bridge retries with the consent it has, without asking the client again.
+    server.seen.flow_done.store(true, Ordering::SeqCst);
+    let complete = events.next().await.unwrap();
+    assert_eq!(
+        complete["method"], "notifications/elicitation/complete",
+        "{complete}"
+    );
+    assert_eq!(
+        complete["params"]["elicitationId"],
+        leg["params"]["elicitationId"]
+    );
+    assert_eq!(result_text(&events.next().await.unwrap()), "flow done");
+}
+
+#[tokio::test]
+async fn prompts_that_need_what_the_client_lacks_get_a_json_rpc_error() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", json!({}), None).await;
+    let body =
+        json!({"jsonrpc": "2.0", "id": 25, "method": "prompts/get", "params": {"name": "p"}});
+    let mut events = server.stream(&session, None, &body).await;
+    let done = events.next().await.unwrap();
+    assert_eq!(done["id"], 25);
+    assert_eq!(done["error"]["code"], -32603, "{done}");
+    // With the capability, the prompt's question is asked on the stream.
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.stream(&session, None, &body).await;
+    let leg = events.request("elicitation/create").await;
+    server
+        .reply(&session, None, &leg["id"], json!({"action": "decline"}))
+        .await;
+    assert_eq!(
+        events.next().await.unwrap()["result"],
+        json!({"messages": []})
+    );
+}
+
+#[tokio::test]
+async fn requests_without_a_session_are_served_with_no_capabilities() {
+    let server = serve(LegacyBridgeLayer::new().memory_sessions(Duration::from_secs(60), 1)).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let (status, body) = server.send(None, None, &list).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["tools"][0]["name"], "ask");
+    // The store holds one session: the second `initialize` is refused, the first lives on.
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+    assert_eq!(server.send(None, None, &body).await.0, 503);
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    assert_eq!(server.send(Some(&session), None, &ping).await.0, 200);
 }
 
 #[tokio::test]
