@@ -422,12 +422,11 @@ where
 
 /// GET, DELETE (or any method without a JSON-RPC body) naming a session.
 async fn without_body<B>(settings: &Settings, parts: &Parts, session: &str) -> Reply<B> {
-    let record = match lookup(settings, parts, session).await {
-        Ok(Some(record)) => record,
+    match lookup(settings, parts, session).await {
+        Ok(Some(_)) => {}
         Ok(None) => return session_not_found(),
         Err(error) => return store_failed(&error),
-    };
-    drop(record);
+    }
     if parts.method == Method::DELETE {
         return match settings.sessions.remove(session).await {
             Ok(_) => status(StatusCode::NO_CONTENT),
