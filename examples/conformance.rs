@@ -26,6 +26,15 @@
 //! - answers sent without any `requestState` are checked against what the
 //!   handler asks for, missing ones are asked again, unknown keys dropped.
 //!
+//! In front of it all, [`LegacyBridgeLayer`] serves the suite's 2025-era
+//! scenarios (`server-initialize`, `ping`, `tools-call-elicitation`, …): it
+//! answers the handshake, keeps the sessions, and asks each fixture's
+//! questions as server-to-client requests on the call's stream. Not one
+//! fixture sends such a request itself (`test_simple_text`,
+//! `test_tool_with_progress`, `test_tool_with_logging`, `test_elicitation`,
+//! `test_sampling`, `test_elicitation_sep1034_defaults`,
+//! `test_elicitation_sep1330_enums` are MRTR handlers too).
+//!
 //! Environment:
 //! - `MCP_ADDR`: listen address (default `127.0.0.1:3001`; port `0` picks a
 //!   free one, printed on the first line of stdout).
@@ -45,13 +54,17 @@ use std::io::IsTerminal;
 
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
-    handler::server::tool::{InputResponses, RequestState},
+    handler::server::{
+        tool::{InputResponses, RequestState},
+        wrapper::Parameters,
+    },
     model::{
         BooleanSchema, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
         CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
         ElicitationSchema, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
         Implementation, InputRequest, InputRequests, InputRequiredResult, ListPromptsResult,
-        ListRootsRequest, PaginatedRequestParams, PrimitiveSchemaDefinition, Prompt, PromptMessage,
+        ListRootsRequest, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+        PrimitiveSchemaDefinition, ProgressNotificationParam, Prompt, PromptMessage,
         ProtocolVersion, Role, SamplingMessage, ServerCapabilities, ServerConfig, StringSchema,
     },
     service::RequestContext,
@@ -63,7 +76,7 @@ use rmcp::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tower::ServiceBuilder;
-use tower_elicitation::{ElicitationLayer, Keyring};
+use tower_elicitation::{ElicitationLayer, Keyring, LegacyBridgeLayer};
 use tracing_subscriber::EnvFilter;
 
 const DEFAULT_ADDR: &str = "127.0.0.1:3001";
@@ -255,6 +268,120 @@ impl Conformance {
     async fn test_logging_tool(&self) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text("Logged nothing")])
     }
+
+    // The 2025-era scenarios (`tools-call-*`, `elicitation-sep*`) call the tools below through
+    // the legacy bridge. They are MRTR handlers like the rest: the bridge turns each question
+    // into a request on the 2025 client's stream, and its answer into the retry.
+
+    #[tool(description = "Answers a fixed text.")]
+    async fn test_simple_text(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(
+            "This is a simple text response for testing.",
+        )])
+    }
+
+    #[tool(description = "Sends three progress notifications (0, 50, 100 of 100), then answers.")]
+    async fn test_tool_with_progress(&self, context: RequestContext<RoleServer>) -> CallToolResult {
+        if let Some(token) = context.meta.get_progress_token() {
+            for progress in [0.0, 50.0, 100.0] {
+                let update =
+                    ProgressNotificationParam::new(token.clone(), progress).with_total(100.0);
+                let _ = context.peer.notify_progress(update).await;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        CallToolResult::success(vec![ContentBlock::text("Progress complete")])
+    }
+
+    #[tool(
+        description = "Sends three info log messages when the request's _meta logLevel admits them."
+    )]
+    async fn test_tool_with_logging(&self, context: RequestContext<RoleServer>) -> CallToolResult {
+        let admitted = matches!(
+            context.meta.log_level(),
+            Some(LoggingLevel::Debug | LoggingLevel::Info)
+        );
+        if admitted {
+            for text in [
+                "Tool execution started",
+                "Tool processing data",
+                "Tool execution completed",
+            ] {
+                let message =
+                    LoggingMessageNotificationParam::new(LoggingLevel::Info, Value::from(text));
+                let _ = context.peer.notify_logging_message(message).await;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        CallToolResult::success(vec![ContentBlock::text("Logging complete")])
+    }
+
+    #[tool(description = "Asks for a username and an email (`user_info`), then echoes the answer.")]
+    async fn test_elicitation(
+        &self,
+        Parameters(MessageArgs { message }): Parameters<MessageArgs>,
+        InputResponses(answers): InputResponses,
+    ) -> CallToolResponse {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "username": {"type": "string", "description": "Your username"},
+            "email": {"type": "string", "description": "Your email address"}},
+            "required": ["username", "email"]});
+        echo_answer("user_info", &message, schema, answers)
+    }
+
+    #[tool(description = "Asks the client's model (`sampling`), then answers with its text.")]
+    async fn test_sampling(
+        &self,
+        Parameters(PromptArgs { prompt }): Parameters<PromptArgs>,
+        InputResponses(answers): InputResponses,
+    ) -> CallToolResponse {
+        match answers.as_ref().and_then(|a| a.get("sampling")) {
+            None => ask([("sampling", sample(&prompt, 100))], None),
+            Some(answer) => done(format!("LLM response: {}", sampled_text(answer))),
+        }
+    }
+
+    #[tool(description = "SEP-1034: a form whose every field has a default.")]
+    async fn test_elicitation_sep1034_defaults(
+        &self,
+        InputResponses(answers): InputResponses,
+    ) -> CallToolResponse {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "name": {"type": "string", "description": "Name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "Age", "default": 30},
+            "score": {"type": "number", "description": "Score", "default": 95.5},
+            "status": {"type": "string", "description": "Status",
+                "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "description": "Verified", "default": true}},
+            "required": []});
+        echo_answer("defaults", "Please review the defaults", schema, answers)
+    }
+
+    #[tool(description = "SEP-1330: a form with every kind of enum.")]
+    async fn test_elicitation_sep1330_enums(
+        &self,
+        InputResponses(answers): InputResponses,
+    ) -> CallToolResponse {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "untitledSingle": {"type": "string", "description": "Untitled single",
+                "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "description": "Titled single", "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"}]},
+            "legacyEnum": {"type": "string", "description": "Legacy",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "description": "Untitled multi",
+                "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "description": "Titled multi",
+                "items": {"anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"}]}}},
+            "required": []});
+        echo_answer("enums", "Please pick your options", schema, answers)
+    }
 }
 
 #[tool_handler]
@@ -263,6 +390,7 @@ impl ServerHandler for Conformance {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_prompts()
+            .enable_logging()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             "tower-elicitation-conformance",
@@ -307,6 +435,43 @@ impl ServerHandler for Conformance {
         let text = format!("Prompt with context: {context}");
         let message = PromptMessage::new_text(Role::User, text);
         Ok(GetPromptResult::new(vec![message]).into())
+    }
+}
+
+/// Arguments of `test_elicitation`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct MessageArgs {
+    /// The message to show.
+    message: String,
+}
+
+/// Arguments of `test_sampling`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct PromptArgs {
+    /// The prompt for the client's model.
+    prompt: String,
+}
+
+/// Asks one form (`schema`, under `key`) until it is answered, then echoes the answer.
+fn echo_answer(
+    key: &str,
+    message: &str,
+    schema: Value,
+    answers: Option<rmcp::model::InputResponses>,
+) -> CallToolResponse {
+    match answers.as_ref().and_then(|a| a.get(key)) {
+        None => {
+            let request = serde_json::json!({"method": "elicitation/create",
+                "params": {"mode": "form", "message": message, "requestedSchema": schema}});
+            let request: InputRequest =
+                serde_json::from_value(request).expect("the fixture's form is an input request");
+            ask([(key, request)], None)
+        }
+        Some(answer) => done(format!(
+            "User response: action={}, content={}",
+            answer.get("action").and_then(Value::as_str).unwrap_or("?"),
+            answer.get("content").unwrap_or(&Value::Null),
+        )),
     }
 }
 
@@ -467,7 +632,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         LocalSessionManager::default().into(),
         config,
     );
+    // Outermost, the legacy bridge serves the 2025-era scenarios (sessions, `initialize`,
+    // requests on the call's stream); 2026-07-28 requests pass it untouched.
     let mcp = ServiceBuilder::new()
+        .layer(LegacyBridgeLayer::new())
         .layer(ElicitationLayer::new(keyring))
         .service(mcp);
     let app = axum::Router::new().nest_service(MCP_PATH, mcp);

@@ -29,6 +29,13 @@
 //!
 //! A client must take either kind of answer: even in `--sse` mode, the layer's own answers (its
 //! re-ask with a hint) are plain JSON.
+//!
+//! `--legacy`: the same three-round flow as a 2025-era client, through the legacy bridge. Each
+//! worker opens one session (`initialize`, `notifications/initialized`); each flow is one
+//! `tools/call` whose event stream carries the bridge's `elicitation/create` requests: the
+//! worker POSTs `approve: "yes"` (202), gets the re-ask with the hint on the same stream, POSTs
+//! `approve: true`, and reads the result at the end of the stream. Latency is per round (the
+//! call or an answer POSTed, until the next request or the result arrives on the stream).
 
 // Shared with the integration tests; this binary uses part of it.
 #[allow(dead_code)]
@@ -54,6 +61,7 @@ struct Options {
     url: Option<String>,
     duration: Option<Duration>,
     reask_hint: String,
+    legacy: bool,
 }
 
 impl Options {
@@ -68,6 +76,7 @@ impl Options {
             url: None,
             duration: None,
             reask_hint: "?\n\nApprove: ".to_owned(),
+            legacy: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -79,6 +88,7 @@ impl Options {
                 "--max-secs" => options.max_secs = number(&value()?)?,
                 "--max-rss-growth" => options.max_rss_growth = Some(number(&value()?)?),
                 "--sse" => options.sse = true,
+                "--legacy" => options.legacy = true,
                 "--url" => options.url = Some(value()?),
                 "--duration" => {
                     options.duration = Some(Duration::from_secs_f64(number(&value()?)?));
@@ -117,9 +127,61 @@ fn rss_kib() -> (u64, u64) {
 struct Client {
     http: reqwest::Client,
     url: Arc<str>,
+    /// Speak 2025-11-25 through the legacy bridge (`--legacy`).
+    legacy: bool,
 }
 
 impl Client {
+    /// A 2025-era POST in `session` (none for `initialize`).
+    fn legacy_post(&self, session: Option<&str>, body: &Value) -> reqwest::RequestBuilder {
+        let request = self
+            .http
+            .post(&*self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        match session {
+            Some(session) => request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25"),
+            None => request,
+        }
+    }
+
+    /// Opens a 2025-11-25 session: `initialize`, then `notifications/initialized`.
+    async fn initialize(&self) -> Result<String, String> {
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "load-legacy", "version": "0"}}});
+        let response = self
+            .legacy_post(None, &body)
+            .send()
+            .await
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| format!("initialize: no session id (HTTP {})", response.status()))?;
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.accepted(&session, &initialized).await?;
+        Ok(session)
+    }
+
+    /// POSTs a notification or an answer; it must be accepted (202).
+    async fn accepted(&self, session: &str, body: &Value) -> Result<(), String> {
+        let response = self
+            .legacy_post(Some(session), body)
+            .send()
+            .await
+            .map_err(|e| format!("request failed: {e}"))?;
+        if response.status() != reqwest::StatusCode::ACCEPTED {
+            return Err(format!("expected 202, got HTTP {}", response.status()));
+        }
+        Ok(())
+    }
+
     /// POSTs one stateless 2026-07-28 `tools/call deploy`; returns the JSON-RPC response
     /// message and the request's latency.
     async fn call(
@@ -263,6 +325,100 @@ async fn flow(
     Ok(())
 }
 
+/// A call's event stream, message by message.
+struct Stream {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Stream {
+    async fn next(&mut self) -> Result<Value, String> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let event = String::from_utf8_lossy(&event);
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                if data.is_empty() {
+                    continue;
+                }
+                return serde_json::from_str(&data.join("\n"))
+                    .map_err(|e| format!("an event that is not JSON: {e}"));
+            }
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => self.buffer.extend_from_slice(&chunk),
+                Ok(None) => return Err("the stream ended early".to_owned()),
+                Err(e) => return Err(format!("the stream failed: {e}")),
+            }
+        }
+    }
+}
+
+/// One complete flow as a 2025-era client in `session`: the questions come on the call's stream.
+async fn legacy_flow(
+    client: &Client,
+    session: &str,
+    n: usize,
+    hint: &str,
+    latencies: &mut Vec<u32>,
+) -> Result<(), String> {
+    let environment = if n.is_multiple_of(2) {
+        "staging"
+    } else {
+        "production"
+    };
+    let id = n as u64 + 1;
+    let mut record = |since: Instant| {
+        latencies.push(u32::try_from(since.elapsed().as_micros()).unwrap_or(u32::MAX));
+    };
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "deploy", "arguments": {"environment": environment}}});
+    let started = Instant::now();
+    let response = client
+        .legacy_post(Some(session), &body)
+        .send()
+        .await
+        .map_err(|e| format!("request failed: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!("HTTP {}", response.status()));
+    }
+    let mut stream = Stream {
+        response,
+        buffer: Vec::new(),
+    };
+    let ask = stream.next().await?;
+    record(started);
+    if ask["method"] != "elicitation/create" {
+        return Err(format!("expected elicitation/create, got {ask}"));
+    }
+    let wrong = json!({"jsonrpc": "2.0", "id": ask["id"],
+        "result": {"action": "accept", "content": {"approve": "yes"}}});
+    let started = Instant::now();
+    client.accepted(session, &wrong).await?;
+    let reask = stream.next().await?;
+    record(started);
+    if reask["method"] != "elicitation/create" {
+        return Err(format!("expected the re-ask, got {reask}"));
+    }
+    let message = reask["params"]["message"].as_str().unwrap_or_default();
+    if !message.contains(hint) {
+        return Err(format!("the re-ask's message has no {hint:?}: {message}"));
+    }
+    let right = json!({"jsonrpc": "2.0", "id": reask["id"],
+        "result": {"action": "accept", "content": {"approve": true}}});
+    let started = Instant::now();
+    client.accepted(session, &right).await?;
+    let done = stream.next().await?;
+    record(started);
+    if done["id"] != id || done["result"]["structuredContent"]["deployed"] != true {
+        return Err(format!("expected a deployment, got {done}"));
+    }
+    Ok(())
+}
+
 struct Outcome {
     completed: usize,
     errors: usize,
@@ -287,12 +443,30 @@ async fn run(
             let (client, next, hint) = (client.clone(), next.clone(), hint.clone());
             tokio::spawn(async move {
                 let (mut completed, mut errors, mut latencies) = (0, 0, Vec::new());
+                // A 2025-era worker opens its session once.
+                let session = if client.legacy {
+                    match client.initialize().await {
+                        Ok(session) => Some(session),
+                        Err(error) => {
+                            eprintln!("load: {error}");
+                            return (completed, 1, latencies);
+                        }
+                    }
+                } else {
+                    None
+                };
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     if n >= flows || Instant::now() >= deadline {
                         break;
                     }
-                    match flow(&client, n, &hint, &mut latencies).await {
+                    let outcome = match &session {
+                        Some(session) => {
+                            legacy_flow(&client, session, n, &hint, &mut latencies).await
+                        }
+                        None => flow(&client, n, &hint, &mut latencies).await,
+                    };
+                    match outcome {
                         Ok(()) => completed += 1,
                         Err(error) => {
                             if errors == 0 {
@@ -374,12 +548,13 @@ async fn main() -> ExitCode {
     };
     let http = reqwest::Client::builder()
         .no_proxy()
-        .pool_max_idle_per_host(options.concurrency)
+        .pool_max_idle_per_host(options.concurrency * 2)
         .build()
         .expect("an HTTP client");
     let client = Client {
         http,
         url: url.as_str().into(),
+        legacy: options.legacy,
     };
     let deadline = Instant::now() + Duration::from_secs(options.max_secs);
     let hint: Arc<str> = options.reask_hint.as_str().into();
@@ -429,7 +604,13 @@ async fn main() -> ExitCode {
          server={}",
         outcome.completed,
         options.concurrency,
-        if options.sse { "sse" } else { "json" },
+        if options.legacy {
+            "legacy"
+        } else if options.sse {
+            "sse"
+        } else {
+            "json"
+        },
         outcome.latencies.len(),
         outcome.completed as f64 / seconds.max(f64::EPSILON),
         percentile_ms(&outcome.latencies, 50.0),

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite against examples/conformance.rs
-# (an rmcp server behind ElicitationLayer): every `input-required-result-*`
-# scenario (MCP 2026-07-28 multi round-trip requests) and `server-stateless`.
+# (an rmcp server behind ElicitationLayer, behind LegacyBridgeLayer): every
+# `input-required-result-*` scenario (MCP 2026-07-28 multi round-trip requests)
+# and `server-stateless`, then the twelve 2025-era server scenarios (sessions,
+# `initialize`, elicitation and sampling asked on the call's stream), which the
+# legacy bridge serves.
 #
 #   scripts/conformance.sh
 #   MCP_JSON_RESPONSE=1 scripts/conformance.sh   # application/json replies instead of SSE
@@ -12,8 +15,10 @@
 # only network access. Results (checks.json per scenario, harness and server
 # logs) are left in .cache/conformance/results/.
 #
-# Prints one line per scenario, then `conformance: N passed, N failed, N warnings`,
-# and exits non-zero when any check failed (warnings are reported, not fatal).
+# Prints one line per scenario, a summary line per set, then
+# `conformance: N passed, N failed, N warnings`, and exits non-zero when any
+# check failed, or when a 2025-era scenario warned (the 2026 set's warnings are
+# reported, not fatal).
 set -euo pipefail
 
 CONFORMANCE_PACKAGE="@modelcontextprotocol/conformance@0.2.0-alpha.12"
@@ -109,7 +114,16 @@ if [[ ${#scenarios[@]} -ne 15 ]]; then
     exit 1
 fi
 
-for scenario in "${scenarios[@]}"; do
+# The 2025-era server scenarios: with `--scenario` and no `--spec-version`, each
+# runs at 2025-11-25 over the stateful wire, through the legacy bridge.
+legacy=(
+    server-initialize server-session-lifecycle ping logging-set-level tools-list
+    tools-call-simple-text tools-call-with-progress tools-call-with-logging
+    tools-call-elicitation tools-call-sampling elicitation-sep1034-defaults
+    elicitation-sep1330-enums
+)
+
+for scenario in "${scenarios[@]}" "${legacy[@]}"; do
     # The harness's exit code only says whether a check failed; checks.json says which.
     (cd "$results" && "$node" "$cli" server --url "$url" --scenario "$scenario" \
         -o "$results/$scenario" >"$results/$scenario.log" 2>&1) || true
@@ -118,18 +132,24 @@ done
 stop_server
 
 # ---- count ----
-python3 - "$results" "${scenarios[@]}" <<'PY'
+python3 - "$results" "${#scenarios[@]}" "${scenarios[@]}" "${legacy[@]}" <<'PY'
 import json
 import pathlib
 import sys
 
 results = pathlib.Path(sys.argv[1])
+modern_count = int(sys.argv[2])
+names = sys.argv[3:]
 passed = failed = warnings = 0
-for scenario in sys.argv[2:]:
+set_totals = {}
+for index, scenario in enumerate(names):
+    era = "2026-07-28" if index < modern_count else "2025-era, bridge"
+    before = (passed, failed, warnings)
     found = sorted((results / scenario).glob("**/checks.json"))
     if not found:
         failed += 1
         print(f"FAIL {scenario}: no checks.json (see {results / scenario}.log)")
+        set_totals.setdefault(era, [0, 0, 0])[1] += 1
         continue
     checks = json.loads(found[-1].read_text())
     count = lambda status: sum(1 for c in checks if c.get("status") == status)
@@ -143,6 +163,12 @@ for scenario in sys.argv[2:]:
         if check.get("status") in ("FAILURE", "WARNING"):
             message = check.get("errorMessage") or ""
             print(f"     {check['status']} {check.get('id')}: {message}")
+    totals = set_totals.setdefault(era, [0, 0, 0])
+    for i, (now, then) in enumerate(zip((passed, failed, warnings), before)):
+        totals[i] += now - then
+for era, (ok, bad, warn) in set_totals.items():
+    print(f"conformance ({era}): {ok} passed, {bad} failed, {warn} warnings")
 print(f"conformance: {passed} passed, {failed} failed, {warnings} warnings")
-sys.exit(1 if failed else 0)
+legacy_warnings = set_totals.get("2025-era, bridge", [0, 0, 0])[2]
+sys.exit(1 if failed or legacy_warnings else 0)
 PY

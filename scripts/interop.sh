@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Interop tests: the Python `mcp==2.3.0` client (tests/interop) against the `deploy` example.
+# Interop tests against the `deploy` example (legacy bridge on): the Python `mcp==2.3.0`
+# client speaking 2026-07-28 (tests/interop), then the Python `mcp==1.30.0` client speaking
+# 2025-11-25 through the bridge (tests/interop/legacy), each in a virtualenv of its own.
 #
 #   scripts/interop.sh [extra pytest args...]
 #
-# 1. creates (or reuses) the virtualenv .venv/interop from tests/interop/requirements.txt;
+# 1. creates (or reuses) the virtualenvs .venv/interop (tests/interop/requirements.txt) and
+#    .venv/interop-legacy (tests/interop/legacy/requirements.txt);
 # 2. builds `cargo build --example deploy` and starts it on a free loopback port with a
 #    fresh random MCP_REQUEST_STATE_KEYS;
-# 3. waits until it answers, runs pytest on tests/interop with MCP_INTEROP_URL set;
-# 4. stops the server and prints one line `interop: N passed, N failed`.
+# 3. waits until it answers, runs pytest on tests/interop (2026) and on
+#    tests/interop/legacy (2025) with MCP_INTEROP_URL set;
+# 4. stops the server and prints `interop (2026-07-28): …`, `interop (2025-11-25): …` and one
+#    line `interop: N passed, N failed` for both.
 #
 # Exits non-zero when any test failed, when no test ran, or when a step before the tests
 # failed. Environment: INTEROP_PYTHON (interpreter for the venv; default python3.11, else
@@ -18,6 +23,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 VENV=$ROOT/.venv/interop
 REQUIREMENTS=$ROOT/tests/interop/requirements.txt
+LEGACY_VENV=$ROOT/.venv/interop-legacy
+LEGACY_REQUIREMENTS=$ROOT/tests/interop/legacy/requirements.txt
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 case $TARGET_DIR in /*) ;; *) TARGET_DIR=$ROOT/$TARGET_DIR ;; esac
 SERVER_BIN=$TARGET_DIR/debug/examples/deploy
@@ -91,13 +98,24 @@ PYTHON=$(pick_python)
 PY_VERSION=$("$PYTHON" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
 [[ $PY_VERSION == 3.11.* ]] || log "warning: Python $PY_VERSION, the requirements were pinned with 3.11"
 
-# Reused when it was built from the same requirements by the same interpreter version.
-STAMP="$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1) python-$PY_VERSION"
-
-venv_is_current() {
-    [[ -x $VENV/bin/python && -f $VENV/.interop-stamp ]] &&
-        [[ $(cat "$VENV/.interop-stamp") == "$STAMP" ]] &&
-        "$VENV/bin/python" -c 'import mcp, pytest, anyio, httpx2' >/dev/null 2>&1
+# A venv is reused when it was built from the same requirements by the same interpreter version.
+# ensure_venv DIR REQUIREMENTS IMPORTS
+ensure_venv() {
+    local venv=$1 requirements=$2 imports=$3 stamp
+    stamp="$(sha256sum "$requirements" | cut -d' ' -f1) python-$PY_VERSION"
+    if [[ -x $venv/bin/python && -f $venv/.interop-stamp ]] &&
+        [[ $(cat "$venv/.interop-stamp") == "$stamp" ]] &&
+        "$venv/bin/python" -c "import $imports" >/dev/null 2>&1; then
+        log "reusing $venv (Python $PY_VERSION)"
+        return 0
+    fi
+    log "creating $venv with $PYTHON (Python $PY_VERSION)"
+    rm -rf "$venv"
+    mkdir -p "$(dirname "$venv")"
+    VENV=$venv make_venv
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-virtualenv \
+        -r "$requirements" >&2
+    echo "$stamp" >"$venv/.interop-stamp"
 }
 
 make_venv() {
@@ -119,18 +137,10 @@ make_venv() {
     return 1
 }
 
-if venv_is_current; then
-    log "reusing $VENV (Python $PY_VERSION)"
-else
-    log "creating $VENV with $PYTHON (Python $PY_VERSION)"
-    rm -rf "$VENV"
-    mkdir -p "$(dirname "$VENV")"
-    make_venv
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --require-virtualenv \
-        -r "$REQUIREMENTS" >&2
-    echo "$STAMP" >"$VENV/.interop-stamp"
-fi
+ensure_venv "$VENV" "$REQUIREMENTS" "mcp, pytest, anyio, httpx2"
+ensure_venv "$LEGACY_VENV" "$LEGACY_REQUIREMENTS" "mcp, pytest, anyio"
 VPY=$VENV/bin/python
+LEGACY_VPY=$LEGACY_VENV/bin/python
 
 # --- build and start the deploy example -----------------------------------------------
 
@@ -203,17 +213,17 @@ log "deploy server ready at $URL"
 
 # --- run the tests -------------------------------------------------------------------
 
-JUNIT=$WORK/junit.xml
-set +e
-MCP_INTEROP_URL=$URL PYTHONDONTWRITEBYTECODE=1 \
-    "$VPY" -m pytest "$ROOT/tests/interop" -p no:cacheprovider -rfE --junitxml="$JUNIT" "$@"
-PYTEST_RC=$?
-set -e
-
-stop_server
-
-if [[ -f $JUNIT ]]; then
-    read -r PASSED FAILED < <("$VPY" - "$JUNIT" <<'PY'
+# run_pytest PYTHON DIR NAME [args...]: adds to PASSED and FAILED; prints a line for the set.
+run_pytest() {
+    local python=$1 dir=$2 name=$3 junit=$WORK/junit-$3.xml rc passed=0 failed=0
+    shift 3
+    set +e
+    MCP_INTEROP_URL=$URL PYTHONDONTWRITEBYTECODE=1 \
+        "$python" -m pytest "$dir" -p no:cacheprovider -rfE --junitxml="$junit" "$@"
+    rc=$?
+    set -e
+    if [[ -f $junit ]]; then
+        read -r passed failed < <("$python" - "$junit" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
@@ -226,15 +236,27 @@ for suite in suites:
 print(total - failed - skipped, failed)
 PY
 )
-else
-    log "pytest wrote no report (exit $PYTEST_RC)"
-fi
+    else
+        log "pytest wrote no report for $name (exit $rc)"
+    fi
+    if [[ $rc -ne 0 && $rc -ne 5 && $failed -eq 0 ]]; then
+        # An error the report does not count as a failed test (usage error, crash, ...).
+        failed=1
+    fi
+    if [[ $passed -eq 0 ]]; then
+        log "no $name test passed"
+        failed=$((failed + 1))
+    fi
+    echo "interop ($name): $passed passed, $failed failed"
+    PASSED=$((PASSED + passed))
+    FAILED=$((FAILED + failed))
+}
 
-if [[ $PYTEST_RC -ne 0 && $PYTEST_RC -ne 5 && $FAILED -eq 0 ]]; then
-    # An error the report does not count as a failed test (usage error, crash, ...).
-    # (Exit 5 is "no tests collected": caught below as "no test passed".)
-    FAILED=1
-fi
+run_pytest "$VPY" "$ROOT/tests/interop" 2026-07-28 --ignore="$ROOT/tests/interop/legacy" "$@"
+run_pytest "$LEGACY_VPY" "$ROOT/tests/interop/legacy" 2025-11-25 "$@"
+
+stop_server
+
 summary
 if [[ $FAILED -ne 0 || $PASSED -eq 0 ]]; then
     [[ $PASSED -eq 0 ]] && log "no test passed"

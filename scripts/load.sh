@@ -7,9 +7,12 @@
 #   scripts/load.sh                                       # 20,000 flows from 64 clients (CI)
 #   LOAD_FLOWS=2000 LOAD_CONCURRENCY=16 scripts/load.sh   # smaller
 #   LOAD_ARGS=--sse scripts/load.sh                       # event-stream responses only
+#   LOAD_ARGS=--legacy scripts/load.sh                    # 2025-era clients only
 #   LOAD_ARGS="--url http://127.0.0.1:3000/mcp" scripts/load.sh   # a server already running
 #
-# Without LOAD_ARGS it runs JSON responses, then event-stream responses.
+# Without LOAD_ARGS it runs JSON responses, then event-stream responses, then the same flow as
+# a 2025-era client through the legacy bridge (`--legacy`: one session per client, the
+# questions on the call's stream, the answers POSTed back).
 #
 # Prints the example's one line (flows/s, p50 and p99 latency per request, errors, RSS after
 # the warm-up and after the run) and fails on any error, or when the peak RSS after the run
@@ -27,7 +30,7 @@ cargo build --quiet --release --example load
 if [ -n "${LOAD_ARGS:-}" ]; then
     modes=("$LOAD_ARGS")
 else
-    modes=("" "--sse")
+    modes=("" "--sse" "--legacy")
 fi
 for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086 # a mode is a list of options

@@ -116,6 +116,56 @@
 //! don't put it in front of endpoints that take other kinds of body.
 
 //!
+//! # Serving 2025-era clients: the legacy bridge
+//!
+//! Most MCP hosts still speak 2025-06-18 or 2025-11-25: a session opened with `initialize`, and
+//! questions asked as server-to-client requests on the event stream of the call's POST.
+//! [`LegacyBridgeLayer`] is opt-in and goes outermost (`bridge → ElicitationLayer → inner`).
+//! Toward what it wraps it is a 2026-07-28 client; toward a 2025-era host it is a 2025-11-25
+//! server:
+//!
+//! - it answers `initialize` itself (`capabilities`, `serverInfo`, `instructions` from the inner
+//!   service's `server/discover`), `ping` and `logging/setLevel` (`{}`), `notifications/*` (202),
+//!   GET (405) and DELETE (204, then 404 for that session);
+//! - it forwards every other request as a stateless 2026-07-28 one, with the session's
+//!   capabilities, client info and log level in `_meta`, and the caller's own headers;
+//! - when a `tools/call`, `prompts/get` or `resources/read` answers `input_required`, it asks the
+//!   client on the call's event stream (`elicitation/create`, `sampling/createMessage`,
+//!   `roots/list`), waits for the answers the client POSTs back (202), and retries with
+//!   `inputResponses` and the `requestState`, as a 2026 client would.
+//!
+//! 2026-07-28 requests (those whose `_meta` names a protocol version) pass through untouched.
+//! Sessions and waiting calls live in this process by default ([`MemorySessionStore`],
+//! [`MemoryPendingAnswers`]): with several replicas, route by `Mcp-Session-Id` (sticky), or give
+//! the bridge shared stores ([`SessionStore`], [`PendingAnswers`]).
+//!
+//! ```
+//! use std::time::Duration;
+//! use tower::ServiceBuilder;
+//! use tower_elicitation::{ElicitationLayer, Keyring, LegacyBridgeLayer};
+//!
+//! # fn inner() -> impl tower::Service<
+//! #     http::Request<tower_elicitation::RequestBody<http_body_util::Full<bytes::Bytes>>>,
+//! #     Response = http::Response<http_body_util::Full<bytes::Bytes>>,
+//! #     Error = std::convert::Infallible, Future: Send> + Clone + Send + 'static {
+//! #     tower::service_fn(|_| async { Ok(http::Response::new(http_body_util::Full::default())) })
+//! # }
+//! # fn main() -> Result<(), tower_elicitation::KeyringError> {
+//! let service = ServiceBuilder::new()
+//!     .layer(
+//!         LegacyBridgeLayer::new()
+//!             .answer_timeout(Duration::from_secs(120))
+//!             .max_rounds(8)
+//!             .max_pending(512)
+//!             .memory_sessions(Duration::from_secs(3600), 10_000),
+//!     )
+//!     .layer(ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?))
+//!     .service(inner());
+//! # let _ = service;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # How the crate is laid out
 //!
 //! The engine decides on JSON alone; the HTTP adapter only moves bytes and maps the engine's kinds
@@ -149,6 +199,16 @@
 //! | `mcp` | the few MCP 2026-07-28 wire facts the layer reads: methods, request kinds, capabilities |
 //! | `memo` | caches bounded in entries and in bytes |
 //! | `principal` | whose call it is: the `Authorization` header, or [`ElicitationLayer::principal_from`] |
+//! | `bridge::layer` | [`LegacyBridgeLayer`]: the bridge's options, and `impl Layer` |
+//! | `bridge::config` | the bridge's settings (timeouts, bounds, stores, principal), one `Arc` |
+//! | `bridge::service` | [`LegacyBridge`]: tells the eras apart; the handshake, utilities, sessions and answers |
+//! | `bridge::rounds` | the MRTR loop for a 2025 client: requests on the call's stream, answers, retries |
+//! | `bridge::inner` | the bridge as a 2026 client: the request of each round, the reading of the answer |
+//! | `bridge::convert` | 2025 ↔ 2026 shapes: versions, capabilities, `_meta`, results, errors, down-levelling |
+//! | `bridge::session` | [`SessionStore`], [`SessionRecord`] and [`MemorySessionStore`] |
+//! | `bridge::pending` | [`PendingAnswers`], [`LegKey`] and [`MemoryPendingAnswers`] |
+//! | `bridge::body` | [`BridgeBody`]: the inner's body, the bridge's own answer, or a call's stream |
+//! | `bridge::ids` | session ids, request ids on a stream, `elicitationId`s: all from the CSPRNG |
 
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
@@ -161,6 +221,7 @@
 #[path = "fuzz_api.rs"]
 pub mod __fuzz;
 mod body;
+mod bridge;
 mod call;
 mod canonical;
 mod config;
@@ -182,6 +243,11 @@ mod texts;
 mod uri;
 
 pub use body::{RequestBody, ResponseBody};
+pub use bridge::{
+    BridgeBody, BridgeFuture, LegKey, LegacyBridge, LegacyBridgeLayer, MemoryPendingAnswers,
+    MemorySessionStore, PendingAnswers, SessionRecord, SessionStore, StoreError, StoreFuture,
+    Waiter,
+};
 pub use config::AnswersWithoutState;
 pub use form::FormSchemaError;
 pub use future::ResponseFuture;

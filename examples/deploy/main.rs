@@ -1,5 +1,7 @@
 //! `deploy`: an rmcp MCP server whose `deploy` tool asks the user for approval
-//! with a multi round-trip elicitation, behind [`ElicitationLayer`].
+//! with a multi round-trip elicitation, behind [`ElicitationLayer`], behind the
+//! legacy bridge (`LegacyBridgeLayer`), so 2025-era clients (sessions,
+//! `initialize`) are served too: their questions go out on the call's stream.
 //!
 //! ```text
 //! cargo run --example deploy

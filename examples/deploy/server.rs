@@ -59,7 +59,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::{ElicitationLayer, Gate, GateCall, GateError, GateTarget, UrlFlow};
+use tower_elicitation::{
+    ElicitationLayer, Gate, GateCall, GateError, GateTarget, LegacyBridgeLayer, UrlFlow,
+};
 
 /// The `inputRequests` key the `deploy` tool asks under.
 pub const APPROVAL_KEY: &str = "deployment-approval";
@@ -500,6 +502,10 @@ pub fn router(layer: ElicitationLayer, base_url: &str) -> Result<axum::Router, G
 /// The axum router serving the MCP endpoint at [`MCP_PATH`] behind `layer`
 /// plus the example's gates, and the URL flow pages at [`FLOWS_PATH`].
 ///
+/// In front of it all, the [`LegacyBridgeLayer`] serves 2025-era clients
+/// (sessions, `initialize`, questions asked on the call's stream); 2026-07-28
+/// requests pass it untouched.
+///
 /// Everything is recorded in `state`; `json_response` is passed to
 /// [`mcp_service`].
 pub fn router_with(
@@ -508,6 +514,7 @@ pub fn router_with(
     json_response: bool,
 ) -> Result<axum::Router, GateError> {
     let mcp = ServiceBuilder::new()
+        .layer(LegacyBridgeLayer::new())
         .layer(with_gates(layer, &state)?)
         .service(mcp_service(state.clone(), json_response));
     let flows = state.flows().clone();

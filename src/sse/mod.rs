@@ -7,4 +7,4 @@ mod parse;
 pub(crate) use body::{Scan, SseBody};
 #[cfg(feature = "__fuzz")]
 pub(crate) use parse::split_all;
-pub(crate) use parse::{data, events};
+pub(crate) use parse::{Splitter, data, events};

@@ -1,0 +1,107 @@
+//! [`BridgeBody`]: the inner service's body, the bridge's own answer, or a bridged call's stream.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
+use pin_project_lite::pin_project;
+use tokio::sync::mpsc;
+
+use crate::BoxError;
+
+pin_project! {
+    /// The response body of [`LegacyBridge`](crate::LegacyBridge).
+    pub struct BridgeBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Inner { #[pin] body: B },
+        Full { #[pin] body: Full<Bytes> },
+        Stream { events: mpsc::Receiver<Bytes> },
+    }
+}
+
+impl<B> BridgeBody<B> {
+    pub(crate) fn inner(body: B) -> Self {
+        Self {
+            kind: Kind::Inner { body },
+        }
+    }
+
+    pub(crate) fn full(bytes: impl Into<Bytes>) -> Self {
+        Self {
+            kind: Kind::Full {
+                body: Full::new(bytes.into()),
+            },
+        }
+    }
+
+    /// The events a bridged call sends; the body ends when the sender is dropped, and dropping
+    /// the body (the client went away) is what the call sees as a disconnect.
+    pub(crate) fn stream(events: mpsc::Receiver<Bytes>) -> Self {
+        Self {
+            kind: Kind::Stream { events },
+        }
+    }
+}
+
+impl<B> Default for BridgeBody<B> {
+    fn default() -> Self {
+        Self::full(Bytes::new())
+    }
+}
+
+impl<B> Body for BridgeBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.project().kind.project() {
+            KindProj::Inner { body } => body.poll_frame(cx).map_err(Into::into),
+            KindProj::Full { body } => body.poll_frame(cx).map_err(|never| match never {}),
+            KindProj::Stream { events } => {
+                events.poll_recv(cx).map(|e| e.map(|b| Ok(Frame::data(b))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Full { body } => body.is_end_stream(),
+            Kind::Stream { .. } => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Full { body } => body.size_hint(),
+            Kind::Stream { .. } => SizeHint::default(),
+        }
+    }
+}
+
+impl<B> std::fmt::Debug for BridgeBody<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.kind {
+            Kind::Inner { .. } => "BridgeBody::Inner",
+            Kind::Full { .. } => "BridgeBody::Full",
+            Kind::Stream { .. } => "BridgeBody::Stream",
+        })
+    }
+}

@@ -1,0 +1,243 @@
+//! The bridge as a 2026-07-28 client of what it wraps: the request it sends for each round, and
+//! the reading of the answer (JSON, or an event stream with notifications before the response).
+
+use std::pin::Pin;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue};
+use http::request::Parts;
+use http::{Request, Response};
+use http_body::Body;
+use http_body_util::{BodyExt, Full};
+use serde_json::Value;
+use tower_service::Service;
+
+use crate::BoxError;
+use crate::json::Strict;
+use crate::mcp::MRTR_VERSION;
+use crate::sse::{Splitter, data};
+
+/// `Mcp-Session-Id`: a 2025 session, never sent to the inner service.
+pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+/// `MCP-Protocol-Version`.
+pub(crate) const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+/// The largest inner answer read whole (a JSON body, or one event).
+const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
+/// Headers of the caller that are about the 2025 transport, or that the bridge sets itself.
+fn is_dropped(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(
+        name,
+        "mcp-session-id"
+            | "mcp-protocol-version"
+            | "mcp-method"
+            | "mcp-name"
+            | "last-event-id"
+            | "accept"
+            | "content-type"
+            | "content-length"
+            | "content-encoding"
+            | "transfer-encoding"
+    ) || name.starts_with("mcp-param-")
+}
+
+/// The 2026 request for one round: the caller's own headers (`Authorization`, `Host`, …) and
+/// extensions, the 2026 headers set, `Mcp-Session-Id` removed, `body` as the JSON-RPC message.
+pub(crate) fn request(
+    caller: &Parts,
+    method: &str,
+    name: Option<&str>,
+    body: Vec<u8>,
+) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::new(Bytes::from(body)));
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = caller.uri.clone();
+    *request.version_mut() = caller.version;
+    *request.extensions_mut() = caller.extensions.clone();
+    let headers = request.headers_mut();
+    for (header, value) in &caller.headers {
+        if !is_dropped(header) {
+            headers.append(header, value.clone());
+        }
+    }
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(MRTR_VERSION));
+    if let Ok(value) = HeaderValue::from_str(method) {
+        headers.insert(MCP_METHOD, value);
+    }
+    if let Some(name) = name {
+        headers.insert(MCP_NAME, header_text(name));
+    }
+    let length = request.body().size_hint().exact().unwrap_or(0);
+    request
+        .headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(length));
+    request
+}
+
+/// `text` as a header value: as it is when it is plain visible ASCII, else the base64 sentinel.
+fn header_text(text: &str) -> HeaderValue {
+    let plain = !text.is_empty()
+        && text.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !text.starts_with(' ')
+        && !text.ends_with(' ')
+        && !text.starts_with("=?");
+    if plain && let Ok(value) = HeaderValue::from_str(text) {
+        return value;
+    }
+    let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+    HeaderValue::from_str(&format!("=?base64?{encoded}?=")).expect("base64 is a valid header")
+}
+
+/// Drives `inner` to readiness and calls it.
+pub(crate) async fn call<S, ResBody>(
+    inner: &mut S,
+    request: Request<Full<Bytes>>,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+{
+    std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+    inner.call(request).await
+}
+
+/// One message of the inner service's answer.
+#[derive(Debug)]
+pub(crate) enum Message {
+    /// A notification sent before the response (progress, a log message).
+    Notification(Value),
+    /// The JSON-RPC response.
+    Response(Value),
+}
+
+/// Reads the inner service's answer message by message.
+pub(crate) struct Reader<B> {
+    body: Pin<Box<B>>,
+    status: http::StatusCode,
+    stream: bool,
+    splitter: Splitter,
+    done: bool,
+}
+
+impl<B> Reader<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    pub(crate) fn new(response: Response<B>) -> Self {
+        let stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        let status = response.status();
+        Self {
+            body: Box::pin(response.into_body()),
+            status,
+            stream,
+            splitter: Splitter::default(),
+            done: false,
+        }
+    }
+
+    /// The next message; `Err` says why there is no response to be had.
+    pub(crate) async fn next(&mut self) -> Result<Message, String> {
+        if self.done {
+            return Err("the inner service's answer has ended".to_owned());
+        }
+        if !self.stream {
+            self.done = true;
+            let bytes = http_body_util::Limited::new(self.body.as_mut(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| format!("cannot read the inner service's answer: {e}"))?
+                .to_bytes();
+            return match serde_json::from_slice::<Strict>(&bytes).map(|s| s.0) {
+                Ok(message) if is_response(&message) => Ok(Message::Response(message)),
+                _ => Err(format!(
+                    "the inner service answered HTTP {} without a JSON-RPC response",
+                    self.status.as_u16()
+                )),
+            };
+        }
+        loop {
+            while let Some(event) = self.splitter.next_event() {
+                let Some(text) = data(&event) else { continue };
+                let Ok(message) = serde_json::from_slice::<Strict>(&text).map(|s| s.0) else {
+                    continue;
+                };
+                if is_response(&message) {
+                    self.done = true;
+                    return Ok(Message::Response(message));
+                }
+                if message.get("method").is_some() && message.get("id").is_none() {
+                    return Ok(Message::Notification(message));
+                }
+            }
+            match self.body.as_mut().frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(chunk) = frame.into_data() {
+                        self.splitter.push(&chunk);
+                    }
+                }
+                Some(Err(error)) => {
+                    self.done = true;
+                    let error: BoxError = error.into();
+                    return Err(format!("the inner service's stream failed: {error}"));
+                }
+                None => {
+                    self.done = true;
+                    return Err("the inner service's stream ended without a response".to_owned());
+                }
+            }
+        }
+    }
+}
+
+fn is_response(message: &Value) -> bool {
+    message.get("method").is_none()
+        && message.get("id").is_some()
+        && (message.get("result").is_some() || message.get("error").is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_are_not_header_safe_are_encoded() {
+        assert_eq!(header_text("deploy"), "deploy");
+        assert_eq!(header_text("héllo"), "=?base64?aMOpbGxv?=");
+        assert_eq!(header_text(" x"), "=?base64?IHg=?=");
+    }
+
+    #[test]
+    fn the_session_never_reaches_the_inner_service() {
+        let (mut parts, ()) = Request::new(()).into_parts();
+        parts
+            .headers
+            .insert(SESSION_ID, HeaderValue::from_static("abc"));
+        parts
+            .headers
+            .insert("authorization", HeaderValue::from_static("Bearer t"));
+        parts
+            .headers
+            .insert(PROTOCOL_VERSION, HeaderValue::from_static("2025-11-25"));
+        let request = request(&parts, "tools/call", Some("deploy"), b"{}".to_vec());
+        let headers = request.headers();
+        assert!(headers.get(SESSION_ID).is_none());
+        assert_eq!(headers["authorization"], "Bearer t");
+        assert_eq!(headers[PROTOCOL_VERSION], MRTR_VERSION);
+        assert_eq!(headers[MCP_METHOD], "tools/call");
+        assert_eq!(headers[MCP_NAME], "deploy");
+        assert_eq!(headers[CONTENT_LENGTH], "2");
+    }
+}

@@ -1,0 +1,145 @@
+//! [`LegacyBridgeLayer`]: the bridge's options, and `impl Layer`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tower_layer::Layer;
+
+use super::config::{self, Settings};
+use super::pending::PendingAnswers;
+use super::service::LegacyBridge;
+use super::session::{MemorySessionStore, SessionStore};
+use crate::principal::Principal;
+
+/// Tower layer that serves 2025-era MCP clients (sessions, `initialize`, server-to-client
+/// requests) in front of a 2026-07-28 multi round-trip service. Put it outermost:
+/// `LegacyBridgeLayer → ElicitationLayer → inner`.
+///
+/// Clones share their sessions, their pending answers and the bound on waiting calls.
+///
+/// It needs a Tokio runtime with timers (as `#[tokio::main]` and axum give): each bridged call
+/// runs its rounds in a task of its own, and waits are timed. Sessions and waiting calls live in
+/// this process unless [`session_store`](Self::session_store) and
+/// [`pending_answers`](Self::pending_answers) say otherwise: with several replicas, route by
+/// `Mcp-Session-Id` (sticky sessions), since a client's answer must reach the replica holding the
+/// call's stream.
+///
+/// See the [crate docs](crate#serving-2025-era-clients-the-legacy-bridge) for what a client sees.
+#[derive(Clone)]
+pub struct LegacyBridgeLayer {
+    settings: Settings,
+}
+
+impl LegacyBridgeLayer {
+    /// Default wait for the client's answers to one round: 600 seconds.
+    pub const DEFAULT_ANSWER_TIMEOUT: Duration = config::DEFAULT_ANSWER_TIMEOUT;
+    /// Default cap on `input_required` rounds of one call: 8.
+    pub const DEFAULT_MAX_ROUNDS: u32 = config::DEFAULT_MAX_ROUNDS;
+    /// Default bound on calls waiting for the client at once: 1,024.
+    pub const DEFAULT_MAX_PENDING: usize = config::DEFAULT_MAX_PENDING;
+
+    /// A bridge with in-process sessions and pending answers, every option at its default.
+    pub fn new() -> Self {
+        Self {
+            settings: Settings::new(),
+        }
+    }
+
+    /// How long the bridge waits for the client to answer the requests of one round. Past it,
+    /// the requests are cancelled (`notifications/cancelled`) and the call ends with an error.
+    /// Default: [`DEFAULT_ANSWER_TIMEOUT`](Self::DEFAULT_ANSWER_TIMEOUT).
+    pub fn answer_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.answer_timeout = timeout;
+        self
+    }
+
+    /// The most `input_required` rounds the bridge runs for one call before it ends it with an
+    /// error. Default: [`DEFAULT_MAX_ROUNDS`](Self::DEFAULT_MAX_ROUNDS).
+    pub fn max_rounds(mut self, max: u32) -> Self {
+        self.settings.max_rounds = max;
+        self
+    }
+
+    /// The most calls waiting for the client at once. Over it, a call that needs input is
+    /// refused with an error before anything is sent to the client; calls already waiting go
+    /// on. Default: [`DEFAULT_MAX_PENDING`](Self::DEFAULT_MAX_PENDING).
+    pub fn max_pending(mut self, max: usize) -> Self {
+        self.settings.max_pending = max;
+        self.settings.waiting = Arc::new(Semaphore::new(max));
+        self
+    }
+
+    /// The largest request body read; larger ones are answered 413. Default: 4 MiB.
+    pub fn max_body_bytes(mut self, max: usize) -> Self {
+        self.settings.max_body_bytes = max;
+        self
+    }
+
+    /// Uses a fresh in-process session store whose sessions expire after `idle` without a
+    /// request and which holds at most `cap` of them (then `initialize` is refused, 503).
+    /// Default: [`MemorySessionStore::DEFAULT_IDLE`], [`MemorySessionStore::DEFAULT_CAP`].
+    pub fn memory_sessions(self, idle: Duration, cap: usize) -> Self {
+        self.session_store(MemorySessionStore::new(idle, cap))
+    }
+
+    /// Keeps sessions in `store` instead of in this process.
+    pub fn session_store(mut self, store: impl SessionStore) -> Self {
+        self.settings.sessions = Arc::new(store);
+        self
+    }
+
+    /// Keeps calls waiting for an answer in `pending` instead of in this process.
+    pub fn pending_answers(mut self, pending: impl PendingAnswers) -> Self {
+        self.settings.pending = Arc::new(pending);
+        self
+    }
+
+    /// The identity answered in `serverInfo` when the inner service's `server/discover` names
+    /// none. Default: `tower-elicitation-bridge` and this crate's version.
+    pub fn server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.settings.server_info =
+            serde_json::json!({"name": name.into(), "version": version.into()});
+        self
+    }
+
+    /// The first wait before the bridge asks the inner service again about a URL flow the
+    /// client has consented to but that is not complete; each further wait doubles, up to ten
+    /// times this. Default: one second.
+    pub fn url_retry_delay(mut self, delay: Duration) -> Self {
+        self.settings.url_retry = delay;
+        self
+    }
+
+    /// Takes the caller's identity from the request; a session is bound to the identity that
+    /// opened it. Use the same extractor as the
+    /// [`ElicitationLayer`](crate::ElicitationLayer)'s. Default: the `Authorization` header.
+    pub fn principal_from<F>(mut self, principal: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> Option<Vec<u8>> + Send + Sync + 'static,
+    {
+        self.settings.principal = Principal::from_fn(principal);
+        self
+    }
+}
+
+impl Default for LegacyBridgeLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S> Layer<S> for LegacyBridgeLayer {
+    type Service = LegacyBridge<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        LegacyBridge::from_settings(inner, Arc::new(self.settings.clone()))
+    }
+}
+
+impl fmt::Debug for LegacyBridgeLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.settings.fmt(f)
+    }
+}

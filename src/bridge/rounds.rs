@@ -1,0 +1,545 @@
+//! The MRTR loop at the bridge: each `input_required` of the inner service becomes requests on
+//! the call's event stream, the client's answers become the retry's `inputResponses`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use http::request::Parts;
+use http::{Request, Response};
+use http_body::Body;
+use http_body_util::Full;
+use serde_json::{Map, Value, json};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tower_service::Service;
+
+use super::body::BridgeBody;
+use super::config::{KEEP_ALIVE, Settings};
+use super::convert::{self, down_level, is_url, missing_capability, tool_error};
+use super::ids::{random_hex, uuid_v4};
+use super::inner::{self, Message, Reader};
+use super::pending::{LegKey, Waiter};
+use super::session::SessionRecord;
+use crate::BoxError;
+use crate::jsonrpc::INTERNAL_ERROR;
+use crate::mcp::Method;
+
+/// How the bridge's request ids on a call's stream begin.
+pub(crate) const LEG_PREFIX: &str = "leg-";
+/// The wait before retrying a round that carried only a `requestState`.
+const STATE_ONLY_DELAY: Duration = Duration::from_millis(250);
+
+/// The key a call's cancellation is delivered under: the client's request id, as JSON text.
+pub(crate) fn cancel_leg(request_id: &Value) -> String {
+    format!("cancel:{request_id}")
+}
+
+/// A 2025 `tools/call`, `prompts/get` or `resources/read`, about to be bridged.
+pub(crate) struct Call {
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) parts: Parts,
+    pub(crate) session: Option<String>,
+    pub(crate) record: SessionRecord,
+    /// The client's request id.
+    pub(crate) id: Value,
+    pub(crate) method: Method,
+    /// The 2026 params of the first round (`_meta` included).
+    pub(crate) params: Map<String, Value>,
+}
+
+/// Answers the call with an event stream and runs its rounds in a task of their own.
+pub(crate) fn start<S, ResBody>(inner: S, call: Call) -> Response<BridgeBody<ResBody>>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let (events, stream) = mpsc::channel(16);
+    tokio::spawn(run(inner, call, events));
+    let mut response = Response::new(BridgeBody::stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// The call's stream toward the client.
+struct Out {
+    events: mpsc::Sender<Bytes>,
+    /// The last progress relayed per progress token (it must increase).
+    progress: Mutex<HashMap<String, f64>>,
+}
+
+impl Out {
+    async fn send(&self, message: &Value) {
+        let event = format!("event: message\ndata: {message}\n\n");
+        let _ = self.events.send(Bytes::from(event)).await;
+    }
+
+    async fn keep_alive(&self) {
+        let _ = self.events.send(Bytes::from_static(b":\n\n")).await;
+    }
+
+    /// Relays the inner's progress (only forward: it must increase) and log messages.
+    async fn relay(&self, notification: Value) {
+        match notification.get("method").and_then(Value::as_str) {
+            Some("notifications/message") => self.send(&notification).await,
+            Some("notifications/progress") => {
+                let params = notification.get("params");
+                let token = params
+                    .and_then(|p| p.get("progressToken"))
+                    .map(Value::to_string);
+                let progress = params
+                    .and_then(|p| p.get("progress"))
+                    .and_then(Value::as_f64);
+                let (Some(token), Some(progress)) = (token, progress) else {
+                    return;
+                };
+                let forward = {
+                    let mut last = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+                    match last.get(&token) {
+                        Some(previous) if *previous >= progress => false,
+                        _ => {
+                            last.insert(token, progress);
+                            true
+                        }
+                    }
+                };
+                if forward {
+                    self.send(&notification).await;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn run<S, ResBody>(mut inner: S, call: Call, events: mpsc::Sender<Bytes>)
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let out = Out {
+        events,
+        progress: Mutex::default(),
+    };
+    let pending = Arc::clone(&call.settings.pending);
+    let cancel_key = call
+        .session
+        .as_ref()
+        .map(|session| LegKey::new(session.clone(), cancel_leg(&call.id)));
+    let cancelled = match &cancel_key {
+        Some(key) => pending.expect(key.clone()).await.ok(),
+        None => None,
+    };
+    let cancelled = async move {
+        match cancelled {
+            // Only a delivery cancels; a waiter the store gave up on does not.
+            Some(waiter) => {
+                if waiter.await.is_none() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let legs = Mutex::new(Vec::new());
+    let mut was_cancelled = false;
+    let outcome = tokio::select! {
+        biased;
+        () = out.events.closed() => {
+            tracing::debug!("the client closed the call's stream: the call ends");
+            None
+        }
+        () = cancelled => {
+            tracing::debug!("the client cancelled the call");
+            was_cancelled = true;
+            None
+        }
+        outcome = rounds(&mut inner, &call, &out, &legs) => Some(outcome),
+    };
+    if let Some(key) = &cancel_key {
+        let _ = pending.forget(key).await;
+    }
+    let waiting = std::mem::take(&mut *legs.lock().unwrap_or_else(|e| e.into_inner()));
+    for key in &waiting {
+        let _ = pending.forget(key).await;
+        // The client cancelled its call: its open requests (dialogs) are cancelled too.
+        if was_cancelled && let Ok(id) = serde_json::from_str::<Value>(&key.leg) {
+            out.send(&cancellation(
+                id,
+                "The request they belong to was cancelled.",
+            ))
+            .await;
+        }
+    }
+    if let Some(response) = outcome {
+        out.send(&response).await;
+    }
+}
+
+/// A request of the round, sent and waiting: its key, id, leg, waiter and method.
+type Open = (String, Value, LegKey, Waiter, String);
+
+/// The first of `open` to be answered: its index and the answer.
+async fn next_answer(open: &mut [Open]) -> (usize, Option<Value>) {
+    std::future::poll_fn(|cx| {
+        for (index, entry) in open.iter_mut().enumerate() {
+            if let std::task::Poll::Ready(answer) = std::pin::Pin::new(&mut entry.3).poll(cx) {
+                return std::task::Poll::Ready((index, answer));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// Stops waiting for `open`, and tells the client its requests are cancelled.
+async fn cancel_all(settings: &Settings, out: &Out, open: Vec<Open>, reason: &str) {
+    for (_, id, leg, _, _) in open {
+        let _ = settings.pending.forget(&leg).await;
+        out.send(&cancellation(id, reason)).await;
+    }
+}
+
+/// `notifications/cancelled` for the bridge's request `id`.
+fn cancellation(id: Value, reason: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": reason}})
+}
+
+/// A URL flow the client consented to, for as long as the inner service asks it.
+struct UrlLeg {
+    url: Value,
+    elicitation_id: String,
+    answer: Option<Value>,
+}
+
+/// Runs the rounds; the JSON-RPC response that ends the call.
+async fn rounds<S, ResBody>(
+    inner: &mut S,
+    call: &Call,
+    out: &Out,
+    legs: &Mutex<Vec<LegKey>>,
+) -> Value
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    match drive(inner, call, out, legs).await {
+        Ok(response) => response,
+        Err(text) => {
+            tracing::debug!(%text, "a bridged call failed");
+            failure(call, &text)
+        }
+    }
+}
+
+/// The call's end when the bridge cannot finish it: a tool error for `tools/call`, `-32603` for
+/// the others.
+fn failure(call: &Call, text: &str) -> Value {
+    match call.method {
+        Method::ToolsCall => convert::response(&call.id, Ok(tool_error(text))),
+        _ => convert::response(&call.id, Err(convert::error(INTERNAL_ERROR, text))),
+    }
+}
+
+async fn drive<S, ResBody>(
+    inner: &mut S,
+    call: &Call,
+    out: &Out,
+    legs: &Mutex<Vec<LegKey>>,
+) -> Result<Value, String>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let settings = &call.settings;
+    let mut params = call.params.clone();
+    let mut round = 0u32;
+    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let mut urls: HashMap<String, UrlLeg> = HashMap::new();
+    let mut url_wait = settings.url_retry;
+    loop {
+        let response = ask_inner(inner, call, &params, out).await?;
+        if let Some(Value::Object(error)) = response.get("error") {
+            complete_urls(out, &mut urls, |_| true).await;
+            return Ok(inner_error(call, error));
+        }
+        let Some(Value::Object(result)) = response.get("result") else {
+            return Err("The inner service's result is not an object".to_owned());
+        };
+        match result.get("resultType").and_then(Value::as_str) {
+            None | Some("complete") => {
+                complete_urls(out, &mut urls, |_| true).await;
+                let result = convert::legacy_result(result.clone());
+                return Ok(convert::response(&call.id, Ok(Value::Object(result))));
+            }
+            Some("input_required") => {}
+            Some(other) => {
+                return Err(format!(
+                    "The inner service answered a result of type '{other}', which a 2025 client cannot take"
+                ));
+            }
+        }
+        round += 1;
+        if round > settings.max_rounds {
+            return Err(format!(
+                "input_required not resolved after {} rounds",
+                settings.max_rounds
+            ));
+        }
+        let requests = result
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let state = result.get("requestState").cloned();
+        // A URL flow the inner no longer asks about has completed.
+        complete_urls(out, &mut urls, |key| !requests.contains_key(key)).await;
+        let mut responses = Map::new();
+        if requests.is_empty() {
+            if state.is_none() {
+                return Err("The inner service asked for input without any input request".into());
+            }
+            tokio::time::sleep(STATE_ONLY_DELAY).await;
+        } else {
+            let mut asks = Vec::new();
+            for (key, request) in &requests {
+                if let Some(missing) = missing_capability(request, &call.record.client_capabilities)
+                {
+                    return Err(format!(
+                        "The client did not declare the {missing} capability, which the input request '{key}' needs."
+                    ));
+                }
+                let request = down_level(request.clone(), &call.record.protocol_version)?;
+                let url = request.pointer("/params/url").cloned();
+                // Consent already given for this flow: ask the inner again later, not the person.
+                if is_url(&request)
+                    && let Some(leg) = urls.get(key)
+                    && Some(&leg.url) == url.as_ref()
+                    && let Some(answer) = &leg.answer
+                {
+                    responses.insert(key.clone(), answer.clone());
+                    continue;
+                }
+                asks.push((key.clone(), request));
+            }
+            if asks.is_empty() {
+                tokio::time::sleep(url_wait).await;
+                url_wait = (url_wait * 2).min(settings.url_retry * 10);
+            } else {
+                if permit.is_none() {
+                    let Ok(acquired) = Arc::clone(&settings.waiting).try_acquire_owned() else {
+                        return Err(
+                            "Too many calls are waiting for a client's answer; try again later."
+                                .into(),
+                        );
+                    };
+                    permit = Some(acquired);
+                }
+                let answers = ask_client(call, out, legs, asks, &mut urls).await?;
+                responses.extend(answers);
+            }
+        }
+        params = call.params.clone();
+        if !responses.is_empty() {
+            params.insert("inputResponses".to_owned(), Value::Object(responses));
+        }
+        if let Some(state) = state {
+            params.insert("requestState".to_owned(), state);
+        }
+    }
+}
+
+/// An inner JSON-RPC error as the call's end. A missing capability is said in words for a tool.
+fn inner_error(call: &Call, error: &Map<String, Value>) -> Value {
+    let code = error.get("code").and_then(Value::as_i64);
+    if call.method == Method::ToolsCall
+        && code == Some(crate::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY)
+    {
+        let required = error
+            .get("data")
+            .and_then(|d| d.get("requiredCapabilities"))
+            .map_or_else(|| "{}".to_owned(), Value::to_string);
+        let text = format!("The client lacks a capability this tool needs: {required}");
+        return convert::response(&call.id, Ok(tool_error(&text)));
+    }
+    convert::response(
+        &call.id,
+        Err(Value::Object(convert::legacy_error(error.clone()))),
+    )
+}
+
+/// Tells the client the URL flows for which `done` holds are complete.
+async fn complete_urls(out: &Out, urls: &mut HashMap<String, UrlLeg>, done: impl Fn(&str) -> bool) {
+    let finished: Vec<String> = urls.keys().filter(|k| done(k)).cloned().collect();
+    for key in finished {
+        if let Some(leg) = urls.remove(&key)
+            && leg.answer.is_some()
+        {
+            let notification = json!({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                "params": {"elicitationId": leg.elicitation_id}});
+            out.send(&notification).await;
+        }
+    }
+}
+
+/// One round to the inner service: notifications relayed, the response returned.
+async fn ask_inner<S, ResBody>(
+    inner: &mut S,
+    call: &Call,
+    params: &Map<String, Value>,
+    out: &Out,
+) -> Result<Value, String>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let method = call.method.as_str();
+    let name = params
+        .get(call.method.target_field())
+        .and_then(Value::as_str);
+    let body = json!({"jsonrpc": "2.0", "id": call.settings.inner_id(), "method": method,
+        "params": params});
+    let request = inner::request(&call.parts, method, name, body.to_string().into_bytes());
+    let Ok(response) = inner::call(inner, request).await else {
+        return Err("The inner service failed".to_owned());
+    };
+    let mut reader = Reader::new(response);
+    loop {
+        match reader.next().await? {
+            Message::Notification(notification) => out.relay(notification).await,
+            Message::Response(response) => return Ok(response),
+        }
+    }
+}
+
+/// Sends one round's requests on the call's stream, all at once, and waits for every answer.
+async fn ask_client(
+    call: &Call,
+    out: &Out,
+    legs: &Mutex<Vec<LegKey>>,
+    asks: Vec<(String, Value)>,
+    urls: &mut HashMap<String, UrlLeg>,
+) -> Result<Map<String, Value>, String> {
+    let settings = &call.settings;
+    let Some(session) = &call.session else {
+        return Err("The client has no session to answer in.".to_owned());
+    };
+    let mut waiting: Vec<Open> = Vec::new();
+    for (key, mut request) in asks {
+        let id = format!("{LEG_PREFIX}{}", random_hex(8));
+        let method = request
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if is_url(&request) {
+            let url = request
+                .pointer("/params/url")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let elicitation_id = match urls.get(&key) {
+                Some(leg) if leg.url == url => leg.elicitation_id.clone(),
+                _ => uuid_v4(),
+            };
+            if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
+                params.insert("elicitationId".to_owned(), json!(elicitation_id));
+            }
+            urls.insert(
+                key.clone(),
+                UrlLeg {
+                    url,
+                    elicitation_id,
+                    answer: None,
+                },
+            );
+        }
+        let leg = LegKey::new(session.clone(), Value::String(id.clone()).to_string());
+        let waiter = settings
+            .pending
+            .expect(leg.clone())
+            .await
+            .map_err(|e| format!("The bridge cannot wait for the client's answer: {e}"))?;
+        legs.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(leg.clone());
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = request.get("params") {
+            message["params"] = params.clone();
+        }
+        out.send(&message).await;
+        waiting.push((key, Value::String(id), leg, waiter, method));
+    }
+    let deadline = tokio::time::sleep(settings.answer_timeout);
+    tokio::pin!(deadline);
+    let mut keep_alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    let mut answers = Map::new();
+    let mut open = waiting;
+    while !open.is_empty() {
+        // Whichever answer comes first: an error on any request ends the call at once.
+        let ready = loop {
+            tokio::select! {
+                ready = next_answer(&mut open) => break Some(ready),
+                () = &mut deadline => break None,
+                _ = keep_alive.tick() => out.keep_alive().await,
+            }
+        };
+        let Some((index, answer)) = ready else {
+            // Out of time: every request still open is cancelled.
+            cancel_all(
+                settings,
+                out,
+                open,
+                "The server stopped waiting for an answer.",
+            )
+            .await;
+            return Err(format!(
+                "The client did not answer within {} seconds.",
+                settings.answer_timeout.as_secs_f64()
+            ));
+        };
+        let (key, _, leg, _, method) = open.swap_remove(index);
+        let _ = settings.pending.forget(&leg).await;
+        legs.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|l| *l != leg);
+        let Some(answer) = answer else {
+            cancel_all(settings, out, open, "Another request of the call failed.").await;
+            return Err(format!("The answer to {method} was lost"));
+        };
+        if let Some(error) = answer.get("error") {
+            cancel_all(settings, out, open, "Another request of the call failed.").await;
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("an error");
+            return Err(format!(
+                "The client answered {method} with an error: {message}"
+            ));
+        }
+        let Some(Value::Object(mut result)) = answer.get("result").cloned() else {
+            cancel_all(settings, out, open, "Another request of the call failed.").await;
+            return Err(format!("The client's answer to {method} has no result"));
+        };
+        result.remove("_meta");
+        let result = Value::Object(result);
+        if let Some(url) = urls.get_mut(&key) {
+            url.answer = Some(result.clone());
+        }
+        answers.insert(key, result);
+    }
+    Ok(answers)
+}

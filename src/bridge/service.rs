@@ -1,0 +1,566 @@
+//! [`LegacyBridge`]: tells the eras apart, answers the 2025 handshake and utilities itself, and
+//! forwards everything else to the service it wraps as 2026-07-28 requests.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
+use http::request::Parts;
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use serde_json::{Map, Value, json};
+use tower_service::Service;
+
+use super::body::BridgeBody;
+use super::config::Settings;
+use super::convert::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
+use super::ids::{hex, new_session_id};
+use super::inner::{self, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
+use super::pending::LegKey;
+use super::rounds::{self, Call};
+use super::session::{SessionRecord, StoreError};
+use crate::BoxError;
+use crate::json::Strict;
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
+use crate::mcp::Method as Mrtr;
+
+/// The future of [`LegacyBridge`]: boxed, since a 2025 request may take several steps (a session
+/// lookup, discovery, the inner call) before it is answered.
+pub type BridgeFuture<B, E> =
+    Pin<Box<dyn Future<Output = Result<Response<BridgeBody<B>>, E>> + Send + 'static>>;
+
+/// The service [`LegacyBridgeLayer`](crate::LegacyBridgeLayer) wraps around a 2026-07-28 MCP
+/// service. Its own answers are HTTP responses; `Err` only ever comes from the inner service.
+#[derive(Clone)]
+pub struct LegacyBridge<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> LegacyBridge<S> {
+    /// Wraps `inner` with every option at its default; see
+    /// [`LegacyBridgeLayer`](crate::LegacyBridgeLayer) for options.
+    pub fn new(inner: S) -> Self {
+        Self::from_settings(inner, Arc::new(Settings::new()))
+    }
+
+    pub(crate) fn from_settings(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for LegacyBridge<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LegacyBridge")
+            .field("inner", &self.inner)
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for LegacyBridge<S>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqBody: Body<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<BridgeBody<ResBody>>;
+    type Error = S::Error;
+    type Future = BridgeFuture<ResBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The service driven to readiness goes into the future; a fresh clone stays.
+        let fresh = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, fresh);
+        Box::pin(handle(inner, Arc::clone(&self.settings), request))
+    }
+}
+
+type Reply<B> = Response<BridgeBody<B>>;
+
+async fn handle<S, ReqBody, ResBody>(
+    inner: S,
+    settings: Arc<Settings>,
+    request: Request<ReqBody>,
+) -> Result<Reply<ResBody>, S::Error>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqBody: Body<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let (parts, body) = request.into_parts();
+    let session = header(&parts, &SESSION_ID).map(str::to_owned);
+    if parts.method != Method::POST
+        && let Some(session) = &session
+    {
+        return Ok(without_body(&settings, &parts, session).await);
+    }
+    let bytes = match Limited::new(body, settings.max_body_bytes).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            let error = convert::error(INVALID_REQUEST, "Request body too large");
+            return Ok(json(StatusCode::PAYLOAD_TOO_LARGE, &id_less(error)));
+        }
+        Err(_) => {
+            let error = convert::error(PARSE_ERROR, "Cannot read the request body");
+            return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
+        }
+    };
+    if parts.method != Method::POST {
+        return forward(inner, parts, bytes).await;
+    }
+    let message = match serde_json::from_slice::<Strict>(&bytes).map(|s| s.0) {
+        Ok(Value::Object(message)) => message,
+        Ok(Value::Array(_)) if session.is_some() => {
+            let error = convert::error(INVALID_REQUEST, "batch requests are not supported");
+            return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
+        }
+        _ if session.is_some() => {
+            let error = convert::error(PARSE_ERROR, "Parse error");
+            return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
+        }
+        _ => return forward(inner, parts, bytes).await,
+    };
+    let method = message.get("method").and_then(Value::as_str);
+    if method.is_none() && message.contains_key("id") {
+        // A response to a request the bridge sent on a call's stream.
+        return match &session {
+            Some(session) => Ok(answer(&settings, &parts, session, message).await),
+            None => forward(inner, parts, bytes).await,
+        };
+    }
+    if convert::claims_modern(&message) {
+        return forward(inner, parts, bytes).await;
+    }
+    if method == Some("initialize") {
+        return initialize(inner, &settings, &parts, &message).await;
+    }
+    let version = header(&parts, &PROTOCOL_VERSION);
+    let (session, record) = match session {
+        Some(session) => {
+            let record = match lookup(&settings, &parts, &session).await {
+                Ok(Some(record)) => record,
+                Ok(None) => return Ok(session_not_found()),
+                Err(error) => return Ok(store_failed(&error)),
+            };
+            if let Some(version) = version.filter(|v| !LEGACY_VERSIONS.contains(v)) {
+                let message = format!("Bad Request: Unsupported protocol version: {version}");
+                let error = convert::error(-32000, &message);
+                return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
+            }
+            (Some(session), record)
+        }
+        // A 2026 request that lacks its `_meta`: the inner service says what is wrong with it.
+        None if version.is_some_and(|v| !LEGACY_VERSIONS.contains(&v)) => {
+            return forward(inner, parts, bytes).await;
+        }
+        // A 2025 request without a session: served with no client capabilities.
+        None => (None, sessionless(version)),
+    };
+    serve(inner, settings, parts, session, record, message).await
+}
+
+/// A 2025 request of a live session (or of none): the utilities are answered here, the three
+/// MRTR methods go through the rounds, everything else is forwarded once.
+async fn serve<S, ResBody>(
+    mut inner: S,
+    settings: Arc<Settings>,
+    parts: Parts,
+    session: Option<String>,
+    mut record: SessionRecord,
+    message: Map<String, Value>,
+) -> Result<Reply<ResBody>, S::Error>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let Some(id) = message.get("id").cloned() else {
+        // A notification: `notifications/cancelled` ends the call it names; the rest (including
+        // `notifications/initialized`) is accepted and needs nothing more.
+        if method == "notifications/cancelled"
+            && let Some(session) = &session
+            && let Some(request) = message.get("params").and_then(|p| p.get("requestId"))
+        {
+            let key = LegKey::new(session.clone(), rounds::cancel_leg(request));
+            let _ = settings.pending.deliver(key, Value::Null).await;
+        }
+        return Ok(accepted());
+    };
+    let params = message.get("params");
+    match method {
+        "ping" => return Ok(json(StatusCode::OK, &convert::response(&id, Ok(json!({}))))),
+        "logging/setLevel" => {
+            let level = params.and_then(|p| p.get("level")).and_then(Value::as_str);
+            let Some(level) = level.filter(|l| LOG_LEVELS.contains(l)) else {
+                let error = convert::error(INVALID_PARAMS, "Invalid log level");
+                return Ok(json(StatusCode::OK, &convert::response(&id, Err(error))));
+            };
+            if let Some(session) = &session {
+                record.log_level = Some(level.to_owned());
+                match settings.sessions.update(session, record).await {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(session_not_found()),
+                    Err(error) => return Ok(store_failed(&error)),
+                }
+            }
+            return Ok(json(StatusCode::OK, &convert::response(&id, Ok(json!({})))));
+        }
+        _ => {}
+    }
+    let client = Client {
+        capabilities: &record.client_capabilities,
+        info: &record.client_info,
+        log_level: record.log_level.as_deref(),
+    };
+    let modern = convert::modern_params(params, &client);
+    if let Some(mrtr) = Mrtr::parse(method) {
+        let call = Call {
+            settings,
+            parts,
+            session,
+            record,
+            id,
+            method: mrtr,
+            params: modern,
+        };
+        return Ok(rounds::start(inner, call));
+    }
+    let inner_id = settings.inner_id();
+    let body = json!({"jsonrpc": "2.0", "id": inner_id, "method": method, "params": modern});
+    let request = inner::request(&parts, method, None, body.to_string().into_bytes());
+    let response = inner::call(&mut inner, request).await?;
+    let mut reader = Reader::new(response);
+    let outcome = loop {
+        match reader.next().await {
+            Ok(Message::Notification(_)) => continue,
+            Ok(Message::Response(response)) => break legacy_outcome(response),
+            Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
+        }
+    };
+    Ok(json(StatusCode::OK, &convert::response(&id, outcome)))
+}
+
+/// The inner's answer to a request that is not an MRTR method, in its 2025 shape.
+pub(crate) fn legacy_outcome(response: Value) -> Result<Value, Value> {
+    if let Some(Value::Object(error)) = response.get("error") {
+        return Err(Value::Object(convert::legacy_error(error.clone())));
+    }
+    let Some(Value::Object(result)) = response.get("result") else {
+        return Err(convert::error(
+            INTERNAL_ERROR,
+            "The inner service's result is not an object",
+        ));
+    };
+    match result.get("resultType").and_then(Value::as_str) {
+        None | Some("complete") => Ok(Value::Object(convert::legacy_result(result.clone()))),
+        Some(other) => Err(convert::error(
+            INTERNAL_ERROR,
+            &format!(
+                "The inner service answered a result of type '{other}', which a 2025 client cannot take"
+            ),
+        )),
+    }
+}
+
+/// `initialize`: a new session, answered from the inner service's `server/discover`.
+async fn initialize<S, ResBody>(
+    mut inner: S,
+    settings: &Settings,
+    parts: &Parts,
+    message: &Map<String, Value>,
+) -> Result<Reply<ResBody>, S::Error>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let params = message.get("params");
+    let requested = params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str);
+    let version = convert::negotiate(requested);
+    let capabilities = params
+        .and_then(|p| p.get("capabilities"))
+        .filter(|c| c.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let info = params
+        .and_then(|p| p.get("clientInfo"))
+        .filter(|c| c.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({"name": "unknown", "version": "0"}));
+    let discovered = match discover(&mut inner, settings, parts, &capabilities, &info).await? {
+        Ok(discovered) => discovered,
+        Err(text) => {
+            let error = convert::error(INTERNAL_ERROR, &text);
+            return Ok(json(StatusCode::OK, &convert::response(&id, Err(error))));
+        }
+    };
+    let result = convert::initialize_result(version, &discovered, &settings.server_info);
+    let record = SessionRecord {
+        protocol_version: version.to_owned(),
+        client_capabilities: capabilities,
+        client_info: info,
+        log_level: None,
+        principal: principal_tag(settings, parts),
+    };
+    let session = new_session_id();
+    if let Err(error) = settings.sessions.create(&session, record).await {
+        return Ok(store_failed(&error));
+    }
+    let mut response = json(StatusCode::OK, &convert::response(&id, Ok(result)));
+    response.headers_mut().insert(
+        SESSION_ID,
+        HeaderValue::from_str(&session).expect("hex is a valid header"),
+    );
+    Ok(response)
+}
+
+/// The inner service's `server/discover` result, from the cache when it allowed keeping it.
+async fn discover<S, ResBody>(
+    inner: &mut S,
+    settings: &Settings,
+    parts: &Parts,
+    capabilities: &Value,
+    info: &Value,
+) -> Result<Result<Value, String>, S::Error>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let cached = {
+        let cache = settings
+            .discovered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache
+            .as_ref()
+            .filter(|(until, _)| *until > std::time::Instant::now())
+            .map(|(_, result)| result.clone())
+    };
+    if let Some(cached) = cached {
+        return Ok(Ok(cached));
+    }
+    let client = Client {
+        capabilities,
+        info,
+        log_level: None,
+    };
+    let params = convert::modern_params(None, &client);
+    let body = json!({"jsonrpc": "2.0", "id": settings.inner_id(), "method": "server/discover",
+        "params": params});
+    let request = inner::request(
+        parts,
+        "server/discover",
+        None,
+        body.to_string().into_bytes(),
+    );
+    let response = inner::call(inner, request).await?;
+    let mut reader = Reader::new(response);
+    let result = loop {
+        match reader.next().await {
+            Ok(Message::Notification(_)) => continue,
+            Ok(Message::Response(response)) => match response.get("result") {
+                Some(result) if result.is_object() => break result.clone(),
+                _ => {
+                    let text = "The inner service's server/discover failed";
+                    tracing::warn!(?response, "{text}");
+                    return Ok(Err(text.to_owned()));
+                }
+            },
+            Err(text) => return Ok(Err(text)),
+        }
+    };
+    if let Some(ttl) = convert::discovery_ttl(&result) {
+        let until = std::time::Instant::now() + ttl;
+        *settings
+            .discovered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((until, result.clone()));
+    }
+    Ok(Ok(result))
+}
+
+/// GET, DELETE (or any method without a JSON-RPC body) naming a session.
+async fn without_body<B>(settings: &Settings, parts: &Parts, session: &str) -> Reply<B> {
+    match lookup(settings, parts, session).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return session_not_found(),
+        Err(error) => return store_failed(&error),
+    }
+    if parts.method == Method::DELETE {
+        return match settings.sessions.remove(session).await {
+            Ok(_) => status(StatusCode::NO_CONTENT),
+            Err(error) => store_failed(&error),
+        };
+    }
+    // No standalone stream: nothing is relayed outside a call (no list changes, no
+    // subscriptions), and there is no resumption.
+    let mut response = status(StatusCode::METHOD_NOT_ALLOWED);
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+    response
+}
+
+/// A client's response to a request on a call's stream: handed to the call waiting for it, if
+/// any, in this session. 202 either way.
+async fn answer<B>(
+    settings: &Settings,
+    parts: &Parts,
+    session: &str,
+    message: Map<String, Value>,
+) -> Reply<B> {
+    match lookup(settings, parts, session).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return session_not_found(),
+        Err(error) => return store_failed(&error),
+    }
+    let is_leg = message
+        .get("id")
+        .and_then(Value::as_str)
+        .is_some_and(|id| id.starts_with(rounds::LEG_PREFIX));
+    if is_leg {
+        let leg = serde_json::to_string(&message["id"]).expect("a string serializes");
+        let key = LegKey::new(session, leg);
+        match settings.pending.deliver(key, Value::Object(message)).await {
+            Ok(true) => {}
+            Ok(false) => tracing::debug!("an answer nobody waits for, dropped"),
+            Err(error) => tracing::warn!(%error, "cannot deliver an answer"),
+        }
+    }
+    accepted()
+}
+
+/// The live session `id`, if it is the caller's.
+async fn lookup(
+    settings: &Settings,
+    parts: &Parts,
+    id: &str,
+) -> Result<Option<SessionRecord>, StoreError> {
+    let Some(record) = settings.sessions.get(id).await? else {
+        return Ok(None);
+    };
+    let caller = principal_tag(settings, parts);
+    let same = match (&record.principal, &caller) {
+        (None, None) => true,
+        (Some(a), Some(b)) => constant_time_eq::constant_time_eq(a.as_bytes(), b.as_bytes()),
+        _ => false,
+    };
+    Ok(same.then_some(record))
+}
+
+/// What a request without a session is served with: no capabilities, so nothing can be asked.
+fn sessionless(version: Option<&str>) -> SessionRecord {
+    SessionRecord {
+        protocol_version: version.unwrap_or(LEGACY_VERSIONS[2]).to_owned(),
+        client_capabilities: json!({}),
+        client_info: json!({"name": "unknown", "version": "0"}),
+        log_level: None,
+        principal: None,
+    }
+}
+
+/// A digest of the caller's identity: what a session is bound to.
+fn principal_tag(settings: &Settings, parts: &Parts) -> Option<String> {
+    let principal = settings.principal.of(parts)?;
+    let digest = blake3::derive_key(
+        "tower-elicitation 2026 legacy bridge session principal",
+        &principal,
+    );
+    Some(hex(&digest))
+}
+
+async fn forward<S, ResBody>(
+    mut inner: S,
+    parts: Parts,
+    bytes: Bytes,
+) -> Result<Reply<ResBody>, S::Error>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+{
+    let request = Request::from_parts(parts, Full::new(bytes));
+    let response = inner::call(&mut inner, request).await?;
+    Ok(response.map(BridgeBody::inner))
+}
+
+fn header<'a>(parts: &'a Parts, name: &http::header::HeaderName) -> Option<&'a str> {
+    parts.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn id_less(error: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": null, "error": error})
+}
+
+fn session_not_found<B>() -> Reply<B> {
+    let error = convert::error(-32001, "Session not found");
+    json(StatusCode::NOT_FOUND, &id_less(error))
+}
+
+fn store_failed<B>(error: &StoreError) -> Reply<B> {
+    tracing::warn!(%error, "the bridge's store failed");
+    let error = match error {
+        StoreError::Full => convert::error(-32000, "Too many sessions; try again later"),
+        _ => convert::error(-32000, "The session store is unavailable"),
+    };
+    json(StatusCode::SERVICE_UNAVAILABLE, &id_less(error))
+}
+
+fn accepted<B>() -> Reply<B> {
+    status(StatusCode::ACCEPTED)
+}
+
+fn status<B>(status: StatusCode) -> Reply<B> {
+    let mut response = Response::new(BridgeBody::default());
+    *response.status_mut() = status;
+    response
+}
+
+pub(crate) fn json<B>(status: StatusCode, body: &Value) -> Reply<B> {
+    let mut response = Response::new(BridgeBody::full(body.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

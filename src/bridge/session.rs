@@ -1,0 +1,232 @@
+//! Sessions: the [`SessionStore`] trait, the record it keeps, and [`MemorySessionStore`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The future a store method returns: boxed, so that the traits stay object-safe.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Why a store could not do what was asked.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store holds as many entries as it may: a new session is refused.
+    Full,
+    /// The store could not be reached or answered something unreadable. The bridge fails closed:
+    /// the request is answered with an error and nothing is forwarded.
+    Unavailable(crate::BoxError),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full => f.write_str("the store is full"),
+            Self::Unavailable(error) => write!(f, "the store is unavailable: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// What the bridge knows of a 2025-era session between its requests: what `initialize` said, the
+/// level `logging/setLevel` set, and whose session it is. Serializable, so that a shared store
+/// can keep it as text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SessionRecord {
+    /// The protocol version negotiated at `initialize` (`2025-11-25`, `2025-06-18` or
+    /// `2025-03-26`).
+    pub protocol_version: String,
+    /// The client's `capabilities`, as `initialize` gave them.
+    pub client_capabilities: Value,
+    /// The client's `clientInfo`, as `initialize` gave it.
+    pub client_info: Value,
+    /// The level of the last `logging/setLevel`, if any.
+    pub log_level: Option<String>,
+    /// A digest of the caller's identity when it opened the session (never the credential
+    /// itself); `None` for an anonymous caller.
+    pub principal: Option<String>,
+}
+
+/// Where the bridge keeps its sessions. Small on purpose: a shared (Redis) store implements the
+/// same four methods.
+///
+/// A session id is chosen by the bridge (128 bits from the operating system's CSPRNG, as 32
+/// lowercase hex digits) before [`create`](Self::create) is called.
+pub trait SessionStore: Send + Sync + 'static {
+    /// Keeps a new session under `id`. [`StoreError::Full`] when no more may be kept.
+    fn create<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, ()>;
+    /// The session under `id`, its idle expiry pushed back; `None` when it was never opened, has
+    /// ended or has expired.
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>>;
+    /// Replaces the record of a live session; `false` when there is none under `id`.
+    fn update<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, bool>;
+    /// Ends the session; `false` when there was none under `id`.
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+}
+
+/// The in-process [`SessionStore`]: a map with an idle expiry and a cap on its size.
+///
+/// Sessions live in this process only: with several replicas, route a session's requests to the
+/// replica that opened it (sticky routing by `Mcp-Session-Id`).
+pub struct MemorySessionStore {
+    idle: Duration,
+    cap: usize,
+    sessions: Mutex<HashMap<String, (SessionRecord, Instant)>>,
+}
+
+impl MemorySessionStore {
+    /// Default idle expiry: one hour.
+    pub const DEFAULT_IDLE: Duration = Duration::from_secs(3600);
+    /// Default cap: 10,000 sessions.
+    pub const DEFAULT_CAP: usize = 10_000;
+
+    /// A store whose sessions expire after `idle` without a request, holding at most `cap`.
+    pub fn new(idle: Duration, cap: usize) -> Self {
+        Self {
+            idle,
+            cap,
+            sessions: Mutex::default(),
+        }
+    }
+
+    /// The number of sessions held, expired ones included until they are swept.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no session is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (SessionRecord, Instant)>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Default for MemorySessionStore {
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_IDLE, Self::DEFAULT_CAP)
+    }
+}
+
+impl fmt::Debug for MemorySessionStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemorySessionStore")
+            .field("idle", &self.idle)
+            .field("cap", &self.cap)
+            .field("sessions", &self.len())
+            .finish()
+    }
+}
+
+impl SessionStore for MemorySessionStore {
+    fn create<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, ()> {
+        let now = Instant::now();
+        let mut sessions = self.lock();
+        if sessions.len() >= self.cap {
+            let idle = self.idle;
+            sessions.retain(|_, (_, seen)| now.duration_since(*seen) < idle);
+        }
+        let result = if sessions.len() >= self.cap {
+            Err(StoreError::Full)
+        } else {
+            sessions.insert(id.to_owned(), (record, now));
+            Ok(())
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
+        let now = Instant::now();
+        let mut sessions = self.lock();
+        let found = match sessions.get_mut(id) {
+            Some((record, seen)) if now.duration_since(*seen) < self.idle => {
+                *seen = now;
+                Some(record.clone())
+            }
+            Some(_) => {
+                sessions.remove(id);
+                None
+            }
+            None => None,
+        };
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn update<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, bool> {
+        let now = Instant::now();
+        let mut sessions = self.lock();
+        let found = match sessions.get_mut(id) {
+            Some(entry) if now.duration_since(entry.1) < self.idle => {
+                *entry = (record, now);
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        let removed = self.lock().remove(id).is_some();
+        Box::pin(std::future::ready(Ok(removed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> SessionRecord {
+        SessionRecord {
+            protocol_version: "2025-11-25".into(),
+            client_capabilities: serde_json::json!({}),
+            client_info: serde_json::json!({"name": "t", "version": "1"}),
+            log_level: None,
+            principal: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_store_refuses_and_an_ended_session_is_gone() {
+        let store = MemorySessionStore::new(Duration::from_secs(60), 1);
+        store.create("a", record()).await.unwrap();
+        assert!(matches!(
+            store.create("b", record()).await,
+            Err(StoreError::Full)
+        ));
+        assert!(store.get("a").await.unwrap().is_some());
+        assert!(store.remove("a").await.unwrap());
+        assert!(store.get("a").await.unwrap().is_none());
+        assert!(!store.update("a", record()).await.unwrap());
+        store.create("b", record()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_idle_session_expires_and_makes_room() {
+        let store = MemorySessionStore::new(Duration::ZERO, 1);
+        store.create("a", record()).await.unwrap();
+        assert!(store.get("a").await.unwrap().is_none());
+        store.create("a", record()).await.unwrap();
+        store.create("b", record()).await.unwrap();
+    }
+
+    #[test]
+    fn a_record_survives_json() {
+        let text = serde_json::to_string(&record()).unwrap();
+        assert_eq!(
+            serde_json::from_str::<SessionRecord>(&text).unwrap(),
+            record()
+        );
+    }
+}

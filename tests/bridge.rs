@@ -1,0 +1,949 @@
+//! The legacy bridge end to end, over real TCP: a hand-written 2025-era client (reqwest) against
+//! `LegacyBridgeLayer → ElicitationLayer → a hand-written 2026-07-28 MRTR server` on 127.0.0.1:0.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tower::ServiceBuilder;
+use tower_elicitation::{
+    ElicitationLayer, Keyring, LegKey, LegacyBridgeLayer, MemoryPendingAnswers, PendingAnswers,
+    RequestBody, StoreFuture, Waiter,
+};
+
+/// The bound on every wait in these tests (never a timing assertion: only how long to wait for
+/// what must happen).
+const WAIT: Duration = Duration::from_secs(10);
+
+// ---- the inner 2026-07-28 server ----
+
+/// What the inner server saw.
+#[derive(Clone, Default)]
+struct Seen {
+    /// `tools/call` requests that reached it.
+    calls: Arc<AtomicUsize>,
+    /// Whether the `url_slow` flow has completed (out of band, as a browser would).
+    flow_done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+fn approval_form() -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form", "message": "Approve?",
+        "requestedSchema": {"type": "object", "properties": {"approve": {"type": "boolean"}},
+            "required": ["approve"]}}})
+}
+
+fn input_required(key: &str, request: Value) -> Value {
+    json!({"resultType": "input_required", "inputRequests": {key: request}})
+}
+
+fn text(text: &str) -> Value {
+    json!({"resultType": "complete", "content": [{"type": "text", "text": text}]})
+}
+
+/// The inner's answer to one 2026 request.
+fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
+    let params = &message["params"];
+    let meta = &params["_meta"];
+    let answers = &params["inputResponses"];
+    match message["method"].as_str().unwrap_or_default() {
+        "server/discover" => json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": true}, "logging": {}},
+            "instructions": "Test tools.", "ttlMs": 0, "cacheScope": "private",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "inner-2026", "version": "9.9"}}}),
+        "prompts/get" => match answers["context"]["action"].as_str() {
+            None => input_required("context", approval_form()),
+            Some(_) => json!({"resultType": "complete", "messages": []}),
+        },
+        "tools/list" => json!({"resultType": "complete", "ttlMs": 1000, "cacheScope": "public",
+            "tools": [{"name": "ask", "inputSchema": {"type": "object"}}]}),
+        "tools/call" => {
+            seen.calls.fetch_add(1, Ordering::SeqCst);
+            match params["name"].as_str().unwrap_or_default() {
+                "ask" => match answers["approval"]["action"].as_str() {
+                    None => input_required("approval", approval_form()),
+                    Some("accept") if answers["approval"]["content"]["approve"] == true => {
+                        text("approved")
+                    }
+                    Some(_) => text("not approved"),
+                },
+                "loop" => input_required("approval", approval_form()),
+                "url_slow" => match answers["flow"]["action"].as_str() {
+                    Some("accept") if seen.flow_done.load(Ordering::SeqCst) => text("flow done"),
+                    _ => input_required(
+                        "flow",
+                        json!({"method": "elicitation/create",
+                        "params": {"mode": "url", "message": "Sign in", "url": "https://example.com/slow"}}),
+                    ),
+                },
+                "two" => match answers["roots"]["roots"].as_array() {
+                    None => json!({"resultType": "input_required", "inputRequests": {
+                        "approval": approval_form(), "roots": {"method": "roots/list"}}}),
+                    Some(_) => text("two answered"),
+                },
+                "url" => match answers["flow"]["action"].as_str() {
+                    None => input_required(
+                        "flow",
+                        json!({"method": "elicitation/create",
+                        "params": {"mode": "url", "message": "Sign in", "url": "https://example.com/flow"}}),
+                    ),
+                    Some(_) => text("flow done"),
+                },
+                "pick" => match answers["pick"]["action"].as_str() {
+                    None => input_required(
+                        "pick",
+                        json!({"method": "elicitation/create",
+                        "params": {"mode": "form", "message": "Pick", "requestedSchema": {
+                            "type": "object", "properties": {"color": {"type": "string",
+                                "oneOf": [{"const": "r", "title": "Red"}, {"const": "g", "title": "Green"}]}},
+                            "required": ["color"]}}}),
+                    ),
+                    Some(_) => text("picked"),
+                },
+                "whoami" => {
+                    let header = |name: &str| {
+                        headers
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned)
+                    };
+                    let seen = json!({
+                        "authorization": header("authorization"),
+                        "session": header("mcp-session-id"),
+                        "version": header("mcp-protocol-version"),
+                        "method": header("mcp-method"),
+                        "name": header("mcp-name"),
+                        "meta": meta,
+                    });
+                    text(&seen.to_string())
+                }
+                _ => json!({"error": {"code": -32602, "message": "unknown tool"}}),
+            }
+        }
+        _ => json!({"error": {"code": -32601, "message": "Method not found"}}),
+    }
+}
+
+type InnerRequest = Request<RequestBody<Full<Bytes>>>;
+
+async fn inner_service(
+    seen: Seen,
+    request: InnerRequest,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let bytes = body.collect().await.expect("a body").to_bytes();
+    let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let outcome = answer(&seen, &parts.headers, &message);
+    let body = match outcome.get("error") {
+        Some(error) => json!({"jsonrpc": "2.0", "id": message["id"], "error": error}),
+        None => json!({"jsonrpc": "2.0", "id": message["id"], "result": outcome}),
+    };
+    let status = if body.get("error").is_some() {
+        404
+    } else {
+        200
+    };
+    Ok(Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap())
+}
+
+/// Counts what waits in the bridge's pending answers, so a test can see a wait end.
+#[derive(Clone, Default)]
+struct Observed(Arc<MemoryPendingAnswers>);
+
+impl PendingAnswers for Observed {
+    fn expect(&self, key: LegKey) -> StoreFuture<'_, Waiter> {
+        self.0.expect(key)
+    }
+    fn deliver(&self, key: LegKey, answer: Value) -> StoreFuture<'_, bool> {
+        self.0.deliver(key, answer)
+    }
+    fn forget<'a>(&'a self, key: &'a LegKey) -> StoreFuture<'a, ()> {
+        self.0.forget(key)
+    }
+}
+
+struct Server {
+    url: String,
+    seen: Seen,
+    pending: Observed,
+    http: reqwest::Client,
+}
+
+async fn serve(bridge: LegacyBridgeLayer) -> Server {
+    let seen = Seen::default();
+    let pending = Observed::default();
+    let inner = {
+        let seen = seen.clone();
+        tower::service_fn(move |request: InnerRequest| inner_service(seen.clone(), request))
+    };
+    let service = ServiceBuilder::new()
+        .layer(bridge.pending_answers(pending.clone()))
+        .layer(ElicitationLayer::new(
+            Keyring::new("k1", [7u8; 32]).unwrap(),
+        ))
+        .service(inner);
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Server {
+        url,
+        seen,
+        pending,
+        http: reqwest::Client::new(),
+    }
+}
+
+// ---- the hand-written 2025-era client ----
+
+const FULL: &str = r#"{"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}"#;
+
+fn caps() -> Value {
+    serde_json::from_str(FULL).unwrap()
+}
+
+impl Server {
+    fn post(
+        &self,
+        session: Option<&str>,
+        auth: Option<&str>,
+        body: &Value,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        request
+    }
+
+    async fn send(&self, session: Option<&str>, auth: Option<&str>, body: &Value) -> (u16, Value) {
+        let response = tokio::time::timeout(WAIT, self.post(session, auth, body).send())
+            .await
+            .expect("in time")
+            .expect("a response");
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.unwrap();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    /// Opens a session; its id.
+    async fn initialize(&self, version: &str, capabilities: Value, auth: Option<&str>) -> String {
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": capabilities,
+            "clientInfo": {"name": "hand-written", "version": "1.0"}}});
+        let response = self.post(None, auth, &body).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let session = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(self.send(Some(&session), auth, &initialized).await.0, 202);
+        session
+    }
+
+    /// Starts a `tools/call`; its event stream.
+    async fn call(&self, session: &str, auth: Option<&str>, id: u64, tool: &str) -> Events {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}});
+        self.stream(session, auth, &body).await
+    }
+
+    /// POSTs a request that is answered with an event stream.
+    async fn stream(&self, session: &str, auth: Option<&str>, body: &Value) -> Events {
+        let response = self.post(Some(session), auth, body).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Events {
+            response,
+            buffer: Vec::new(),
+        }
+    }
+
+    /// POSTs the client's answer to the bridge's request `leg`.
+    async fn reply(&self, session: &str, auth: Option<&str>, leg: &Value, result: Value) {
+        let body = json!({"jsonrpc": "2.0", "id": leg, "result": result});
+        assert_eq!(self.send(Some(session), auth, &body).await.0, 202);
+    }
+
+    /// Waits until no call waits for an answer.
+    async fn until_nothing_waits(&self) {
+        tokio::time::timeout(WAIT, async {
+            while !self.pending.0.is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the wait ends");
+    }
+}
+
+struct Events {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Events {
+    /// The next message on the stream; `None` when it ends.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let event = String::from_utf8(event).unwrap();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data: "))
+                    .collect();
+                if data.is_empty() {
+                    continue;
+                }
+                return Some(serde_json::from_str(&data.join("\n")).unwrap());
+            }
+            let chunk = tokio::time::timeout(WAIT, self.response.chunk())
+                .await
+                .expect("the stream moves in time")
+                .unwrap();
+            self.buffer.extend_from_slice(&chunk?);
+        }
+    }
+
+    async fn request(&mut self, method: &str) -> Value {
+        let message = self.next().await.expect("a request on the stream");
+        assert_eq!(message["method"], method, "{message}");
+        assert!(message["id"].as_str().unwrap().starts_with("leg-"));
+        message
+    }
+}
+
+fn result_text(message: &Value) -> &str {
+    message["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+// ---- handshake and sessions ----
+
+#[tokio::test]
+async fn initialize_is_answered_from_the_inner_discovery() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    for (asked, answered) in [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-03-26", "2025-03-26"),
+        ("2026-07-28", "2025-11-25"),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+        let response = server.post(None, None, &body).send().await.unwrap();
+        let session = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(session.len(), 32);
+        assert!(session.bytes().all(|b| b.is_ascii_hexdigit()));
+        let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        assert_eq!(
+            body["result"],
+            json!({"protocolVersion": answered, "capabilities": {"tools": {}, "logging": {}},
+                "serverInfo": {"name": "inner-2026", "version": "9.9"},
+                "instructions": "Test tools."})
+        );
+    }
+}
+
+#[tokio::test]
+async fn utilities_are_answered_at_the_bridge_and_delete_ends_the_session() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let ping = json!({"jsonrpc": "2.0", "id": "p", "method": "ping"});
+    assert_eq!(
+        server.send(Some(&session), None, &ping).await,
+        (200, json!({"jsonrpc": "2.0", "id": "p", "result": {}}))
+    );
+    let level = json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}});
+    assert_eq!(
+        server.send(Some(&session), None, &level).await.1["result"],
+        json!({})
+    );
+    let bad = json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "loud"}});
+    assert_eq!(
+        server.send(Some(&session), None, &bad).await.1["error"]["code"],
+        -32602
+    );
+    // The level is kept for the session and reaches the inner service, with the 2026 headers.
+    let mut events = server.call(&session, None, 4, "whoami").await;
+    let seen: Value = serde_json::from_str(result_text(&events.next().await.unwrap())).unwrap();
+    assert_eq!(seen["meta"]["io.modelcontextprotocol/logLevel"], "debug");
+    assert_eq!(
+        seen["meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(
+        seen["meta"]["io.modelcontextprotocol/clientCapabilities"],
+        caps()
+    );
+    assert_eq!(
+        seen["meta"]["io.modelcontextprotocol/clientInfo"]["name"],
+        "hand-written"
+    );
+    assert_eq!(seen["version"], "2026-07-28");
+    assert_eq!(seen["method"], "tools/call");
+    assert_eq!(seen["name"], "whoami");
+    assert_eq!(seen["session"], Value::Null);
+    drop(events);
+
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    let (status, body) = server.send(Some(&session), None, &list).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body["result"],
+        json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"}}]})
+    );
+    // An inner 404 (unknown method) reaches a 2025 client as a JSON-RPC error in a 200.
+    let unknown = json!({"jsonrpc": "2.0", "id": 6, "method": "completion/complete"});
+    let (status, body) = server.send(Some(&session), None, &unknown).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (200, json!(-32601))
+    );
+
+    let get = server
+        .http
+        .get(&server.url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 405);
+    let delete = server
+        .http
+        .delete(&server.url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert!(delete.status().is_success());
+    assert_eq!(server.send(Some(&session), None, &ping).await.0, 404);
+    let unknown_session = "0123456789abcdef0123456789abcdef";
+    assert_eq!(server.send(Some(unknown_session), None, &ping).await.0, 404);
+}
+
+#[tokio::test]
+async fn a_session_belongs_to_the_caller_that_opened_it() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server
+        .initialize("2025-11-25", caps(), Some("Bearer alice"))
+        .await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(
+        server
+            .send(Some(&session), Some("Bearer alice"), &ping)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        server
+            .send(Some(&session), Some("Bearer mallory"), &ping)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(server.send(Some(&session), None, &ping).await.0, 404);
+    let delete = server
+        .http
+        .delete(&server.url)
+        .header("mcp-session-id", &session)
+        .header("authorization", "Bearer mallory")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 404);
+    assert_eq!(
+        server
+            .send(Some(&session), Some("Bearer alice"), &ping)
+            .await
+            .0,
+        200
+    );
+    // The caller's credentials reach the inner service on every round.
+    let mut events = server
+        .call(&session, Some("Bearer alice"), 2, "whoami")
+        .await;
+    let seen: Value = serde_json::from_str(result_text(&events.next().await.unwrap())).unwrap();
+    assert_eq!(seen["authorization"], "Bearer alice");
+}
+
+// ---- the MRTR loop ----
+
+#[tokio::test]
+async fn a_question_is_asked_on_the_stream_and_the_answer_retried() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 7, "ask").await;
+    let leg = events.request("elicitation/create").await;
+    assert_eq!(leg["params"]["message"], "Approve?");
+    // An invalid answer is asked again by the elicitation layer, through the bridge.
+    server
+        .reply(
+            &session,
+            None,
+            &leg["id"],
+            json!({"action": "accept", "content": {"approve": "yes"}}),
+        )
+        .await;
+    let again = events.request("elicitation/create").await;
+    assert_ne!(again["id"], leg["id"]);
+    assert!(
+        again["params"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Approve?")
+    );
+    server
+        .reply(
+            &session,
+            None,
+            &again["id"],
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+    let done = events.next().await.unwrap();
+    assert_eq!(done["id"], 7);
+    assert_eq!(result_text(&done), "approved");
+    assert!(done["result"].get("resultType").is_none());
+    assert!(events.next().await.is_none(), "the result ends the stream");
+    // Round 1, and the valid answer: the invalid one never reached the inner service.
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_cancelled_call_ends_its_wait_and_forwards_nothing_more() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 11, "ask").await;
+    let leg = events.request("elicitation/create").await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 11, "reason": "user gave up"}});
+    assert_eq!(server.send(Some(&session), None, &cancel).await.0, 202);
+    // Its open request is cancelled with it; the call itself is not answered.
+    let cancelled = events.next().await.unwrap();
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], leg["id"]);
+    assert_eq!(
+        events.next().await,
+        None,
+        "a cancelled request is not answered"
+    );
+    server.until_nothing_waits().await;
+    server
+        .reply(
+            &session,
+            None,
+            &leg["id"],
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_mid_wait_ends_the_call() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 12, "ask").await;
+    let leg = events.request("elicitation/create").await;
+    assert!(!server.pending.0.is_empty());
+    drop(events);
+    server.until_nothing_waits().await;
+    server
+        .reply(
+            &session,
+            None,
+            &leg["id"],
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+    // The inner service is not called again.
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn another_sessions_answer_changes_nothing() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let mine = server.initialize("2025-11-25", caps(), None).await;
+    let theirs = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&mine, None, 13, "ask").await;
+    let leg = events.request("elicitation/create").await;
+    // The other session answers "approve" with the leg's id: accepted (202), delivered nowhere.
+    server
+        .reply(
+            &theirs,
+            None,
+            &leg["id"],
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+    // An id the bridge never issued changes nothing either.
+    server
+        .reply(
+            &mine,
+            None,
+            &json!("leg-0000"),
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 1);
+    server
+        .reply(&mine, None, &leg["id"], json!({"action": "decline"}))
+        .await;
+    let done = events.next().await.unwrap();
+    assert_eq!(result_text(&done), "not approved");
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn an_answer_that_does_not_come_in_time_ends_the_call() {
+    let bridge = LegacyBridgeLayer::new().answer_timeout(Duration::from_millis(200));
+    let server = serve(bridge).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 14, "ask").await;
+    let leg = events.request("elicitation/create").await;
+    let cancelled = events.next().await.unwrap();
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], leg["id"]);
+    let done = events.next().await.unwrap();
+    assert_eq!(done["result"]["isError"], true);
+    assert!(result_text(&done).contains("did not answer"), "{done}");
+    server.until_nothing_waits().await;
+    server
+        .reply(
+            &session,
+            None,
+            &leg["id"],
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_client_without_the_capability_gets_a_tool_error_and_no_request() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    // Form-only elicitation: the URL question is refused before anything is sent.
+    let session = server
+        .initialize("2025-11-25", json!({"elicitation": {}}), None)
+        .await;
+    let mut events = server.call(&session, None, 15, "url").await;
+    let done = events.next().await.unwrap();
+    assert_eq!(done["id"], 15);
+    assert_eq!(done["result"]["isError"], true);
+    assert!(result_text(&done).contains("url"), "{done}");
+    // No elicitation at all.
+    let bare = server.initialize("2025-11-25", json!({}), None).await;
+    let mut events = server.call(&bare, None, 16, "ask").await;
+    let done = events.next().await.unwrap();
+    assert_eq!(done["result"]["isError"], true);
+    assert!(result_text(&done).contains("elicitation"), "{done}");
+}
+
+#[tokio::test]
+async fn a_url_flow_carries_an_elicitation_id_and_completes() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 17, "url").await;
+    let leg = events.request("elicitation/create").await;
+    let id = leg["params"]["elicitationId"].as_str().unwrap().to_owned();
+    assert_eq!(id.len(), 36);
+    server
+        .reply(&session, None, &leg["id"], json!({"action": "accept"}))
+        .await;
+    let complete = events.next().await.unwrap();
+    assert_eq!(complete["method"], "notifications/elicitation/complete");
+    assert_eq!(complete["params"]["elicitationId"], id);
+    assert_eq!(result_text(&events.next().await.unwrap()), "flow done");
+}
+
+#[tokio::test]
+async fn an_error_answer_ends_the_call_and_cancels_the_other_requests() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 23, "two").await;
+    let first = events.next().await.unwrap();
+    let second = events.next().await.unwrap();
+    let (roots, form) = if first["method"] == "roots/list" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    assert_eq!(form["method"], "elicitation/create");
+    let error = json!({"jsonrpc": "2.0", "id": roots["id"],
+        "error": {"code": -32603, "message": "no roots here"}});
+    assert_eq!(server.send(Some(&session), None, &error).await.0, 202);
+    let cancelled = events.next().await.unwrap();
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], form["id"]);
+    let done = events.next().await.unwrap();
+    assert_eq!(done["result"]["isError"], true);
+    assert!(result_text(&done).contains("no roots here"), "{done}");
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_url_flow_in_progress_is_asked_of_the_server_not_the_person() {
+    let bridge = LegacyBridgeLayer::new().url_retry_delay(Duration::from_millis(5));
+    let server = serve(bridge).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 24, "url_slow").await;
+    let leg = events.request("elicitation/create").await;
+    server
+        .reply(&session, None, &leg["id"], json!({"action": "accept"}))
+        .await;
+    // The flow completes out of band, whenever; until then the server asks again and the
+    // bridge retries with the consent it has, without asking the client again.
+    server.seen.flow_done.store(true, Ordering::SeqCst);
+    let complete = events.next().await.unwrap();
+    assert_eq!(
+        complete["method"], "notifications/elicitation/complete",
+        "{complete}"
+    );
+    assert_eq!(
+        complete["params"]["elicitationId"],
+        leg["params"]["elicitationId"]
+    );
+    assert_eq!(result_text(&events.next().await.unwrap()), "flow done");
+}
+
+#[tokio::test]
+async fn prompts_that_need_what_the_client_lacks_get_a_json_rpc_error() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", json!({}), None).await;
+    let body =
+        json!({"jsonrpc": "2.0", "id": 25, "method": "prompts/get", "params": {"name": "p"}});
+    let mut events = server.stream(&session, None, &body).await;
+    let done = events.next().await.unwrap();
+    assert_eq!(done["id"], 25);
+    assert_eq!(done["error"]["code"], -32603, "{done}");
+    // With the capability, the prompt's question is asked on the stream.
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.stream(&session, None, &body).await;
+    let leg = events.request("elicitation/create").await;
+    server
+        .reply(&session, None, &leg["id"], json!({"action": "decline"}))
+        .await;
+    assert_eq!(
+        events.next().await.unwrap()["result"],
+        json!({"messages": []})
+    );
+}
+
+#[tokio::test]
+async fn requests_without_a_session_are_served_with_no_capabilities() {
+    let server = serve(LegacyBridgeLayer::new().memory_sessions(Duration::from_secs(60), 1)).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let (status, body) = server.send(None, None, &list).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["tools"][0]["name"], "ask");
+    // The store holds one session: the second `initialize` is refused, the first lives on.
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+    assert_eq!(server.send(None, None, &body).await.0, 503);
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    assert_eq!(server.send(Some(&session), None, &ping).await.0, 200);
+}
+
+#[tokio::test]
+async fn the_round_cap_ends_a_call_that_never_completes() {
+    let server = serve(LegacyBridgeLayer::new().max_rounds(2)).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 18, "loop").await;
+    for _ in 0..2 {
+        let leg = events.request("elicitation/create").await;
+        server
+            .reply(
+                &session,
+                None,
+                &leg["id"],
+                json!({"action": "accept", "content": {"approve": true}}),
+            )
+            .await;
+    }
+    let done = events.next().await.unwrap();
+    assert_eq!(done["result"]["isError"], true);
+    assert!(result_text(&done).contains("after 2 rounds"), "{done}");
+    assert_eq!(server.seen.calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn over_the_pending_bound_new_calls_are_refused_and_nothing_is_lost() {
+    let server = serve(LegacyBridgeLayer::new().max_pending(1)).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut first = server.call(&session, None, 19, "ask").await;
+    let leg = first.request("elicitation/create").await;
+    let mut second = server.call(&session, None, 20, "ask").await;
+    let refused = second.next().await.unwrap();
+    assert_eq!(refused["id"], 20);
+    assert_eq!(refused["result"]["isError"], true);
+    assert!(result_text(&refused).contains("Too many"), "{refused}");
+    server
+        .reply(
+            &session,
+            None,
+            &leg["id"],
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+    assert_eq!(result_text(&first.next().await.unwrap()), "approved");
+    // The permit is back: a new call may wait again.
+    let mut third = server.call(&session, None, 21, "ask").await;
+    third.request("elicitation/create").await;
+}
+
+#[tokio::test]
+async fn a_2025_06_18_client_gets_forms_it_can_read() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server
+        .initialize("2025-06-18", json!({"elicitation": {}}), None)
+        .await;
+    let mut events = server.call(&session, None, 22, "pick").await;
+    let leg = events.request("elicitation/create").await;
+    assert!(leg["params"].get("mode").is_none(), "{leg}");
+    assert_eq!(
+        leg["params"]["requestedSchema"]["properties"]["color"],
+        json!({"type": "string", "enum": ["r", "g"], "enumNames": ["Red", "Green"]})
+    );
+    server
+        .reply(
+            &session,
+            None,
+            &leg["id"],
+            json!({"action": "accept", "content": {"color": "g"}}),
+        )
+        .await;
+    assert_eq!(result_text(&events.next().await.unwrap()), "picked");
+}
+
+// ---- 2026 traffic ----
+
+#[tokio::test]
+async fn modern_requests_pass_byte_for_byte() {
+    // An inner service that answers with exactly the bytes and headers it received.
+    let echo = tower::service_fn(|request: Request<Full<Bytes>>| async move {
+        let (parts, body) = request.into_parts();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        let mut response = Response::new(Full::new(bytes));
+        for name in ["mcp-session-id", "mcp-protocol-version", "x-custom"] {
+            if let Some(value) = parts.headers.get(name) {
+                response.headers_mut().insert(name, value.clone());
+            }
+        }
+        Ok::<_, Infallible>(response)
+    });
+    let app =
+        axum::Router::new().nest_service("/mcp", LegacyBridgeLayer::new().layer_service(echo));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let body = "{ \"jsonrpc\":\"2.0\",  \"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\",\
+        \"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\
+        \"io.modelcontextprotocol/clientCapabilities\":{}}} }";
+    for session in [None, Some("not-a-session")] {
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("x-custom", "kept")
+            .body(body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["mcp-protocol-version"], "2026-07-28");
+        assert_eq!(response.headers()["x-custom"], "kept");
+        assert_eq!(
+            response
+                .headers()
+                .get("mcp-session-id")
+                .map(|v| v.to_str().unwrap().to_owned()),
+            session.map(str::to_owned)
+        );
+        assert_eq!(response.bytes().await.unwrap(), body.as_bytes());
+    }
+    // A request with a 2026 version header and no `_meta` is the inner service's to refuse.
+    let missing = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{}}";
+    let response = reqwest::Client::new()
+        .post(&url)
+        .header("mcp-protocol-version", "2026-07-28")
+        .body(missing)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.bytes().await.unwrap(), missing.as_bytes());
+}
+
+/// `Layer::layer` spelled as a method, for the test above.
+trait LayerService {
+    fn layer_service<S>(&self, inner: S) -> tower_elicitation::LegacyBridge<S>;
+}
+
+impl LayerService for LegacyBridgeLayer {
+    fn layer_service<S>(&self, inner: S) -> tower_elicitation::LegacyBridge<S> {
+        tower::Layer::layer(self, inner)
+    }
+}
+
+/// The bridge reads a 2025-era body with the crate's one strict reader: a key given twice, at any
+/// depth, is refused before anything reaches the inner service.
+#[tokio::test]
+async fn a_body_that_repeats_a_key_is_refused_and_reaches_nothing() {
+    let server = serve(LegacyBridgeLayer::new()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let before = server.seen.calls.load(Ordering::SeqCst);
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"deploy"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{"a":1,"a":2}}}"#,
+    ] {
+        let response = server
+            .http
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        let reply: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        assert_eq!(reply["error"]["code"], -32700, "{body}");
+    }
+    assert_eq!(
+        server.seen.calls.load(Ordering::SeqCst),
+        before,
+        "nothing reached the inner service"
+    );
+}
