@@ -3,6 +3,7 @@
 //! the layer's own replies as HTTP responses.
 
 use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::header::{
@@ -15,11 +16,12 @@ use tower_service::Service;
 use tracing::Instrument;
 
 use crate::body::{ReadAll, RequestBody, ResponseBody};
-use crate::engine::{self, Answer, Inbound, Intake, Outbound, Round, Settle};
+use crate::engine::{self, Answer, Inbound, Intake, Outbound, Round, Settle, Spend};
 use crate::jsonrpc::{Call, Kind, Reply};
 use crate::shared::Shared;
 use crate::sse::{self, Scan, SseBody};
 use crate::state::token::unix_now;
+use crate::store::Consumed;
 
 /// A body that may name an MRTR method: the engine's intake decides.
 pub(crate) async fn handle<S, ReqBody, ResBody>(
@@ -81,10 +83,16 @@ where
         header_version,
         now: unix_now(),
     };
-    let decision = engine::decide(&call, cx, config, unix_now).await;
+    let mut decision = engine::decide(&call, cx, config, unix_now).await;
+    if let Inbound::Spend { spend, then } = decision {
+        if let Err(reply) = spend_token(&shared, &spend, id).await {
+            return Ok(reply_response(reply));
+        }
+        decision = *then;
+    }
     match decision {
         Inbound::Respond(reply) => Ok(reply_response(reply)),
-        Inbound::CheckFlows(_) => Ok(reply_response(Reply::internal(id))),
+        Inbound::CheckFlows(_) | Inbound::Spend { .. } => Ok(reply_response(Reply::internal(id))),
         Inbound::Forward {
             body,
             round,
@@ -131,6 +139,40 @@ where
                     Ok(respond(response, round, Arc::clone(&shared)).await)
                 }
             }
+        }
+    }
+}
+
+/// Consumes a verified single-use token's id through the layer's store: `Ok` when it was fresh;
+/// the frozen `-32602` when it was spent already; `-32603` (HTTP 503) when the store cannot say.
+async fn spend_token(
+    shared: &Shared,
+    spend: &Spend,
+    id: Option<&serde_json::value::RawValue>,
+) -> Result<(), Reply> {
+    let Some(store) = &shared.tokens else {
+        tracing::error!(target: "tower_elicitation", "single-use tokens without a store");
+        return Err(engine::unavailable(id));
+    };
+    let until = UNIX_EPOCH + Duration::from_secs(spend.until);
+    match store.consume(&spend.id, until).await {
+        Ok(Consumed::Fresh) => Ok(()),
+        Ok(Consumed::Replayed) => {
+            tracing::info!(
+                target: "tower_elicitation",
+                outcome = "rejected_state",
+                reason = "single-use token already used",
+                "requestState refused"
+            );
+            Err(engine::invalid_state(id))
+        }
+        Err(error) => {
+            tracing::warn!(
+                target: "tower_elicitation",
+                %error,
+                "cannot consume a single-use token: answering -32603 (HTTP 503), nothing forwarded"
+            );
+            Err(engine::unavailable(id))
         }
     }
 }
@@ -277,5 +319,6 @@ fn status(kind: Kind) -> StatusCode {
         Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Kind::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         Kind::InnerFailed => StatusCode::BAD_GATEWAY,
+        Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     }
 }

@@ -142,6 +142,8 @@
 //! | `jsonrpc` | the borrowed strict reader of envelopes, the rewrite of `params`, the error table, `Reply` and its `Kind` |
 //! | `canonical` | canonical JSON (digests, comparisons) and the order-keeping minified form (what is shown) |
 //! | `state` | the [`Keyring`], the token format and MAC, the claims, the tokens this layer sealed |
+//! | `store` | single-use tokens: [`TokenStore`], the bounded in-process [`MemoryTokenStore`] |
+//! | `store::redis` | feature `redis`: `RedisStore` (spent token ids, `SET … NX PXAT`) and `RedisUrlFlows` |
 //! | `form` | the MCP form subset (`Gate::form` checks it) and compiled validators with their hints |
 //! | `gate`, `uri` | [`Gate`], [`GateTarget`] and their matching (resource URIs compared normalized) |
 //! | `texts` | every text the layer writes for a person (hints, the gates' default texts), in one place |
@@ -176,6 +178,7 @@ mod service;
 mod shared;
 mod sse;
 mod state;
+mod store;
 mod texts;
 mod uri;
 
@@ -187,6 +190,9 @@ pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};
 pub use layer::ElicitationLayer;
 pub use service::Elicitation;
 pub use state::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
+#[cfg(feature = "redis")]
+pub use store::redis::{RedisStore, RedisStoreBuilder, RedisUrlFlows};
+pub use store::{Consumed, MemoryTokenStore, StoreError, TokenStore};
 
 /// The boxed error type of [`UrlFlow::url`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -73,6 +73,33 @@ pub(crate) enum Inbound {
     },
     /// Ask these URL flows (asynchronously), then decide again with what they said.
     CheckFlows(Vec<FlowQuery>),
+    /// A single-use token was verified: consume its id first (asynchronously, through the
+    /// layer's store), then do `then` only if the id was fresh. A replayed id answers
+    /// [`invalid_state`]; a store that cannot say answers [`unavailable`]. Nothing is forwarded,
+    /// and no token minted from this one, before the id is consumed.
+    Spend { spend: Spend, then: Box<Inbound> },
+}
+
+/// The id of a verified single-use token, to consume before anything is done with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Spend {
+    /// The token's id (claim `j`).
+    pub(crate) id: String,
+    /// Until when, in Unix seconds, the token could be accepted (its expiry plus the tolerated
+    /// clock skew): the store must remember the id until then.
+    pub(crate) until: u64,
+}
+
+/// The answer when the store that consumes single-use ids cannot be reached: `-32603`, HTTP 503.
+/// Why goes to `tracing`, from the adapter.
+pub(crate) fn unavailable(id: Option<&RawValue>) -> Reply {
+    Reply::error(
+        Kind::Unavailable,
+        id,
+        crate::jsonrpc::INTERNAL_ERROR,
+        "Service unavailable",
+        Some(serde_json::json!({"reason": "unavailable"})),
+    )
 }
 
 /// What URL flows said, by gate key: gathered by the adapter between two calls of

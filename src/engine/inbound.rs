@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
-use super::decision::{Context, FlowFacts, Inbound, Round, invalid_state};
+use super::decision::{Context, FlowFacts, Inbound, Round, Spend, invalid_state};
 use super::gates::{GateRound, check_flow};
 use super::reply::{log_outcome, reask, refuse};
 use crate::config::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
@@ -49,10 +49,23 @@ pub(crate) async fn decide(
 
 /// Decides what to do with an MRTR call. `flows` holds what URL flows said, after a
 /// [`Inbound::CheckFlows`].
+///
+/// With single-use tokens, whatever is decided once a token was verified comes wrapped in
+/// [`Inbound::Spend`]: the adapter consumes the token's id before it does anything else.
 fn inbound(call: &Call<'_>, cx: Context<'_>, config: &Config, flows: &FlowFacts) -> Inbound {
-    match decide_once(call, cx, config, flows) {
+    let mut spend = None;
+    let decision = match decide_once(call, cx, config, flows, &mut spend) {
         Ok(decision) => decision,
         Err(reply) => Inbound::Respond(reply),
+    };
+    match (spend, decision) {
+        // Nothing is done before the flows answered: the token is spent by the final decision.
+        (_, decision @ Inbound::CheckFlows(_)) => decision,
+        (Some(spend), then) => Inbound::Spend {
+            spend,
+            then: Box::new(then),
+        },
+        (None, decision) => decision,
     }
 }
 
@@ -61,6 +74,7 @@ fn decide_once(
     cx: Context<'_>,
     config: &Config,
     flows: &FlowFacts,
+    spend: &mut Option<Spend>,
 ) -> Result<Inbound, Reply> {
     let id = call.id;
     let malformed = |m: Malformed| Reply::error(Kind::BadRequest, id, m.code, &m.message, None);
@@ -199,6 +213,17 @@ fn decide_once(
             return Err(invalid_state(id));
         }
     };
+
+    if config.single_use {
+        let Some(token_id) = &claims.j else {
+            log_rejected(&round, "single-use tokens are on and this token has no id");
+            return Err(invalid_state(id));
+        };
+        *spend = Some(Spend {
+            id: token_id.clone(),
+            until: claims.exp.saturating_add(config.skew_secs),
+        });
+    }
 
     let round = Round {
         // The token vouches for the arguments: by their canonical form, or by the very text

@@ -16,7 +16,7 @@ mod intake;
 mod outbound;
 mod reply;
 
-pub(crate) use decision::{Context, Inbound, Round};
+pub(crate) use decision::{Context, Inbound, Round, Spend, invalid_state, unavailable};
 pub(crate) use inbound::decide;
 pub(crate) use intake::{
     Answer, Head, Intake, answer, inner_body_failed, inner_unreadable, intake, passes_unread,
