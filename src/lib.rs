@@ -23,6 +23,10 @@
 //!   do not declare becomes `-32021` (HTTP 400) instead.
 //! - **Retrofits approval.** [Gates](Gate) make the layer ask a form or URL question of its own
 //!   before a call may reach a server that knows nothing of elicitation.
+//! - **Single-use tokens, when asked.** With [`ElicitationLayer::single_use`] a retry goes on
+//!   only once a [`TokenStore`] (in process, or Redis with the `redis` feature, shared by every
+//!   replica) has consumed its token's id; a replay gets `-32602`, and a store that cannot be
+//!   reached fails closed (`-32603`, HTTP 503).
 //!
 //! # Example
 //!

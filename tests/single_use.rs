@@ -209,6 +209,39 @@ async fn the_id_is_inside_the_mac_so_it_cannot_be_swapped() {
 }
 
 #[tokio::test]
+async fn tokens_sealed_in_an_event_stream_are_single_use_too() {
+    let fake = FakeMcp::answering(Transport::Sse, |params| {
+        match params["inputResponses"]["approval"]["content"]["approve"].as_bool() {
+            Some(true) => json!({"resultType": "complete",
+                "content": [{"type": "text", "text": "Deployed"}]}),
+            _ => json!({"resultType": "input_required",
+                "inputRequests": {"approval": approval()}}),
+        }
+    });
+    let harness = Harness::new(single_use(MemoryTokenStore::new()), fake);
+    let first = harness.call(&deploy()).await;
+    assert_eq!(first.content_type(), "text/event-stream");
+    let message = first
+        .events()
+        .iter()
+        .map(|event| support::event_data(event))
+        .find(|message| message.get("result").is_some())
+        .expect("a response event");
+    let state = message["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = harness.call(&approve(&state)).await;
+    assert!(
+        done.events()
+            .iter()
+            .any(|event| support::event_data(event)["result"]["content"][0]["text"] == "Deployed")
+    );
+    assert_frozen(&harness.call(&approve(&state)).await);
+    assert_eq!(harness.fake.calls(), 2);
+}
+
+#[tokio::test]
 async fn concurrent_retries_with_one_token_forward_exactly_one() {
     let harness = Arc::new(Harness::new(
         single_use(MemoryTokenStore::new()),
