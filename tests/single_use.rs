@@ -241,7 +241,8 @@ async fn tokens_sealed_in_an_event_stream_are_single_use_too() {
     assert_eq!(harness.fake.calls(), 2);
 }
 
-#[tokio::test]
+// Several threads, so that the retries really run at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_retries_with_one_token_forward_exactly_one() {
     let harness = Arc::new(Harness::new(
         single_use(MemoryTokenStore::new()),
@@ -402,7 +403,8 @@ async fn redis_a_replayed_token_is_refused_on_the_same_replica_and_on_another() 
     assert_eq!((a.fake.calls(), b.fake.calls()), (5, 1));
 }
 
-#[tokio::test]
+// Several threads, so that the retries really run at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_concurrent_retries_on_two_replicas_forward_exactly_one() {
     let (a, b) = replicas().await;
     let (a, b) = (Arc::new(a), Arc::new(b));
