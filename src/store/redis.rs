@@ -309,7 +309,7 @@ impl RedisUrlFlows {
     }
 
     /// Whether the flow with `handle` completed.
-    pub async fn is_complete_handle(&self, handle: &str) -> Result<bool, StoreError> {
+    pub async fn completed(&self, handle: &str) -> Result<bool, StoreError> {
         let mut cmd = redis::cmd("GET");
         cmd.arg(self.store.key("flow:", handle));
         let state: Option<String> = self.store.query(cmd).await?;
@@ -342,7 +342,7 @@ impl UrlFlow for RedisUrlFlows {
     }
 
     async fn is_complete(&self, call: &GateCall<'_>) -> bool {
-        match self.is_complete_handle(call.handle()).await {
+        match self.completed(call.handle()).await {
             Ok(complete) => complete,
             Err(error) => {
                 // Not known complete: the layer asks again, it does not let the call through.
