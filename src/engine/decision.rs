@@ -76,7 +76,7 @@ pub(crate) enum Inbound {
     /// A single-use token was verified: consume its id first (asynchronously, through the
     /// layer's store), then do `then` only if the id was fresh. A replayed id answers
     /// [`invalid_state`]; a store that cannot say answers [`unavailable`]. Nothing is forwarded,
-    /// and no token minted from this one, before the id is consumed.
+    /// and no token sealed from this one (a re-ask's) leaves, before the id is consumed.
     Spend { spend: Spend, then: Box<Inbound> },
 }
 
