@@ -23,6 +23,15 @@
 //! question followed by a blank line and the layer's hint naming the wrong field,
 //! `"?\n\nApprove: "`. A server with no hint of its own re-asks its question as it was:
 //! `--reask-hint "Deploy to "`).
+//! `--replicas 2` serves two replicas in this process, on two ports, sharing the keys (and, with
+//! `--single-use redis`, one Redis), and sends each request of a flow to the other replica than
+//! the one before. `--single-use memory|redis` makes tokens single-use, their ids consumed in
+//! one in-process store (one replica only) or in Redis at `--redis URL` (default `MCP_REDIS_URL`,
+//! else `redis://127.0.0.1:6379`; keys under a prefix of this run's own). `--replay` (needs
+//! `--single-use`) replays each flow's last token, to the other replica, once the flow is done:
+//! every replay must be refused with `-32602`, or the flow counts as failed. A legacy-protocol
+//! two-replica run (2025-11-25 hosts through the bridge) will be a mode here too, once the bridge
+//! lands (issue #16 item 2).
 //! It exits 1 on any error. A server that takes `approve: "yes"` fails every flow, as one that
 //! does not deploy on `approve: true` does. The in-process server listens on 127.0.0.1 only, with
 //! `TCP_NODELAY` on its sockets as every example server sets it.
@@ -49,7 +58,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use server::{APPROVAL_KEY, DeployState};
-use tower_elicitation::{ElicitationLayer, Keyring};
+use tower_elicitation::{ElicitationLayer, Keyring, MemoryTokenStore, RedisStore};
 
 struct Options {
     flows: usize,
@@ -62,6 +71,28 @@ struct Options {
     duration: Option<Duration>,
     reask_hint: String,
     legacy: bool,
+    replicas: usize,
+    single_use: SingleUse,
+    redis: String,
+    replay: bool,
+}
+
+/// Where single-use token ids are consumed, if tokens are single-use.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SingleUse {
+    Off,
+    Memory,
+    Redis,
+}
+
+impl SingleUse {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Memory => "memory",
+            Self::Redis => "redis",
+        }
+    }
 }
 
 impl Options {
@@ -77,6 +108,11 @@ impl Options {
             duration: None,
             reask_hint: "?\n\nApprove: ".to_owned(),
             legacy: false,
+            replicas: 1,
+            single_use: SingleUse::Off,
+            redis: std::env::var("MCP_REDIS_URL")
+                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
+            replay: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -94,8 +130,28 @@ impl Options {
                     options.duration = Some(Duration::from_secs_f64(number(&value()?)?));
                 }
                 "--reask-hint" => options.reask_hint = value()?,
+                "--replicas" => options.replicas = number::<usize>(&value()?)?.clamp(1, 2),
+                "--single-use" => {
+                    options.single_use = match value()?.as_str() {
+                        "memory" => SingleUse::Memory,
+                        "redis" => SingleUse::Redis,
+                        "off" => SingleUse::Off,
+                        other => return Err(format!("--single-use memory|redis|off, not {other}")),
+                    }
+                }
+                "--redis" => options.redis = value()?,
+                "--replay" => options.replay = true,
                 other => return Err(format!("unknown option {other}")),
             }
+        }
+        if options.replay && options.single_use == SingleUse::Off {
+            return Err("--replay needs --single-use: without it a replay is accepted".into());
+        }
+        if options.replicas > 1 && options.single_use == SingleUse::Memory {
+            return Err("an in-process store serves one replica: use --single-use redis".into());
+        }
+        if options.replicas > 1 && options.url.is_some() {
+            return Err("--replicas serves its replicas in this process: not with --url".into());
         }
         if options.warmup == usize::MAX {
             options.warmup = (options.flows / 10).min(2000);
@@ -122,13 +178,17 @@ fn rss_kib() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// One client: the HTTP client and where the server is.
+/// One client: the HTTP client and where the replicas are.
 #[derive(Clone)]
 struct Client {
     http: reqwest::Client,
-    url: Arc<str>,
-    /// Speak 2025-11-25 through the legacy bridge (`--legacy`).
+    /// Request `id` goes to `urls[id % urls.len()]`: with two replicas, each request of a flow
+    /// goes to the other one than the request before.
+    urls: Arc<[String]>,
+    /// Speak 2025-11-25 through the legacy bridge (`--legacy`), to the first replica.
     legacy: bool,
+    replay: bool,
+    replays_refused: Arc<AtomicUsize>,
 }
 
 impl Client {
@@ -136,7 +196,7 @@ impl Client {
     fn legacy_post(&self, session: Option<&str>, body: &Value) -> reqwest::RequestBuilder {
         let request = self
             .http
-            .post(&*self.url)
+            .post(&self.urls[0])
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(body.to_string());
@@ -202,7 +262,7 @@ impl Client {
         let started = Instant::now();
         let response = self
             .http
-            .post(&*self.url)
+            .post(&self.urls[(id as usize) % self.urls.len()])
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
@@ -280,7 +340,9 @@ async fn flow(
     } else {
         "production"
     };
-    let id = (n as u64) * 3;
+    // Room for the three rounds and a replay, each id of a flow on the other replica than the
+    // one before.
+    let id = (n as u64) * 4;
     let mut record = |latency: Duration| {
         latencies.push(u32::try_from(latency.as_micros()).unwrap_or(u32::MAX));
     };
@@ -321,6 +383,22 @@ async fn flow(
     record(latency);
     if done["result"]["structuredContent"]["deployed"] != true {
         return Err(format!("expected a deployment, got {done}"));
+    }
+    if client.replay {
+        // The same token and answer again, on the other replica: refused, never deployed.
+        let (replayed, _) = client
+            .call(
+                id + 4,
+                environment,
+                json!({"requestState": state, "inputResponses": right}),
+            )
+            .await?;
+        if replayed["error"]["code"] != -32602
+            || replayed["error"]["message"] != "Invalid or expired requestState"
+        {
+            return Err(format!("a replayed token was not refused: {replayed}"));
+        }
+        client.replays_refused.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -504,19 +582,52 @@ async fn run(
     outcome
 }
 
-/// Serves the `deploy` example in this process on a loopback port, as `examples/deploy` does
-/// (`TCP_NODELAY` on); returns its MCP URL and state.
-async fn serve(sse: bool) -> Result<(String, DeployState), String> {
+/// Serves the `deploy` example in this process on `options.replicas` loopback ports, as
+/// `examples/deploy` does (`TCP_NODELAY` on), sharing the keys and the token store; returns
+/// their MCP URLs and states.
+async fn serve(options: &Options) -> Result<(Vec<String>, Vec<DeployState>), String> {
     let keyring = Keyring::new("load", [42u8; 32]).expect("a valid key");
-    let state = DeployState::new();
-    let app = server::router_with(ElicitationLayer::new(keyring), state.clone(), !sse)
-        .map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("cannot listen on loopback: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move { axum::serve(server::no_delay(listener), app).await });
-    Ok((format!("http://{addr}{}", server::MCP_PATH), state))
+    let memory = MemoryTokenStore::new();
+    // This run's own keys: they expire with their tokens, and meet no one else's.
+    let prefix = format!(
+        "tower-elicitation-load:{}:{}:",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
+    let (mut urls, mut states) = (Vec::new(), Vec::new());
+    for _ in 0..options.replicas {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("cannot listen on loopback: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let mut layer = ElicitationLayer::new(keyring.clone());
+        let mut state = DeployState::new().with_base_url(&format!("http://{addr}"));
+        match options.single_use {
+            SingleUse::Off => {}
+            SingleUse::Memory => layer = layer.single_use(memory.clone()),
+            SingleUse::Redis => {
+                // A store (and connections) of each replica's own, as separate processes have.
+                let redis = RedisStore::builder(options.redis.as_str())
+                    .key_prefix(prefix.as_str())
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                redis
+                    .ping()
+                    .await
+                    .map_err(|e| format!("no Redis at {}: {e}", options.redis))?;
+                state = state.with_redis_flows(&format!("http://{addr}"), &redis);
+                layer = layer.single_use(redis);
+            }
+        }
+        let app =
+            server::router_with(layer, state.clone(), !options.sse).map_err(|e| e.to_string())?;
+        tokio::spawn(async move { axum::serve(server::no_delay(listener), app).await });
+        urls.push(format!("http://{addr}{}", server::MCP_PATH));
+        states.push(state);
+    }
+    Ok((urls, states))
 }
 
 fn percentile_ms(sorted: &[u32], p: f64) -> f64 {
@@ -536,10 +647,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (url, state) = match &options.url {
-        Some(url) => (url.clone(), None),
-        None => match serve(options.sse).await {
-            Ok((url, state)) => (url, Some(state)),
+    let (urls, states) = match &options.url {
+        Some(url) => (vec![url.clone()], None),
+        None => match serve(&options).await {
+            Ok((urls, states)) => (urls, Some(states)),
             Err(error) => {
                 eprintln!("load: {error}");
                 return ExitCode::FAILURE;
@@ -553,8 +664,10 @@ async fn main() -> ExitCode {
         .expect("an HTTP client");
     let client = Client {
         http,
-        url: url.as_str().into(),
+        urls: urls.clone().into(),
         legacy: options.legacy,
+        replay: options.replay,
+        replays_refused: Arc::default(),
     };
     let deadline = Instant::now() + Duration::from_secs(options.max_secs);
     let hint: Arc<str> = options.reask_hint.as_str().into();
@@ -592,7 +705,9 @@ async fn main() -> ExitCode {
     // In process, every completed flow must have deployed exactly once; an external server's
     // deployments are known from its answers only.
     let completed = warmup.completed + outcome.completed;
-    let deploys = state.as_ref().map_or(completed, DeployState::deploys);
+    let deploys = states.as_ref().map_or(completed, |states| {
+        states.iter().map(DeployState::deploys).sum()
+    });
     let missing = completed.abs_diff(deploys);
     outcome.latencies.sort_unstable();
     let seconds = outcome.elapsed.as_secs_f64();
@@ -601,7 +716,7 @@ async fn main() -> ExitCode {
         "load: flows={} concurrency={} mode={} requests={} secs={seconds:.2} flows/s={:.0} \
          p50_ms={:.3} p99_ms={:.3} errors={} deploys={deploys} rss_warm_mib={:.1} \
          peak_rss_warm_mib={:.1} rss_after_mib={:.1} peak_rss_after_mib={:.1} peak_growth={:+.1}% \
-         server={}",
+         server={} replicas={} single_use={} replays_refused={}",
         outcome.completed,
         options.concurrency,
         if options.legacy {
@@ -621,7 +736,14 @@ async fn main() -> ExitCode {
         mib(rss_after),
         mib(peak_after),
         (peak_after as f64 / rss_warm.max(1) as f64 - 1.0) * 100.0,
-        if state.is_some() { "in-process" } else { &url },
+        if states.is_some() {
+            "in-process"
+        } else {
+            &urls[0]
+        },
+        urls.len(),
+        options.single_use.name(),
+        client.replays_refused.load(Ordering::Relaxed),
     );
     let mut failed = false;
     if errors + missing > 0 {

@@ -9,10 +9,17 @@
 #   LOAD_ARGS=--sse scripts/load.sh                       # event-stream responses only
 #   LOAD_ARGS=--legacy scripts/load.sh                    # 2025-era clients only
 #   LOAD_ARGS="--url http://127.0.0.1:3000/mcp" scripts/load.sh   # a server already running
+#   MCP_REDIS_URL=redis://127.0.0.1:6379 scripts/load.sh  # and the two-replica run (CI)
+#   LOAD_REPLICAS=2 scripts/load.sh                       # only the two-replica run
 #
 # Without LOAD_ARGS it runs JSON responses, then event-stream responses, then the same flow as
 # a 2025-era client through the legacy bridge (`--legacy`: one session per client, the
-# questions on the call's stream, the answers POSTed back).
+# questions on the call's stream, the answers POSTed back), on one replica. With MCP_REDIS_URL
+# set (or LOAD_REPLICAS=2) it then runs two replicas in one process, on two ports, sharing the
+# keys and Redis, with single-use tokens: the load generator sends each request of a flow to the
+# other replica than the one before, and replays each flow's last token (to the other replica)
+# once the flow is done. Every replay must be refused, or the flow fails.
+# (A legacy-protocol two-replica run joins here with issue #16 item 2.)
 #
 # Prints the example's one line (flows/s, p50 and p99 latency per request, errors, RSS after
 # the warm-up and after the run) and fails on any error, or when the peak RSS after the run
@@ -31,6 +38,12 @@ if [ -n "${LOAD_ARGS:-}" ]; then
     modes=("$LOAD_ARGS")
 else
     modes=("" "--sse" "--legacy")
+fi
+if [ "${LOAD_REPLICAS:-1}" = 2 ]; then
+    modes=()
+fi
+if [ -n "${MCP_REDIS_URL:-}" ] || [ "${LOAD_REPLICAS:-1}" = 2 ]; then
+    modes+=("--replicas 2 --single-use redis --replay --redis ${MCP_REDIS_URL:-redis://127.0.0.1:6379}")
 fi
 for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086 # a mode is a list of options

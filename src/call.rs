@@ -6,6 +6,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::header::{
@@ -18,11 +19,12 @@ use tower_service::Service;
 use tracing::Instrument;
 
 use crate::body::{ReadAll, RequestBody, ResponseBody};
-use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round};
+use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round, Spend};
 use crate::jsonrpc::{Call, Kind, Reply};
 use crate::shared::Shared;
 use crate::sse::{self, Scan, SseBody};
 use crate::state::token::unix_now;
+use crate::store::Consumed;
 
 /// A future of the MRTR path, boxed.
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -96,14 +98,15 @@ where
         header_version,
         now: unix_now(),
     };
-    let mut prober = Prober {
+    let mut steps = Steps {
         service: &mut inner,
         parts: &parts,
+        shared: &shared,
         probed: false,
         body: PhantomData,
     };
-    let decision = engine::decide(&call, cx, config, unix_now, &mut prober).await?;
-    let probed = prober.probed;
+    let decision = engine::decide(&call, cx, config, unix_now, &mut steps).await?;
+    let probed = steps.probed;
     match decision {
         Decided::Respond(reply) => Ok(reply_response(reply)),
         Decided::Pass(response) => Ok(response),
@@ -129,16 +132,17 @@ where
     }
 }
 
-/// The engine's step "call the inner service once": a probe, read whole, made with the service
-/// the caller polled ready (a fresh clone takes its place).
-struct Prober<'p, S, ReqBody> {
+/// The engine's steps outside it: the probe, read whole, made with the service the caller polled
+/// ready (a fresh clone takes its place); the consumption of a single-use id, through the store.
+struct Steps<'p, S, ReqBody> {
     service: &'p mut S,
     parts: &'p http::request::Parts,
+    shared: &'p Shared,
     probed: bool,
     body: PhantomData<fn(ReqBody)>,
 }
 
-impl<S, ReqBody, ResBody> engine::Inner for Prober<'_, S, ReqBody>
+impl<S, ReqBody, ResBody> engine::Steps for Steps<'_, S, ReqBody>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
     ResBody: Body<Data = Bytes>,
@@ -146,7 +150,7 @@ where
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
 
-    async fn call(
+    async fn probe(
         &mut self,
         body: Vec<u8>,
         round: &Round,
@@ -165,6 +169,17 @@ where
             },
             Err(reply) => Probed::Failed(reply),
         })
+    }
+
+    async fn consume(&mut self, spend: &Spend) -> Result<Consumed, String> {
+        let Some(store) = &self.shared.tokens else {
+            return Err("single-use tokens without a store".to_owned());
+        };
+        let until = UNIX_EPOCH + Duration::from_secs(spend.until);
+        store
+            .consume(&spend.id, until)
+            .await
+            .map_err(|error| error.to_string())
     }
 }
 
@@ -318,5 +333,6 @@ fn status(kind: Kind) -> StatusCode {
         Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Kind::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         Kind::InnerFailed => StatusCode::BAD_GATEWAY,
+        Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     }
 }

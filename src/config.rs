@@ -54,6 +54,10 @@ pub(crate) struct Config {
     pub(crate) metas: Bounded<Meta, META_CAPACITY, META_BYTES>,
     /// Each gate with its target, in the order declared.
     pub(crate) gates: Vec<(Target, Gate)>,
+    /// Every sealed token gets a random id, and a retry must have its id consumed (by the
+    /// adapter, through its store) before anything is done with it; a token without one is
+    /// refused.
+    pub(crate) single_use: bool,
 }
 
 /// Default lifetime of a sealed token: 600 seconds.
@@ -78,6 +82,7 @@ impl Config {
             sealed: Sealed::default(),
             metas: Bounded::default(),
             gates: Vec::new(),
+            single_use: false,
         }
     }
 
@@ -116,6 +121,7 @@ impl Config {
             sealed: Sealed::default(),
             metas: Bounded::default(),
             gates: self.gates.clone(),
+            single_use: self.single_use,
         }
     }
 }
@@ -138,6 +144,7 @@ impl fmt::Debug for Config {
             .field("max_rounds", &self.max_rounds)
             .field("without_state", &self.without_state)
             .field("gates", &self.gates)
+            .field("single_use", &self.single_use)
             .finish_non_exhaustive()
     }
 }

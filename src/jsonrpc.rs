@@ -46,6 +46,8 @@ pub(crate) enum Kind {
     Encoded,
     /// The inner service's answer could not be read or used.
     InnerFailed,
+    /// What the call depends on (the store of single-use token ids) cannot be reached now.
+    Unavailable,
 }
 
 impl Kind {

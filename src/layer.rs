@@ -14,6 +14,7 @@ use crate::principal::Principal;
 use crate::service::Elicitation;
 use crate::shared::{DEFAULT_MAX_BODY_BYTES, Shared};
 use crate::state::Keyring;
+use crate::store::TokenStore;
 
 /// Tower layer that gives an MCP Streamable HTTP service the server side of multi round-trip
 /// elicitation: it seals `requestState`, verifies it on the retry, validates the answers and asks
@@ -118,6 +119,33 @@ impl ElicitationLayer {
         F: Fn(&http::request::Parts) -> Option<Vec<u8>> + Send + Sync + 'static,
     {
         self.with_shared(|s| s.principal = Principal::from_fn(principal))
+    }
+
+    /// Makes every token single-use: each one the layer seals gets a random id (inside its
+    /// MAC'd claims), and a retry goes on (forwarded to the inner service, through a gate, or
+    /// answered with the layer's own re-ask, which mints the next token) only after `store` has
+    /// atomically consumed that id. A second use of the same token is answered like any bad
+    /// one, `-32602` `Invalid or expired requestState`; so is a token without an id (sealed
+    /// before the option was on). When the store cannot say, the layer fails closed: `-32603`
+    /// with HTTP 503, the cause logged, nothing forwarded.
+    ///
+    /// A verified token is spent by its first use, whatever the layer then answers: a client
+    /// that lost the response cannot send it again, and starts the call over. One replica can
+    /// use a [`MemoryTokenStore`](crate::MemoryTokenStore); replicas share a `RedisStore`
+    /// (feature `redis`). Default: off (a token can be replayed until it expires).
+    ///
+    /// ```
+    /// use tower_elicitation::{ElicitationLayer, Keyring, MemoryTokenStore};
+    ///
+    /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
+    ///     .single_use(MemoryTokenStore::new());
+    /// # Ok::<(), tower_elicitation::KeyringError>(())
+    /// ```
+    pub fn single_use(self, store: impl TokenStore) -> Self {
+        self.with_shared(|s| {
+            s.tokens = Some(Arc::new(store));
+            s.config.single_use = true;
+        })
     }
 
     /// Declares a [`Gate`]: before a call matching `target` reaches the inner service, the layer

@@ -23,6 +23,10 @@
 //!   do not declare becomes `-32021` (HTTP 400) instead.
 //! - **Retrofits approval.** [Gates](Gate) make the layer ask a form or URL question of its own
 //!   before a call may reach a server that knows nothing of elicitation.
+//! - **Single-use tokens, when asked.** With [`ElicitationLayer::single_use`] a retry goes on
+//!   only once a [`TokenStore`] (in process, or Redis with the `redis` feature, shared by every
+//!   replica) has consumed its token's id; a replay gets `-32602`, and a store that cannot be
+//!   reached fails closed (`-32603`, HTTP 503).
 //!
 //! # Example
 //!
@@ -193,6 +197,8 @@
 //! | `jsonrpc` | envelopes read through `json`: the peek, the rewrite of `params`, the error table, `Reply` and its `Kind` |
 //! | `canonical` | the one canonical writer (digests, cache keys) and its order-keeping minified form (what is shown) |
 //! | `state` | the [`Keyring`], the token format and MAC, the claims, the tokens this layer sealed |
+//! | `store` | single-use tokens: [`TokenStore`], the bounded in-process [`MemoryTokenStore`] |
+//! | `store::redis` | feature `redis`: `RedisStore` (spent token ids, `SET … NX PXAT`) and `RedisUrlFlows` |
 //! | `form` | the MCP form subset (`Gate::form` checks it) and compiled validators with their hints |
 //! | `gate`, `uri` | [`Gate`], [`GateTarget`] and their matching (resource URIs compared normalized) |
 //! | `texts` | every text the layer writes for a person (hints, the gates' default texts), in one place |
@@ -239,14 +245,14 @@ mod service;
 mod shared;
 mod sse;
 mod state;
+mod store;
 mod texts;
 mod uri;
 
 pub use body::{RequestBody, ResponseBody};
 pub use bridge::{
     BridgeBody, BridgeFuture, LegKey, LegacyBridge, LegacyBridgeLayer, MemoryPendingAnswers,
-    MemorySessionStore, PendingAnswers, SessionRecord, SessionStore, StoreError, StoreFuture,
-    Waiter,
+    MemorySessionStore, PendingAnswers, SessionRecord, SessionStore, StoreFuture, Waiter,
 };
 pub use config::AnswersWithoutState;
 pub use form::FormSchemaError;
@@ -255,6 +261,9 @@ pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};
 pub use layer::ElicitationLayer;
 pub use service::Elicitation;
 pub use state::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
+#[cfg(feature = "redis")]
+pub use store::redis::{RedisStore, RedisStoreBuilder, RedisUrlFlows};
+pub use store::{Consumed, MemoryTokenStore, StoreError, TokenStore};
 
 /// The boxed error type of [`UrlFlow::url`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

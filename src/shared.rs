@@ -2,10 +2,12 @@
 //! adapter's own settings.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::principal::Principal;
 use crate::state::Keyring;
+use crate::store::ErasedTokenStore;
 
 /// Default bound on a request body: 4 MiB.
 pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -18,6 +20,8 @@ pub(crate) struct Shared {
     pub(crate) principal: Principal,
     /// The largest request body read.
     pub(crate) max_body_bytes: usize,
+    /// Where single-use token ids are consumed, when tokens are single-use.
+    pub(crate) tokens: Option<Arc<dyn ErasedTokenStore>>,
 }
 
 impl Shared {
@@ -27,6 +31,7 @@ impl Shared {
             config: Config::new(keyring),
             principal: Principal::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            tokens: None,
         }
     }
 
@@ -36,6 +41,7 @@ impl Shared {
             config: self.config.cloned(),
             principal: self.principal.clone(),
             max_body_bytes: self.max_body_bytes,
+            tokens: self.tokens.clone(),
         }
     }
 }
@@ -46,6 +52,7 @@ impl fmt::Debug for Shared {
             .field("config", &self.config)
             .field("principal", &self.principal)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("token_store", &self.tokens.is_some())
             .finish()
     }
 }

@@ -442,7 +442,7 @@ async fn connect_github_decline_is_refused(mode: Mode) {
     let caller = Caller::new();
     let (asked, handle) = ask_to_connect(&deploy, &caller).await;
     // Even a completed flow does not override the user's decline.
-    assert!(deploy.state.flows().complete(&handle));
+    assert!(deploy.state.flows().complete(&handle).await);
     let reply = deploy
         .connect(
             &caller,
@@ -516,7 +516,7 @@ async fn url_flow_survives_key_rotation(mode: Mode) {
 
     // Asked (and the flow completed) before the rotation ...
     let (asked, handle) = ask_to_connect(&before, &caller).await;
-    assert!(state.flows().complete(&handle));
+    assert!(state.flows().complete(&handle).await);
     // ... and the accept lands on a replica that signs with the new key. The token verifies,
     // but the completion check looks for a handle derived from the new key.
     let reply = after

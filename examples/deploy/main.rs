@@ -15,6 +15,12 @@
 //!   first one signs. Without it a random key is used for this process only.
 //! - `MCP_JSON_RESPONSE=1`: `application/json` responses instead of rmcp's
 //!   default event streams.
+//! - `MCP_REDIS_URL` (e.g. `redis://127.0.0.1:6379`): run as one replica of
+//!   several. Tokens become single-use, their ids consumed in Redis (a replay
+//!   on any replica is refused; Redis unreachable: HTTP 503), and the URL flows
+//!   live in Redis, so `/flows/<handle>/complete` on one replica completes the
+//!   flow for a retry on another. Keys start with `MCP_REDIS_PREFIX` (default
+//!   `tower-elicitation:`). Give every replica the same `MCP_REQUEST_STATE_KEYS`.
 //! - `RUST_LOG`: log filter (default `info`).
 
 // Shared with the integration tests; each includer uses a different subset.
@@ -38,8 +44,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let local = listener.local_addr()?;
     let json_response = std::env::var("MCP_JSON_RESPONSE").is_ok_and(|v| v == "1");
-    let state = server::DeployState::new().with_base_url(&format!("http://{local}"));
-    let app = server::router_with(ElicitationLayer::new(keyring), state, json_response)?;
+    let base_url = format!("http://{local}");
+    let mut layer = ElicitationLayer::new(keyring);
+    let mut state = server::DeployState::new().with_base_url(&base_url);
+    if let Ok(url) = std::env::var("MCP_REDIS_URL") {
+        let mut redis = tower_elicitation::RedisStore::builder(url.as_str());
+        if let Ok(prefix) = std::env::var("MCP_REDIS_PREFIX") {
+            redis = redis.key_prefix(prefix);
+        }
+        let redis = redis.build()?;
+        if let Err(error) = redis.ping().await {
+            tracing::warn!(%error, "Redis does not answer yet: calls get HTTP 503 until it does");
+        }
+        tracing::info!("single-use tokens and URL flows in Redis at {url}");
+        layer = layer.single_use(redis.clone());
+        state = state.with_redis_flows(&base_url, &redis);
+    }
+    let app = server::router_with(layer, state, json_response)?;
 
     tracing::info!("MCP endpoint: http://{local}{}", server::MCP_PATH);
     println!("listening on http://{local}{}", server::MCP_PATH);

@@ -60,7 +60,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
 use tower_elicitation::{
-    ElicitationLayer, Gate, GateCall, GateError, GateTarget, LegacyBridgeLayer, UrlFlow,
+    ElicitationLayer, Gate, GateCall, GateError, GateTarget, LegacyBridgeLayer, RedisStore,
+    RedisUrlFlows, UrlFlow,
 };
 
 /// The `inputRequests` key the `deploy` tool asks under.
@@ -112,6 +113,14 @@ impl DeployState {
         self
     }
 
+    /// The same state with its URL flows in `redis` (keyed by the gate's
+    /// handle, with an expiry), pointing at `base_url`: what replicas behind
+    /// one load balancer need, since a flow's callback may land on any of them.
+    pub fn with_redis_flows(mut self, base_url: &str, redis: &RedisStore) -> Self {
+        self.flows = GithubFlows::with_redis(base_url, redis);
+        self
+    }
+
     /// The number of deployments the handler actually performed.
     pub fn deploys(&self) -> usize {
         self.deploys.load(Ordering::SeqCst)
@@ -143,57 +152,114 @@ impl DeployState {
 /// Where the example listens by default; flows point here unless told otherwise.
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:3000";
 
-/// In-process URL flows standing in for GitHub's OAuth: the URL points at
-/// this server (`/flows/<handle>`), and opening `/flows/<handle>/complete`
-/// marks the flow complete, as an OAuth callback would.
+/// URL flows standing in for GitHub's OAuth: the URL points at this server
+/// (`/flows/<handle>`), and opening `/flows/<handle>/complete` marks the flow
+/// complete, as an OAuth callback would.
 ///
 /// The handle is the one the layer derives from the call
 /// ([`GateCall::handle`]): stable across the rounds of one call, unguessable,
 /// and different for every caller, tool and arguments.
+///
+/// By default the flows live in this process, so a flow completed on one
+/// replica is unknown to another. With [`DeployState::with_redis_flows`]
+/// (the example does it when `MCP_REDIS_URL` is set) they live in Redis,
+/// keyed by the handle with an expiry: `/flows/<handle>/complete` on one
+/// replica completes the flow for a retry on any other. That is the pattern
+/// for a real OAuth callback, which lands on whichever replica the load
+/// balancer picks.
 #[derive(Clone, Debug)]
 pub struct GithubFlows {
     base_url: Arc<str>,
+    backend: FlowBackend,
+}
+
+#[derive(Clone, Debug)]
+enum FlowBackend {
     /// handle → completed?
-    flows: Arc<Mutex<HashMap<String, bool>>>,
+    Memory(Arc<Mutex<HashMap<String, bool>>>),
+    Redis(RedisUrlFlows),
 }
 
 impl GithubFlows {
     fn new(base_url: &str) -> Self {
         Self {
             base_url: base_url.trim_end_matches('/').into(),
-            flows: Arc::default(),
+            backend: FlowBackend::Memory(Arc::default()),
+        }
+    }
+
+    fn with_redis(base_url: &str, redis: &RedisStore) -> Self {
+        let base_url: Arc<str> = base_url.trim_end_matches('/').into();
+        let prefix = Arc::clone(&base_url);
+        Self {
+            base_url,
+            backend: FlowBackend::Redis(
+                redis.url_flows(move |handle| format!("{prefix}{FLOWS_PATH}/{handle}")),
+            ),
+        }
+    }
+
+    fn memory(&self) -> Option<std::sync::MutexGuard<'_, HashMap<String, bool>>> {
+        match &self.backend {
+            FlowBackend::Memory(flows) => {
+                Some(flows.lock().unwrap_or_else(PoisonError::into_inner))
+            }
+            FlowBackend::Redis(_) => None,
         }
     }
 
     /// Marks the flow complete, as the OAuth callback would; `false` when
-    /// there is no such flow.
-    pub fn complete(&self, handle: &str) -> bool {
-        let mut flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
-        match flows.get_mut(handle) {
-            Some(done) => {
-                *done = true;
-                true
-            }
-            None => false,
+    /// there is no such flow (or, with Redis, when Redis cannot be reached).
+    pub async fn complete(&self, handle: &str) -> bool {
+        if let Some(mut flows) = self.memory() {
+            return match flows.get_mut(handle) {
+                Some(done) => {
+                    *done = true;
+                    true
+                }
+                None => false,
+            };
+        }
+        match &self.backend {
+            FlowBackend::Redis(flows) => flows.complete(handle).await.unwrap_or_else(|error| {
+                tracing::warn!(%error, "cannot complete the flow");
+                false
+            }),
+            FlowBackend::Memory(_) => false,
         }
     }
 
-    fn exists(&self, handle: &str) -> bool {
-        let flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
-        flows.contains_key(handle)
+    async fn exists(&self, handle: &str) -> bool {
+        if let Some(flows) = self.memory() {
+            return flows.contains_key(handle);
+        }
+        match &self.backend {
+            FlowBackend::Redis(flows) => flows.exists(handle).await.unwrap_or(false),
+            FlowBackend::Memory(_) => false,
+        }
     }
 }
 
 impl UrlFlow for GithubFlows {
     async fn url(&self, call: &GateCall<'_>) -> Result<String, tower_elicitation::BoxError> {
-        let mut flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
-        flows.entry(call.handle().to_owned()).or_insert(false);
-        Ok(format!("{}{FLOWS_PATH}/{}", self.base_url, call.handle()))
+        if let Some(mut flows) = self.memory() {
+            flows.entry(call.handle().to_owned()).or_insert(false);
+            return Ok(format!("{}{FLOWS_PATH}/{}", self.base_url, call.handle()));
+        }
+        match &self.backend {
+            FlowBackend::Redis(flows) => flows.url(call).await,
+            FlowBackend::Memory(_) => Err("no flow backend".into()),
+        }
     }
 
     async fn is_complete(&self, call: &GateCall<'_>) -> bool {
-        let flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
-        flows.get(call.handle()).copied().unwrap_or(false)
+        if let Some(flows) = self.memory() {
+            return flows.get(call.handle()).copied().unwrap_or(false);
+        }
+        match &self.backend {
+            FlowBackend::Redis(flows) => flows.is_complete(call).await,
+            FlowBackend::Memory(_) => false,
+        }
     }
 }
 
@@ -531,7 +597,7 @@ pub fn router_with(
 /// The page a URL elicitation opens: where a real server would redirect to
 /// GitHub's OAuth consent screen.
 async fn flow_page(State(flows): State<GithubFlows>, Path(handle): Path<String>) -> Response {
-    if !flows.exists(&handle) {
+    if !flows.exists(&handle).await {
         return (StatusCode::NOT_FOUND, "No such flow").into_response();
     }
     Html(format!(
@@ -543,7 +609,7 @@ async fn flow_page(State(flows): State<GithubFlows>, Path(handle): Path<String>)
 
 /// The OAuth callback stand-in: marks the flow complete.
 async fn complete_flow(State(flows): State<GithubFlows>, Path(handle): Path<String>) -> Response {
-    if flows.complete(&handle) {
+    if flows.complete(&handle).await {
         Html("<h1>GitHub access authorized</h1><p>You can return to your MCP client.</p>")
             .into_response()
     } else {

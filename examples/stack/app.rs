@@ -127,7 +127,7 @@ async fn complete_flow(
     State(flows): State<GithubFlows>,
     Path(handle): Path<String>,
 ) -> Result<&'static str, (StatusCode, &'static str)> {
-    if flows.complete(&handle) {
+    if flows.complete(&handle).await {
         Ok("GitHub access authorized. You can return to your MCP client.")
     } else {
         Err((StatusCode::NOT_FOUND, "No such flow"))

@@ -16,4 +16,4 @@ pub use body::BridgeBody;
 pub use layer::LegacyBridgeLayer;
 pub use pending::{LegKey, MemoryPendingAnswers, PendingAnswers, Waiter};
 pub use service::{BridgeFuture, LegacyBridge};
-pub use session::{MemorySessionStore, SessionRecord, SessionStore, StoreError, StoreFuture};
+pub use session::{MemorySessionStore, SessionRecord, SessionStore, StoreFuture};

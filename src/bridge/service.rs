@@ -22,11 +22,12 @@ use super::ids::{hex, new_session_id};
 use super::inner::{self, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
 use super::pending::LegKey;
 use super::rounds::{self, Call};
-use super::session::{SessionRecord, StoreError};
+use super::session::SessionRecord;
 use crate::BoxError;
 use crate::json::Strict;
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
 use crate::mcp::Method as Mrtr;
+use crate::store::StoreError;
 
 /// The future of [`LegacyBridge`]: boxed, since a 2025 request may take several steps (a session
 /// lookup, discovery, the inner call) before it is answered.

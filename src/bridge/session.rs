@@ -10,30 +10,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::store::StoreError;
+
 /// The future a store method returns: boxed, so that the traits stay object-safe.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
-
-/// Why a store could not do what was asked.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The store holds as many entries as it may: a new session is refused.
-    Full,
-    /// The store could not be reached or answered something unreadable. The bridge fails closed:
-    /// the request is answered with an error and nothing is forwarded.
-    Unavailable(crate::BoxError),
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Full => f.write_str("the store is full"),
-            Self::Unavailable(error) => write!(f, "the store is unavailable: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
 
 /// What the bridge knows of a 2025-era session between its requests: what `initialize` said, the
 /// level `logging/setLevel` set, and whose session it is. Serializable, so that a shared store

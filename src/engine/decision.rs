@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use crate::gate::Answers;
 use crate::jsonrpc::{Kind, Reply};
 use crate::mcp::{Declared, Method};
+use crate::store::Consumed;
 
 /// What the adapter learned outside the JSON body.
 #[derive(Debug, Clone, Copy)]
@@ -71,18 +72,23 @@ pub(crate) enum Decided<R> {
     Pass(R),
 }
 
-/// One call of the inner service, as the engine makes it while it decides (the probe).
-pub(crate) trait Inner {
+/// What the engine asks of the world outside it while it decides: one call of the inner service
+/// (the probe), and the consumption of a single-use token's id. The adapter gives the steps; the
+/// loops around them are the engine's.
+pub(crate) trait Steps {
     /// The inner service's response, as the adapter keeps it to pass it on.
     type Response;
     /// The inner service's own error, which ends the call.
     type Error;
     /// Calls the inner service once with `body` and reads its whole answer.
-    async fn call(
+    async fn probe(
         &mut self,
         body: Vec<u8>,
         round: &Round,
     ) -> Result<Probed<Self::Response>, Self::Error>;
+    /// Consumes the id of a verified single-use token, atomically: whether it was fresh, or why
+    /// the store cannot say.
+    async fn consume(&mut self, spend: &Spend) -> Result<Consumed, String>;
 }
 
 /// The inner service's answer to a probe.
@@ -118,6 +124,33 @@ pub(crate) enum Inbound {
     },
     /// Ask these URL flows (asynchronously), then decide again with what they said.
     CheckFlows(Vec<FlowQuery>),
+    /// A single-use token was verified: consume its id first (asynchronously, through the
+    /// layer's store), then do `then` only if the id was fresh. A replayed id answers
+    /// [`invalid_state`]; a store that cannot say answers [`unavailable`]. Nothing is forwarded,
+    /// and no token sealed from this one (a re-ask's) leaves, before the id is consumed.
+    Spend { spend: Spend, then: Box<Inbound> },
+}
+
+/// The id of a verified single-use token, to consume before anything is done with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Spend {
+    /// The token's id (claim `j`).
+    pub(crate) id: String,
+    /// Until when, in Unix seconds, the token could be accepted (its expiry plus the tolerated
+    /// clock skew): the store must remember the id until then.
+    pub(crate) until: u64,
+}
+
+/// The answer when the store that consumes single-use ids cannot be reached: `-32603`, HTTP 503.
+/// Why goes to `tracing`, from the adapter.
+pub(crate) fn unavailable(id: Option<&RawValue>) -> Reply {
+    Reply::error(
+        Kind::Unavailable,
+        id,
+        crate::jsonrpc::INTERNAL_ERROR,
+        "Service unavailable",
+        Some(serde_json::json!({"reason": "unavailable"})),
+    )
 }
 
 /// What URL flows said, by gate key: gathered by the adapter between two calls of

@@ -7,7 +7,9 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
-use super::decision::{Context, Decided, FlowFacts, Inbound, Inner, Probed, Round, invalid_state};
+use super::decision::{
+    Context, Decided, FlowFacts, Inbound, Probed, Round, Spend, Steps, invalid_state, unavailable,
+};
 use super::gates::{GateRound, check_flow};
 use super::outbound::{Outbound, Settle, settle_probe};
 use super::reply::{log_outcome, reask, refuse};
@@ -16,20 +18,28 @@ use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, MetaMem
 use crate::mcp::{Declared, supports_mrtr};
 use crate::state::claims::{Arguments, Binding};
 use crate::state::token::{self, Clock};
+use crate::store::Consumed;
 
 /// Decides what to do with an MRTR call: asks URL flows (asynchronously) what the decision needs,
 /// and probes the inner service through `inner` when the call carries answers without state.
 /// `now` dates what is sealed after a flow or the probe answered.
-pub(crate) async fn decide<I: Inner>(
+pub(crate) async fn decide<S: Steps>(
     call: &Call<'_>,
     cx: Context<'_>,
     config: &Config,
     now: impl Fn() -> u64,
-    inner: &mut I,
-) -> Result<Decided<I::Response>, I::Error> {
-    Ok(match settle_flows(call, cx, config, &now).await {
+    steps: &mut S,
+) -> Result<Decided<S::Response>, S::Error> {
+    let mut decision = settle_flows(call, cx, config, &now).await;
+    if let Inbound::Spend { spend, then } = decision {
+        if let Err(reply) = spend_token(steps, &spend, call.id).await {
+            return Ok(Decided::Respond(reply));
+        }
+        decision = *then;
+    }
+    Ok(match decision {
         Inbound::Respond(reply) => Decided::Respond(reply),
-        Inbound::CheckFlows(_) => {
+        Inbound::CheckFlows(_) | Inbound::Spend { .. } => {
             tracing::warn!(target: "tower_elicitation", "URL flow checks did not settle");
             Decided::Respond(Reply::internal(call.id))
         }
@@ -46,7 +56,7 @@ pub(crate) async fn decide<I: Inner>(
             body,
             round,
             answers,
-        } => match inner.call(body, &round).await? {
+        } => match steps.probe(body, &round).await? {
             Probed::Failed(reply) => Decided::Respond(reply),
             Probed::Read {
                 message: None,
@@ -66,6 +76,35 @@ pub(crate) async fn decide<I: Inner>(
             },
         },
     })
+}
+
+/// Consumes a verified single-use token's id: `Ok` when it was fresh; the frozen `-32602` when it
+/// was spent already; `-32603` (HTTP 503) when the store cannot say.
+async fn spend_token<S: Steps>(
+    steps: &mut S,
+    spend: &Spend,
+    id: Option<&RawValue>,
+) -> Result<(), Reply> {
+    match steps.consume(spend).await {
+        Ok(Consumed::Fresh) => Ok(()),
+        Ok(_) => {
+            tracing::info!(
+                target: "tower_elicitation",
+                outcome = "rejected_state",
+                reason = "single-use token already used",
+                "requestState refused"
+            );
+            Err(invalid_state(id))
+        }
+        Err(error) => {
+            tracing::warn!(
+                target: "tower_elicitation",
+                %error,
+                "cannot consume a single-use token: answering -32603 (HTTP 503), nothing forwarded"
+            );
+            Err(unavailable(id))
+        }
+    }
 }
 
 /// [`inbound`], asking URL flows between passes until it no longer needs them (or gives up).
@@ -95,10 +134,23 @@ async fn settle_flows(
 
 /// Decides what to do with an MRTR call. `flows` holds what URL flows said, after a
 /// [`Inbound::CheckFlows`].
+///
+/// With single-use tokens, whatever is decided once a token was verified comes wrapped in
+/// [`Inbound::Spend`]: the adapter consumes the token's id before it does anything else.
 fn inbound(call: &Call<'_>, cx: Context<'_>, config: &Config, flows: &FlowFacts) -> Inbound {
-    match decide_once(call, cx, config, flows) {
+    let mut spend = None;
+    let decision = match decide_once(call, cx, config, flows, &mut spend) {
         Ok(decision) => decision,
         Err(reply) => Inbound::Respond(reply),
+    };
+    match (spend, decision) {
+        // Nothing is done before the flows answered: the token is spent by the final decision.
+        (_, decision @ Inbound::CheckFlows(_)) => decision,
+        (Some(spend), then) => Inbound::Spend {
+            spend,
+            then: Box::new(then),
+        },
+        (None, decision) => decision,
     }
 }
 
@@ -107,6 +159,7 @@ fn decide_once(
     cx: Context<'_>,
     config: &Config,
     flows: &FlowFacts,
+    spend: &mut Option<Spend>,
 ) -> Result<Inbound, Reply> {
     let id = call.id;
     let malformed = |m: Malformed| Reply::error(Kind::BadRequest, id, m.code, &m.message, None);
@@ -245,6 +298,17 @@ fn decide_once(
             return Err(invalid_state(id));
         }
     };
+
+    if config.single_use {
+        let Some(token_id) = &claims.j else {
+            log_rejected(&round, "single-use tokens are on and this token has no id");
+            return Err(invalid_state(id));
+        };
+        *spend = Some(Spend {
+            id: token_id.clone(),
+            until: claims.exp.saturating_add(config.skew_secs),
+        });
+    }
 
     let round = Round {
         // The token vouches for the arguments: by their canonical form, or by the very text
@@ -427,15 +491,18 @@ mod tests {
         calls: Vec<String>,
     }
 
-    impl Inner for Scripted {
+    impl Steps for Scripted {
         type Response = &'static str;
         type Error = ();
-        async fn call(&mut self, body: Vec<u8>, _: &Round) -> Result<Probed<&'static str>, ()> {
+        async fn probe(&mut self, body: Vec<u8>, _: &Round) -> Result<Probed<&'static str>, ()> {
             self.calls.push(String::from_utf8(body).unwrap());
             Ok(Probed::Read {
                 message: self.answer.map(|a| a.as_bytes().to_vec()),
                 response: "the probe's own answer",
             })
+        }
+        async fn consume(&mut self, _: &Spend) -> Result<Consumed, String> {
+            Err("single-use tokens are off in these tests".to_owned())
         }
     }
 

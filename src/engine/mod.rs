@@ -16,7 +16,7 @@ mod intake;
 mod outbound;
 mod reply;
 
-pub(crate) use decision::{Context, Decided, Inner, Probed, Round};
+pub(crate) use decision::{Context, Decided, Probed, Round, Spend, Steps};
 pub(crate) use inbound::decide;
 pub(crate) use intake::{
     Answer, BODY_FAILED, Head, Intake, answer, inner_failed, intake, passes_unread, refuse_unread,

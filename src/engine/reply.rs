@@ -141,6 +141,7 @@ pub(super) fn new_claims(
         k: kept,
         g: round.gates.clone(),
         h: BTreeMap::new(),
+        j: None,
     }
 }
 
@@ -159,6 +160,9 @@ pub(super) fn seal(
             &format!("Too many input rounds (the limit is {})", config.max_rounds),
             Some(json!({"reason": "too_many_rounds"})),
         ));
+    }
+    if config.single_use {
+        claims.j = Some(crate::state::claims::token_id());
     }
     let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
     if token.len() > config.max_state_bytes {

@@ -64,6 +64,12 @@ pub(crate) struct Claims {
     /// again with the same handle even if the signing key rotated meanwhile.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) h: BTreeMap<String, String>,
+    /// The token's own random id, when the layer makes tokens single-use
+    /// ([`ElicitationLayer::single_use`](crate::ElicitationLayer::single_use)): a retry is
+    /// forwarded only once a store has consumed it. Inside the MAC'd claims, so it cannot be
+    /// swapped; absent from tokens sealed without the option.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) j: Option<String>,
 }
 
 /// Asked input requests by key, each as the text the client is shown.
@@ -189,6 +195,14 @@ pub(crate) fn principal_tag(key: &HmacSha256, principal: &[u8]) -> String {
         .finalize()
         .into_bytes();
     URL_SAFE_NO_PAD.encode(&tag[..16])
+}
+
+/// A fresh random token id: 16 bytes from the OS, base64url (22 characters).
+pub(crate) fn token_id() -> String {
+    let mut bytes = [0u8; 16];
+    // Without the OS's randomness no id can be vouched for: the process cannot go on safely.
+    getrandom::fill(&mut bytes).expect("the OS random number generator failed");
+    URL_SAFE_NO_PAD.encode(bytes)
 }
 
 const FLOW_LABEL: &[u8] = b"tower-elicitation/flow/v1\0";

@@ -237,6 +237,7 @@ mod tests {
             k: Map::new(),
             g: Map::new(),
             h: Default::default(),
+            j: None,
         }
     }
 

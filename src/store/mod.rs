@@ -1,0 +1,285 @@
+//! Single-use tokens: where the ids of spent tokens are kept ([`TokenStore`]), in process
+//! ([`MemoryTokenStore`]) or, with the `redis` feature, in Redis (`RedisStore`).
+//!
+//! With [`ElicitationLayer::single_use`](crate::ElicitationLayer::single_use) every token the
+//! layer seals carries a random id inside its MAC'd claims. A retry is forwarded to the inner
+//! service (or through a gate, or answered with a re-ask that mints the next token) only after
+//! the store has atomically consumed that id; a second use of the same token gets the frozen
+//! `-32602` `Invalid or expired requestState`. When the store cannot say, the layer fails closed:
+//! `-32603` with HTTP 503, the cause logged.
+//!
+//! # Example
+//!
+//! ```
+//! use tower_elicitation::{ElicitationLayer, Keyring, MemoryTokenStore};
+//!
+//! // One replica: the in-process store. Several replicas share a `RedisStore` instead.
+//! let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
+//!     .single_use(MemoryTokenStore::new());
+//! # Ok::<(), tower_elicitation::KeyringError>(())
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::BoxError;
+
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a store said of a token id it was asked to consume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Consumed {
+    /// The id was not spent: it is now, and the retry may go on.
+    Fresh,
+    /// The id was spent already: the token is being replayed.
+    Replayed,
+}
+
+/// Why a store (of spent token ids, of bridge sessions, of pending answers) could not do what was
+/// asked. The layers fail closed on it: nothing is forwarded.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store holds as many entries as it may: what needed a new one is refused.
+    Full,
+    /// The store could not be reached, did not answer in time, or answered something unreadable.
+    Unavailable(BoxError),
+}
+
+impl StoreError {
+    /// [`StoreError::Unavailable`], with its cause.
+    pub fn new(cause: impl Into<BoxError>) -> Self {
+        Self::Unavailable(cause.into())
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full => f.write_str("the store is full"),
+            Self::Unavailable(error) => write!(f, "the store is unavailable: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Full => None,
+            Self::Unavailable(error) => Some(&**error),
+        }
+    }
+}
+
+/// Where the ids of spent single-use tokens are kept: consumed atomically, remembered until the
+/// token could no longer be accepted.
+///
+/// `consume` must be atomic: of any number of concurrent calls with the same id, across every
+/// replica that shares the store, exactly one sees [`Consumed::Fresh`]. It should return within
+/// a bounded time (a timeout of its own): the call waits for it.
+///
+/// ```
+/// use std::collections::HashSet;
+/// use std::sync::Mutex;
+/// use std::time::SystemTime;
+/// use tower_elicitation::{Consumed, StoreError, TokenStore};
+///
+/// #[derive(Default)]
+/// struct Spent(Mutex<HashSet<String>>);
+///
+/// impl TokenStore for Spent {
+///     async fn consume(&self, id: &str, _until: SystemTime) -> Result<Consumed, StoreError> {
+///         // A real store also forgets the id after `_until`, and is bounded.
+///         let fresh = self.0.lock().map_err(|_| StoreError::new("poisoned"))?.insert(id.to_owned());
+///         Ok(if fresh { Consumed::Fresh } else { Consumed::Replayed })
+///     }
+/// }
+/// ```
+pub trait TokenStore: Send + Sync + 'static {
+    /// Marks `id` spent, remembering it until `until` (the token's expiry plus the tolerated
+    /// clock skew), and says whether it was spent already.
+    fn consume(
+        &self,
+        id: &str,
+        until: SystemTime,
+    ) -> impl Future<Output = Result<Consumed, StoreError>> + Send;
+}
+
+/// [`TokenStore`] in a form that can be stored behind `dyn`.
+pub(crate) trait ErasedTokenStore: Send + Sync {
+    fn consume<'a>(
+        &'a self,
+        id: &'a str,
+        until: SystemTime,
+    ) -> BoxFuture<'a, Result<Consumed, StoreError>>;
+}
+
+impl<T: TokenStore> ErasedTokenStore for T {
+    fn consume<'a>(
+        &'a self,
+        id: &'a str,
+        until: SystemTime,
+    ) -> BoxFuture<'a, Result<Consumed, StoreError>> {
+        Box::pin(TokenStore::consume(self, id, until))
+    }
+}
+
+/// Unix seconds of `time` (0 before the epoch).
+fn unix_secs(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The in-process [`TokenStore`], for one replica: spent ids in a map bounded in entries, each
+/// forgotten once its token expired.
+///
+/// Over the bound it fails closed rather than forget an id that could still be replayed: a
+/// retry then gets `-32603` (HTTP 503) until entries expire. Each entry takes about 100 bytes,
+/// so the default bound ([`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY), 100,000 ids) is about
+/// 10 MiB. Clones share the same ids. Replicas that do not share a process need a shared store
+/// (`RedisStore`, feature `redis`).
+///
+/// See [`TokenStore`] for the contract.
+#[derive(Clone)]
+pub struct MemoryTokenStore {
+    spent: Arc<Mutex<Spent>>,
+}
+
+struct Spent {
+    /// Id → until when it must be remembered, in Unix seconds.
+    ids: HashMap<Box<str>, u64, ahash::RandomState>,
+    capacity: usize,
+    /// No entry must be kept past this before now: the earliest `until` in `ids`, or later.
+    earliest: u64,
+}
+
+impl MemoryTokenStore {
+    /// Default bound on the ids kept: 100,000.
+    pub const DEFAULT_CAPACITY: usize = 100_000;
+
+    /// A store of at most [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) ids.
+    pub fn new() -> Self {
+        Self::with_capacity(Self::DEFAULT_CAPACITY)
+    }
+
+    /// A store of at most `capacity` ids (at least 1).
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            spent: Arc::new(Mutex::new(Spent {
+                ids: HashMap::default(),
+                capacity: capacity.max(1),
+                earliest: u64::MAX,
+            })),
+        }
+    }
+
+    /// How many ids it holds now (some may have expired, not yet dropped).
+    pub fn len(&self) -> usize {
+        self.lock().ids.len()
+    }
+
+    /// Whether it holds no id.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Spent> {
+        self.spent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// [`TokenStore::consume`] at `now` (Unix seconds).
+    fn consume_at(&self, id: &str, until: u64, now: u64) -> Result<Consumed, StoreError> {
+        let mut spent = self.lock();
+        if let Some(kept) = spent.ids.get_mut(id) {
+            if *kept > now {
+                return Ok(Consumed::Replayed);
+            }
+            // Expired, not yet dropped: its token can no longer be accepted anyway.
+            *kept = until;
+            spent.earliest = spent.earliest.min(until);
+            return Ok(Consumed::Fresh);
+        }
+        if spent.ids.len() >= spent.capacity && now >= spent.earliest {
+            spent.ids.retain(|_, kept| *kept > now);
+            spent.earliest = spent.ids.values().copied().min().unwrap_or(u64::MAX);
+        }
+        if spent.ids.len() >= spent.capacity {
+            return Err(StoreError::new(format!(
+                "the in-process store holds {} unexpired ids, its bound",
+                spent.capacity
+            )));
+        }
+        spent.ids.insert(id.into(), until);
+        spent.earliest = spent.earliest.min(until);
+        Ok(Consumed::Fresh)
+    }
+}
+
+impl Default for MemoryTokenStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemoryTokenStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let spent = self.lock();
+        f.debug_struct("MemoryTokenStore")
+            .field("len", &spent.ids.len())
+            .field("capacity", &spent.capacity)
+            .finish()
+    }
+}
+
+impl TokenStore for MemoryTokenStore {
+    async fn consume(&self, id: &str, until: SystemTime) -> Result<Consumed, StoreError> {
+        self.consume_at(id, unix_secs(until), unix_secs(SystemTime::now()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_is_fresh_once_and_replayed_until_it_expires() {
+        let store = MemoryTokenStore::new();
+        assert_eq!(store.consume_at("a", 100, 10).unwrap(), Consumed::Fresh);
+        assert_eq!(store.consume_at("a", 100, 11).unwrap(), Consumed::Replayed);
+        assert_eq!(store.consume_at("a", 100, 99).unwrap(), Consumed::Replayed);
+        assert_eq!(store.consume_at("b", 100, 11).unwrap(), Consumed::Fresh);
+        // Past `until` its token is refused as expired; the id may go.
+        assert_eq!(store.consume_at("a", 200, 100).unwrap(), Consumed::Fresh);
+        assert_eq!(store.consume_at("a", 200, 150).unwrap(), Consumed::Replayed);
+    }
+
+    #[test]
+    fn over_the_bound_it_fails_closed_until_ids_expire() {
+        let store = MemoryTokenStore::with_capacity(2);
+        assert_eq!(store.consume_at("a", 100, 10).unwrap(), Consumed::Fresh);
+        assert_eq!(store.consume_at("b", 50, 10).unwrap(), Consumed::Fresh);
+        // Full of unexpired ids: it refuses rather than forget one.
+        assert!(store.consume_at("c", 100, 20).is_err());
+        assert_eq!(store.consume_at("a", 100, 20).unwrap(), Consumed::Replayed);
+        assert_eq!(store.len(), 2);
+        // Once `b` expired, there is room again; `a` is still remembered.
+        assert_eq!(store.consume_at("c", 100, 50).unwrap(), Consumed::Fresh);
+        assert_eq!(store.consume_at("a", 100, 50).unwrap(), Consumed::Replayed);
+        assert!(store.consume_at("d", 100, 60).is_err());
+    }
+
+    #[test]
+    fn clones_share_their_ids() {
+        let store = MemoryTokenStore::new();
+        let other = store.clone();
+        assert_eq!(store.consume_at("a", 100, 10).unwrap(), Consumed::Fresh);
+        assert_eq!(other.consume_at("a", 100, 10).unwrap(), Consumed::Replayed);
+    }
+}

@@ -1,0 +1,354 @@
+//! [`RedisStore`]: single-use token ids and URL flows shared by every replica, in Redis.
+//!
+//! Feature `redis`. Through the `redis` crate's tokio [`ConnectionManager`], which reconnects by
+//! itself: when Redis is back, calls go through again with no restart. Every command is bounded
+//! by the connection and response timeouts, so an unreachable or stalled Redis answers the call
+//! `-32603` (HTTP 503) promptly instead of holding it.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use tower_elicitation::{ElicitationLayer, Gate, GateTarget, Keyring, RedisStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let redis = RedisStore::builder("redis://127.0.0.1:6379")
+//!     .key_prefix("myapp:mcp:")
+//!     .build()?;
+//! // An OAuth-style URL flow, completed by a callback on whichever replica it lands.
+//! let flows = redis.url_flows(|handle| format!("https://mcp.example.com/flows/{handle}"));
+//! let layer = ElicitationLayer::new(Keyring::from_env()?.ok_or("MCP_REQUEST_STATE_KEYS unset")?)
+//!     .single_use(redis.clone())
+//!     .gate(GateTarget::tool("connect_github"), Gate::url("github", flows.clone())?)?;
+//! // In the callback handler: `flows.complete(&handle).await?`.
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::{Consumed, StoreError, TokenStore};
+use crate::BoxError;
+use crate::gate::{GateCall, UrlFlow};
+
+/// Single-use token ids and URL flows in Redis, shared by every replica that connects to it.
+///
+/// As a [`TokenStore`], a spent id is one key, `<prefix>jti:<id>`, set with `SET … NX PXAT` at
+/// the token's expiry (plus the tolerated clock skew): one atomic command, so of any number of
+/// concurrent retries with one token, on any replicas, exactly one is forwarded. As the source of
+/// [`RedisUrlFlows`], a flow is one key, `<prefix>flow:<handle>`.
+///
+/// Clones share the connections.
+///
+/// ```no_run
+/// use tower_elicitation::{ElicitationLayer, Keyring, RedisStore};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let redis = RedisStore::builder("redis://127.0.0.1:6379").build()?;
+/// redis.ping().await?;
+/// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?).single_use(redis);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Vec<ConnectionManager>,
+    next: AtomicUsize,
+    prefix: String,
+    /// The most one command may take, connecting included.
+    deadline: Duration,
+    settings: RedisStoreBuilder,
+}
+
+/// Options of a [`RedisStore`]; every one has a default.
+#[derive(Clone)]
+pub struct RedisStoreBuilder {
+    url: String,
+    key_prefix: String,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    pool_size: usize,
+}
+
+impl RedisStoreBuilder {
+    /// Default key prefix: `tower-elicitation:`.
+    pub const DEFAULT_KEY_PREFIX: &'static str = "tower-elicitation:";
+    /// Default bound on establishing a connection: 1 second.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+    /// Default bound on one command's response: 500 milliseconds.
+    pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+    /// Default number of multiplexed connections, used in turn: 2.
+    pub const DEFAULT_POOL_SIZE: usize = 2;
+
+    /// The prefix of every key the store writes, so that several applications (or tests) share
+    /// one Redis without meeting. Default: [`DEFAULT_KEY_PREFIX`](Self::DEFAULT_KEY_PREFIX).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// How long establishing a connection may take.
+    /// Default: [`DEFAULT_CONNECT_TIMEOUT`](Self::DEFAULT_CONNECT_TIMEOUT).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one command's response may take; past it the call is answered 503.
+    /// Default: [`DEFAULT_RESPONSE_TIMEOUT`](Self::DEFAULT_RESPONSE_TIMEOUT).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How many multiplexed connections the store opens and uses in turn (at least 1). Each
+    /// carries any number of concurrent commands. Default:
+    /// [`DEFAULT_POOL_SIZE`](Self::DEFAULT_POOL_SIZE).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// The store. Connections are opened lazily, on the first command, so it builds even while
+    /// Redis is down (calls are answered 503 until it is up). Must be called within a Tokio
+    /// runtime; fails on a URL that is not a Redis URL, or outside a runtime.
+    pub fn build(self) -> Result<RedisStore, StoreError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::new(
+                "RedisStore must be built within a Tokio runtime",
+            ));
+        }
+        let client = redis::Client::open(self.url.as_str()).map_err(StoreError::new)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(200));
+        let pool = (0..self.pool_size)
+            .map(|_| ConnectionManager::new_lazy_with_config(client.clone(), config.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(StoreError::new)?;
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                pool,
+                next: AtomicUsize::new(0),
+                prefix: self.key_prefix.clone(),
+                // A connection attempt, one retry, and the response.
+                deadline: 2 * self.connect_timeout
+                    + self.response_timeout
+                    + Duration::from_millis(200),
+                settings: self,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry a password: only its scheme and host are shown.
+        let host = self
+            .url
+            .rsplit_once('@')
+            .map_or(self.url.as_str(), |(_, host)| host);
+        f.debug_struct("RedisStoreBuilder")
+            .field("host", &host)
+            .field("key_prefix", &self.key_prefix)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// The options of a store connecting to `url` (`redis://host:port[/db]`, or `rediss://`
+    /// where the `redis` crate was built with TLS), each at its default.
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.into(),
+            key_prefix: RedisStoreBuilder::DEFAULT_KEY_PREFIX.to_owned(),
+            connect_timeout: RedisStoreBuilder::DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: RedisStoreBuilder::DEFAULT_RESPONSE_TIMEOUT,
+            pool_size: RedisStoreBuilder::DEFAULT_POOL_SIZE,
+        }
+    }
+
+    /// URL flows kept in this Redis: `url` makes a flow's URL from its handle (it points at a
+    /// page of yours that starts the real flow, an OAuth authorization say, whose callback
+    /// calls [`RedisUrlFlows::complete`]). A flow lives for 600 seconds, the layer's default
+    /// token lifetime; see [`RedisUrlFlows::ttl`].
+    pub fn url_flows<F>(&self, url: F) -> RedisUrlFlows
+    where
+        F: Fn(&str) -> String + Send + Sync + 'static,
+    {
+        RedisUrlFlows {
+            store: self.clone(),
+            url: Arc::new(url),
+            ttl: Duration::from_secs(crate::config::DEFAULT_TTL_SECS),
+        }
+    }
+
+    /// A round trip to Redis (`PING`), bounded like every command: for readiness checks, and
+    /// the floor a single-use retry costs.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let reply: String = self.query(redis::cmd("PING")).await?;
+        if reply == "PONG" {
+            Ok(())
+        } else {
+            Err(StoreError::new(format!("PING answered {reply:?}")))
+        }
+    }
+
+    fn key(&self, kind: &str, name: &str) -> String {
+        let prefix = &self.inner.prefix;
+        let mut key = String::with_capacity(prefix.len() + kind.len() + name.len());
+        key.push_str(prefix);
+        key.push_str(kind);
+        key.push_str(name);
+        key
+    }
+
+    /// Runs `cmd` on the next connection of the pool, within the store's deadline.
+    async fn query<T: redis::FromRedisValue>(&self, cmd: redis::Cmd) -> Result<T, StoreError> {
+        let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.pool.len();
+        let mut connection = self.inner.pool[index].clone();
+        match tokio::time::timeout(self.inner.deadline, cmd.query_async(&mut connection)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(StoreError::new(error)),
+            Err(_) => Err(StoreError::new(format!(
+                "no answer from Redis within {:?}",
+                self.inner.deadline
+            ))),
+        }
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RedisStore")
+            .field(&self.inner.settings)
+            .finish()
+    }
+}
+
+impl TokenStore for RedisStore {
+    async fn consume(&self, id: &str, until: SystemTime) -> Result<Consumed, StoreError> {
+        let until_ms = until
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .max(1);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.key("jti:", id))
+            .arg(1)
+            .arg("NX")
+            .arg("PXAT")
+            .arg(until_ms);
+        let set: Option<String> = self.query(cmd).await?;
+        Ok(match set {
+            Some(_) => Consumed::Fresh,
+            None => Consumed::Replayed,
+        })
+    }
+}
+
+/// URL flows in Redis, keyed by the gate's handle ([`GateCall::handle`]), each with an expiry: a
+/// flow started through one replica and completed (by its callback) on another is complete for
+/// a retry on any.
+///
+/// This is the pattern for a real OAuth callback: [`url`](UrlFlow::url) gives the client a link to
+/// a page of yours that redirects to the provider with the handle in its `state`; the provider
+/// redirects back to your callback, on whichever replica the load balancer picks, which checks
+/// the `state`, exchanges the code, stores the credential, and calls
+/// [`complete`](Self::complete); the client's retry, on any replica, finds the flow complete.
+///
+/// Made by [`RedisStore::url_flows`]. Clones share everything.
+#[derive(Clone)]
+pub struct RedisUrlFlows {
+    store: RedisStore,
+    url: Arc<dyn Fn(&str) -> String + Send + Sync>,
+    ttl: Duration,
+}
+
+impl RedisUrlFlows {
+    /// How long a flow is kept after it was started (at least 1 millisecond). Default: 600
+    /// seconds; keep it at least the layer's token lifetime.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Marks the flow with `handle` complete, as its callback would; `false` when there is no
+    /// such flow (never started, or expired). Its expiry is kept.
+    pub async fn complete(&self, handle: &str) -> Result<bool, StoreError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.store.key("flow:", handle))
+            .arg(1)
+            .arg("XX")
+            .arg("KEEPTTL");
+        let set: Option<String> = self.store.query(cmd).await?;
+        Ok(set.is_some())
+    }
+
+    /// Whether a flow with `handle` was started and has not expired.
+    pub async fn exists(&self, handle: &str) -> Result<bool, StoreError> {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(self.store.key("flow:", handle));
+        let count: u64 = self.store.query(cmd).await?;
+        Ok(count > 0)
+    }
+
+    /// Whether the flow with `handle` completed.
+    pub async fn completed(&self, handle: &str) -> Result<bool, StoreError> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(self.store.key("flow:", handle));
+        let state: Option<String> = self.store.query(cmd).await?;
+        Ok(state.as_deref() == Some("1"))
+    }
+}
+
+impl fmt::Debug for RedisUrlFlows {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisUrlFlows")
+            .field("store", &self.store)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UrlFlow for RedisUrlFlows {
+    async fn url(&self, call: &GateCall<'_>) -> Result<String, BoxError> {
+        let handle = call.handle();
+        // Started once; a later round of the same call keeps its state and expiry.
+        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.store.key("flow:", handle))
+            .arg(0)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms);
+        let _started: Option<String> = self.store.query(cmd).await?;
+        Ok((self.url)(handle))
+    }
+
+    async fn is_complete(&self, call: &GateCall<'_>) -> bool {
+        match self.completed(call.handle()).await {
+            Ok(complete) => complete,
+            Err(error) => {
+                // Not known complete: the layer asks again, it does not let the call through.
+                tracing::warn!(target: "tower_elicitation", %error, "URL flow state unavailable");
+                false
+            }
+        }
+    }
+}
