@@ -141,7 +141,10 @@
 //! 2026-07-28 requests (those whose `_meta` names a protocol version) pass through untouched.
 //! Sessions and waiting calls live in this process by default ([`MemorySessionStore`],
 //! [`MemoryPendingAnswers`]): with several replicas, route by `Mcp-Session-Id` (sticky), or give
-//! the bridge shared stores ([`SessionStore`], [`PendingAnswers`]).
+//! the bridge shared stores ([`SessionStore`], [`PendingAnswers`]). With the `redis` feature,
+//! `RedisStore::sessions` and `RedisStore::pending_answers` are those stores: sticky routing is
+//! then no longer required (a session opened on one replica is served, and ended, on any; an
+//! answer POSTed to any replica reaches the call waiting on another).
 //!
 //! ```
 //! use std::time::Duration;
@@ -213,6 +216,7 @@
 //! | `bridge::convert` | 2025 ↔ 2026 shapes: versions, capabilities, `_meta`, results, errors, down-levelling |
 //! | `bridge::session` | [`SessionStore`], [`SessionRecord`] and [`MemorySessionStore`] |
 //! | `bridge::pending` | [`PendingAnswers`], [`LegKey`] and [`MemoryPendingAnswers`] |
+//! | `bridge::redis` | feature `redis`: `RedisSessionStore` (`SET … NX PX`, `GETEX`, `DEL`) and `RedisPendingAnswers` (local waiters, one pub/sub channel) |
 //! | `bridge::body` | [`BridgeBody`]: the inner's body, the bridge's own answer, or a call's stream |
 //! | `bridge::ids` | session ids, request ids on a stream, `elicitationId`s: all from the CSPRNG |
 
@@ -254,6 +258,8 @@ pub use bridge::{
     BridgeBody, BridgeFuture, LegKey, LegacyBridge, LegacyBridgeLayer, MemoryPendingAnswers,
     MemorySessionStore, PendingAnswers, SessionRecord, SessionStore, StoreFuture, Waiter,
 };
+#[cfg(feature = "redis")]
+pub use bridge::{RedisPendingAnswers, RedisSessionStore};
 pub use config::AnswersWithoutState;
 pub use form::FormSchemaError;
 pub use future::ResponseFuture;

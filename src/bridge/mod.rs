@@ -8,6 +8,8 @@ mod ids;
 mod inner;
 mod layer;
 mod pending;
+#[cfg(feature = "redis")]
+mod redis;
 mod rounds;
 mod service;
 mod session;
@@ -15,5 +17,7 @@ mod session;
 pub use body::BridgeBody;
 pub use layer::LegacyBridgeLayer;
 pub use pending::{LegKey, MemoryPendingAnswers, PendingAnswers, Waiter};
+#[cfg(feature = "redis")]
+pub use redis::{RedisPendingAnswers, RedisSessionStore};
 pub use service::{BridgeFuture, LegacyBridge};
 pub use session::{MemorySessionStore, SessionRecord, SessionStore, StoreFuture};

@@ -62,6 +62,8 @@ pub struct RedisStore {
 }
 
 struct Inner {
+    /// For connections of their own (the bridge's subscriber).
+    client: redis::Client,
     pool: Vec<ConnectionManager>,
     next: AtomicUsize,
     prefix: String,
@@ -141,6 +143,7 @@ impl RedisStoreBuilder {
             .map_err(StoreError::new)?;
         Ok(RedisStore {
             inner: Arc::new(Inner {
+                client,
                 pool,
                 next: AtomicUsize::new(0),
                 prefix: self.key_prefix.clone(),
@@ -210,7 +213,23 @@ impl RedisStore {
         }
     }
 
-    fn key(&self, kind: &str, name: &str) -> String {
+    /// The client, for a connection of one's own (a subscriber), and the bounds on connecting
+    /// and on one response.
+    pub(crate) fn client(&self) -> (&redis::Client, Duration, Duration) {
+        let settings = &self.inner.settings;
+        (
+            &self.inner.client,
+            settings.connect_timeout,
+            settings.response_timeout,
+        )
+    }
+
+    /// The most one command may take, connecting included.
+    pub(crate) fn deadline(&self) -> Duration {
+        self.inner.deadline
+    }
+
+    pub(crate) fn key(&self, kind: &str, name: &str) -> String {
         let prefix = &self.inner.prefix;
         let mut key = String::with_capacity(prefix.len() + kind.len() + name.len());
         key.push_str(prefix);
@@ -220,7 +239,10 @@ impl RedisStore {
     }
 
     /// Runs `cmd` on the next connection of the pool, within the store's deadline.
-    async fn query<T: redis::FromRedisValue>(&self, cmd: redis::Cmd) -> Result<T, StoreError> {
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: redis::Cmd,
+    ) -> Result<T, StoreError> {
         let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.pool.len();
         let mut connection = self.inner.pool[index].clone();
         match tokio::time::timeout(self.inner.deadline, cmd.query_async(&mut connection)).await {
