@@ -25,13 +25,14 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_core::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
 
 use super::pending::{LegKey, PendingAnswers, Waiter};
 use super::session::{SessionRecord, SessionStore, StoreFuture};
@@ -65,7 +66,7 @@ impl RedisStore {
                 channel: self.key("answers", ""),
                 waiting: Mutex::default(),
                 subscribed,
-                started: OnceLock::new(),
+                subscriber: Mutex::default(),
             }),
         }
     }
@@ -182,7 +183,20 @@ struct Shared {
     channel: String,
     waiting: Mutex<HashMap<LegKey, oneshot::Sender<Value>>>,
     subscribed: watch::Sender<bool>,
-    started: OnceLock<()>,
+    /// The subscriber task, once started.
+    subscriber: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let subscriber = self
+            .subscriber
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(task) = subscriber.take() {
+            task.abort();
+        }
+    }
 }
 
 /// What travels on the channel: an answer and whom it is for.
@@ -223,16 +237,27 @@ impl RedisPendingAnswers {
         *self.shared.subscribed.borrow()
     }
 
-    /// Starts the subscriber once, within the runtime of the first call.
-    fn start(&self) {
-        self.shared.started.get_or_init(|| {
-            tokio::spawn(subscribe(Arc::downgrade(&self.shared)));
-        });
+    /// Starts the subscriber, within the runtime of the call, unless it runs already (it ends
+    /// only with its runtime, or with the last clone).
+    fn start(&self) -> Result<(), StoreError> {
+        let mut subscriber = self
+            .shared
+            .subscriber
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if subscriber.as_ref().is_none_or(JoinHandle::is_finished) {
+            let runtime = tokio::runtime::Handle::try_current()
+                .map_err(|_| StoreError::new("RedisPendingAnswers needs a Tokio runtime"))?;
+            // A subscriber that ended with its runtime said nothing: not subscribed.
+            self.shared.subscribed.send_replace(false);
+            *subscriber = Some(runtime.spawn(subscribe(Arc::downgrade(&self.shared))));
+        }
+        Ok(())
     }
 
     /// Waits, within the store's deadline, for the subscriber to be subscribed.
     async fn ready(&self) -> Result<(), StoreError> {
-        self.start();
+        self.start()?;
         let mut subscribed = self.shared.subscribed.subscribe();
         let deadline = self.shared.store.deadline();
         match tokio::time::timeout(deadline, subscribed.wait_for(|on| *on)).await {
@@ -271,7 +296,7 @@ impl PendingAnswers for RedisPendingAnswers {
                 Ok(()) => return Ok(true),
                 Err(answer) => answer,
             };
-            self.start();
+            self.start()?;
             let message = Published {
                 session: key.session,
                 leg: key.leg,
