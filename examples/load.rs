@@ -29,9 +29,12 @@
 //! one in-process store (one replica only) or in Redis at `--redis URL` (default `MCP_REDIS_URL`,
 //! else `redis://127.0.0.1:6379`; keys under a prefix of this run's own). `--replay` (needs
 //! `--single-use`) replays each flow's last token, to the other replica, once the flow is done:
-//! every replay must be refused with `-32602`, or the flow counts as failed. A legacy-protocol
-//! two-replica run (2025-11-25 hosts through the bridge) will be a mode here too, once the bridge
-//! lands (issue #16 item 2).
+//! every replay must be refused with `-32602`, or the flow counts as failed. `--legacy
+//! --replicas 2` gives both replicas' bridges their sessions and waiting calls in Redis at
+//! `--redis URL` (`RedisStore::sessions`, `RedisStore::pending_answers`; keys under the run's
+//! prefix): each worker opens its session on one replica and confirms it on the other, each flow's
+//! call goes to the other replica than the flow before, and both of its answers are POSTed to the
+//! replica that does not hold the call's stream.
 //! It exits 1 on any error. A server that takes `approve: "yes"` fails every flow, as one that
 //! does not deploy on `approve: true` does. The in-process server listens on 127.0.0.1 only, with
 //! `TCP_NODELAY` on its sockets as every example server sets it.
@@ -58,7 +61,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use server::{APPROVAL_KEY, DeployState};
-use tower_elicitation::{ElicitationLayer, Keyring, MemoryTokenStore, RedisStore};
+use tower_elicitation::{
+    ElicitationLayer, Keyring, LegacyBridgeLayer, MemoryTokenStore, RedisStore,
+};
 
 struct Options {
     flows: usize,
@@ -150,6 +155,11 @@ impl Options {
         if options.replicas > 1 && options.single_use == SingleUse::Memory {
             return Err("an in-process store serves one replica: use --single-use redis".into());
         }
+        if options.legacy && options.replay {
+            return Err(
+                "--replay replays 2026-07-28 tokens: a 2025-era client never sees one".into(),
+            );
+        }
         if options.replicas > 1 && options.url.is_some() {
             return Err("--replicas serves its replicas in this process: not with --url".into());
         }
@@ -185,18 +195,24 @@ struct Client {
     /// Request `id` goes to `urls[id % urls.len()]`: with two replicas, each request of a flow
     /// goes to the other one than the request before.
     urls: Arc<[String]>,
-    /// Speak 2025-11-25 through the legacy bridge (`--legacy`), to the first replica.
+    /// Speak 2025-11-25 through the legacy bridge (`--legacy`).
     legacy: bool,
     replay: bool,
     replays_refused: Arc<AtomicUsize>,
 }
 
 impl Client {
-    /// A 2025-era POST in `session` (none for `initialize`).
-    fn legacy_post(&self, session: Option<&str>, body: &Value) -> reqwest::RequestBuilder {
+    /// A 2025-era POST in `session` (none for `initialize`), to replica `replica` (modulo the
+    /// number of replicas).
+    fn legacy_post(
+        &self,
+        replica: usize,
+        session: Option<&str>,
+        body: &Value,
+    ) -> reqwest::RequestBuilder {
         let request = self
             .http
-            .post(&self.urls[0])
+            .post(&self.urls[replica % self.urls.len()])
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(body.to_string());
@@ -208,13 +224,14 @@ impl Client {
         }
     }
 
-    /// Opens a 2025-11-25 session: `initialize`, then `notifications/initialized`.
+    /// Opens a 2025-11-25 session: `initialize` on the first replica, then
+    /// `notifications/initialized` on the other (with two).
     async fn initialize(&self) -> Result<String, String> {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
             "clientInfo": {"name": "load-legacy", "version": "0"}}});
         let response = self
-            .legacy_post(None, &body)
+            .legacy_post(0, None, &body)
             .send()
             .await
             .map_err(|e| format!("initialize failed: {e}"))?;
@@ -225,14 +242,14 @@ impl Client {
             .map(str::to_owned)
             .ok_or_else(|| format!("initialize: no session id (HTTP {})", response.status()))?;
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        self.accepted(&session, &initialized).await?;
+        self.accepted(1, &session, &initialized).await?;
         Ok(session)
     }
 
-    /// POSTs a notification or an answer; it must be accepted (202).
-    async fn accepted(&self, session: &str, body: &Value) -> Result<(), String> {
+    /// POSTs a notification or an answer to replica `replica`; it must be accepted (202).
+    async fn accepted(&self, replica: usize, session: &str, body: &Value) -> Result<(), String> {
         let response = self
-            .legacy_post(Some(session), body)
+            .legacy_post(replica, Some(session), body)
             .send()
             .await
             .map_err(|e| format!("request failed: {e}"))?;
@@ -436,6 +453,7 @@ impl Stream {
 }
 
 /// One complete flow as a 2025-era client in `session`: the questions come on the call's stream.
+/// With two replicas, the call goes to replica `n % 2` and the answers to the other.
 async fn legacy_flow(
     client: &Client,
     session: &str,
@@ -449,6 +467,7 @@ async fn legacy_flow(
         "production"
     };
     let id = n as u64 + 1;
+    let (stream_on, answers_on) = (n, n + 1);
     let mut record = |since: Instant| {
         latencies.push(u32::try_from(since.elapsed().as_micros()).unwrap_or(u32::MAX));
     };
@@ -456,7 +475,7 @@ async fn legacy_flow(
         "params": {"name": "deploy", "arguments": {"environment": environment}}});
     let started = Instant::now();
     let response = client
-        .legacy_post(Some(session), &body)
+        .legacy_post(stream_on, Some(session), &body)
         .send()
         .await
         .map_err(|e| format!("request failed: {e}"))?;
@@ -475,7 +494,7 @@ async fn legacy_flow(
     let wrong = json!({"jsonrpc": "2.0", "id": ask["id"],
         "result": {"action": "accept", "content": {"approve": "yes"}}});
     let started = Instant::now();
-    client.accepted(session, &wrong).await?;
+    client.accepted(answers_on, session, &wrong).await?;
     let reask = stream.next().await?;
     record(started);
     if reask["method"] != "elicitation/create" {
@@ -488,7 +507,7 @@ async fn legacy_flow(
     let right = json!({"jsonrpc": "2.0", "id": reask["id"],
         "result": {"action": "accept", "content": {"approve": true}}});
     let started = Instant::now();
-    client.accepted(session, &right).await?;
+    client.accepted(answers_on, session, &right).await?;
     let done = stream.next().await?;
     record(started);
     if done["id"] != id || done["result"]["structuredContent"]["deployed"] != true {
@@ -604,25 +623,36 @@ async fn serve(options: &Options) -> Result<(Vec<String>, Vec<DeployState>), Str
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let mut layer = ElicitationLayer::new(keyring.clone());
         let mut state = DeployState::new().with_base_url(&format!("http://{addr}"));
-        match options.single_use {
-            SingleUse::Off => {}
-            SingleUse::Memory => layer = layer.single_use(memory.clone()),
-            SingleUse::Redis => {
-                // A store (and connections) of each replica's own, as separate processes have.
-                let redis = RedisStore::builder(options.redis.as_str())
-                    .key_prefix(prefix.as_str())
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                redis
-                    .ping()
-                    .await
-                    .map_err(|e| format!("no Redis at {}: {e}", options.redis))?;
-                state = state.with_redis_flows(&format!("http://{addr}"), &redis);
-                layer = layer.single_use(redis);
+        let mut bridge = LegacyBridgeLayer::new();
+        // Several replicas of the legacy bridge share its sessions and answers in Redis.
+        let bridged = options.legacy && options.replicas > 1;
+        let redis = if options.single_use == SingleUse::Redis || bridged {
+            // A store (and connections) of each replica's own, as separate processes have.
+            let redis = RedisStore::builder(options.redis.as_str())
+                .key_prefix(prefix.as_str())
+                .build()
+                .map_err(|e| e.to_string())?;
+            redis
+                .ping()
+                .await
+                .map_err(|e| format!("no Redis at {}: {e}", options.redis))?;
+            Some(redis)
+        } else {
+            None
+        };
+        match (options.single_use, &redis) {
+            (SingleUse::Memory, _) => layer = layer.single_use(memory.clone()),
+            (SingleUse::Redis, Some(redis)) => {
+                state = state.with_redis_flows(&format!("http://{addr}"), redis);
+                layer = layer.single_use(redis.clone());
             }
+            _ => {}
         }
-        let app =
-            server::router_with(layer, state.clone(), !options.sse).map_err(|e| e.to_string())?;
+        if let (true, Some(redis)) = (bridged, &redis) {
+            bridge = server::redis_bridge(redis);
+        }
+        let app = server::router_bridged(bridge, layer, state.clone(), !options.sse)
+            .map_err(|e| e.to_string())?;
         tokio::spawn(async move { axum::serve(server::no_delay(listener), app).await });
         urls.push(format!("http://{addr}{}", server::MCP_PATH));
         states.push(state);
@@ -716,7 +746,7 @@ async fn main() -> ExitCode {
         "load: flows={} concurrency={} mode={} requests={} secs={seconds:.2} flows/s={:.0} \
          p50_ms={:.3} p99_ms={:.3} errors={} deploys={deploys} rss_warm_mib={:.1} \
          peak_rss_warm_mib={:.1} rss_after_mib={:.1} peak_rss_after_mib={:.1} peak_growth={:+.1}% \
-         server={} replicas={} single_use={} replays_refused={}",
+         server={} replicas={} single_use={} replays_refused={} bridge_stores={}",
         outcome.completed,
         options.concurrency,
         if options.legacy {
@@ -744,6 +774,11 @@ async fn main() -> ExitCode {
         urls.len(),
         options.single_use.name(),
         client.replays_refused.load(Ordering::Relaxed),
+        match (options.legacy, urls.len() > 1 && states.is_some()) {
+            (false, _) => "-",
+            (true, false) => "memory",
+            (true, true) => "redis",
+        },
     );
     let mut failed = false;
     if errors + missing > 0 {

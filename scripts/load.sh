@@ -18,8 +18,11 @@
 # set (or LOAD_REPLICAS=2) it then runs two replicas in one process, on two ports, sharing the
 # keys and Redis, with single-use tokens: the load generator sends each request of a flow to the
 # other replica than the one before, and replays each flow's last token (to the other replica)
-# once the flow is done. Every replay must be refused, or the flow fails.
-# (A legacy-protocol two-replica run joins here with issue #16 item 2.)
+# once the flow is done. Every replay must be refused, or the flow fails. Then the same two
+# replicas for 2025-era clients (`--legacy --replicas 2`): the bridges keep their sessions and
+# waiting calls in Redis, each session is opened on one replica and confirmed on the other, each
+# flow's call goes to the other replica than the flow before, and its answers are POSTed to the
+# replica that does not hold the call's stream.
 #
 # Prints the example's one line (flows/s, p50 and p99 latency per request, errors, RSS after
 # the warm-up and after the run) and fails on any error, or when the peak RSS after the run
@@ -43,7 +46,9 @@ if [ "${LOAD_REPLICAS:-1}" = 2 ]; then
     modes=()
 fi
 if [ -n "${MCP_REDIS_URL:-}" ] || [ "${LOAD_REPLICAS:-1}" = 2 ]; then
-    modes+=("--replicas 2 --single-use redis --replay --redis ${MCP_REDIS_URL:-redis://127.0.0.1:6379}")
+    redis="${MCP_REDIS_URL:-redis://127.0.0.1:6379}"
+    modes+=("--replicas 2 --single-use redis --replay --redis $redis")
+    modes+=("--legacy --replicas 2 --single-use redis --redis $redis")
 fi
 for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086 # a mode is a list of options

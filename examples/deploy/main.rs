@@ -19,7 +19,10 @@
 //!   several. Tokens become single-use, their ids consumed in Redis (a replay
 //!   on any replica is refused; Redis unreachable: HTTP 503), and the URL flows
 //!   live in Redis, so `/flows/<handle>/complete` on one replica completes the
-//!   flow for a retry on another. Keys start with `MCP_REDIS_PREFIX` (default
+//!   flow for a retry on another. The legacy bridge keeps its sessions and
+//!   waiting calls there too (`RedisStore::sessions`, `RedisStore::pending_answers`):
+//!   a 2025-era client's requests, and its answers, may land on any replica,
+//!   with no sticky routing. Keys start with `MCP_REDIS_PREFIX` (default
 //!   `tower-elicitation:`). Give every replica the same `MCP_REQUEST_STATE_KEYS`.
 //! - `RUST_LOG`: log filter (default `info`).
 
@@ -27,7 +30,7 @@
 #[allow(dead_code)]
 mod server;
 
-use tower_elicitation::{ElicitationLayer, Keyring};
+use tower_elicitation::{ElicitationLayer, Keyring, LegacyBridgeLayer};
 use tracing_subscriber::EnvFilter;
 
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -47,6 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base_url = format!("http://{local}");
     let mut layer = ElicitationLayer::new(keyring);
     let mut state = server::DeployState::new().with_base_url(&base_url);
+    let mut bridge = LegacyBridgeLayer::new();
     if let Ok(url) = std::env::var("MCP_REDIS_URL") {
         let mut redis = tower_elicitation::RedisStore::builder(url.as_str());
         if let Ok(prefix) = std::env::var("MCP_REDIS_PREFIX") {
@@ -56,11 +60,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Err(error) = redis.ping().await {
             tracing::warn!(%error, "Redis does not answer yet: calls get HTTP 503 until it does");
         }
-        tracing::info!("single-use tokens and URL flows in Redis at {url}");
+        tracing::info!(
+            "single-use tokens, URL flows and the bridge's sessions and answers in Redis at {url}"
+        );
         layer = layer.single_use(redis.clone());
         state = state.with_redis_flows(&base_url, &redis);
+        bridge = server::redis_bridge(&redis);
     }
-    let app = server::router_with(layer, state, json_response)?;
+    let app = server::router_bridged(bridge, layer, state, json_response)?;
 
     tracing::info!("MCP endpoint: http://{local}{}", server::MCP_PATH);
     println!("listening on http://{local}{}", server::MCP_PATH);

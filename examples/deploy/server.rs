@@ -60,8 +60,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
 use tower_elicitation::{
-    ElicitationLayer, Gate, GateCall, GateError, GateTarget, LegacyBridgeLayer, RedisStore,
-    RedisUrlFlows, UrlFlow,
+    ElicitationLayer, Gate, GateCall, GateError, GateTarget, LegacyBridgeLayer, MemorySessionStore,
+    RedisStore, RedisUrlFlows, UrlFlow,
 };
 
 /// The `inputRequests` key the `deploy` tool asks under.
@@ -579,8 +579,29 @@ pub fn router_with(
     state: DeployState,
     json_response: bool,
 ) -> Result<axum::Router, GateError> {
+    router_bridged(LegacyBridgeLayer::new(), layer, state, json_response)
+}
+
+/// The bridge of one replica of several: its sessions and waiting calls in
+/// `redis`, so that a 2025-era client needs no sticky routing (a session
+/// opened on one replica is served and ended on any; an answer POSTed to any
+/// replica reaches the call waiting on another).
+pub fn redis_bridge(redis: &RedisStore) -> LegacyBridgeLayer {
+    LegacyBridgeLayer::new()
+        .session_store(redis.sessions(MemorySessionStore::DEFAULT_IDLE))
+        .pending_answers(redis.pending_answers())
+}
+
+/// [`router_with`], with `bridge` (e.g. [`redis_bridge`]) in front instead
+/// of an in-process one.
+pub fn router_bridged(
+    bridge: LegacyBridgeLayer,
+    layer: ElicitationLayer,
+    state: DeployState,
+    json_response: bool,
+) -> Result<axum::Router, GateError> {
     let mcp = ServiceBuilder::new()
-        .layer(LegacyBridgeLayer::new())
+        .layer(bridge)
         .layer(with_gates(layer, &state)?)
         .service(mcp_service(state.clone(), json_response));
     let flows = state.flows().clone();
