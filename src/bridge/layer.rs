@@ -22,9 +22,10 @@ use crate::principal::Principal;
 /// It needs a Tokio runtime with timers (as `#[tokio::main]` and axum give): each bridged call
 /// runs its rounds in a task of its own, and waits are timed. Sessions and waiting calls live in
 /// this process unless [`session_store`](Self::session_store) and
-/// [`pending_answers`](Self::pending_answers) say otherwise: with several replicas, route by
-/// `Mcp-Session-Id` (sticky sessions), since a client's answer must reach the replica holding the
-/// call's stream.
+/// [`pending_answers`](Self::pending_answers) say otherwise: with several replicas and these
+/// defaults, route by `Mcp-Session-Id` (sticky sessions), since a client's answer must reach the
+/// replica holding the call's stream. With the `redis` feature, `RedisStore::sessions` and
+/// `RedisStore::pending_answers` share both through Redis, and no sticky routing is needed.
 ///
 /// See the [crate docs](crate#serving-2025-era-clients-the-legacy-bridge) for what a client sees.
 #[derive(Clone)]
