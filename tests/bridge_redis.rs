@@ -5,18 +5,18 @@
 //! Against the real Redis at `MCP_REDIS_URL` (default `redis://127.0.0.1:6379`), each test under a
 //! key prefix of its own; outages are made with a TCP proxy this file controls.
 
+#[path = "support/redis.rs"]
+mod redis_support;
+
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::watch;
 use tower::ServiceBuilder;
 use tower_elicitation::{
     ElicitationLayer, Keyring, LegKey, LegacyBridgeLayer, PendingAnswers, RedisPendingAnswers,
@@ -29,23 +29,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 // ---- Redis ----
 
-fn redis_url() -> String {
-    std::env::var("MCP_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
-
-/// A key prefix no other test, run or engineer uses.
-fn prefix() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "te-bridge-test:{}:{nanos}:{}:",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
+use redis_support::{Link, Proxy, prefix, redis_url, upstream};
 
 fn store_at(url: &str, prefix: &str) -> RedisStore {
     RedisStore::builder(url)
@@ -541,83 +525,6 @@ async fn redis_pending_answers_deliver_across_replicas_only_to_their_own_leg() {
 }
 
 // ---- outages ----
-
-/// What the proxy does with the traffic between the store and Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Link {
-    /// Passes it both ways.
-    Up,
-    /// Drops every connection and refuses new ones: Redis seems down.
-    Down,
-}
-
-/// A TCP proxy to Redis whose link this test controls.
-struct Proxy {
-    addr: SocketAddr,
-    link: watch::Sender<Link>,
-}
-
-impl Proxy {
-    async fn start(upstream: String) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (link, watching) = watch::channel(Link::Up);
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                if *watching.borrow() == Link::Down {
-                    drop(client);
-                    continue;
-                }
-                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let (client_read, client_write) = client.into_split();
-                let (server_read, server_write) = server.into_split();
-                tokio::spawn(pipe(client_read, server_write, watching.clone()));
-                tokio::spawn(pipe(server_read, client_write, watching.clone()));
-            }
-        });
-        Self { addr, link }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://{}", self.addr)
-    }
-
-    fn set(&self, link: Link) {
-        self.link.send_replace(link);
-    }
-}
-
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut link: watch::Receiver<Link>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = tokio::select! {
-            read = from.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            },
-            _ = link.wait_for(|link| *link == Link::Down) => return,
-        };
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
-
-/// The host and port of a `redis://host:port[/db]` URL.
-fn upstream() -> String {
-    let url = redis_url();
-    let rest = url
-        .strip_prefix("redis://")
-        .expect("MCP_REDIS_URL is redis://host:port");
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-    rest.split('/').next().unwrap().to_owned()
-}
 
 #[tokio::test]
 async fn when_redis_drops_the_subscriber_the_bridge_fails_closed_then_reconnects_by_itself() {
