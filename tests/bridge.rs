@@ -1,6 +1,9 @@
 //! The legacy bridge end to end, over real TCP: a hand-written 2025-era client (reqwest) against
 //! `LegacyBridgeLayer → ElicitationLayer → a hand-written 2026-07-28 MRTR server` on 127.0.0.1:0.
 
+#[path = "support/legacy_stream.rs"]
+mod legacy_stream;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,16 +12,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
+use legacy_stream::{Events, WAIT, result_text};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
 use tower_elicitation::{
     ElicitationLayer, Keyring, LegKey, LegacyBridgeLayer, MemoryPendingAnswers, PendingAnswers,
     RequestBody, StoreFuture, Waiter,
 };
-
-/// The bound on every wait in these tests (never a timing assertion: only how long to wait for
-/// what must happen).
-const WAIT: Duration = Duration::from_secs(10);
 
 // ---- the inner 2026-07-28 server ----
 
@@ -297,49 +297,6 @@ impl Server {
         .await
         .expect("the wait ends");
     }
-}
-
-struct Events {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl Events {
-    /// The next message on the stream; `None` when it ends.
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
-                let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
-                let event = String::from_utf8(event).unwrap();
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data: "))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                return Some(serde_json::from_str(&data.join("\n")).unwrap());
-            }
-            let chunk = tokio::time::timeout(WAIT, self.response.chunk())
-                .await
-                .expect("the stream moves in time")
-                .unwrap();
-            self.buffer.extend_from_slice(&chunk?);
-        }
-    }
-
-    async fn request(&mut self, method: &str) -> Value {
-        let message = self.next().await.expect("a request on the stream");
-        assert_eq!(message["method"], method, "{message}");
-        assert!(message["id"].as_str().unwrap().starts_with("leg-"));
-        message
-    }
-}
-
-fn result_text(message: &Value) -> &str {
-    message["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
 }
 
 // ---- handshake and sessions ----

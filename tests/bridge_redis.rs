@@ -8,6 +8,9 @@
 #[path = "support/redis.rs"]
 mod redis_support;
 
+#[path = "support/legacy_stream.rs"]
+mod legacy_stream;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,6 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
+use legacy_stream::{Events, WAIT, result_text};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
 use tower_elicitation::{
@@ -23,12 +27,7 @@ use tower_elicitation::{
     RedisStore, RequestBody, SessionRecord, SessionStore,
 };
 
-/// The bound on every wait in these tests (never a timing assertion: only how long to wait for
-/// what must happen).
-const WAIT: Duration = Duration::from_secs(10);
-
 // ---- Redis ----
-
 use redis_support::{Link, Proxy, prefix, redis_url, upstream};
 
 fn store_at(url: &str, prefix: &str) -> RedisStore {
@@ -246,48 +245,6 @@ impl Client {
     }
 }
 
-struct Events {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl Events {
-    /// The next message on the stream; `None` when it ends.
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
-                let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
-                let event = String::from_utf8(event).unwrap();
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data: "))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                return Some(serde_json::from_str(&data.join("\n")).unwrap());
-            }
-            let chunk = tokio::time::timeout(WAIT, self.response.chunk())
-                .await
-                .expect("the stream moves in time")
-                .unwrap();
-            self.buffer.extend_from_slice(&chunk?);
-        }
-    }
-
-    async fn request(&mut self) -> Value {
-        let message = self.next().await.expect("a request on the stream");
-        assert_eq!(message["method"], "elicitation/create", "{message}");
-        message
-    }
-}
-
-fn result_text(message: &Value) -> &str {
-    message["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-}
-
 /// Waits until no call waits for an answer on `replica`.
 async fn until_nothing_waits(replica: &Replica) {
     tokio::time::timeout(WAIT, async {
@@ -321,7 +278,7 @@ async fn a_session_opened_on_a_is_used_on_b_and_ended_on_b_is_refused_on_a() {
 
     // A call on B, its question answered on A: the result arrives on B's stream.
     let mut events = client.call(&b, &session, 7).await;
-    let leg = events.request().await;
+    let leg = events.request("elicitation/create").await;
     client
         .reply(
             &a,
@@ -361,7 +318,7 @@ async fn an_answer_posted_to_b_reaches_the_stream_on_a_and_a_foreign_one_changes
     let mine = client.initialize(&a).await;
     let theirs = client.initialize(&b).await;
     let mut events = client.call(&a, &mine, 13).await;
-    let leg = events.request().await;
+    let leg = events.request("elicitation/create").await;
     // Another session answers "approve" with the leg's id, on B: 202, delivered nowhere.
     let approve = json!({"action": "accept", "content": {"approve": true}});
     client.reply(&b, &theirs, &leg["id"], approve.clone()).await;
@@ -379,7 +336,7 @@ async fn an_answer_posted_to_b_reaches_the_stream_on_a_and_a_foreign_one_changes
             json!({"action": "accept", "content": {"approve": "yes"}}),
         )
         .await;
-    let again = events.request().await;
+    let again = events.request("elicitation/create").await;
     assert_ne!(again["id"], leg["id"]);
     // A late answer to the first leg, on B, is not taken for the second.
     client
@@ -416,7 +373,7 @@ async fn a_call_on_a_cancelled_through_b_ends_and_forwards_nothing_more() {
     } = pair().await;
     let session = client.initialize(&b).await;
     let mut events = client.call(&a, &session, 11).await;
-    let leg = events.request().await;
+    let leg = events.request("elicitation/create").await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 11, "reason": "user gave up"}});
     assert_eq!(client.send(&b, Some(&session), &cancel).await.0, 202);
@@ -545,7 +502,7 @@ async fn when_redis_drops_the_subscriber_the_bridge_fails_closed_then_reconnects
     let client = Client(reqwest::Client::new());
     let session = client.initialize(&a).await;
     let mut events = client.call(&a, &session, 1).await;
-    let leg = events.request().await;
+    let leg = events.request("elicitation/create").await;
     assert!(a.pending.is_subscribed());
 
     // Redis drops A's subscriber while the call waits: the answer POSTed to B is lost (the call
@@ -588,7 +545,7 @@ async fn when_redis_drops_the_subscriber_the_bridge_fails_closed_then_reconnects
     .await
     .expect("the subscriber connects again by itself");
     let mut events = client.call(&a, &session, 3).await;
-    let leg = events.request().await;
+    let leg = events.request("elicitation/create").await;
     client
         .reply(
             &b,
