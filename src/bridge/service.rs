@@ -106,15 +106,35 @@ where
 
 type Reply<B> = Response<BridgeBody<B>>;
 
+/// What the bridge asks of the service it wraps (the bounds of its `Service` impl, written once
+/// for the functions behind it): a 2026-07-28 service of buffered bodies, its future sendable.
+trait Wrapped<ResBody>:
+    Service<
+        Request<Full<Bytes>>,
+        Response = Response<ResBody>,
+        Future: Send + 'static,
+        Error: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, ResBody> Wrapped<ResBody> for S
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+}
+
 async fn handle<S, ReqBody, ResBody>(
     inner: S,
     settings: Arc<Settings>,
     request: Request<ReqBody>,
 ) -> Result<Reply<ResBody>, S::Error>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
+    S: Wrapped<ResBody>,
     ReqBody: Body<Data = Bytes> + Send + 'static,
     ReqBody::Error: Into<BoxError>,
     ResBody: Body<Data = Bytes> + Send + 'static,
@@ -203,9 +223,7 @@ async fn serve<S, ResBody>(
     message: Map<String, Value>,
 ) -> Result<Reply<ResBody>, S::Error>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
+    S: Wrapped<ResBody>,
     ResBody: Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
