@@ -121,22 +121,22 @@ fn what_to_do(problem: &Problem<'_>) -> String {
             "use at most {} (you entered {got})",
             count(*max, "character", "characters")
         ),
-        P::TooSmall {
-            limit,
-            exclusive: false,
-        } => format!("enter a number of at least {}", number(limit)),
-        P::TooSmall {
-            limit,
-            exclusive: true,
-        } => format!("enter a number greater than {}", number(limit)),
-        P::TooLarge {
-            limit,
-            exclusive: false,
-        } => format!("enter a number of at most {}", number(limit)),
-        P::TooLarge {
-            limit,
-            exclusive: true,
-        } => format!("enter a number less than {}", number(limit)),
+        P::TooSmall { limit, exclusive } => {
+            let bound = if *exclusive {
+                "greater than"
+            } else {
+                "of at least"
+            };
+            format!("enter a number {bound} {}", number(limit))
+        }
+        P::TooLarge { limit, exclusive } => {
+            let bound = if *exclusive {
+                "less than"
+            } else {
+                "of at most"
+            };
+            format!("enter a number {bound} {}", number(limit))
+        }
         P::NotMultiple(of) => format!("enter a multiple of {}", number(&Value::from(*of))),
         P::TooFewChosen { min } => format!("choose at least {}", count(*min, "option", "options")),
         P::TooManyChosen { max, got } => format!(
