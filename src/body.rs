@@ -6,7 +6,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::Full;
+use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 
 use crate::sse::SseBody;
@@ -63,80 +63,11 @@ impl<B: Body<Data = Bytes>> std::future::Future for ReadAll<B> {
     }
 }
 
-pin_project! {
-    /// The request body the inner service receives: the buffered (possibly rewritten) bytes of a
-    /// POST, or the untouched body of any other request.
-    pub struct RequestBody<B> {
-        #[pin]
-        kind: RequestKind<B>,
-    }
-}
-
-pin_project! {
-    #[project = RequestKindProj]
-    enum RequestKind<B> {
-        Buffered { #[pin] body: Full<Bytes> },
-        Untouched { #[pin] body: B },
-    }
-}
-
-impl<B> RequestBody<B> {
-    pub(crate) fn buffered(bytes: Bytes) -> Self {
-        Self {
-            kind: RequestKind::Buffered {
-                body: Full::new(bytes),
-            },
-        }
-    }
-
-    pub(crate) fn untouched(body: B) -> Self {
-        Self {
-            kind: RequestKind::Untouched { body },
-        }
-    }
-}
-
-impl<B: Body<Data = Bytes>> Body for RequestBody<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        match self.project().kind.project() {
-            RequestKindProj::Buffered { body } => body.poll_frame(cx).map_err(never),
-            RequestKindProj::Untouched { body } => body.poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.held().is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.held().size_hint()
-    }
-}
-
-impl<B: Body> RequestBody<B> {
-    /// The body this one holds, as far as it can be asked without a poll.
-    fn held(&self) -> &dyn Hint {
-        match &self.kind {
-            RequestKind::Buffered { body } => body,
-            RequestKind::Untouched { body } => body,
-        }
-    }
-}
-
-impl<B> std::fmt::Debug for RequestBody<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.kind {
-            RequestKind::Buffered { .. } => "RequestBody::Buffered",
-            RequestKind::Untouched { .. } => "RequestBody::Untouched",
-        })
-    }
-}
+/// The request body the inner service receives: [`Either::Left`] holds the buffered (possibly
+/// rewritten) bytes of a POST, [`Either::Right`] the untouched body of any other request.
+///
+/// It is `http-body-util`'s [`Either`], so its error is boxed.
+pub type RequestBody<B> = Either<Full<Bytes>, B>;
 
 pin_project! {
     /// The response body the client receives: the layer's own answer, the inner service's body
@@ -234,6 +165,16 @@ impl<T: Body> Hint for T {
 
     fn size_hint(&self) -> SizeHint {
         Body::size_hint(self)
+    }
+}
+
+impl<B: Body<Data = Bytes>> Hint for Pin<Box<SseBody<B>>> {
+    fn is_end_stream(&self) -> bool {
+        SseBody::is_end_stream(self)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
     }
 }
 

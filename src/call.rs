@@ -14,7 +14,7 @@ use http::header::{
 };
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::BodyExt;
+use http_body_util::Full;
 use tower_service::Service;
 use tracing::Instrument;
 
@@ -192,7 +192,7 @@ pub(crate) fn forward<B>(
     framed: Option<u64>,
 ) -> Request<RequestBody<B>> {
     if framed == Some(body.len() as u64) {
-        Request::from_parts(parts, RequestBody::buffered(body))
+        Request::from_parts(parts, RequestBody::Left(Full::new(body)))
     } else {
         rebuild(parts, body)
     }
@@ -206,7 +206,7 @@ fn rebuild<B>(mut parts: http::request::Parts, body: Bytes) -> Request<RequestBo
     parts
         .headers
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    Request::from_parts(parts, RequestBody::buffered(body))
+    Request::from_parts(parts, RequestBody::Left(Full::new(body)))
 }
 
 /// The inner service's answer to an MRTR call, as [`engine::answer`] sorts it.
@@ -251,7 +251,7 @@ async fn respond<B: Body<Data = Bytes>>(
             let mut sse = Box::pin(SseBody::new(body, Scan { round, shared }));
             // Wait for the first event only: when it is the layer's own answer (a refusal with
             // its own status), the client gets that status; otherwise the stream goes on as it is.
-            match sse.frame().await {
+            match std::future::poll_fn(|cx| sse.as_mut().poll_frame(cx)).await {
                 Some(Ok(first)) => {
                     if let Some(reply) = sse.as_mut().take_first_reply()
                         && !reply.kind.in_band()

@@ -187,7 +187,7 @@
 //! | `service` | [`Elicitation`]: the `Service` impl; requests without a body pass untouched |
 //! | `future` | [`ResponseFuture`]: reads the body, forwards what names no MRTR method, else the MRTR path |
 //! | `call` | the MRTR path: asks the inner service for `identity`, gives the engine its one-call step (the probe), calls it, frames replies (kind → status) |
-//! | `body` | [`RequestBody`], [`ResponseBody`] and `ReadAll` (a body in one frame is kept without a copy) |
+//! | `body` | [`RequestBody`] (`http-body-util`'s `Either`), [`ResponseBody`] and `ReadAll` (a body in one frame is kept without a copy) |
 //! | `sse` | event-stream parsing, and the body that rewrites the one response event |
 //! | `engine::intake` | the byte scan, the strict peek's verdict, how the inner's answer is sorted (status, encoding, type) |
 //! | `engine::inbound` | a call: its state verified, its answers checked, forwarded or answered; `decide` asks URL flows and runs the probe over an abstract inner step |
@@ -207,6 +207,7 @@
 //! | `texts` | every text the layer writes for a person (hints, the gates' default texts), in one place |
 //! | `mcp` | the few MCP 2026-07-28 wire facts the layer reads: methods, request kinds, capabilities |
 //! | `memo` | caches bounded in entries and in bytes |
+//! | `macros` | the inner-service accessors (`get_ref`, `get_mut`, `into_inner`) both services share |
 //! | `principal` | whose call it is: the `Authorization` header, or [`ElicitationLayer::principal_from`] |
 //! | `bridge::layer` | [`LegacyBridgeLayer`]: the bridge's options, and `impl Layer` |
 //! | `bridge::config` | the bridge's settings (timeouts, bounds, stores, principal), one `Arc` |
@@ -230,6 +231,8 @@
 #[doc(hidden)]
 #[path = "fuzz_api.rs"]
 pub mod __fuzz;
+#[macro_use]
+mod macros;
 mod body;
 mod bridge;
 mod call;

@@ -40,20 +40,7 @@ impl<S> Elicitation<S> {
         Self { inner, shared }
     }
 
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service, unwrapped.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    define_inner_service_accessors!();
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for Elicitation<S> {
@@ -97,7 +84,7 @@ where
         if request.method() != http::Method::POST
             && (body.is_end_stream() || body.size_hint().exact() == Some(0))
         {
-            return ResponseFuture::forwarding(inner.call(request.map(RequestBody::untouched)));
+            return ResponseFuture::forwarding(inner.call(request.map(RequestBody::Right)));
         }
         let (parts, body) = request.into_parts();
         let mut lengths = parts.headers.get_all(CONTENT_LENGTH).iter();

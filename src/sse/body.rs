@@ -65,11 +65,10 @@ impl<B: Body<Data = Bytes>> SseBody<B> {
     }
 }
 
-impl<B: Body<Data = Bytes>> Body for SseBody<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
+impl<B: Body<Data = Bytes>> SseBody<B> {
+    /// The next frame for the client: [`Body::poll_frame`] in all but name, which the
+    /// [`ResponseBody`](crate::ResponseBody) around it calls.
+    pub(crate) fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
@@ -113,7 +112,8 @@ impl<B: Body<Data = Bytes>> Body for SseBody<B> {
         }
     }
 
-    fn is_end_stream(&self) -> bool {
+    /// Whether nothing is left to send.
+    pub(crate) fn is_end_stream(&self) -> bool {
         self.ended && self.pending.is_empty() && self.first.is_none()
     }
 }

@@ -321,7 +321,7 @@ impl FakeMcp {
     + 'static
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Debug + Send,
+        B::Error: Into<tower::BoxError>,
     {
         let fake = self.clone();
         tower::service_fn(move |request: Request<RequestBody<B>>| {
