@@ -2,8 +2,8 @@
 //!
 //! `tests/properties.rs` and the targets under `fuzz/` reach the token format, the SSE splitter
 //! and the envelope peek through this module, and drive the whole layer synchronously with
-//! [`exchange`]; `tests/cache_bounds.rs` reads what the layer's caches weigh with
-//! [`cache_weight`]. Nothing here is covered by semver: it may change or disappear in any
+//! [`exchange`](crate::__fuzz::exchange); `tests/cache_bounds.rs` reads what the layer's caches weigh with
+//! [`cache_weight`](crate::__fuzz::cache_weight). Nothing here is covered by semver: it may change or disappear in any
 //! release, and no application should call it.
 
 use std::collections::VecDeque;
