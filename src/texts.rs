@@ -100,6 +100,16 @@ pub(crate) fn problem(field: Option<&str>, problem: &Problem<'_>) -> String {
     }
 }
 
+/// "enter a number …" for a bound that the number may reach (`inclusive`) or not (`exclusive`).
+fn bound(limit: &Value, exclusive: bool, inclusive: &str, exclusive_words: &str) -> String {
+    let words = if exclusive {
+        exclusive_words
+    } else {
+        inclusive
+    };
+    format!("enter a number {words} {}", number(limit))
+}
+
 fn what_to_do(problem: &Problem<'_>) -> String {
     use Problem as P;
     match problem {
@@ -121,22 +131,8 @@ fn what_to_do(problem: &Problem<'_>) -> String {
             "use at most {} (you entered {got})",
             count(*max, "character", "characters")
         ),
-        P::TooSmall { limit, exclusive } => {
-            let bound = if *exclusive {
-                "greater than"
-            } else {
-                "of at least"
-            };
-            format!("enter a number {bound} {}", number(limit))
-        }
-        P::TooLarge { limit, exclusive } => {
-            let bound = if *exclusive {
-                "less than"
-            } else {
-                "of at most"
-            };
-            format!("enter a number {bound} {}", number(limit))
-        }
+        P::TooSmall { limit, exclusive } => bound(limit, *exclusive, "of at least", "greater than"),
+        P::TooLarge { limit, exclusive } => bound(limit, *exclusive, "of at most", "less than"),
         P::NotMultiple(of) => format!("enter a multiple of {}", number(&Value::from(*of))),
         P::TooFewChosen { min } => format!("choose at least {}", count(*min, "option", "options")),
         P::TooManyChosen { max, got } => format!(
