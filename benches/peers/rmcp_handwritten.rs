@@ -160,7 +160,12 @@ fn not_approved() -> CallToolResponse {
     CallToolResult::error(vec![ContentBlock::text("Deployment was not approved.")]).into()
 }
 
-#[tool_handler]
+/// The tool, built once (`#[tool_handler]`'s default builds the router on each request), as
+/// `examples/deploy` does.
+static TOOLS: std::sync::LazyLock<rmcp::handler::server::router::tool::ToolRouter<Deploy>> =
+    std::sync::LazyLock::new(Deploy::tool_router);
+
+#[tool_handler(router = TOOLS)]
 impl ServerHandler for Deploy {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())

@@ -445,7 +445,12 @@ pub fn with_gates(
         .gate(GateTarget::tool("connect_github"), github)
 }
 
-#[tool_handler]
+/// The tools, built once: `#[tool_handler]`'s default builds the router (every tool's schema)
+/// again on each request, and a stateless `StreamableHttpService` makes a handler per request.
+static TOOLS: std::sync::LazyLock<rmcp::handler::server::router::tool::ToolRouter<DeployServer>> =
+    std::sync::LazyLock::new(DeployServer::tool_router);
+
+#[tool_handler(router = TOOLS)]
 impl ServerHandler for DeployServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
