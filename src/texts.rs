@@ -100,13 +100,10 @@ pub(crate) fn problem(field: Option<&str>, problem: &Problem<'_>) -> String {
     }
 }
 
-/// "enter a number …" for a bound that the number may reach (`inclusive`) or not (`exclusive`).
-fn bound(limit: &Value, exclusive: bool, inclusive: &str, exclusive_words: &str) -> String {
-    let words = if exclusive {
-        exclusive_words
-    } else {
-        inclusive
-    };
+/// "enter a number …" for a bound the number may reach (`reaching`: "of at least") or not
+/// (`passing`: "greater than"), as `exclusive` says.
+fn bound(limit: &Value, exclusive: bool, reaching: &str, passing: &str) -> String {
+    let words = if exclusive { passing } else { reaching };
     format!("enter a number {words} {}", number(limit))
 }
 
