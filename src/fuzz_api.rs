@@ -2,9 +2,9 @@
 //!
 //! `tests/properties.rs` and the targets under `fuzz/` reach the token format, the SSE splitter
 //! and the envelope peek through this module, and drive the whole layer synchronously with
-//! [`exchange`](crate::__fuzz::exchange); `tests/cache_bounds.rs` reads what the layer's caches weigh with
-//! [`cache_weight`](crate::__fuzz::cache_weight). Nothing here is covered by semver: it may change or disappear in any
-//! release, and no application should call it.
+//! [`exchange`](crate::__fuzz::exchange); `tests/cache_bounds.rs` reads what the layer's caches
+//! weigh with [`cache_weight`](crate::__fuzz::cache_weight). Nothing here is covered by semver:
+//! it may change or disappear in any release, and no application should call it.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Either};
 use serde_json::Value;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -273,12 +273,15 @@ impl Service<Request<RequestBody<Chunks>>> for Inner {
         let this = self.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            // `Chunks` cannot fail, and neither can the layer's buffered body.
-            let body = body
-                .collect()
-                .await
-                .expect("no body here can fail")
-                .to_bytes();
+            // Neither side can fail: the layer's buffered body and `Chunks` are both infallible.
+            let collected = match body {
+                Either::Left(buffered) => buffered.collect().await,
+                Either::Right(chunks) => chunks.collect().await,
+            };
+            let body = match collected {
+                Ok(collected) => collected.to_bytes(),
+                Err(never) => match never {},
+            };
             let received = Received { parts, body };
             let response = (this.respond)(&received);
             this.received
