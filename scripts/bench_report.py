@@ -99,11 +99,11 @@ PAIRS = [
 # --- measuring ---------------------------------------------------------------------------------
 
 
-def bench_binary() -> Path:
-    """Builds the `overhead` bench (release) and returns its executable."""
-    print("building the overhead bench ...", file=sys.stderr)
+def bench_binary(bench: str = GROUP) -> Path:
+    """Builds the bench `bench` (release) and returns its executable."""
+    print(f"building the {bench} bench ...", file=sys.stderr)
     output = subprocess.run(
-        ["cargo", "bench", "--bench", GROUP, "--no-run", "--message-format=json"],
+        ["cargo", "bench", "--bench", bench, "--no-run", "--message-format=json"],
         cwd=ROOT,
         check=True,
         stdout=subprocess.PIPE,
@@ -116,11 +116,11 @@ def bench_binary() -> Path:
             continue
         if (
             message.get("reason") == "compiler-artifact"
-            and message.get("target", {}).get("name") == GROUP
+            and message.get("target", {}).get("name") == bench
             and message.get("executable")
         ):
             return Path(message["executable"])
-    raise SystemExit("bench_report: no executable for the overhead bench in cargo's output")
+    raise SystemExit(f"bench_report: no executable for the {bench} bench in cargo's output")
 
 
 def median_ns(home: Path, id_: str) -> float:

@@ -29,48 +29,33 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_report import PAIRS  # noqa: E402  (the same pairs as the time report)
+from bench_report import PAIRS, bench_binary  # noqa: E402  (the time report's pairs and build)
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = 1000
 
 
-def build() -> str:
-    output = subprocess.run(
-        ["cargo", "bench", "--bench", "instructions", "--no-run", "--message-format=json"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    for line in output.splitlines():
-        message = json.loads(line)
-        if message.get("reason") == "compiler-artifact" and message["target"]["name"] == (
-            "instructions"
-        ):
-            if message.get("executable"):
-                return message["executable"]
-    raise SystemExit("instructions: no executable for the instructions bench in cargo's output")
-
-
-def count(exe: str, bench_id: str, requests: int) -> float:
+def count(exe: Path, bench_id: str, requests: int) -> float:
     """Instructions per measured request of `bench_id`."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        subprocess.run(
+        done = subprocess.run(
             [
                 "valgrind",
                 "--tool=callgrind",
                 "--toggle-collect=*instructions::measured*",
                 f"--callgrind-out-file={out}",
-                exe,
+                str(exe),
                 bench_id,
                 str(requests),
             ],
             cwd=ROOT,
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.splitlines()[-10:])
+            raise SystemExit(f"instructions: {bench_id} failed under valgrind:\n{tail}")
         totals = re.search(r"^(?:summary|totals):\s+(\d+)", out.read_text(), re.MULTILINE)
         if not totals:
             raise SystemExit(f"instructions: no total in callgrind's output for {bench_id}")
@@ -86,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("instructions: valgrind is not installed (apt-get install valgrind)")
-    exe = build()
+    exe = bench_binary("instructions")
     pairs = [p for p in PAIRS if args.only in p.label]
     counts: dict[str, float] = {}
     for pair in pairs:
