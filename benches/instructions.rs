@@ -156,18 +156,8 @@ fn main() {
                 "tools_list" => support::list_request(),
                 "call_first" => first,
                 _ => {
-                    let approve = json!({server::APPROVAL_KEY: {
-                        "action": "accept", "content": {"approve": true}
-                    }});
-                    let state = if layered {
-                        json!({
-                            "requestState": rt.block_on(token(&with_layer, &first)),
-                            "inputResponses": approve,
-                        })
-                    } else {
-                        json!({"inputResponses": approve})
-                    };
-                    call("deploy", arguments(), state)
+                    let sealed = layered.then(|| rt.block_on(token(&with_layer, &first)));
+                    support::approved(server::APPROVAL_KEY, arguments(), sealed.as_deref())
                 }
             };
             let method = if round == "tools_list" {

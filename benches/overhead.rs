@@ -126,19 +126,11 @@ fn overhead<M: Measurement + 'static>(c: &mut Criterion<M>) {
     let rmcp_layered = ServiceBuilder::new()
         .layer(layer())
         .service(server::mcp_service(state, true));
-    let approve = json!({server::APPROVAL_KEY: {"action": "accept", "content": {"approve": true}}});
     let rmcp_first = call("deploy", json!({"environment": "staging"}), json!({}));
     let rmcp_sealed = rt.block_on(token(&rmcp_layered, &rmcp_first));
-    let rmcp_retry_bare = call(
-        "deploy",
-        json!({"environment": "staging"}),
-        json!({"inputResponses": approve}),
-    );
-    let rmcp_retry = call(
-        "deploy",
-        json!({"environment": "staging"}),
-        json!({"requestState": rmcp_sealed, "inputResponses": approve}),
-    );
+    let staging = || json!({"environment": "staging"});
+    let rmcp_retry_bare = support::approved(server::APPROVAL_KEY, staging(), None);
+    let rmcp_retry = support::approved(server::APPROVAL_KEY, staging(), Some(&rmcp_sealed));
     // Every round against rmcp: `tools/list` (passed through), the first round (sealed), and the
     // first round with rmcp answering as an event stream.
     let rmcp_sse_bare = server::mcp_service(server::DeployState::new(), false);

@@ -221,6 +221,18 @@ pub fn retries(arguments: Value, sealed: &str) -> Retries {
     }
 }
 
+/// The retry of a `deploy` call to the example's rmcp server that approves, under `key` (the
+/// example's `APPROVAL_KEY`): carrying the layer's `sealed` token, or none (`None`) for the bare
+/// server, which keeps no state of its own.
+pub fn approved(key: &str, arguments: Value, sealed: Option<&str>) -> Bytes {
+    let approve = json!({key: {"action": "accept", "content": {"approve": true}}});
+    let extra = match sealed {
+        Some(state) => json!({"requestState": state, "inputResponses": approve}),
+        None => json!({"inputResponses": approve}),
+    };
+    call("deploy", arguments, extra)
+}
+
 /// `count` copies of the JSON-RPC request `body`, each with its own `_meta.progressToken` (as a
 /// client that asks for progress sends a fresh one with every call); all else byte for byte the
 /// same request.
