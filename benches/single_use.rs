@@ -27,7 +27,8 @@ use http_body_util::Full;
 use serde_json::json;
 use support::{call, echo, layer, post, retries, send, token};
 use tower::{Service, ServiceBuilder};
-use tower_elicitation::{Consumed, MemoryTokenStore, RedisStore, TokenStore};
+use tower_elicitation::redis::RedisStore;
+use tower_elicitation::store::{Consumed, MemoryTokenStore, TokenStore};
 
 /// Times `iters` retries, each with a token of its own minted (untimed) just before it.
 async fn timed_retries<S, B>(service: &S, iters: u64) -> Duration

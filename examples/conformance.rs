@@ -76,7 +76,8 @@ use rmcp::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tower::ServiceBuilder;
-use tower_elicitation::{ElicitationLayer, Keyring, LegacyBridgeLayer};
+use tower_elicitation::bridge::LegacyBridgeLayer;
+use tower_elicitation::{ElicitationLayer, Keyring};
 use tracing_subscriber::EnvFilter;
 
 const DEFAULT_ADDR: &str = "127.0.0.1:3001";

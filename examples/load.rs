@@ -61,9 +61,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use server::{APPROVAL_KEY, DeployState};
-use tower_elicitation::{
-    ElicitationLayer, Keyring, LegacyBridgeLayer, MemoryTokenStore, RedisStore,
-};
+use tower_elicitation::bridge::LegacyBridgeLayer;
+use tower_elicitation::redis::RedisStore;
+use tower_elicitation::store::MemoryTokenStore;
+use tower_elicitation::{ElicitationLayer, Keyring};
 
 struct Options {
     flows: usize,

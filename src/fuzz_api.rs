@@ -16,15 +16,15 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::{BodyExt, Either};
+use http_body_util::BodyExt;
 use serde_json::Value;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::jsonrpc::{self, Peek};
-use crate::state::claims::{self, Claims};
-use crate::state::sealed::Sealed;
-use crate::state::token::{self, Clock};
+use crate::token::claims::{self, Claims};
+use crate::token::sealed::Sealed;
+use crate::token::{self, Clock};
+use crate::wire::jsonrpc::{self, Peek};
 use crate::{ElicitationLayer, Keyring, RequestBody};
 
 /// What a request must match for a token to open (the token binding, with the arguments given
@@ -181,12 +181,12 @@ pub fn cache_weight(layer: &ElicitationLayer) -> CacheWeight {
 /// Feeds `chunks` to the layer's incremental SSE splitter: the complete events in order, and
 /// what is left after the last one.
 pub fn sse_split(chunks: &[&[u8]]) -> (Vec<Bytes>, Bytes) {
-    crate::sse::split_all(chunks)
+    crate::wire::sse::split_all(chunks)
 }
 
 /// An event's `data` as the layer reads it (its `data:` lines joined by `\n`).
 pub fn sse_data(event: &[u8]) -> Option<Vec<u8>> {
-    crate::sse::data(event).map(std::borrow::Cow::into_owned)
+    crate::wire::sse::data(event).map(std::borrow::Cow::into_owned)
 }
 
 /// What the layer's borrowed peek makes of a POST body: `"call <method>"`, `"other"`,
@@ -273,14 +273,15 @@ impl Service<Request<RequestBody<Chunks>>> for Inner {
         let this = self.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            // Neither side can fail: the layer's buffered body and `Chunks` are both infallible.
-            let collected = match body {
-                Either::Left(buffered) => buffered.collect().await,
-                Either::Right(chunks) => chunks.collect().await,
-            };
-            let body = match collected {
+            // Neither the layer's buffered bytes nor `Chunks` can fail; were one to, the client
+            // would see a 500 the inner service never answered, and no request recorded.
+            let body = match body.collect().await {
                 Ok(collected) => collected.to_bytes(),
-                Err(never) => match never {},
+                Err(_) => {
+                    let mut failed = Response::new(Chunks::default());
+                    *failed.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                    return Ok(failed);
+                }
             };
             let received = Received { parts, body };
             let response = (this.respond)(&received);

@@ -24,7 +24,7 @@
 //! - **Retrofits approval.** [Gates](Gate) make the layer ask a form or URL question of its own
 //!   before a call may reach a server that knows nothing of elicitation.
 //! - **Single-use tokens, when asked.** With [`ElicitationLayer::single_use`] a retry goes on
-//!   only once a [`TokenStore`] (in process, or Redis with the `redis` feature, shared by every
+//!   only once a [`TokenStore`](store::TokenStore) (in process, or Redis with the `redis` feature, shared by every
 //!   replica) has consumed its token's id; a replay gets `-32602`, and a store that cannot be
 //!   reached fails closed (`-32603`, HTTP 503).
 //!
@@ -120,106 +120,19 @@
 //! don't put it in front of endpoints that take other kinds of body.
 
 //!
-//! # Serving 2025-era clients: the legacy bridge
+//! # The rest of the crate
 //!
-//! Most MCP hosts still speak 2025-06-18 or 2025-11-25: a session opened with `initialize`, and
-//! questions asked as server-to-client requests on the event stream of the call's POST.
-//! [`LegacyBridgeLayer`] is opt-in and goes outermost (`bridge → ElicitationLayer → inner`).
-//! Toward what it wraps it is a 2026-07-28 client; toward a 2025-era host it is a 2025-11-25
-//! server:
+//! - [`bridge`]: [`LegacyBridgeLayer`](bridge::LegacyBridgeLayer) serves 2025-era hosts
+//!   (sessions, `initialize`, questions on the call's event stream) from a 2026-07-28 service.
+//! - [`store`]: where single-use tokens are spent ([`TokenStore`](store::TokenStore)), in process
+//!   by default.
+//! - `redis` (feature `redis`): every store above, and URL flows, shared by all replicas through
+//!   Redis.
 //!
-//! - it answers `initialize` itself (`capabilities`, `serverInfo`, `instructions` from the inner
-//!   service's `server/discover`), `ping` and `logging/setLevel` (`{}`), `notifications/*` (202),
-//!   GET (405) and DELETE (204, then 404 for that session);
-//! - it forwards every other request as a stateless 2026-07-28 one, with the session's
-//!   capabilities, client info and log level in `_meta`, and the caller's own headers;
-//! - when a `tools/call`, `prompts/get` or `resources/read` answers `input_required`, it asks the
-//!   client on the call's event stream (`elicitation/create`, `sampling/createMessage`,
-//!   `roots/list`), waits for the answers the client POSTs back (202), and retries with
-//!   `inputResponses` and the `requestState`, as a 2026 client would.
+//! # Feature flags
 //!
-//! 2026-07-28 requests (those whose `_meta` names a protocol version) pass through untouched.
-//! Sessions and waiting calls live in this process by default ([`MemorySessionStore`],
-//! [`MemoryPendingAnswers`]): with several replicas, route by `Mcp-Session-Id` (sticky), or give
-//! the bridge shared stores ([`SessionStore`], [`PendingAnswers`]). With the `redis` feature,
-//! `RedisStore::sessions` and `RedisStore::pending_answers` are those stores: sticky routing is
-//! then no longer required (a session opened on one replica is served, and ended, on any; an
-//! answer POSTed to any replica reaches the call waiting on another).
-//!
-//! ```
-//! use std::time::Duration;
-//! use tower::ServiceBuilder;
-//! use tower_elicitation::{ElicitationLayer, Keyring, LegacyBridgeLayer};
-//!
-//! # fn inner() -> impl tower::Service<
-//! #     http::Request<tower_elicitation::RequestBody<http_body_util::Full<bytes::Bytes>>>,
-//! #     Response = http::Response<http_body_util::Full<bytes::Bytes>>,
-//! #     Error = std::convert::Infallible, Future: Send> + Clone + Send + 'static {
-//! #     tower::service_fn(|_| async { Ok(http::Response::new(http_body_util::Full::default())) })
-//! # }
-//! # fn main() -> Result<(), tower_elicitation::KeyringError> {
-//! let service = ServiceBuilder::new()
-//!     .layer(
-//!         LegacyBridgeLayer::new()
-//!             .answer_timeout(Duration::from_secs(120))
-//!             .max_rounds(8)
-//!             .max_pending(512)
-//!             .memory_sessions(Duration::from_secs(3600), 10_000),
-//!     )
-//!     .layer(ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?))
-//!     .service(inner());
-//! # let _ = service;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # How the crate is laid out
-//!
-//! The engine decides on JSON alone; the HTTP adapter only moves bytes and maps the engine's kinds
-//! of reply to statuses. No module imports, directly or through others, one that imports it
-//! (`scripts/module_cycles.py` checks). Each row of the README's decision table lives in one place:
-//!
-//! | module | what it holds |
-//! |---|---|
-//! | `layer` | [`ElicitationLayer`]: the builder of every option, and `impl Layer` |
-//! | `config` | the engine's policy (`Config`): keys, TTL, bounds, gates, caches; no HTTP types |
-//! | `shared` | `Config` and the adapter's own settings (principal extractor, body limit), one `Arc` |
-//! | `service` | [`Elicitation`]: the `Service` impl; requests without a body pass untouched |
-//! | `future` | [`ResponseFuture`]: reads the body, forwards what names no MRTR method, else the MRTR path |
-//! | `call` | the MRTR path: asks the inner service for `identity`, gives the engine its one-call step (the probe), calls it, frames replies (kind → status) |
-//! | `body` | [`RequestBody`] (`http-body-util`'s `Either`), [`ResponseBody`] and `ReadAll` (a body in one frame is kept without a copy) |
-//! | `sse` | event-stream parsing, and the body that rewrites the one response event |
-//! | `engine::intake` | the byte scan, the strict peek's verdict, how the inner's answer is sorted (status, encoding, type) |
-//! | `engine::inbound` | a call: its state verified, its answers checked, forwarded or answered; `decide` asks URL flows and runs the probe over an abstract inner step |
-//! | `engine::gates` | declared gates on a call: ask, judge, refuse, deliver (injected into the arguments' own text) |
-//! | `engine::answers` | each answer against the question asked: accept, re-ask with a hint, drop what was not asked |
-//! | `engine::outbound` | the inner's answer: seal an `input_required`, refuse one the client cannot answer, judge each event |
-//! | `engine::reply` | the layer's own answers: asks, re-asks, refusals, the round cap, the seal and its size bound |
-//! | `engine::decision` | what is known of a call (`Round`), what is decided (`Decided`), and the inner step the engine may take (`Inner`) |
-//! | `json` | the one strict reader (objects as raw members along a path, `Strict` values) and the one duplicate-key detector |
-//! | `jsonrpc` | envelopes read through `json`: the peek, the rewrite of `params`, the error table, `Reply` and its `Kind` |
-//! | `canonical` | the one canonical writer (digests, cache keys) and its order-keeping minified form (what is shown) |
-//! | `state` | the [`Keyring`], the token format and MAC, the claims, the tokens this layer sealed |
-//! | `store` | single-use tokens: [`TokenStore`], the bounded in-process [`MemoryTokenStore`] |
-//! | `store::redis` | feature `redis`: `RedisStore` (spent token ids, `SET … NX PXAT`) and `RedisUrlFlows` |
-//! | `form` | the MCP form subset (`Gate::form` checks it) and compiled validators with their hints |
-//! | `gate`, `uri` | [`Gate`], [`GateTarget`] and their matching (resource URIs compared normalized) |
-//! | `texts` | every text the layer writes for a person (hints, the gates' default texts), in one place |
-//! | `mcp` | the few MCP 2026-07-28 wire facts the layer reads: methods, request kinds, capabilities |
-//! | `memo` | caches bounded in entries and in bytes |
-//! | `macros` | the inner-service accessors (`get_ref`, `get_mut`, `into_inner`) both services share |
-//! | `principal` | whose call it is: the `Authorization` header, or [`ElicitationLayer::principal_from`] |
-//! | `bridge::layer` | [`LegacyBridgeLayer`]: the bridge's options, and `impl Layer` |
-//! | `bridge::config` | the bridge's settings (timeouts, bounds, stores, principal), one `Arc` |
-//! | `bridge::service` | [`LegacyBridge`]: tells the eras apart; the handshake, utilities, sessions and answers |
-//! | `bridge::rounds` | the MRTR loop for a 2025 client: requests on the call's stream, answers, retries |
-//! | `bridge::inner` | the bridge as a 2026 client: the request of each round, the reading of the answer |
-//! | `bridge::convert` | 2025 ↔ 2026 shapes: versions, capabilities, `_meta`, results, errors, down-levelling |
-//! | `bridge::session` | [`SessionStore`], [`SessionRecord`] and [`MemorySessionStore`] |
-//! | `bridge::pending` | [`PendingAnswers`], [`LegKey`] and [`MemoryPendingAnswers`] |
-//! | `bridge::redis` | feature `redis`: `RedisSessionStore` (`SET … NX PX`, `GETEX`, `DEL`) and `RedisPendingAnswers` (local waiters, one pub/sub channel) |
-//! | `bridge::body` | [`BridgeBody`]: the inner's body, the bridge's own answer, or a call's stream |
-//! | `bridge::ids` | session ids, request ids on a stream, `elicitationId`s: all from the CSPRNG |
+//! - `schemars` (default): [`Gate::form_for`], a gate's form derived from a Rust type.
+//! - `redis`: the `redis` module.
 
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
@@ -232,47 +145,27 @@
 #[path = "fuzz_api.rs"]
 pub mod __fuzz;
 #[macro_use]
-mod macros;
-mod body;
-mod bridge;
-mod call;
-mod canonical;
-mod config;
+mod util;
+pub mod bridge;
+mod elicitation;
 mod engine;
 mod form;
-mod future;
 mod gate;
-mod json;
-mod jsonrpc;
-mod layer;
-mod mcp;
-mod memo;
-mod principal;
-mod service;
-mod shared;
-mod sse;
-mod state;
-mod store;
+#[cfg(feature = "redis")]
+pub mod redis;
+pub mod store;
 mod texts;
-mod uri;
+mod token;
+mod wire;
 
-pub use body::{RequestBody, ResponseBody};
-pub use bridge::{
-    BridgeBody, BridgeFuture, LegKey, LegacyBridge, LegacyBridgeLayer, MemoryPendingAnswers,
-    MemorySessionStore, PendingAnswers, SessionRecord, SessionStore, StoreFuture, Waiter,
-};
-#[cfg(feature = "redis")]
-pub use bridge::{RedisPendingAnswers, RedisSessionStore};
-pub use config::AnswersWithoutState;
+pub use elicitation::body::{RequestBody, ResponseBody};
+pub use elicitation::future::ResponseFuture;
+pub use elicitation::layer::ElicitationLayer;
+pub use elicitation::service::Elicitation;
+pub use engine::policy::AnswersWithoutState;
 pub use form::FormSchemaError;
-pub use future::ResponseFuture;
 pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};
-pub use layer::ElicitationLayer;
-pub use service::Elicitation;
-pub use state::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
-#[cfg(feature = "redis")]
-pub use store::redis::{RedisStore, RedisStoreBuilder, RedisUrlFlows};
-pub use store::{Consumed, MemoryTokenStore, StoreError, TokenStore};
+pub use token::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
 
 /// The boxed error type of [`UrlFlow::url`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -15,10 +15,11 @@ use http_body_util::{BodyExt, Full};
 use legacy_stream::{Events, WAIT, result_text};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::{
-    ElicitationLayer, Keyring, LegKey, LegacyBridgeLayer, MemoryPendingAnswers, PendingAnswers,
-    RequestBody, StoreFuture, Waiter,
+use tower_elicitation::bridge::{
+    AnswerKey, LegacyBridgeLayer, MemoryPendingAnswers, PendingAnswers,
 };
+use tower_elicitation::store::StoreError;
+use tower_elicitation::{ElicitationLayer, Keyring, RequestBody};
 
 // ---- the inner 2026-07-28 server ----
 
@@ -128,7 +129,7 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
     }
 }
 
-type InnerRequest = Request<RequestBody<Full<Bytes>>>;
+type InnerRequest = Request<RequestBody<tower_elicitation::bridge::RequestBody>>;
 
 async fn inner_service(
     seen: Seen,
@@ -159,14 +160,16 @@ async fn inner_service(
 struct Observed(Arc<MemoryPendingAnswers>);
 
 impl PendingAnswers for Observed {
-    fn expect(&self, key: LegKey) -> StoreFuture<'_, Waiter> {
-        self.0.expect(key)
+    type Subscription = <MemoryPendingAnswers as PendingAnswers>::Subscription;
+
+    async fn subscribe(&self, key: AnswerKey) -> Result<Self::Subscription, StoreError> {
+        self.0.subscribe(key).await
     }
-    fn deliver(&self, key: LegKey, answer: Value) -> StoreFuture<'_, bool> {
-        self.0.deliver(key, answer)
+    async fn deliver(&self, key: AnswerKey, answer: Value) -> Result<bool, StoreError> {
+        self.0.deliver(key, answer).await
     }
-    fn forget<'a>(&'a self, key: &'a LegKey) -> StoreFuture<'a, ()> {
-        self.0.forget(key)
+    async fn unsubscribe(&self, key: &AnswerKey) -> Result<(), StoreError> {
+        self.0.unsubscribe(key).await
     }
 }
 
@@ -807,7 +810,7 @@ async fn a_2025_06_18_client_gets_forms_it_can_read() {
 #[tokio::test]
 async fn modern_requests_pass_byte_for_byte() {
     // An inner service that answers with exactly the bytes and headers it received.
-    let echo = tower::service_fn(|request: Request<Full<Bytes>>| async move {
+    let echo = tower::service_fn(|request: Request<tower_elicitation::bridge::RequestBody>| async move {
         let (parts, body) = request.into_parts();
         let bytes = body.collect().await.unwrap().to_bytes();
         let mut response = Response::new(Full::new(bytes));
@@ -863,11 +866,11 @@ async fn modern_requests_pass_byte_for_byte() {
 
 /// `Layer::layer` spelled as a method, for the test above.
 trait LayerService {
-    fn layer_service<S>(&self, inner: S) -> tower_elicitation::LegacyBridge<S>;
+    fn layer_service<S>(&self, inner: S) -> tower_elicitation::bridge::LegacyBridge<S>;
 }
 
 impl LayerService for LegacyBridgeLayer {
-    fn layer_service<S>(&self, inner: S) -> tower_elicitation::LegacyBridge<S> {
+    fn layer_service<S>(&self, inner: S) -> tower_elicitation::bridge::LegacyBridge<S> {
         tower::Layer::layer(self, inner)
     }
 }

@@ -22,10 +22,11 @@ use http_body_util::{BodyExt, Full};
 use legacy_stream::{Events, WAIT, result_text};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::{
-    ElicitationLayer, Keyring, LegKey, LegacyBridgeLayer, PendingAnswers, RedisPendingAnswers,
-    RedisStore, RequestBody, SessionRecord, SessionStore,
+use tower_elicitation::bridge::{
+    AnswerKey, LegacyBridgeLayer, PendingAnswers, SessionRecord, SessionStore,
 };
+use tower_elicitation::redis::{RedisPendingAnswers, RedisStore};
+use tower_elicitation::{ElicitationLayer, Keyring, RequestBody};
 
 // ---- Redis ----
 use redis_support::{Link, Proxy, prefix, redis_url, upstream};
@@ -76,7 +77,7 @@ fn answer(message: &Value) -> Value {
     }
 }
 
-type InnerRequest = Request<RequestBody<Full<Bytes>>>;
+type InnerRequest = Request<RequestBody<tower_elicitation::bridge::RequestBody>>;
 
 async fn inner_service(
     calls: Arc<AtomicUsize>,
@@ -451,10 +452,13 @@ async fn redis_pending_answers_deliver_across_replicas_only_to_their_own_leg() {
     let a = redis(&prefix).await.pending_answers();
     let b = redis(&prefix).await.pending_answers();
     let elsewhere = redis(&self::prefix()).await.pending_answers();
-    let key = LegKey::new("s1", "\"leg-1\"");
-    let waiter = a.expect(key.clone()).await.unwrap();
+    let key = AnswerKey::new("s1", "\"leg-1\"");
+    let waiter = a.subscribe(key.clone()).await.unwrap();
     // Make sure B's own subscriber is up, so that A is not the only receiver it could count.
-    let _other = b.expect(LegKey::new("s9", "\"leg-9\"")).await.unwrap();
+    let _other = b
+        .subscribe(AnswerKey::new("s9", "\"leg-9\""))
+        .await
+        .unwrap();
     // Another prefix is another application: nothing it publishes reaches A, and it knows no
     // other replica that could take it.
     assert!(
@@ -464,7 +468,7 @@ async fn redis_pending_answers_deliver_across_replicas_only_to_their_own_leg() {
             .unwrap()
     );
     // Another session's answer with the same leg id, through B: published, taken by nobody.
-    b.deliver(LegKey::new("s2", "\"leg-1\""), json!("theirs"))
+    b.deliver(AnswerKey::new("s2", "\"leg-1\""), json!("theirs"))
         .await
         .unwrap();
     assert!(b.deliver(key.clone(), json!("mine")).await.unwrap());
@@ -474,9 +478,9 @@ async fn redis_pending_answers_deliver_across_replicas_only_to_their_own_leg() {
     );
     assert!(a.is_empty());
     // A forgotten leg takes nothing, and its waiter ends without an answer.
-    let key = LegKey::new("s1", "\"leg-2\"");
-    let waiter = a.expect(key.clone()).await.unwrap();
-    a.forget(&key).await.unwrap();
+    let key = AnswerKey::new("s1", "\"leg-2\"");
+    let waiter = a.subscribe(key.clone()).await.unwrap();
+    a.unsubscribe(&key).await.unwrap();
     b.deliver(key, json!("late")).await.unwrap();
     assert_eq!(tokio::time::timeout(WAIT, waiter).await.unwrap(), None);
 }

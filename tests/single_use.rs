@@ -24,10 +24,9 @@ use std::time::{Duration, SystemTime};
 use http::StatusCode;
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use tower_elicitation::{
-    Consumed, ElicitationLayer, Gate, GateTarget, MemoryTokenStore, RedisStore, StoreError,
-    TokenStore,
-};
+use tower_elicitation::redis::RedisStore;
+use tower_elicitation::store::{Consumed, MemoryTokenStore, StoreError, TokenStore};
+use tower_elicitation::{ElicitationLayer, Gate, GateTarget};
 
 use redis_support::{Link, Proxy, prefix, redis_url, upstream};
 use support::{Call, FakeMcp, Harness, Reply, Transport, keyring};

@@ -30,7 +30,8 @@
 #[allow(dead_code)]
 mod server;
 
-use tower_elicitation::{ElicitationLayer, Keyring, LegacyBridgeLayer};
+use tower_elicitation::bridge::LegacyBridgeLayer;
+use tower_elicitation::{ElicitationLayer, Keyring};
 use tracing_subscriber::EnvFilter;
 
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -52,7 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut state = server::DeployState::new().with_base_url(&base_url);
     let mut bridge = LegacyBridgeLayer::new();
     if let Ok(url) = std::env::var("MCP_REDIS_URL") {
-        let mut redis = tower_elicitation::RedisStore::builder(url.as_str());
+        let mut redis = tower_elicitation::redis::RedisStore::builder(url.as_str());
         if let Ok(prefix) = std::env::var("MCP_REDIS_PREFIX") {
             redis = redis.key_prefix(prefix);
         }

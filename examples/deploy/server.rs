@@ -59,10 +59,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::{
-    ElicitationLayer, Gate, GateCall, GateError, GateTarget, LegacyBridgeLayer, MemorySessionStore,
-    RedisStore, RedisUrlFlows, UrlFlow,
-};
+use tower_elicitation::bridge::{LegacyBridgeLayer, MemorySessionStore};
+use tower_elicitation::redis::{RedisStore, RedisUrlFlows};
+use tower_elicitation::{ElicitationLayer, Gate, GateCall, GateError, GateTarget, UrlFlow};
 
 /// The `inputRequests` key the `deploy` tool asks under.
 pub const APPROVAL_KEY: &str = "deployment-approval";

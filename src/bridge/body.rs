@@ -1,4 +1,4 @@
-//! [`BridgeBody`]: the inner service's body, the bridge's own answer, or a bridged call's stream.
+//! [`ResponseBody`]: the inner service's body, the bridge's own answer, or a bridged call's stream.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -11,9 +11,44 @@ use tokio::sync::mpsc;
 
 use crate::BoxError;
 
+/// The request body the bridge sends the service it wraps: one whole 2026-07-28 request, in
+/// memory. It cannot fail.
+#[derive(Debug, Default)]
+pub struct RequestBody {
+    bytes: Full<Bytes>,
+}
+
+impl RequestBody {
+    pub(crate) fn new(bytes: impl Into<Bytes>) -> Self {
+        Self {
+            bytes: Full::new(bytes.into()),
+        }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.bytes).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.bytes.size_hint()
+    }
+}
+
 pin_project! {
-    /// The response body of [`LegacyBridge`](crate::LegacyBridge).
-    pub struct BridgeBody<B> {
+    /// The response body of [`LegacyBridge`](crate::bridge::LegacyBridge).
+    pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
     }
@@ -28,7 +63,7 @@ pin_project! {
     }
 }
 
-impl<B> BridgeBody<B> {
+impl<B> ResponseBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         Self {
             kind: Kind::Inner { body },
@@ -52,13 +87,13 @@ impl<B> BridgeBody<B> {
     }
 }
 
-impl<B> Default for BridgeBody<B> {
+impl<B> Default for ResponseBody<B> {
     fn default() -> Self {
         Self::full(Bytes::new())
     }
 }
 
-impl<B> Body for BridgeBody<B>
+impl<B> Body for ResponseBody<B>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -96,12 +131,12 @@ where
     }
 }
 
-impl<B> std::fmt::Debug for BridgeBody<B> {
+impl<B> std::fmt::Debug for ResponseBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.kind {
-            Kind::Inner { .. } => "BridgeBody::Inner",
-            Kind::Full { .. } => "BridgeBody::Full",
-            Kind::Stream { .. } => "BridgeBody::Stream",
+            Kind::Inner { .. } => "ResponseBody::Inner",
+            Kind::Full { .. } => "ResponseBody::Full",
+            Kind::Stream { .. } => "ResponseBody::Stream",
         })
     }
 }

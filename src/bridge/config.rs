@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use super::pending::{MemoryPendingAnswers, PendingAnswers};
-use super::session::{MemorySessionStore, SessionStore};
-use crate::principal::Principal;
+use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
+use super::session::{ErasedSessionStore, MemorySessionStore};
+use crate::util::principal::Principal;
 
 pub(crate) const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 pub(crate) const DEFAULT_MAX_ROUNDS: u32 = 8;
@@ -28,8 +28,8 @@ pub(crate) struct Settings {
     /// The first wait before asking the inner service again about a URL flow the client has
     /// consented to; it doubles up to ten times this.
     pub(crate) url_retry: Duration,
-    pub(crate) sessions: Arc<dyn SessionStore>,
-    pub(crate) pending: Arc<dyn PendingAnswers>,
+    pub(crate) sessions: Arc<dyn ErasedSessionStore>,
+    pub(crate) pending: Arc<dyn ErasedPendingAnswers>,
     /// One permit per call waiting for the client.
     pub(crate) waiting: Arc<Semaphore>,
     pub(crate) principal: Principal,

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::mcp::{Declared, InputKind, MRTR_VERSION};
+use crate::wire::mcp::{Declared, InputKind, MRTR_VERSION};
 
 /// The versions the bridge answers `initialize` with, newest first.
 pub(crate) const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -174,7 +174,10 @@ pub(crate) fn legacy_result(mut result: Map<String, Value>) -> Map<String, Value
 pub(crate) fn legacy_error(mut error: Map<String, Value>) -> Map<String, Value> {
     let code = error.get("code").and_then(Value::as_i64);
     if matches!(code, Some(-32022..=-32020)) {
-        error.insert("code".to_owned(), json!(crate::jsonrpc::INTERNAL_ERROR));
+        error.insert(
+            "code".to_owned(),
+            json!(crate::wire::jsonrpc::INTERNAL_ERROR),
+        );
     }
     error
 }

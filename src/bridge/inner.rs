@@ -9,14 +9,15 @@ use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use serde_json::Value;
 use tower_service::Service;
 
+use super::body::RequestBody;
 use crate::BoxError;
-use crate::json::Strict;
-use crate::mcp::MRTR_VERSION;
-use crate::sse::{Splitter, data};
+use crate::wire::json::Strict;
+use crate::wire::mcp::MRTR_VERSION;
+use crate::wire::sse::{Splitter, data};
 
 /// `Mcp-Session-Id`: a 2025 session, never sent to the inner service.
 pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -52,8 +53,8 @@ pub(crate) fn request(
     method: &str,
     name: Option<&str>,
     body: Vec<u8>,
-) -> Request<Full<Bytes>> {
-    let mut request = Request::new(Full::new(Bytes::from(body)));
+) -> Request<RequestBody> {
+    let mut request = Request::new(RequestBody::new(body));
     *request.method_mut() = http::Method::POST;
     *request.uri_mut() = caller.uri.clone();
     *request.version_mut() = caller.version;
@@ -100,10 +101,10 @@ fn header_text(text: &str) -> HeaderValue {
 /// Drives `inner` to readiness and calls it.
 pub(crate) async fn call<S, ResBody>(
     inner: &mut S,
-    request: Request<Full<Bytes>>,
+    request: Request<RequestBody>,
 ) -> Result<Response<ResBody>, S::Error>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
 {
     std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
     inner.call(request).await

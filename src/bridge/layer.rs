@@ -11,7 +11,7 @@ use super::config::{self, Settings};
 use super::pending::PendingAnswers;
 use super::service::LegacyBridge;
 use super::session::{MemorySessionStore, SessionStore};
-use crate::principal::Principal;
+use crate::util::principal::Principal;
 
 /// Tower layer that serves 2025-era MCP clients (sessions, `initialize`, server-to-client
 /// requests) in front of a 2026-07-28 multi round-trip service. Put it outermost:

@@ -5,97 +5,164 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::task::{Context, Poll};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::session::StoreFuture;
+use crate::store::StoreError;
+use crate::util::BoxFuture;
 
-/// What one answer is addressed to: the session, and the id the bridge gave the request it sent
-/// on the call's stream (a "leg"). A response is delivered only to the leg of its own session.
+/// Names what one answer is addressed to: the session, and the id the bridge gave the request it
+/// sent on the call's stream. A response is delivered only to the request of its own session.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct LegKey {
+pub struct AnswerKey {
     /// The session id (`Mcp-Session-Id`).
     pub session: String,
     /// The JSON-RPC id of the bridge's request, as the JSON text of the id.
-    pub leg: String,
+    #[serde(rename = "leg")]
+    pub request: String,
 }
 
-impl LegKey {
-    /// The key of leg `leg` (the JSON text of its id) in session `session`.
-    pub fn new(session: impl Into<String>, leg: impl Into<String>) -> Self {
+impl AnswerKey {
+    /// Names the answer to request `request` (the JSON text of its id) in session `session`.
+    pub fn new(session: impl Into<String>, request: impl Into<String>) -> Self {
         Self {
             session: session.into(),
-            leg: leg.into(),
+            request: request.into(),
         }
-    }
-}
-
-/// Resolves with the answer delivered to one leg, or `None` when the store gave up on it.
-pub struct Waiter(Pin<Box<dyn Future<Output = Option<Value>> + Send>>);
-
-impl Waiter {
-    /// A waiter resolving with what `future` resolves with.
-    pub fn new(future: impl Future<Output = Option<Value>> + Send + 'static) -> Self {
-        Self(Box::pin(future))
-    }
-}
-
-impl Future for Waiter {
-    type Output = Option<Value>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-impl fmt::Debug for Waiter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Waiter")
     }
 }
 
 /// Where a call waiting for the client's answer is found when the answer arrives (in a POST of
 /// its own). The call waits on the replica holding its event stream; a publish/subscribe
 /// implementation can deliver an answer that arrived on another replica to it, by key.
+///
+/// Implementors write each method as an `async fn`; each should return within a bounded time.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::future::Future;
+/// use std::pin::Pin;
+/// use std::sync::Mutex;
+/// use serde_json::Value;
+/// use tokio::sync::oneshot;
+/// use tower_elicitation::bridge::{AnswerKey, PendingAnswers};
+/// use tower_elicitation::store::StoreError;
+///
+/// #[derive(Default)]
+/// struct Waiting(Mutex<HashMap<AnswerKey, oneshot::Sender<Value>>>);
+///
+/// impl PendingAnswers for Waiting {
+///     type Subscription = Pin<Box<dyn Future<Output = Option<Value>> + Send>>;
+///
+///     async fn subscribe(&self, key: AnswerKey) -> Result<Self::Subscription, StoreError> {
+///         let (send, receive) = oneshot::channel();
+///         self.0.lock().unwrap().insert(key, send);
+///         Ok(Box::pin(async move { receive.await.ok() }))
+///     }
+///     async fn deliver(&self, key: AnswerKey, answer: Value) -> Result<bool, StoreError> {
+///         let sender = self.0.lock().unwrap().remove(&key);
+///         Ok(sender.is_some_and(|sender| sender.send(answer).is_ok()))
+///     }
+///     async fn unsubscribe(&self, key: &AnswerKey) -> Result<(), StoreError> {
+///         self.0.lock().unwrap().remove(key);
+///         Ok(())
+///     }
+/// }
+/// ```
 pub trait PendingAnswers: Send + Sync + 'static {
-    /// Starts waiting for the answer to `key`. The waiter is registered when the future
-    /// resolves: the bridge calls this before it sends the request the answer is for.
-    fn expect(&self, key: LegKey) -> StoreFuture<'_, Waiter>;
+    /// Resolves with the answer delivered to one key (the client's whole JSON-RPC response), or
+    /// `None` when the store gave up on it (unsubscribed, or its connection ended).
+    type Subscription: Future<Output = Option<Value>> + Send + 'static;
+
+    /// Starts waiting for the answer to `key`. The bridge awaits this before it sends the request
+    /// the answer is for, so the subscription must be in place when it resolves.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the subscription cannot be made: the call fails closed.
+    fn subscribe(
+        &self,
+        key: AnswerKey,
+    ) -> impl Future<Output = Result<Self::Subscription, StoreError>> + Send;
+
     /// Hands `answer` (the client's whole JSON-RPC response) to whoever waits on `key`; `false`
     /// when nobody does (a late answer, an id the bridge never issued, another session's id).
-    fn deliver(&self, key: LegKey, answer: Value) -> StoreFuture<'_, bool>;
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be reached: the client's POST is answered 503.
+    fn deliver(
+        &self,
+        key: AnswerKey,
+        answer: Value,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Stops waiting on `key`: answered, timed out, or the call ended.
-    fn forget<'a>(&'a self, key: &'a LegKey) -> StoreFuture<'a, ()>;
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be reached; the bridge logs it and goes on.
+    fn unsubscribe(&self, key: &AnswerKey) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
-/// The in-process [`PendingAnswers`]: one channel per leg. An answer must reach the replica
+/// [`PendingAnswers`] in a form that can be stored behind `dyn`: a subscription resolves with the
+/// answer, or `None`.
+pub(crate) trait ErasedPendingAnswers: Send + Sync {
+    fn subscribe(
+        &self,
+        key: AnswerKey,
+    ) -> BoxFuture<'_, Result<BoxFuture<'static, Option<Value>>, StoreError>>;
+    fn deliver(&self, key: AnswerKey, answer: Value) -> BoxFuture<'_, Result<bool, StoreError>>;
+    fn unsubscribe<'a>(&'a self, key: &'a AnswerKey) -> BoxFuture<'a, Result<(), StoreError>>;
+}
+
+impl<T: PendingAnswers> ErasedPendingAnswers for T {
+    fn subscribe(
+        &self,
+        key: AnswerKey,
+    ) -> BoxFuture<'_, Result<BoxFuture<'static, Option<Value>>, StoreError>> {
+        Box::pin(async move {
+            let subscription = PendingAnswers::subscribe(self, key).await?;
+            Ok(Box::pin(subscription) as BoxFuture<'static, _>)
+        })
+    }
+
+    fn deliver(&self, key: AnswerKey, answer: Value) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(PendingAnswers::deliver(self, key, answer))
+    }
+
+    fn unsubscribe<'a>(&'a self, key: &'a AnswerKey) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(PendingAnswers::unsubscribe(self, key))
+    }
+}
+
+/// The in-process [`PendingAnswers`]: one channel per key. An answer must reach the replica
 /// holding the call's stream (sticky routing by `Mcp-Session-Id`).
 #[derive(Default)]
 pub struct MemoryPendingAnswers {
-    waiting: Mutex<HashMap<LegKey, oneshot::Sender<Value>>>,
+    waiting: Mutex<HashMap<AnswerKey, oneshot::Sender<Value>>>,
 }
 
 impl MemoryPendingAnswers {
-    /// An empty registry.
+    /// Creates an empty registry.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The number of legs waiting.
+    /// Returns the number of calls waiting.
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
-    /// Whether no leg is waiting.
+    /// Returns whether no call is waiting.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LegKey, oneshot::Sender<Value>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AnswerKey, oneshot::Sender<Value>>> {
         self.waiting
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -111,39 +178,39 @@ impl fmt::Debug for MemoryPendingAnswers {
 }
 
 impl PendingAnswers for MemoryPendingAnswers {
-    fn expect(&self, key: LegKey) -> StoreFuture<'_, Waiter> {
+    type Subscription = Pin<Box<dyn Future<Output = Option<Value>> + Send>>;
+
+    async fn subscribe(&self, key: AnswerKey) -> Result<Self::Subscription, StoreError> {
         let (send, receive) = oneshot::channel();
         self.lock().insert(key, send);
-        let waiter = Waiter::new(async move { receive.await.ok() });
-        Box::pin(std::future::ready(Ok(waiter)))
+        Ok(Box::pin(async move { receive.await.ok() }))
     }
 
-    fn deliver(&self, key: LegKey, answer: Value) -> StoreFuture<'_, bool> {
+    async fn deliver(&self, key: AnswerKey, answer: Value) -> Result<bool, StoreError> {
         let sender = self.lock().remove(&key);
-        let delivered = sender.is_some_and(|sender| sender.send(answer).is_ok());
-        Box::pin(std::future::ready(Ok(delivered)))
+        Ok(sender.is_some_and(|sender| sender.send(answer).is_ok()))
     }
 
-    fn forget<'a>(&'a self, key: &'a LegKey) -> StoreFuture<'a, ()> {
+    async fn unsubscribe(&self, key: &AnswerKey) -> Result<(), StoreError> {
         self.lock().remove(key);
-        Box::pin(std::future::ready(Ok(())))
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{AnswerKey, MemoryPendingAnswers, PendingAnswers};
 
     #[tokio::test]
     async fn an_answer_reaches_only_its_own_session_and_leg() {
         let pending = MemoryPendingAnswers::new();
         let waiter = pending
-            .expect(LegKey::new("s1", "\"leg-1\""))
+            .subscribe(AnswerKey::new("s1", "\"leg-1\""))
             .await
             .unwrap();
-        let other = LegKey::new("s2", "\"leg-1\"");
+        let other = AnswerKey::new("s2", "\"leg-1\"");
         assert!(!pending.deliver(other, serde_json::json!(1)).await.unwrap());
-        let mine = LegKey::new("s1", "\"leg-1\"");
+        let mine = AnswerKey::new("s1", "\"leg-1\"");
         assert!(
             pending
                 .deliver(mine.clone(), serde_json::json!(2))
@@ -159,9 +226,9 @@ mod tests {
     #[tokio::test]
     async fn a_forgotten_leg_takes_no_answer() {
         let pending = MemoryPendingAnswers::new();
-        let key = LegKey::new("s", "\"l\"");
-        let waiter = pending.expect(key.clone()).await.unwrap();
-        pending.forget(&key).await.unwrap();
+        let key = AnswerKey::new("s", "\"l\"");
+        let waiter = pending.subscribe(key.clone()).await.unwrap();
+        pending.unsubscribe(&key).await.unwrap();
         assert!(!pending.deliver(key, serde_json::json!(1)).await.unwrap());
         assert_eq!(waiter.await, None);
     }

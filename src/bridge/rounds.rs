@@ -11,21 +11,21 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
-use http_body_util::Full;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tower_service::Service;
 
-use super::body::BridgeBody;
+use super::body::{RequestBody, ResponseBody};
 use super::config::{KEEP_ALIVE, Settings};
 use super::convert::{self, down_level, is_url, missing_capability, tool_error};
 use super::ids::{random_hex, uuid_v4};
 use super::inner::{self, Message, Reader};
-use super::pending::{LegKey, Waiter};
+use super::pending::AnswerKey;
 use super::session::SessionRecord;
 use crate::BoxError;
-use crate::jsonrpc::INTERNAL_ERROR;
-use crate::mcp::Method;
+use crate::util::BoxFuture;
+use crate::wire::jsonrpc::INTERNAL_ERROR;
+use crate::wire::mcp::Method;
 
 /// How the bridge's request ids on a call's stream begin.
 pub(crate) const LEG_PREFIX: &str = "leg-";
@@ -51,9 +51,9 @@ pub(crate) struct Call {
 }
 
 /// Answers the call with an event stream and runs its rounds in a task of their own.
-pub(crate) fn start<S, ResBody>(inner: S, call: Call) -> Response<BridgeBody<ResBody>>
+pub(crate) fn start<S, ResBody>(inner: S, call: Call) -> Response<ResponseBody<ResBody>>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Send + 'static,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     ResBody: Body<Data = Bytes> + Send + 'static,
@@ -61,7 +61,7 @@ where
 {
     let (events, stream) = mpsc::channel(16);
     tokio::spawn(run(inner, call, events));
-    let mut response = Response::new(BridgeBody::stream(stream));
+    let mut response = Response::new(ResponseBody::stream(stream));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -122,7 +122,7 @@ impl Out {
 
 async fn run<S, ResBody>(mut inner: S, call: Call, events: mpsc::Sender<Bytes>)
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
@@ -134,9 +134,9 @@ where
     let cancel_key = call
         .session
         .as_ref()
-        .map(|session| LegKey::new(session.clone(), cancel_leg(&call.id)));
+        .map(|session| AnswerKey::new(session.clone(), cancel_leg(&call.id)));
     let cancelled = match &cancel_key {
-        Some(key) => pending.expect(key.clone()).await.ok(),
+        Some(key) => pending.subscribe(key.clone()).await.ok(),
         None => None,
     };
     let cancelled = async move {
@@ -166,13 +166,13 @@ where
         outcome = rounds(&mut inner, &call, &out, &legs) => Some(outcome),
     };
     if let Some(key) = &cancel_key {
-        let _ = pending.forget(key).await;
+        let _ = pending.unsubscribe(key).await;
     }
     let waiting = std::mem::take(&mut *legs.lock().unwrap_or_else(|e| e.into_inner()));
     for key in &waiting {
-        let _ = pending.forget(key).await;
+        let _ = pending.unsubscribe(key).await;
         // The client cancelled its call: its open requests (dialogs) are cancelled too.
-        if was_cancelled && let Ok(id) = serde_json::from_str::<Value>(&key.leg) {
+        if was_cancelled && let Ok(id) = serde_json::from_str::<Value>(&key.request) {
             out.send(&cancellation(
                 id,
                 "The request they belong to was cancelled.",
@@ -186,7 +186,13 @@ where
 }
 
 /// A request of the round, sent and waiting: its key, id, leg, waiter and method.
-type Open = (String, Value, LegKey, Waiter, String);
+type Open = (
+    String,
+    Value,
+    AnswerKey,
+    BoxFuture<'static, Option<Value>>,
+    String,
+);
 
 /// The first of `open` to be answered: its index and the answer.
 async fn next_answer(open: &mut [Open]) -> (usize, Option<Value>) {
@@ -204,7 +210,7 @@ async fn next_answer(open: &mut [Open]) -> (usize, Option<Value>) {
 /// Stops waiting for `open`, and tells the client its requests are cancelled.
 async fn cancel_all(settings: &Settings, out: &Out, open: Vec<Open>, reason: &str) {
     for (_, id, leg, _, _) in open {
-        let _ = settings.pending.forget(&leg).await;
+        let _ = settings.pending.unsubscribe(&leg).await;
         out.send(&cancellation(id, reason)).await;
     }
 }
@@ -227,10 +233,10 @@ async fn rounds<S, ResBody>(
     inner: &mut S,
     call: &Call,
     out: &Out,
-    legs: &Mutex<Vec<LegKey>>,
+    legs: &Mutex<Vec<AnswerKey>>,
 ) -> Value
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
@@ -256,10 +262,10 @@ async fn drive<S, ResBody>(
     inner: &mut S,
     call: &Call,
     out: &Out,
-    legs: &Mutex<Vec<LegKey>>,
+    legs: &Mutex<Vec<AnswerKey>>,
 ) -> Result<Value, String>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
@@ -365,7 +371,7 @@ where
 fn inner_error(call: &Call, error: &Map<String, Value>) -> Value {
     let code = error.get("code").and_then(Value::as_i64);
     if call.method == Method::ToolsCall
-        && code == Some(crate::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY)
+        && code == Some(crate::wire::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY)
     {
         let required = error
             .get("data")
@@ -402,7 +408,7 @@ async fn ask_inner<S, ResBody>(
     out: &Out,
 ) -> Result<Value, String>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
@@ -429,7 +435,7 @@ where
 async fn ask_client(
     call: &Call,
     out: &Out,
-    legs: &Mutex<Vec<LegKey>>,
+    legs: &Mutex<Vec<AnswerKey>>,
     asks: Vec<(String, Value)>,
     urls: &mut HashMap<String, UrlLeg>,
 ) -> Result<Map<String, Value>, String> {
@@ -466,10 +472,10 @@ async fn ask_client(
                 },
             );
         }
-        let leg = LegKey::new(session.clone(), Value::String(id.clone()).to_string());
+        let leg = AnswerKey::new(session.clone(), Value::String(id.clone()).to_string());
         let waiter = settings
             .pending
-            .expect(leg.clone())
+            .subscribe(leg.clone())
             .await
             .map_err(|e| format!("The bridge cannot wait for the client's answer: {e}"))?;
         legs.lock()
@@ -512,7 +518,7 @@ async fn ask_client(
             ));
         };
         let (key, _, leg, _, method) = open.swap_remove(index);
-        let _ = settings.pending.forget(&leg).await;
+        let _ = settings.pending.unsubscribe(&leg).await;
         legs.lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|l| *l != leg);

@@ -1,8 +1,6 @@
 //! [`LegacyBridge`]: tells the eras apart, answers the 2025 handshake and utilities itself, and
 //! forwards everything else to the service it wraps as 2026-07-28 requests.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -11,30 +9,26 @@ use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::{Map, Value, json};
 use tower_service::Service;
 
-use super::body::BridgeBody;
+use super::body::{RequestBody, ResponseBody};
 use super::config::Settings;
 use super::convert::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
+use super::future::ResponseFuture;
 use super::ids::{hex, new_session_id};
 use super::inner::{self, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
-use super::pending::LegKey;
+use super::pending::AnswerKey;
 use super::rounds::{self, Call};
 use super::session::SessionRecord;
 use crate::BoxError;
-use crate::json::Strict;
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
-use crate::mcp::Method as Mrtr;
 use crate::store::StoreError;
+use crate::wire::json::Strict;
+use crate::wire::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
+use crate::wire::mcp::Method as Mrtr;
 
-/// The future of [`LegacyBridge`]: boxed, since a 2025 request may take several steps (a session
-/// lookup, discovery, the inner call) before it is answered.
-pub type BridgeFuture<B, E> =
-    Pin<Box<dyn Future<Output = Result<Response<BridgeBody<B>>, E>> + Send + 'static>>;
-
-/// The service [`LegacyBridgeLayer`](crate::LegacyBridgeLayer) wraps around a 2026-07-28 MCP
+/// The service [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) wraps around a 2026-07-28 MCP
 /// service. Its own answers are HTTP responses; `Err` only ever comes from the inner service.
 #[derive(Clone)]
 pub struct LegacyBridge<S> {
@@ -44,7 +38,7 @@ pub struct LegacyBridge<S> {
 
 impl<S> LegacyBridge<S> {
     /// Wraps `inner` with every option at its default; see
-    /// [`LegacyBridgeLayer`](crate::LegacyBridgeLayer) for options.
+    /// [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) for options.
     pub fn new(inner: S) -> Self {
         Self::from_settings(inner, Arc::new(Settings::new()))
     }
@@ -67,7 +61,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for LegacyBridge<S> {
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for LegacyBridge<S>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     ReqBody: Body<Data = Bytes> + Send + 'static,
@@ -75,9 +69,9 @@ where
     ResBody: Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
-    type Response = Response<BridgeBody<ResBody>>;
+    type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = BridgeFuture<ResBody, S::Error>;
+    type Future = ResponseFuture<ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -87,17 +81,17 @@ where
         // The service driven to readiness goes into the future; a fresh clone stays.
         let fresh = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, fresh);
-        Box::pin(handle(inner, Arc::clone(&self.settings), request))
+        ResponseFuture::new(handle(inner, Arc::clone(&self.settings), request))
     }
 }
 
-type Reply<B> = Response<BridgeBody<B>>;
+type Reply<B> = Response<ResponseBody<B>>;
 
 /// What the bridge asks of the service it wraps (the bounds of its `Service` impl, written once
 /// for the functions behind it): a 2026-07-28 service of buffered bodies, its future sendable.
 trait Wrapped<ResBody>:
     Service<
-        Request<Full<Bytes>>,
+        Request<RequestBody>,
         Response = Response<ResBody>,
         Future: Send + 'static,
         Error: Send + 'static,
@@ -109,7 +103,7 @@ trait Wrapped<ResBody>:
 
 impl<S, ResBody> Wrapped<ResBody> for S
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
 {
@@ -225,7 +219,7 @@ where
             && let Some(session) = &session
             && let Some(request) = message.get("params").and_then(|p| p.get("requestId"))
         {
-            let key = LegKey::new(session.clone(), rounds::cancel_leg(request));
+            let key = AnswerKey::new(session.clone(), rounds::cancel_leg(request));
             let _ = settings.pending.deliver(key, Value::Null).await;
         }
         return Ok(accepted());
@@ -314,7 +308,7 @@ async fn initialize<S, ResBody>(
     message: &Map<String, Value>,
 ) -> Result<Reply<ResBody>, S::Error>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
@@ -370,7 +364,7 @@ async fn discover<S, ResBody>(
     info: &Value,
 ) -> Result<Result<Value, String>, S::Error>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
@@ -468,7 +462,7 @@ async fn answer<B>(
         .is_some_and(|id| id.starts_with(rounds::LEG_PREFIX));
     if is_leg {
         let leg = serde_json::to_string(&message["id"]).expect("a string serializes");
-        let key = LegKey::new(session, leg);
+        let key = AnswerKey::new(session, leg);
         match settings.pending.deliver(key, Value::Object(message)).await {
             Ok(true) => {}
             Ok(false) => tracing::debug!("an answer nobody waits for, dropped"),
@@ -523,11 +517,11 @@ async fn forward<S, ResBody>(
     bytes: Bytes,
 ) -> Result<Reply<ResBody>, S::Error>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
 {
-    let request = Request::from_parts(parts, Full::new(bytes));
+    let request = Request::from_parts(parts, RequestBody::new(bytes));
     let response = inner::call(&mut inner, request).await?;
-    Ok(response.map(BridgeBody::inner))
+    Ok(response.map(ResponseBody::inner))
 }
 
 fn header<'a>(parts: &'a Parts, name: &http::header::HeaderName) -> Option<&'a str> {
@@ -557,13 +551,13 @@ fn accepted<B>() -> Reply<B> {
 }
 
 fn status<B>(status: StatusCode) -> Reply<B> {
-    let mut response = Response::new(BridgeBody::default());
+    let mut response = Response::new(ResponseBody::default());
     *response.status_mut() = status;
     response
 }
 
 pub(crate) fn json<B>(status: StatusCode, body: &Value) -> Reply<B> {
-    let mut response = Response::new(BridgeBody::full(body.to_string()));
+    let mut response = Response::new(ResponseBody::full(body.to_string()));
     *response.status_mut() = status;
     response
         .headers_mut()

@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -11,9 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::store::StoreError;
-
-/// The future a store method returns: boxed, so that the traits stay object-safe.
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+use crate::util::BoxFuture;
 
 /// What the bridge knows of a 2025-era session between its requests: what `initialize` said, the
 /// level `logging/setLevel` set, and whose session it is. Serializable, so that a shared store
@@ -39,17 +36,119 @@ pub struct SessionRecord {
 /// same four methods.
 ///
 /// A session id is chosen by the bridge (128 bits from the operating system's CSPRNG, as 32
-/// lowercase hex digits) before [`create`](Self::create) is called.
+/// lowercase hex digits) before [`create`](Self::create) is called. Implementors write each
+/// method as an `async fn`; each should return within a bounded time (a timeout of its own), as
+/// the request waits for it. Every error fails the request closed.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::Mutex;
+/// use tower_elicitation::bridge::{SessionRecord, SessionStore};
+/// use tower_elicitation::store::StoreError;
+///
+/// #[derive(Default)]
+/// struct Sessions(Mutex<HashMap<String, SessionRecord>>);
+///
+/// impl SessionStore for Sessions {
+///     async fn create(&self, id: &str, record: SessionRecord) -> Result<(), StoreError> {
+///         // A real store also bounds its size and expires idle sessions.
+///         self.0.lock().unwrap().insert(id.to_owned(), record);
+///         Ok(())
+///     }
+///     async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+///         Ok(self.0.lock().unwrap().get(id).cloned())
+///     }
+///     async fn update(&self, id: &str, record: SessionRecord) -> Result<bool, StoreError> {
+///         Ok(self.0.lock().unwrap().get_mut(id).map(|kept| *kept = record).is_some())
+///     }
+///     async fn remove(&self, id: &str) -> Result<bool, StoreError> {
+///         Ok(self.0.lock().unwrap().remove(id).is_some())
+///     }
+/// }
+/// ```
 pub trait SessionStore: Send + Sync + 'static {
-    /// Keeps a new session under `id`. [`StoreError::Full`] when no more may be kept.
-    fn create<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, ()>;
-    /// The session under `id`, its idle expiry pushed back; `None` when it was never opened, has
-    /// ended or has expired.
-    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>>;
+    /// Keeps a new session under `id`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Full`] when no more sessions may be kept; [`StoreError::Unavailable`] when
+    /// the store cannot be reached.
+    fn create(
+        &self,
+        id: &str,
+        record: SessionRecord,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Returns the session under `id`, its idle expiry pushed back; `None` when it was never
+    /// opened, has ended or has expired.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when the store cannot be reached or its record cannot be read.
+    fn get(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<SessionRecord>, StoreError>> + Send;
+
     /// Replaces the record of a live session; `false` when there is none under `id`.
-    fn update<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, bool>;
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when the store cannot be reached.
+    fn update(
+        &self,
+        id: &str,
+        record: SessionRecord,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Ends the session; `false` when there was none under `id`.
-    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when the store cannot be reached.
+    fn remove(&self, id: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+/// [`SessionStore`] in a form that can be stored behind `dyn`.
+pub(crate) trait ErasedSessionStore: Send + Sync {
+    fn create<'a>(
+        &'a self,
+        id: &'a str,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionRecord>, StoreError>>;
+    fn update<'a>(
+        &'a self,
+        id: &'a str,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+}
+
+impl<T: SessionStore> ErasedSessionStore for T {
+    fn create<'a>(
+        &'a self,
+        id: &'a str,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(SessionStore::create(self, id, record))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionRecord>, StoreError>> {
+        Box::pin(SessionStore::get(self, id))
+    }
+
+    fn update<'a>(
+        &'a self,
+        id: &'a str,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(SessionStore::update(self, id, record))
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(SessionStore::remove(self, id))
+    }
 }
 
 /// The in-process [`SessionStore`]: a map with an idle expiry and a cap on its size.
@@ -111,23 +210,21 @@ impl fmt::Debug for MemorySessionStore {
 }
 
 impl SessionStore for MemorySessionStore {
-    fn create<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, ()> {
+    async fn create(&self, id: &str, record: SessionRecord) -> Result<(), StoreError> {
         let now = Instant::now();
         let mut sessions = self.lock();
         if sessions.len() >= self.cap {
             let idle = self.idle;
             sessions.retain(|_, (_, seen)| now.duration_since(*seen) < idle);
         }
-        let result = if sessions.len() >= self.cap {
-            Err(StoreError::Full)
-        } else {
-            sessions.insert(id.to_owned(), (record, now));
-            Ok(())
-        };
-        Box::pin(std::future::ready(result))
+        if sessions.len() >= self.cap {
+            return Err(StoreError::Full);
+        }
+        sessions.insert(id.to_owned(), (record, now));
+        Ok(())
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
+    async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let now = Instant::now();
         let mut sessions = self.lock();
         let found = match sessions.get_mut(id) {
@@ -141,10 +238,10 @@ impl SessionStore for MemorySessionStore {
             }
             None => None,
         };
-        Box::pin(std::future::ready(Ok(found)))
+        Ok(found)
     }
 
-    fn update<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, bool> {
+    async fn update(&self, id: &str, record: SessionRecord) -> Result<bool, StoreError> {
         let now = Instant::now();
         let mut sessions = self.lock();
         let found = match sessions.get_mut(id) {
@@ -154,18 +251,20 @@ impl SessionStore for MemorySessionStore {
             }
             _ => false,
         };
-        Box::pin(std::future::ready(Ok(found)))
+        Ok(found)
     }
 
-    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        let removed = self.lock().remove(id).is_some();
-        Box::pin(std::future::ready(Ok(removed)))
+    async fn remove(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().remove(id).is_some())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use super::{MemorySessionStore, SessionRecord, SessionStore};
+    use crate::store::StoreError;
 
     fn record() -> SessionRecord {
         SessionRecord {

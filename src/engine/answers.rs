@@ -4,9 +4,9 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::form::validate::{QuestionError, ReadQuestion, Rejection};
-use crate::json::{Object, ObjectOr};
-use crate::mcp::InputKind;
-use crate::state::claims::Questions;
+use crate::token::claims::Questions;
+use crate::wire::json::{Object, ObjectOr};
+use crate::wire::mcp::InputKind;
 
 /// How many bytes of JSON a re-asked form pre-fills at most, its fields in the order answered: a
 /// value that does not fit is not pre-filled. It bounds what a client's answers add to the
@@ -300,7 +300,7 @@ mod tests {
             "llm": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}},
             "roots": {"method": "roots/list", "params": {}}
         });
-        crate::state::claims::questions(requests.as_object().unwrap())
+        crate::token::claims::questions(requests.as_object().unwrap())
     }
 
     fn answers() -> Map<String, Value> {

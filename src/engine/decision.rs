@@ -6,9 +6,9 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::gate::Answers;
-use crate::jsonrpc::{Kind, Reply};
-use crate::mcp::{Declared, Method};
 use crate::store::Consumed;
+use crate::wire::jsonrpc::{Kind, Reply};
+use crate::wire::mcp::{Declared, Method};
 
 /// What the adapter learned outside the JSON body.
 #[derive(Debug, Clone, Copy)]
@@ -47,7 +47,7 @@ pub(crate) fn invalid_state(id: Option<&RawValue>) -> Reply {
     Reply::error(
         Kind::Answer,
         id,
-        crate::jsonrpc::INVALID_PARAMS,
+        crate::wire::jsonrpc::INVALID_PARAMS,
         "Invalid or expired requestState",
         Some(serde_json::json!({"reason": "invalid_request_state"})),
     )
@@ -147,7 +147,7 @@ pub(crate) fn unavailable(id: Option<&RawValue>) -> Reply {
     Reply::error(
         Kind::Unavailable,
         id,
-        crate::jsonrpc::INTERNAL_ERROR,
+        crate::wire::jsonrpc::INTERNAL_ERROR,
         "Service unavailable",
         Some(serde_json::json!({"reason": "unavailable"})),
     )

@@ -9,12 +9,12 @@ use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
 use super::decision::{FlowFacts, FlowNeed, FlowQuery, Inbound, Round};
+use super::policy::Config;
 use super::reply::{ask, log_outcome, new_claims, reask, refuse, require};
-use crate::config::Config;
 use crate::gate::{Answers, Gate, GateCall, GateKind};
-use crate::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Kind, Reply, with_members};
-use crate::mcp::{InputKind, Method};
-use crate::state::claims::{Claims, Questions, flow_handle};
+use crate::token::claims::{Claims, Questions, flow_handle};
+use crate::wire::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Kind, Reply, with_members};
+use crate::wire::mcp::{InputKind, Method};
 
 /// The gates that apply to one call.
 pub(super) struct GateRound<'c> {

@@ -12,13 +12,15 @@ use super::decision::{
 };
 use super::gates::{GateRound, check_flow};
 use super::outbound::{Outbound, Settle, settle_probe};
+use super::policy::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
 use super::reply::{log_outcome, reask, refuse};
-use crate::config::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
-use crate::jsonrpc::{Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, MetaMembers, Reply};
-use crate::mcp::{Declared, supports_mrtr};
-use crate::state::claims::{Arguments, Binding};
-use crate::state::token::{self, Clock};
 use crate::store::Consumed;
+use crate::token::claims::{Arguments, Binding};
+use crate::token::{self, Clock};
+use crate::wire::jsonrpc::{
+    Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, MetaMembers, Reply,
+};
+use crate::wire::mcp::{Declared, supports_mrtr};
 
 /// Decides what to do with an MRTR call: asks URL flows (asynchronously) what the decision needs,
 /// and probes the inner service through `inner` when the call carries answers without state.
@@ -415,7 +417,7 @@ fn canonical_args(arguments: &Arguments<'_>, id: Option<&RawValue>) -> Result<St
         Reply::error(
             Kind::BadRequest,
             id,
-            crate::jsonrpc::INVALID_REQUEST,
+            crate::wire::jsonrpc::INVALID_REQUEST,
             &format!("Invalid Request: params.arguments: {e}"),
             None,
         )
@@ -482,8 +484,8 @@ fn log_rejected(round: &Round, reason: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonrpc::{Peek, peek};
-    use crate::state::Keyring;
+    use crate::token::Keyring;
+    use crate::wire::jsonrpc::{Peek, peek};
 
     /// An inner service on plain JSON: answers every probe with `answer`, and keeps what it got.
     struct Scripted {

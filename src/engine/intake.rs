@@ -1,6 +1,6 @@
 //! The first look at a request: whether the layer reads it, and what it does with its body.
 
-use crate::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Kind, Peek, Reply};
+use crate::wire::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Kind, Peek, Reply};
 use serde_json::value::RawValue;
 
 /// What the adapter saw before reading the body.

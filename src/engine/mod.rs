@@ -14,6 +14,7 @@ mod gates;
 mod inbound;
 mod intake;
 mod outbound;
+pub(crate) mod policy;
 mod reply;
 
 pub(crate) use decision::{Context, Decided, Probed, Round, Spend, Steps};

@@ -5,13 +5,13 @@ use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
 use super::decision::Round;
+use super::policy::Config;
 use super::reply::{cannot_vouch, log_outcome, new_claims, reask, refuse, require, seal};
-use crate::config::Config;
 use crate::form::validate::Made;
-use crate::json::{BorrowedStr, Members, Object, ObjectOr};
-use crate::jsonrpc::{Call, INVALID_PARAMS, Kind, Reply};
-use crate::mcp::InputKind;
-use crate::state::claims::Questions;
+use crate::token::claims::Questions;
+use crate::wire::json::{BorrowedStr, Members, Object, ObjectOr};
+use crate::wire::jsonrpc::{Call, INVALID_PARAMS, Kind, Reply};
+use crate::wire::mcp::InputKind;
 
 /// What becomes of the inner service's response message.
 #[derive(Debug)]
@@ -262,7 +262,7 @@ pub(crate) fn respond(
             config.validators.keep(made);
             log_outcome(round, "sealed");
             // The inner service's result, but for the sealed state; `inputRequests` as sealed.
-            let body = crate::jsonrpc::result_with_state(
+            let body = crate::wire::jsonrpc::result_with_state(
                 round.id.as_deref(),
                 &asked.result,
                 &claims.q,

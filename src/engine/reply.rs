@@ -10,13 +10,13 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::decision::Round;
-use crate::config::Config;
-use crate::jsonrpc::{
+use super::policy::Config;
+use crate::token;
+use crate::token::claims::{Claims, Questions, VERSION};
+use crate::wire::jsonrpc::{
     INTERNAL_ERROR, INVALID_PARAMS, Kind, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
 };
-use crate::mcp::{InputKind, add_requirement};
-use crate::state::claims::{Claims, Questions, VERSION};
-use crate::state::token;
+use crate::wire::mcp::{InputKind, add_requirement};
 
 /// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state. The
 /// token records `asked` as the questions (what was asked before, but for pre-filled defaults).
@@ -162,7 +162,7 @@ pub(super) fn seal(
         ));
     }
     if config.single_use {
-        claims.j = Some(crate::state::claims::token_id());
+        claims.j = Some(crate::token::claims::token_id());
     }
     let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
     if token.len() > config.max_state_bytes {

@@ -14,9 +14,9 @@ use jsonschema::{JsonType, ValidationError, Validator};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::mcp::InputKind;
-use crate::memo::Weight;
 use crate::texts::{self, Kind, Problem};
+use crate::util::memo::Weight;
+use crate::wire::mcp::InputKind;
 
 /// How many entries each of the three caches holds at most.
 const CACHE_CAPACITY: usize = 1024;
@@ -48,7 +48,7 @@ pub(crate) struct ValidatorCache {
     spellings: Bounded<Spelled>,
 }
 
-type Bounded<V> = crate::memo::Bounded<V, CACHE_CAPACITY, CACHE_BYTES>;
+type Bounded<V> = crate::util::memo::Bounded<V, CACHE_CAPACITY, CACHE_BYTES>;
 
 /// What reading one response's questions made that the caches did not hold, by key: kept by
 /// [`ValidatorCache::keep`], or dropped with the response.
@@ -140,7 +140,7 @@ impl ValidatorCache {
     /// meta-schema, unknown `$schema`, unresolvable `$ref`, …). Failures are not cached.
     #[cfg(test)]
     pub(crate) fn get(&self, schema: &Value) -> Result<Arc<FormValidator>, String> {
-        let key = crate::canonical::canonical_value(schema).map_err(|e| e.to_string())?;
+        let key = crate::wire::canonical::canonical_value(schema).map_err(|e| e.to_string())?;
         let mut made = Made::default();
         let validator = self.get_canonical(&key, &mut made, || Ok(schema.clone()))?;
         self.keep(made);
@@ -224,10 +224,10 @@ impl ValidatorCache {
         read(&self.spellings, made, text, |made| {
             let raw =
                 serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
-            let canonical =
-                crate::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
+            let canonical = crate::wire::canonical::canonical_raw(raw)
+                .map_err(|_| QuestionError::Unreadable)?;
             let shown =
-                crate::canonical::minified_raw(raw).map_err(|_| QuestionError::Unreadable)?;
+                crate::wire::canonical::minified_raw(raw).map_err(|_| QuestionError::Unreadable)?;
             let question = self.read_question(canonical.get(), made)?;
             Ok(Spelled { shown, question })
         })
@@ -319,8 +319,9 @@ impl ReadQuestion for Reading<'_> {
         // its canonical form, compiled at most once.
         let raw = serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
         let canonical =
-            crate::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
-        let shown = crate::canonical::minified_raw(raw).map_err(|_| QuestionError::Unreadable)?;
+            crate::wire::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
+        let shown =
+            crate::wire::canonical::minified_raw(raw).map_err(|_| QuestionError::Unreadable)?;
         let question = match find(&self.cache.questions, &self.made.questions, canonical.get()) {
             Some(question) => question,
             None => self
@@ -417,7 +418,7 @@ fn without_defaults(text: &str) -> Option<String> {
             removed |= property.remove("default").is_some();
         }
     }
-    removed.then(|| crate::canonical::canonical_value(&schema).ok())?
+    removed.then(|| crate::wire::canonical::canonical_value(&schema).ok())?
 }
 
 /// A compiled `requestedSchema`: checks accepted form content against it.
@@ -868,7 +869,7 @@ mod tests {
         cache.keep(made);
         // One question, kept by the canonical text of both.
         let canonical =
-            crate::canonical::canonical_value(&serde_json::from_str(spellings[0]).unwrap())
+            crate::wire::canonical::canonical_value(&serde_json::from_str(spellings[0]).unwrap())
                 .unwrap();
         assert!(Arc::ptr_eq(
             &first.question,
@@ -1015,7 +1016,7 @@ mod tests {
     fn defaults_do_not_make_another_validator() {
         let cache = ValidatorCache::default();
         let question = |schema: Value| {
-            let text = crate::canonical::canonical_value(&json!({
+            let text = crate::wire::canonical::canonical_value(&json!({
                 "method": "elicitation/create",
                 "params": {"message": "m", "requestedSchema": schema}
             }))

@@ -11,7 +11,8 @@
 //! # Example
 //!
 //! ```
-//! use tower_elicitation::{ElicitationLayer, Keyring, MemoryTokenStore};
+//! use tower_elicitation::{ElicitationLayer, Keyring};
+//! use tower_elicitation::store::MemoryTokenStore;
 //!
 //! // One replica: the in-process store. Several replicas share a `RedisStore` instead.
 //! let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
@@ -27,9 +28,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::BoxError;
-
-#[cfg(feature = "redis")]
-pub(crate) mod redis;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -90,7 +88,7 @@ impl std::error::Error for StoreError {
 /// use std::collections::HashSet;
 /// use std::sync::Mutex;
 /// use std::time::SystemTime;
-/// use tower_elicitation::{Consumed, StoreError, TokenStore};
+/// use tower_elicitation::store::{Consumed, StoreError, TokenStore};
 ///
 /// #[derive(Default)]
 /// struct Spent(Mutex<HashSet<String>>);

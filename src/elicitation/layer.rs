@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use crate::config::{
+use super::service::Elicitation;
+use super::shared::{DEFAULT_MAX_BODY_BYTES, Shared};
+use crate::engine::policy::{
     AnswersWithoutState, Config, DEFAULT_MAX_ROUNDS, DEFAULT_MAX_STATE_BYTES, DEFAULT_TTL_SECS,
 };
 use crate::gate::{Gate, GateError, GateTarget, Target};
-use crate::principal::Principal;
-use crate::service::Elicitation;
-use crate::shared::{DEFAULT_MAX_BODY_BYTES, Shared};
-use crate::state::Keyring;
 use crate::store::TokenStore;
+use crate::token::Keyring;
+use crate::util::principal::Principal;
 
 /// Tower layer that gives an MCP Streamable HTTP service the server side of multi round-trip
 /// elicitation: it seals `requestState`, verifies it on the retry, validates the answers and asks
@@ -131,11 +131,12 @@ impl ElicitationLayer {
     ///
     /// A verified token is spent by its first use, whatever the layer then answers: a client
     /// that lost the response cannot send it again, and starts the call over. One replica can
-    /// use a [`MemoryTokenStore`](crate::MemoryTokenStore); replicas share a `RedisStore`
+    /// use a [`MemoryTokenStore`](crate::store::MemoryTokenStore); replicas share a `RedisStore`
     /// (feature `redis`). Default: off (a token can be replayed until it expires).
     ///
     /// ```
-    /// use tower_elicitation::{ElicitationLayer, Keyring, MemoryTokenStore};
+    /// use tower_elicitation::{ElicitationLayer, Keyring};
+    /// use tower_elicitation::store::MemoryTokenStore;
     ///
     /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
     ///     .single_use(MemoryTokenStore::new());
@@ -181,7 +182,7 @@ impl ElicitationLayer {
         (
             config.validators.weight(),
             config.metas.weight(),
-            crate::form::validate::ValidatorCache::MAX_WEIGHT + crate::config::META_BYTES,
+            crate::form::validate::ValidatorCache::MAX_WEIGHT + crate::engine::policy::META_BYTES,
         )
     }
 

@@ -9,11 +9,11 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
 
-use super::parse::{self, Splitter};
+use super::shared::Shared;
 use crate::engine::{self, Event, Round};
-use crate::jsonrpc::Reply;
-use crate::shared::Shared;
-use crate::state::token::unix_now;
+use crate::token::unix_now;
+use crate::wire::jsonrpc::Reply;
+use crate::wire::sse::{self as parse, Splitter};
 
 /// What an [`SseBody`] needs to rewrite the response event.
 pub(crate) struct Scan {
@@ -30,7 +30,7 @@ pin_project! {
         inner: B,
         splitter: Splitter,
         pending: VecDeque<Frame<Bytes>>,
-        scan: Box<Scan>,
+        scan: Scan,
         responded: bool,
         ended: bool,
         emitted_event: bool,
@@ -45,7 +45,7 @@ impl<B: Body<Data = Bytes>> SseBody<B> {
             inner,
             splitter: Splitter::default(),
             pending: VecDeque::new(),
-            scan: Box::new(scan),
+            scan,
             responded: false,
             ended: false,
             emitted_event: false,
@@ -65,10 +65,11 @@ impl<B: Body<Data = Bytes>> SseBody<B> {
     }
 }
 
-impl<B: Body<Data = Bytes>> SseBody<B> {
-    /// The next frame for the client: [`Body::poll_frame`] in all but name, which the
-    /// [`ResponseBody`](crate::ResponseBody) around it calls.
-    pub(crate) fn poll_frame(
+impl<B: Body<Data = Bytes>> Body for SseBody<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
@@ -112,8 +113,7 @@ impl<B: Body<Data = Bytes>> SseBody<B> {
         }
     }
 
-    /// Whether nothing is left to send.
-    pub(crate) fn is_end_stream(&self) -> bool {
+    fn is_end_stream(&self) -> bool {
         self.ended && self.pending.is_empty() && self.first.is_none()
     }
 }

@@ -4,7 +4,7 @@
 //! Opening a token is a pure function of its bytes and the keyring: a token equal, byte for byte,
 //! to one this layer sealed with its own keyring opens to the claims it was sealed with. Only
 //! that step is skipped; the time and every binding are still checked on each retry
-//! ([`token::open`](super::token::open)). A token sealed elsewhere (another replica, a restart)
+//! ([`token::open`](super::format::open)). A token sealed elsewhere (another replica, a restart)
 //! is not found here and is opened in full.
 
 use std::collections::HashMap;
@@ -90,7 +90,7 @@ impl Sealed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::claims::{VERSION, args_digest_of};
+    use crate::token::claims::{VERSION, args_digest_of};
     use serde_json::{Map, json};
 
     fn claims(r: u32) -> Arc<Claims> {

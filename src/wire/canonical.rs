@@ -11,7 +11,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::json::duplicate;
+use super::json::duplicate;
 
 /// The canonical text of `value`: the JSON serde_json writes of it, through the one writer.
 ///

@@ -112,7 +112,7 @@ impl InputKind {
     /// Classifies an input request given as JSON text, with a borrowed parse; also returns its
     /// `params.requestedSchema` text, if any. It reads `mode` and `tools` by their text, so it
     /// agrees with `InputKind::of` on text with one spelling per string and no whitespace:
-    /// canonical or minified, as [`crate::canonical`] writes them, or as serde_json writes a value.
+    /// canonical or minified, as [`super::canonical`] writes them, or as serde_json writes a value.
     pub(crate) fn of_raw(request: &RawValue) -> Option<(Self, Option<&RawValue>)> {
         #[derive(Deserialize)]
         struct Request<'a> {

@@ -14,17 +14,17 @@ use http::header::{
 };
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::Full;
 use tower_service::Service;
 use tracing::Instrument;
 
-use crate::body::{ReadAll, RequestBody, ResponseBody};
+use super::body::{ReadAll, RequestBody, ResponseBody};
+use super::shared::Shared;
+use super::sse_body::{Scan, SseBody};
 use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round, Spend};
-use crate::jsonrpc::{Call, Kind, Reply};
-use crate::shared::Shared;
-use crate::sse::{self, Scan, SseBody};
-use crate::state::token::unix_now;
 use crate::store::Consumed;
+use crate::token::unix_now;
+use crate::wire::jsonrpc::{Call, Kind, Reply};
+use crate::wire::sse;
 
 /// A future of the MRTR path, boxed.
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -192,7 +192,7 @@ pub(crate) fn forward<B>(
     framed: Option<u64>,
 ) -> Request<RequestBody<B>> {
     if framed == Some(body.len() as u64) {
-        Request::from_parts(parts, RequestBody::Left(Full::new(body)))
+        Request::from_parts(parts, RequestBody::buffered(body))
     } else {
         rebuild(parts, body)
     }
@@ -206,7 +206,7 @@ fn rebuild<B>(mut parts: http::request::Parts, body: Bytes) -> Request<RequestBo
     parts
         .headers
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    Request::from_parts(parts, RequestBody::Left(Full::new(body)))
+    Request::from_parts(parts, RequestBody::buffered(body))
 }
 
 /// The inner service's answer to an MRTR call, as [`engine::answer`] sorts it.

@@ -1,40 +1,16 @@
-//! [`RedisStore`]: single-use token ids and URL flows shared by every replica, in Redis.
-//!
-//! Feature `redis`. Through the `redis` crate's tokio [`ConnectionManager`], which reconnects by
-//! itself: when Redis is back, calls go through again with no restart. Every command is bounded
-//! by the connection and response timeouts, so an unreachable or stalled Redis answers the call
-//! `-32603` (HTTP 503) promptly instead of holding it.
-//!
-//! # Example
-//!
-//! ```no_run
-//! use tower_elicitation::{ElicitationLayer, Gate, GateTarget, Keyring, RedisStore};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let redis = RedisStore::builder("redis://127.0.0.1:6379")
-//!     .key_prefix("myapp:mcp:")
-//!     .build()?;
-//! // An OAuth-style URL flow, completed by a callback on whichever replica it lands.
-//! let flows = redis.url_flows(|handle| format!("https://mcp.example.com/flows/{handle}"));
-//! let layer = ElicitationLayer::new(Keyring::from_env()?.ok_or("MCP_REQUEST_STATE_KEYS unset")?)
-//!     .single_use(redis.clone())
-//!     .gate(GateTarget::tool("connect_github"), Gate::url("github", flows.clone())?)?;
-//! // In the callback handler: `flows.complete(&handle).await?`.
-//! # Ok(())
-//! # }
-//! ```
+//! [`RedisStore`], its builder, spent token ids (`SET … NX PXAT`) and [`RedisUrlFlows`].
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::OnceCell;
 
-use super::{Consumed, StoreError, TokenStore};
 use crate::BoxError;
 use crate::gate::{GateCall, UrlFlow};
+use crate::store::{Consumed, StoreError, TokenStore};
 
 /// Single-use token ids and URL flows in Redis, shared by every replica that connects to it.
 ///
@@ -46,7 +22,8 @@ use crate::gate::{GateCall, UrlFlow};
 /// Clones share the connections.
 ///
 /// ```no_run
-/// use tower_elicitation::{ElicitationLayer, Keyring, RedisStore};
+/// use tower_elicitation::{ElicitationLayer, Keyring};
+/// use tower_elicitation::redis::RedisStore;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -63,8 +40,11 @@ pub struct RedisStore {
 
 struct Inner {
     /// For connections of their own (the bridge's subscriber).
-    client: redis::Client,
-    pool: Vec<ConnectionManager>,
+    client: ::redis::Client,
+    /// Made on first use, inside the runtime the commands run on: the store itself can be built
+    /// anywhere.
+    pool: Vec<OnceCell<ConnectionManager>>,
+    config: ConnectionManagerConfig,
     next: AtomicUsize,
     prefix: String,
     /// The most one command may take, connecting included.
@@ -121,30 +101,36 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// The store. Connections are opened lazily, on the first command, so it builds even while
-    /// Redis is down (calls are answered 503 until it is up). Must be called within a Tokio
-    /// runtime; fails on a URL that is not a Redis URL, or outside a runtime.
+    /// Builds the store. Connections are opened lazily, on the first command, so it builds
+    /// outside a Tokio runtime and while Redis is down (calls are answered 503 until it is up).
+    ///
+    /// ```
+    /// use tower_elicitation::redis::RedisStore;
+    ///
+    /// // No runtime, no Redis: nothing is connected yet.
+    /// let redis = RedisStore::builder("redis://127.0.0.1:1").build()?;
+    /// assert!(RedisStore::builder("http://example.com").build().is_err());
+    /// # let _ = redis;
+    /// # Ok::<(), tower_elicitation::store::StoreError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when the URL is not a Redis URL.
     pub fn build(self) -> Result<RedisStore, StoreError> {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(StoreError::new(
-                "RedisStore must be built within a Tokio runtime",
-            ));
-        }
-        let client = redis::Client::open(self.url.as_str()).map_err(StoreError::new)?;
+        let client = ::redis::Client::open(self.url.as_str()).map_err(StoreError::new)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(200));
-        let pool = (0..self.pool_size)
-            .map(|_| ConnectionManager::new_lazy_with_config(client.clone(), config.clone()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(StoreError::new)?;
+        let pool = (0..self.pool_size).map(|_| OnceCell::new()).collect();
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 client,
                 pool,
+                config,
                 next: AtomicUsize::new(0),
                 prefix: self.key_prefix.clone(),
                 // A connection attempt, one retry, and the response.
@@ -198,14 +184,14 @@ impl RedisStore {
         RedisUrlFlows {
             store: self.clone(),
             url: Arc::new(url),
-            ttl: Duration::from_secs(crate::config::DEFAULT_TTL_SECS),
+            ttl: Duration::from_secs(crate::engine::policy::DEFAULT_TTL_SECS),
         }
     }
 
     /// A round trip to Redis (`PING`), bounded like every command: for readiness checks, and
     /// the floor a single-use retry costs.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let reply: String = self.query(redis::cmd("PING")).await?;
+        let reply: String = self.query(::redis::cmd("PING")).await?;
         if reply == "PONG" {
             Ok(())
         } else {
@@ -215,7 +201,7 @@ impl RedisStore {
 
     /// The client, for a connection of one's own (a subscriber), and the bounds on connecting
     /// and on one response.
-    pub(crate) fn client(&self) -> (&redis::Client, Duration, Duration) {
+    pub(crate) fn client(&self) -> (&::redis::Client, Duration, Duration) {
         let settings = &self.inner.settings;
         (
             &self.inner.client,
@@ -239,12 +225,21 @@ impl RedisStore {
     }
 
     /// Runs `cmd` on the next connection of the pool, within the store's deadline.
-    pub(crate) async fn query<T: redis::FromRedisValue>(
+    pub(crate) async fn query<T: ::redis::FromRedisValue>(
         &self,
-        cmd: redis::Cmd,
+        cmd: ::redis::Cmd,
     ) -> Result<T, StoreError> {
         let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.pool.len();
-        let mut connection = self.inner.pool[index].clone();
+        let mut connection = self.inner.pool[index]
+            .get_or_try_init(|| async {
+                ConnectionManager::new_lazy_with_config(
+                    self.inner.client.clone(),
+                    self.inner.config.clone(),
+                )
+            })
+            .await
+            .map_err(StoreError::new)?
+            .clone();
         match tokio::time::timeout(self.inner.deadline, cmd.query_async(&mut connection)).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(StoreError::new(error)),
@@ -270,7 +265,7 @@ impl TokenStore for RedisStore {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .max(1);
-        let mut cmd = redis::cmd("SET");
+        let mut cmd = ::redis::cmd("SET");
         cmd.arg(self.key("jti:", id))
             .arg(1)
             .arg("NX")
@@ -313,7 +308,7 @@ impl RedisUrlFlows {
     /// Marks the flow with `handle` complete, as its callback would; `false` when there is no
     /// such flow (never started, or expired). Its expiry is kept.
     pub async fn complete(&self, handle: &str) -> Result<bool, StoreError> {
-        let mut cmd = redis::cmd("SET");
+        let mut cmd = ::redis::cmd("SET");
         cmd.arg(self.store.key("flow:", handle))
             .arg(1)
             .arg("XX")
@@ -324,7 +319,7 @@ impl RedisUrlFlows {
 
     /// Whether a flow with `handle` was started and has not expired.
     pub async fn exists(&self, handle: &str) -> Result<bool, StoreError> {
-        let mut cmd = redis::cmd("EXISTS");
+        let mut cmd = ::redis::cmd("EXISTS");
         cmd.arg(self.store.key("flow:", handle));
         let count: u64 = self.store.query(cmd).await?;
         Ok(count > 0)
@@ -332,7 +327,7 @@ impl RedisUrlFlows {
 
     /// Whether the flow with `handle` completed.
     pub async fn completed(&self, handle: &str) -> Result<bool, StoreError> {
-        let mut cmd = redis::cmd("GET");
+        let mut cmd = ::redis::cmd("GET");
         cmd.arg(self.store.key("flow:", handle));
         let state: Option<String> = self.store.query(cmd).await?;
         Ok(state.as_deref() == Some("1"))
@@ -353,7 +348,7 @@ impl UrlFlow for RedisUrlFlows {
         let handle = call.handle();
         // Started once; a later round of the same call keeps its state and expiry.
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
-        let mut cmd = redis::cmd("SET");
+        let mut cmd = ::redis::cmd("SET");
         cmd.arg(self.store.key("flow:", handle))
             .arg(0)
             .arg("NX")

@@ -200,7 +200,7 @@ fn decode(text: &str, max_len: usize) -> Result<Vec<u8>, Reject> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::claims::{Arguments, args_digest_of};
+    use crate::token::claims::{Arguments, args_digest_of};
     use serde_json::{Map, json};
 
     const NOW: u64 = 1_800_000_000;
@@ -233,7 +233,7 @@ mod tests {
             aud: Some("api".into()),
             r: 1,
             s: Some("inner-state".into()),
-            q: crate::state::claims::questions(&q),
+            q: crate::token::claims::questions(&q),
             k: Map::new(),
             g: Map::new(),
             h: Default::default(),

@@ -8,8 +8,8 @@ use serde::de;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::json::{BorrowedStr, Object, ObjectOr, Strict, duplicate, strip_position};
-use crate::mcp::{Declared, Method};
+use super::json::{BorrowedStr, Object, ObjectOr, Strict, duplicate, strip_position};
+use super::mcp::{Declared, Method};
 
 /// Invalid JSON.
 pub(crate) const PARSE_ERROR: i64 = -32700;
@@ -802,7 +802,7 @@ mod tests {
             assert_eq!(out, received, "{sent}");
             // JSON, with no key twice.
             assert!(
-                crate::canonical::write_canonical(&out, &mut Vec::new()).is_ok(),
+                crate::wire::canonical::write_canonical(&out, &mut Vec::new()).is_ok(),
                 "{out}"
             );
         }

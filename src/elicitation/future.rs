@@ -12,11 +12,11 @@ use http_body_util::{LengthLimitError, Limited};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use super::body::{ReadAll, RequestBody, ResponseBody};
+use super::pipeline;
+use super::shared::Shared;
 use crate::BoxError;
-use crate::body::{ReadAll, RequestBody, ResponseBody};
-use crate::call;
 use crate::engine;
-use crate::shared::Shared;
 
 pin_project! {
     /// The future of [`Elicitation`]'s response.
@@ -51,7 +51,7 @@ pin_project! {
             #[pin]
             read: ReadAll<Limited<ReqBody>>,
             pending: Option<Pending<S>>,
-            mrtr: call::Start<S, ResBody, S::Error>,
+            mrtr: pipeline::Start<S, ResBody, S::Error>,
         },
         /// The inner service has the request as it came.
         Forwarding {
@@ -78,7 +78,7 @@ pub(crate) struct Pending<S> {
     pub(crate) framed: Option<u64>,
 }
 
-type BoxFuture<T> = call::BoxFuture<T>;
+type BoxFuture<T> = pipeline::BoxFuture<T>;
 
 impl<S, ReqBody, ResBody> ResponseFuture<S, ReqBody, ResBody>
 where
@@ -107,7 +107,7 @@ where
     pub(crate) fn reading(
         read: ReadAll<Limited<ReqBody>>,
         pending: Pending<S>,
-        mrtr: call::Start<S, ResBody, S::Error>,
+        mrtr: pipeline::Start<S, ResBody, S::Error>,
     ) -> Self {
         Self {
             state: State::Reading {
@@ -148,15 +148,15 @@ where
                     };
                     match read {
                         Err(e) if e.is::<LengthLimitError>() => State::Ready {
-                            response: Some(call::reply_response(engine::too_large())),
+                            response: Some(pipeline::reply_response(engine::too_large())),
                         },
                         Err(_) => State::Ready {
-                            response: Some(call::reply_response(engine::unreadable())),
+                            response: Some(pipeline::reply_response(engine::unreadable())),
                         },
                         Ok(bytes) => {
                             if engine::passes_unread(&bytes) {
                                 State::Forwarding {
-                                    future: inner.call(call::forward(parts, bytes, framed)),
+                                    future: inner.call(pipeline::forward(parts, bytes, framed)),
                                 }
                             } else {
                                 State::Boxed {

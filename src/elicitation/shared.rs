@@ -4,10 +4,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::config::Config;
-use crate::principal::Principal;
-use crate::state::Keyring;
+use crate::engine::policy::Config;
 use crate::store::ErasedTokenStore;
+use crate::token::Keyring;
+use crate::util::principal::Principal;
 
 /// Default bound on a request body: 4 MiB.
 pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;

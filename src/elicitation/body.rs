@@ -6,10 +6,11 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::{Either, Full};
+use http_body_util::Full;
 use pin_project_lite::pin_project;
 
-use crate::sse::SseBody;
+use super::sse_body::SseBody;
+use crate::BoxError;
 
 pin_project! {
     /// Reads a whole body into one buffer. A body that comes in one data frame, as a buffered
@@ -63,11 +64,84 @@ impl<B: Body<Data = Bytes>> std::future::Future for ReadAll<B> {
     }
 }
 
-/// The request body the inner service receives: [`Either::Left`] holds the buffered (possibly
-/// rewritten) bytes of a POST, [`Either::Right`] the untouched body of any other request.
-///
-/// It is `http-body-util`'s [`Either`], so its error is boxed.
-pub type RequestBody<B> = Either<Full<Bytes>, B>;
+pin_project! {
+    /// The request body the inner service receives: the buffered (possibly rewritten) bytes of a
+    /// body the layer read, or the untouched body of a request it had no need to read.
+    ///
+    /// Its error is boxed: a buffered body cannot fail, an untouched one fails as it would have.
+    pub struct RequestBody<B> {
+        #[pin]
+        kind: RequestKind<B>,
+    }
+}
+
+pin_project! {
+    #[project = RequestKindProj]
+    enum RequestKind<B> {
+        Buffered { #[pin] body: Full<Bytes> },
+        Untouched { #[pin] body: B },
+    }
+}
+
+impl<B> RequestBody<B> {
+    /// The bytes the layer read (and may have rewritten).
+    pub(crate) fn buffered(bytes: Bytes) -> Self {
+        Self {
+            kind: RequestKind::Buffered {
+                body: Full::new(bytes),
+            },
+        }
+    }
+
+    /// A body the layer did not read.
+    pub(crate) fn untouched(body: B) -> Self {
+        Self {
+            kind: RequestKind::Untouched { body },
+        }
+    }
+}
+
+impl<B> Body for RequestBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.project().kind.project() {
+            RequestKindProj::Buffered { body } => body.poll_frame(cx).map_err(never),
+            RequestKindProj::Untouched { body } => body.poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            RequestKind::Buffered { body } => body.is_end_stream(),
+            RequestKind::Untouched { body } => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            RequestKind::Buffered { body } => body.size_hint(),
+            RequestKind::Untouched { body } => body.size_hint(),
+        }
+    }
+}
+
+impl<B> std::fmt::Debug for RequestBody<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.kind {
+            RequestKind::Buffered { .. } => "RequestBody::Buffered",
+            RequestKind::Untouched { .. } => "RequestBody::Untouched",
+        })
+    }
+}
 
 pin_project! {
     /// The response body the client receives: the layer's own answer, the inner service's body
@@ -83,7 +157,7 @@ pin_project! {
     enum ResponseKind<B> {
         Full { #[pin] body: Full<Bytes> },
         Inner { #[pin] body: B },
-        Sse { body: Pin<Box<SseBody<B>>> },
+        Sse { #[pin] body: Pin<Box<SseBody<B>>> },
     }
 }
 
@@ -128,53 +202,24 @@ impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
         match self.project().kind.project() {
             ResponseKindProj::Full { body } => body.poll_frame(cx).map_err(never),
             ResponseKindProj::Inner { body } => body.poll_frame(cx),
-            ResponseKindProj::Sse { body } => body.as_mut().poll_frame(cx),
+            ResponseKindProj::Sse { body } => body.poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.held().is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.held().size_hint()
-    }
-}
-
-impl<B: Body<Data = Bytes>> ResponseBody<B> {
-    /// The body this one holds, as far as it can be asked without a poll.
-    fn held(&self) -> &dyn Hint {
         match &self.kind {
-            ResponseKind::Full { body } => body,
-            ResponseKind::Inner { body } => body,
-            ResponseKind::Sse { body } => body,
+            ResponseKind::Full { body } => body.is_end_stream(),
+            ResponseKind::Inner { body } => body.is_end_stream(),
+            ResponseKind::Sse { body } => body.is_end_stream(),
         }
     }
-}
-
-/// What a body says of itself without being polled: one call for whichever body a kind holds.
-trait Hint {
-    fn is_end_stream(&self) -> bool;
-    fn size_hint(&self) -> SizeHint;
-}
-
-impl<T: Body> Hint for T {
-    fn is_end_stream(&self) -> bool {
-        Body::is_end_stream(self)
-    }
 
     fn size_hint(&self) -> SizeHint {
-        Body::size_hint(self)
-    }
-}
-
-impl<B: Body<Data = Bytes>> Hint for Pin<Box<SseBody<B>>> {
-    fn is_end_stream(&self) -> bool {
-        SseBody::is_end_stream(self)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
+        match &self.kind {
+            ResponseKind::Full { body } => body.size_hint(),
+            ResponseKind::Inner { body } => body.size_hint(),
+            ResponseKind::Sse { body } => body.size_hint(),
+        }
     }
 }
 

@@ -100,12 +100,23 @@ impl Keyring {
 
     /// Reads [`KEYS_ENV`] (`MCP_REQUEST_STATE_KEYS`) with [`Keyring::parse`].
     ///
-    /// `Ok(None)` when the variable is unset or blank; an error when it is set but malformed, so
-    /// a typo never silently falls back to a random key.
-    pub fn from_env() -> Result<Option<Self>, KeyringError> {
+    /// ```
+    /// use tower_elicitation::{KEYS_ENV, Keyring, KeyringError};
+    ///
+    /// # // SAFETY: the doctest is single-threaded.
+    /// # unsafe { std::env::remove_var(KEYS_ENV) };
+    /// assert_eq!(Keyring::from_env().unwrap_err(), KeyringError::Unset);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`KeyringError::Unset`] when the variable is unset or blank; the errors of
+    /// [`Keyring::parse`] when it is set but malformed, so a typo never silently falls back to a
+    /// random key.
+    pub fn from_env() -> Result<Self, KeyringError> {
         match std::env::var(KEYS_ENV) {
-            Ok(spec) if !spec.trim().is_empty() => Self::parse(&spec).map(Some),
-            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
+            Ok(spec) if !spec.trim().is_empty() => Self::parse(&spec),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Err(KeyringError::Unset),
             Err(std::env::VarError::NotUnicode(_)) => Err(KeyringError::Malformed(
                 "the variable is not valid Unicode".into(),
             )),
@@ -123,9 +134,14 @@ impl Keyring {
     /// assert_eq!(keyring.active_kid(), "ephemeral");
     /// # Ok::<(), tower_elicitation::KeyringError>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Keyring::parse`] when the variable is set but malformed.
     pub fn from_env_or_ephemeral() -> Result<Self, KeyringError> {
-        if let Some(keyring) = Self::from_env()? {
-            return Ok(keyring);
+        match Self::from_env() {
+            Err(KeyringError::Unset) => {}
+            found => return found,
         }
         tracing::warn!(
             target: "tower_elicitation",
@@ -240,6 +256,8 @@ fn parse_entry(entry: &str) -> Result<(&str, Vec<u8>), KeyringError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyringError {
+    /// [`KEYS_ENV`] is unset or blank ([`Keyring::from_env`]).
+    Unset,
     /// No key was given.
     Empty,
     /// A key is shorter than [`MIN_KEY_LEN`] bytes.
@@ -260,6 +278,10 @@ pub enum KeyringError {
 impl fmt::Display for KeyringError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::Unset => write!(
+                f,
+                "{KEYS_ENV} is not set (expected `kid:base64url-key[,kid:base64url-key…]`)"
+            ),
             Self::Empty => write!(
                 f,
                 "no requestState key given (expected `kid:base64url-key`)"

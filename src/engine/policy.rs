@@ -1,16 +1,16 @@
 //! The engine's policy: every option that decides what the layer answers, and the caches it
 //! keeps. No HTTP types here; what only the HTTP adapter needs (the principal extractor, the
-//! body limit) is in [`Shared`](crate::shared::Shared).
+//! body limit) is in [`Shared`](crate::elicitation::shared::Shared).
 
 use std::fmt;
 
 use crate::form::validate::ValidatorCache;
 use crate::gate::{Gate, Target};
-use crate::jsonrpc::Meta;
-use crate::mcp::Method;
-use crate::memo::{Bounded, Weight};
-use crate::state::Keyring;
-use crate::state::sealed::Sealed;
+use crate::token::Keyring;
+use crate::token::sealed::Sealed;
+use crate::util::memo::{Bounded, Weight};
+use crate::wire::jsonrpc::Meta;
+use crate::wire::mcp::Method;
 
 /// How many distinct `params._meta` texts are kept read (clients send one each, and the same one
 /// with every request).

@@ -8,11 +8,14 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use self::uri::Spellings;
 use crate::form::FormSchemaError;
-use crate::mcp::Method;
-use crate::uri::Spellings;
+use crate::wire::mcp::Method;
 
 use crate::BoxError;
+
+pub(crate) mod uri;
+
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;
@@ -92,14 +95,8 @@ impl Gate {
             key: key.clone(),
             error,
         })?;
-        if let Err(why) = crate::form::validate::FormValidator::compile(&schema) {
-            return Err(GateError::Schema {
-                key,
-                error: FormSchemaError {
-                    path: String::new(),
-                    reason: why,
-                },
-            });
+        if let Err(reason) = crate::form::validate::FormValidator::compile(&schema) {
+            return Err(GateError::SchemaCompile { key, reason });
         }
         Ok(Self::new(key, GateKind::Form { schema }))
     }
@@ -280,30 +277,30 @@ fn checked_key(key: String) -> Result<String, GateError> {
     }
 }
 
-/// Which calls a gate applies to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum GateTarget {
-    /// `tools/call` of this tool.
-    Tool(String),
-    /// `prompts/get` of this prompt.
-    Prompt(String),
-    /// `resources/read` of this URI (normalized: see [`GateTarget::resource`]).
-    Resource(String),
-    /// `resources/read` of any URI starting with this prefix (normalized: see
-    /// [`GateTarget::resource_prefix`]).
-    ResourcePrefix(String),
+/// Which calls a gate applies to: a tool, a prompt, a resource URI or a prefix of one.
+///
+/// Made by its constructors; what it holds is private, so that more kinds of target can come
+/// without a breaking change.
+#[derive(Clone)]
+pub struct GateTarget {
+    target: Target,
+}
+
+impl fmt::Debug for GateTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("GateTarget").field(&self.target).finish()
+    }
 }
 
 impl GateTarget {
     /// `tools/call` of the tool `name`.
     pub fn tool(name: impl Into<String>) -> Self {
-        Self::Tool(name.into())
+        Self::from(Target::Tool(name.into()))
     }
 
     /// `prompts/get` of the prompt `name`.
     pub fn prompt(name: impl Into<String>) -> Self {
-        Self::Prompt(name.into())
+        Self::from(Target::Prompt(name.into()))
     }
 
     /// `resources/read` of `uri`, however the call spells it.
@@ -323,7 +320,7 @@ impl GateTarget {
     /// The normalized forms only choose the gates: the sealed token and the inner service get the
     /// URI as the client sent it.
     pub fn resource(uri: impl Into<String>) -> Self {
-        Self::Resource(uri.into())
+        Self::from(Target::Resource(Spellings::new(uri.into())))
     }
 
     /// `resources/read` of every URI starting with `prefix`, however the call spells it.
@@ -335,7 +332,11 @@ impl GateTarget {
     /// case of the path is not normalized. End a directory prefix with `/`: `file:///secrets` also
     /// gates `file:///secrets-public/x`.
     pub fn resource_prefix(prefix: impl Into<String>) -> Self {
-        Self::ResourcePrefix(prefix.into())
+        Self::from(Target::ResourcePrefix(Spellings::new(prefix.into())))
+    }
+
+    fn from(target: Target) -> Self {
+        Self { target }
     }
 }
 
@@ -351,12 +352,7 @@ pub(crate) enum Target {
 
 impl Target {
     pub(crate) fn new(target: GateTarget) -> Self {
-        match target {
-            GateTarget::Tool(name) => Self::Tool(name),
-            GateTarget::Prompt(name) => Self::Prompt(name),
-            GateTarget::Resource(uri) => Self::Resource(Spellings::new(uri)),
-            GateTarget::ResourcePrefix(prefix) => Self::ResourcePrefix(Spellings::new(prefix)),
-        }
+        target.target
     }
 
     /// Whether a `method` call of `target` is gated. A `resources/read` URI's spellings are
@@ -549,12 +545,21 @@ impl Answers {
 pub enum GateError {
     /// A gate key is empty.
     EmptyKey,
-    /// A form gate's schema is outside the MCP form subset, or cannot be compiled.
+    /// A form gate's schema is outside the MCP form subset; the [`FormSchemaError`] (also its
+    /// [`source`](std::error::Error::source)) says where and why.
     Schema {
         /// The gate.
         key: String,
         /// Where and why.
         error: FormSchemaError,
+    },
+    /// A form gate's schema is inside the subset, but the validator cannot compile it (a `$ref`
+    /// that does not resolve, say).
+    SchemaCompile {
+        /// The gate.
+        key: String,
+        /// What the validator said.
+        reason: String,
     },
     /// Two gates that can apply to the same call share a key.
     DuplicateKey(String),
@@ -564,7 +569,23 @@ impl fmt::Display for GateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::EmptyKey => f.write_str("a gate key must not be empty"),
-            Self::Schema { key, error } => write!(f, "gate `{key}`: {error}"),
+            Self::Schema { key, error } => {
+                let path = if error.path.is_empty() {
+                    "/"
+                } else {
+                    &error.path
+                };
+                write!(
+                    f,
+                    "gate `{key}`: its form schema is outside the MCP form subset at {path}"
+                )
+            }
+            Self::SchemaCompile { key, reason } => {
+                write!(
+                    f,
+                    "gate `{key}`: its form schema cannot be compiled: {reason}"
+                )
+            }
             Self::DuplicateKey(key) => write!(
                 f,
                 "two gates that can apply to the same call share the key `{key}`"
@@ -573,7 +594,14 @@ impl fmt::Display for GateError {
     }
 }
 
-impl std::error::Error for GateError {}
+impl std::error::Error for GateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Schema { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
 /// Turns a schemars root schema into the shape of an MCP form: nullable `Option` fields become
 /// plain optional ones, integer formats go, and a `null` default disappears.

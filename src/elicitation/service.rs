@@ -10,13 +10,13 @@ use http_body::Body;
 use http_body_util::Limited;
 use tower_service::Service;
 
+use super::body::{ReadAll, RequestBody, ResponseBody};
+use super::future::{Pending, ResponseFuture};
+use super::pipeline::{self, reply_response};
+use super::shared::Shared;
 use crate::BoxError;
-use crate::body::{ReadAll, RequestBody, ResponseBody};
-use crate::call::{self, reply_response};
 use crate::engine;
-use crate::future::{Pending, ResponseFuture};
-use crate::shared::Shared;
-use crate::state::Keyring;
+use crate::token::Keyring;
 
 /// The service [`ElicitationLayer`](crate::ElicitationLayer) wraps around an MCP Streamable HTTP service.
 ///
@@ -84,7 +84,7 @@ where
         if request.method() != http::Method::POST
             && (body.is_end_stream() || body.size_hint().exact() == Some(0))
         {
-            return ResponseFuture::forwarding(inner.call(request.map(RequestBody::Right)));
+            return ResponseFuture::forwarding(inner.call(request.map(RequestBody::untouched)));
         }
         let (parts, body) = request.into_parts();
         let mut lengths = parts.headers.get_all(CONTENT_LENGTH).iter();
@@ -114,7 +114,7 @@ where
                 framed,
             },
             |inner, shared, parts, bytes, framed| {
-                Box::pin(call::handle(inner, shared, parts, bytes, framed))
+                Box::pin(pipeline::handle(inner, shared, parts, bytes, framed))
             },
         )
     }

@@ -1,29 +1,8 @@
-//! Feature `redis`: the bridge's sessions ([`RedisSessionStore`]) and waiting calls
-//! ([`RedisPendingAnswers`]) shared by every replica, so that no sticky routing is needed.
-//!
-//! # Example
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use tower_elicitation::{LegacyBridgeLayer, RedisStore};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let redis = RedisStore::builder("redis://127.0.0.1:6379")
-//!     .key_prefix("myapp:mcp:")
-//!     .build()?;
-//! // A session opened on one replica is served by any; a DELETE on one ends it on all. An answer
-//! // POSTed to any replica reaches the one holding the call's stream.
-//! let bridge = LegacyBridgeLayer::new()
-//!     .session_store(redis.sessions(Duration::from_secs(3600)))
-//!     .pending_answers(redis.pending_answers());
-//! # let _ = bridge;
-//! # Ok(())
-//! # }
-//! ```
+//! The legacy bridge's stores on Redis: [`RedisSessionStore`] and [`RedisPendingAnswers`].
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -34,10 +13,9 @@ use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::pending::{LegKey, PendingAnswers, Waiter};
-use super::session::{SessionRecord, SessionStore, StoreFuture};
+use super::store::RedisStore;
+use crate::bridge::{AnswerKey, PendingAnswers, SessionRecord, SessionStore};
 use crate::store::StoreError;
-use crate::store::redis::RedisStore;
 
 /// How often the subscriber pings Redis, to find out a connection that died silently.
 const PING_EVERY: Duration = Duration::from_secs(2);
@@ -46,7 +24,7 @@ const RECONNECT_AFTER: Duration = Duration::from_millis(100);
 
 impl RedisStore {
     /// The bridge's sessions kept in this Redis, each expiring after `idle` without a request
-    /// (at least 1 millisecond); for [`LegacyBridgeLayer::session_store`](crate::LegacyBridgeLayer::session_store).
+    /// (at least 1 millisecond); for [`LegacyBridgeLayer::session_store`](crate::bridge::LegacyBridgeLayer::session_store).
     pub fn sessions(&self, idle: Duration) -> RedisSessionStore {
         RedisSessionStore {
             store: self.clone(),
@@ -55,7 +33,7 @@ impl RedisStore {
     }
 
     /// The bridge's waiting calls, reached from every replica through this Redis's pub/sub; for
-    /// [`LegacyBridgeLayer::pending_answers`](crate::LegacyBridgeLayer::pending_answers). Give
+    /// [`LegacyBridgeLayer::pending_answers`](crate::bridge::LegacyBridgeLayer::pending_answers). Give
     /// each replica its own (one subscriber connection each), built from stores sharing a key
     /// prefix.
     pub fn pending_answers(&self) -> RedisPendingAnswers {
@@ -77,7 +55,7 @@ impl RedisStore {
 ///
 /// Every replica sharing the Redis (and the key prefix) sees the same sessions: one opened on
 /// replica A is served by B, and a DELETE on B ends it on A at once (`DEL`). There is no cap on
-/// the number of sessions (unlike [`MemorySessionStore`](crate::MemorySessionStore)): they are
+/// the number of sessions (unlike [`MemorySessionStore`](crate::bridge::MemorySessionStore)): they are
 /// bounded by the idle expiry and by Redis's own `maxmemory`.
 ///
 /// Made by [`RedisStore::sessions`]. Clones share the connections.
@@ -104,7 +82,7 @@ impl RedisSessionStore {
 
     async fn set(&self, id: &str, record: &SessionRecord, mode: &str) -> Result<bool, StoreError> {
         let text = serde_json::to_string(record).map_err(StoreError::new)?;
-        let mut cmd = redis::cmd("SET");
+        let mut cmd = ::redis::cmd("SET");
         cmd.arg(self.store.key("session:", id))
             .arg(text)
             .arg(mode)
@@ -116,43 +94,37 @@ impl RedisSessionStore {
 }
 
 impl SessionStore for RedisSessionStore {
-    fn create<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            if self.set(id, &record, "NX").await? {
-                Ok(())
-            } else {
-                // 128 random bits: never, unless something else writes under the prefix.
-                Err(StoreError::new("a session with this id exists already"))
-            }
-        })
+    async fn create(&self, id: &str, record: SessionRecord) -> Result<(), StoreError> {
+        if self.set(id, &record, "NX").await? {
+            Ok(())
+        } else {
+            // 128 random bits: never, unless something else writes under the prefix.
+            Err(StoreError::new("a session with this id exists already"))
+        }
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
-        Box::pin(async move {
-            let mut cmd = redis::cmd("GETEX");
-            cmd.arg(self.store.key("session:", id))
-                .arg("PX")
-                .arg(self.idle_ms);
-            Self::read(self.store.query(cmd).await?)
-        })
+    async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let mut cmd = ::redis::cmd("GETEX");
+        cmd.arg(self.store.key("session:", id))
+            .arg("PX")
+            .arg(self.idle_ms);
+        Self::read(self.store.query(cmd).await?)
     }
 
-    fn update<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, bool> {
-        Box::pin(async move { self.set(id, &record, "XX").await })
+    async fn update(&self, id: &str, record: SessionRecord) -> Result<bool, StoreError> {
+        self.set(id, &record, "XX").await
     }
 
-    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let mut cmd = redis::cmd("DEL");
-            cmd.arg(self.store.key("session:", id));
-            let removed: u64 = self.store.query(cmd).await?;
-            Ok(removed > 0)
-        })
+    async fn remove(&self, id: &str) -> Result<bool, StoreError> {
+        let mut cmd = ::redis::cmd("DEL");
+        cmd.arg(self.store.key("session:", id));
+        let removed: u64 = self.store.query(cmd).await?;
+        Ok(removed > 0)
     }
 }
 
 /// The bridge's waiting calls, across replicas: each replica keeps its own waiters in process
-/// (as [`MemoryPendingAnswers`](crate::MemoryPendingAnswers) does) and listens on one Redis
+/// (as [`MemoryPendingAnswers`](crate::bridge::MemoryPendingAnswers) does) and listens on one Redis
 /// pub/sub channel, `<prefix>answers`. An answer that arrives on the replica holding the call's
 /// stream is handed over at once; one that arrives on another replica is published on the
 /// channel, and the replica waiting for it takes it (the others find no such leg and drop it).
@@ -169,7 +141,7 @@ impl SessionStore for RedisSessionStore {
 ///
 /// The subscriber is one connection of its own, opened on first use and opened again by itself
 /// after Redis drops it (a ping every 2 seconds finds out a connection that died silently). While
-/// it is not subscribed, [`expect`](PendingAnswers::expect) fails (the call is refused, fail
+/// it is not subscribed, [`subscribe`](PendingAnswers::subscribe) fails (the call is refused, fail
 /// closed) after the store's deadline.
 ///
 /// Made by [`RedisStore::pending_answers`]; give each replica its own. Clones share everything.
@@ -181,7 +153,7 @@ pub struct RedisPendingAnswers {
 struct Shared {
     store: RedisStore,
     channel: String,
-    waiting: Mutex<HashMap<LegKey, oneshot::Sender<Value>>>,
+    waiting: Mutex<HashMap<AnswerKey, oneshot::Sender<Value>>>,
     subscribed: watch::Sender<bool>,
     /// The subscriber task, once started.
     subscriber: Mutex<Option<JoinHandle<()>>>,
@@ -208,12 +180,12 @@ struct Published {
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LegKey, oneshot::Sender<Value>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AnswerKey, oneshot::Sender<Value>>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Hands `answer` to the call waiting here on `key`, if any.
-    fn take(&self, key: &LegKey, answer: Value) -> Result<(), Value> {
+    fn take(&self, key: &AnswerKey, answer: Value) -> Result<(), Value> {
         match self.lock().remove(key) {
             Some(sender) => sender.send(answer),
             None => Err(answer),
@@ -280,40 +252,38 @@ impl fmt::Debug for RedisPendingAnswers {
 }
 
 impl PendingAnswers for RedisPendingAnswers {
-    fn expect(&self, key: LegKey) -> StoreFuture<'_, Waiter> {
-        Box::pin(async move {
-            // An answer published before the subscription would be lost: fail now instead.
-            self.ready().await?;
-            let (send, receive) = oneshot::channel();
-            self.shared.lock().insert(key, send);
-            Ok(Waiter::new(async move { receive.await.ok() }))
-        })
+    type Subscription = Pin<Box<dyn Future<Output = Option<Value>> + Send>>;
+
+    async fn subscribe(&self, key: AnswerKey) -> Result<Self::Subscription, StoreError> {
+        // An answer published before the subscription would be lost: fail now instead.
+        self.ready().await?;
+        let (send, receive) = oneshot::channel();
+        self.shared.lock().insert(key, send);
+        Ok(Box::pin(async move { receive.await.ok() }))
     }
 
-    fn deliver(&self, key: LegKey, answer: Value) -> StoreFuture<'_, bool> {
-        Box::pin(async move {
-            let answer = match self.shared.take(&key, answer) {
-                Ok(()) => return Ok(true),
-                Err(answer) => answer,
-            };
-            self.start()?;
-            let message = Published {
-                session: key.session,
-                leg: key.leg,
-                answer,
-            };
-            let text = serde_json::to_string(&message).map_err(StoreError::new)?;
-            let mut cmd = redis::cmd("PUBLISH");
-            cmd.arg(&self.shared.channel).arg(text);
-            let receivers: u64 = self.shared.store.query(cmd).await?;
-            // This replica's own subscriber is one of them, and has no such leg.
-            Ok(receivers > u64::from(self.is_subscribed()))
-        })
+    async fn deliver(&self, key: AnswerKey, answer: Value) -> Result<bool, StoreError> {
+        let answer = match self.shared.take(&key, answer) {
+            Ok(()) => return Ok(true),
+            Err(answer) => answer,
+        };
+        self.start()?;
+        let message = Published {
+            session: key.session,
+            leg: key.request,
+            answer,
+        };
+        let text = serde_json::to_string(&message).map_err(StoreError::new)?;
+        let mut cmd = ::redis::cmd("PUBLISH");
+        cmd.arg(&self.shared.channel).arg(text);
+        let receivers: u64 = self.shared.store.query(cmd).await?;
+        // This replica's own subscriber is one of them, and has no such request.
+        Ok(receivers > u64::from(self.is_subscribed()))
     }
 
-    fn forget<'a>(&'a self, key: &'a LegKey) -> StoreFuture<'a, ()> {
+    async fn unsubscribe(&self, key: &AnswerKey) -> Result<(), StoreError> {
         self.shared.lock().remove(key);
-        Box::pin(std::future::ready(Ok(())))
+        Ok(())
     }
 }
 
@@ -331,7 +301,7 @@ async fn subscribe(shared: Weak<Shared>) {
         let connected = tokio::time::timeout(connect + response, async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
-            Ok::<_, redis::RedisError>(pubsub)
+            Ok::<_, ::redis::RedisError>(pubsub)
         })
         .await;
         match connected {
@@ -353,7 +323,7 @@ async fn subscribe(shared: Weak<Shared>) {
                             if shared.strong_count() == 0 {
                                 return;
                             }
-                            let pong = tokio::time::timeout(response, sink.ping::<redis::Value>());
+                            let pong = tokio::time::timeout(response, sink.ping::<::redis::Value>());
                             if !matches!(pong.await, Ok(Ok(_))) {
                                 break;
                             }
@@ -387,7 +357,7 @@ fn hand_over(shared: &Shared, payload: &[u8]) {
         tracing::debug!(target: "tower_elicitation", "an unreadable message on the answers channel, dropped");
         return;
     };
-    let key = LegKey::new(message.session, message.leg);
+    let key = AnswerKey::new(message.session, message.leg);
     // A leg not waiting here is another replica's, or late: dropped.
     let _ = shared.take(&key, message.answer);
 }

@@ -100,10 +100,12 @@ pub(crate) struct Binding<'a> {
 /// The digest bound as `a`: base64url of the first 16 bytes of SHA-256 over the canonical JSON of
 /// the arguments, numbers exactly as written. No arguments, `null` and `{}` are the same call.
 /// Fails on a repeated key at any depth.
-pub(crate) fn args_digest(arguments: Option<&RawValue>) -> Result<String, crate::canonical::Error> {
+pub(crate) fn args_digest(
+    arguments: Option<&RawValue>,
+) -> Result<String, crate::wire::canonical::Error> {
     let digest = match arguments.filter(|raw| raw.get().trim() != "null") {
-        Some(raw) => crate::canonical::digest_raw(raw)?,
-        None => crate::canonical::digest_text("{}")?,
+        Some(raw) => crate::wire::canonical::digest_raw(raw)?,
+        None => crate::wire::canonical::digest_text("{}")?,
     };
     Ok(URL_SAFE_NO_PAD.encode(&digest[..16]))
 }
@@ -130,7 +132,7 @@ static EXACT: LazyLock<blake3::Hasher> =
 pub(crate) struct Arguments<'a> {
     raw: Option<&'a RawValue>,
     exact: Option<String>,
-    canonical: OnceCell<Result<String, crate::canonical::Error>>,
+    canonical: OnceCell<Result<String, crate::wire::canonical::Error>>,
 }
 
 impl<'a> Arguments<'a> {
@@ -160,7 +162,7 @@ impl<'a> Arguments<'a> {
 
     /// The digest of their canonical form ([`args_digest`]), computed on first use; `Err` for
     /// text that is not JSON or repeats a key.
-    pub(crate) fn canonical(&self) -> Result<&str, &crate::canonical::Error> {
+    pub(crate) fn canonical(&self) -> Result<&str, &crate::wire::canonical::Error> {
         self.canonical
             .get_or_init(|| args_digest(self.raw))
             .as_deref()

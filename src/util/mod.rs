@@ -1,0 +1,13 @@
+//! Small helpers shared by both wings: bounded caches, the caller's identity, and the
+//! inner-service accessors.
+
+#[macro_use]
+pub(crate) mod macros;
+pub(crate) mod memo;
+pub(crate) mod principal;
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed, sendable future: what a user's `async fn` trait method becomes behind `dyn`.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
