@@ -810,17 +810,19 @@ async fn a_2025_06_18_client_gets_forms_it_can_read() {
 #[tokio::test]
 async fn modern_requests_pass_byte_for_byte() {
     // An inner service that answers with exactly the bytes and headers it received.
-    let echo = tower::service_fn(|request: Request<tower_elicitation::bridge::RequestBody>| async move {
-        let (parts, body) = request.into_parts();
-        let bytes = body.collect().await.unwrap().to_bytes();
-        let mut response = Response::new(Full::new(bytes));
-        for name in ["mcp-session-id", "mcp-protocol-version", "x-custom"] {
-            if let Some(value) = parts.headers.get(name) {
-                response.headers_mut().insert(name, value.clone());
+    let echo = tower::service_fn(
+        |request: Request<tower_elicitation::bridge::RequestBody>| async move {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect().await.unwrap().to_bytes();
+            let mut response = Response::new(Full::new(bytes));
+            for name in ["mcp-session-id", "mcp-protocol-version", "x-custom"] {
+                if let Some(value) = parts.headers.get(name) {
+                    response.headers_mut().insert(name, value.clone());
+                }
             }
-        }
-        Ok::<_, Infallible>(response)
-    });
+            Ok::<_, Infallible>(response)
+        },
+    );
     let app =
         axum::Router::new().nest_service("/mcp", LegacyBridgeLayer::new().layer_service(echo));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -165,7 +165,7 @@ impl<'c> GateRound<'c> {
             config,
             now,
         );
-        claims.h = self
+        claims.flow_handles = self
             .pending()
             .filter(|(_, gate, _)| matches!(gate.kind, GateKind::Url { .. }))
             .map(|(_, gate, handle)| (gate.key.clone(), handle.clone()))
@@ -184,31 +184,36 @@ impl<'c> GateRound<'c> {
     ) -> Result<Inbound, Reply> {
         if !self
             .pending()
-            .all(|(_, gate, _)| claims.q.contains_key(&gate.key))
+            .all(|(_, gate, _)| claims.questions.contains_key(&gate.key))
         {
             // The gates changed since this token was made: ask the ones not asked.
             return self.ask(config, now);
         }
         let round = &self.round;
-        let answers =
-            match answers::check(&claims.q, &claims.k, responses.clone(), &config.validators) {
-                Err(answers::Malformed(why)) => {
-                    return Err(refuse(round, INVALID_PARAMS, &why, None));
-                }
-                Ok(Checked::Reask { ask, asked, kept }) => {
-                    return Err(reask(round, claims, asked, ask, kept, config, now)
-                        .unwrap_or_else(identity));
-                }
-                Ok(Checked::Complete(answers)) => answers,
-            };
+        let answers = match answers::check(
+            &claims.questions,
+            &claims.accepted,
+            responses.clone(),
+            &config.validators,
+        ) {
+            Err(answers::Malformed(why)) => {
+                return Err(refuse(round, INVALID_PARAMS, &why, None));
+            }
+            Ok(Checked::Reask { ask, asked, kept }) => {
+                return Err(
+                    reask(round, claims, asked, ask, kept, config, now).unwrap_or_else(identity)
+                );
+            }
+            Ok(Checked::Complete(answers)) => answers,
+        };
 
         // Gates to ask again, each with a line saying why, and the questions to seal.
         let mut again = Questions::new();
-        let mut asked = claims.q.clone();
+        let mut asked = claims.questions.clone();
         let mut queries = Vec::new();
         for (index, gate, handle) in self.pending() {
             // The handle the flow was asked with, even if the signing key rotated since.
-            let handle = claims.h.get(&gate.key).unwrap_or(handle);
+            let handle = claims.flow_handles.get(&gate.key).unwrap_or(handle);
             let answer = &answers[&gate.key];
             let action = answer.get("action").and_then(Value::as_str);
             if action != Some("accept") {
@@ -225,7 +230,7 @@ impl<'c> GateRound<'c> {
                         // With a retry hint, ask again while rounds remain: the gate's own
                         // question, nothing an earlier round pre-filled.
                         match &gate.retry_hint {
-                            Some(hint) if claims.r < config.max_rounds => {
+                            Some(hint) if claims.round < config.max_rounds => {
                                 let message = gate.message_for(&self.call(handle));
                                 let question = self.request(Params {
                                     mode: "form",
@@ -245,7 +250,7 @@ impl<'c> GateRound<'c> {
                     None => queries.push(self.query(*index, handle, FlowNeed::Completion)),
                     Some(false) => {
                         // Consent is not completion: ask again, with the same URL.
-                        let asked = &claims.q[&gate.key];
+                        let asked = &claims.questions[&gate.key];
                         let line = slice::from_ref(&gate.incomplete_hint);
                         again.insert(gate.key.clone(), answers::with_hint(asked, line));
                     }
@@ -272,7 +277,7 @@ impl<'c> GateRound<'c> {
         }
         let round = Round {
             gates: accepted,
-            number: claims.r,
+            number: claims.round,
             ..round.clone()
         };
         log_outcome(&round, "gates_accepted");

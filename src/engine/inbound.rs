@@ -302,13 +302,13 @@ fn decide_once(
     };
 
     if config.single_use {
-        let Some(token_id) = &claims.j else {
+        let Some(token_id) = &claims.token_id else {
             log_rejected(&round, "single-use tokens are on and this token has no id");
             return Err(invalid_state(id));
         };
         *spend = Some(Spend {
             id: token_id.clone(),
-            until: claims.exp.saturating_add(config.skew_secs),
+            until: claims.expires_at.saturating_add(config.skew_secs),
         });
     }
 
@@ -317,10 +317,10 @@ fn decide_once(
         // whose canonical form it carries.
         args: match arguments.canonical_if_known() {
             Some(args) => args.to_owned(),
-            None => claims.a.clone(),
+            None => claims.arguments.clone(),
         },
-        number: claims.r,
-        gates: claims.g.clone(),
+        number: claims.round,
+        gates: claims.gate_answers.clone(),
         ..round
     };
     let gated = gated.map(|g| g.with_round(&round));
@@ -337,7 +337,12 @@ fn decide_once(
     }
 
     let responses = responses.unwrap_or_default();
-    match answers::check(&claims.q, &claims.k, responses, &config.validators) {
+    match answers::check(
+        &claims.questions,
+        &claims.accepted,
+        responses,
+        &config.validators,
+    ) {
         Err(answers::Malformed(why)) => {
             Err(Reply::error(Kind::Answer, id, INVALID_PARAMS, &why, None))
         }
@@ -352,7 +357,7 @@ fn decide_once(
             }
             let answers_field = (!answers.is_empty()).then_some(&answers);
             let arguments = delivered.as_ref().and_then(|d| d.arguments.as_deref());
-            let body = call.rewrite(claims.s.as_deref(), answers_field, arguments);
+            let body = call.rewrite(claims.inner_state.as_deref(), answers_field, arguments);
             Ok(Inbound::Forward {
                 body: Some(body),
                 round,

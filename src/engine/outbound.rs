@@ -265,7 +265,7 @@ pub(crate) fn respond(
             let body = crate::wire::jsonrpc::result_with_state(
                 round.id.as_deref(),
                 &asked.result,
-                &claims.q,
+                &claims.questions,
                 &token,
             );
             Outbound::Replace(Reply {
@@ -319,7 +319,7 @@ pub(crate) fn settle_probe(
     );
     let made = asked.made;
     let questions = config.validators.with(&made);
-    match answers::check(&claims.q, &Map::new(), answers.clone(), &questions) {
+    match answers::check(&claims.questions, &Map::new(), answers.clone(), &questions) {
         Err(answers::Malformed(why)) => Settle::Respond(Outbound::Replace(refuse(
             &round,
             INVALID_PARAMS,
@@ -336,9 +336,9 @@ pub(crate) fn settle_probe(
         Ok(Checked::Complete(answers)) => {
             config.validators.keep(made);
             log_outcome(&round, "probe_answered");
-            let answers = (!claims.q.is_empty()).then_some(&answers);
+            let answers = (!claims.questions.is_empty()).then_some(&answers);
             Settle::Forward {
-                body: call.rewrite(claims.s.as_deref(), answers, None),
+                body: call.rewrite(claims.inner_state.as_deref(), answers, None),
                 round,
             }
         }

@@ -32,8 +32,8 @@ pub(super) fn reask(
 ) -> Result<Reply, Reply> {
     let claims = new_claims(
         round,
-        previous.r + 1,
-        previous.s.clone(),
+        previous.round + 1,
+        previous.inner_state.clone(),
         asked,
         kept,
         config,
@@ -126,22 +126,22 @@ pub(super) fn new_claims(
     now: u64,
 ) -> Claims {
     Claims {
-        v: VERSION,
-        iat: now,
-        exp: now.saturating_add(config.ttl_secs),
-        m: round.method.as_str().to_owned(),
-        t: round.target.clone(),
-        a: round.args.clone(),
-        x: round.exact.clone(),
-        p: None,
-        aud: config.audience.clone(),
-        r: number,
-        s: state,
-        q: questions,
-        k: kept,
-        g: round.gates.clone(),
-        h: BTreeMap::new(),
-        j: None,
+        version: VERSION,
+        issued_at: now,
+        expires_at: now.saturating_add(config.ttl_secs),
+        method: round.method.as_str().to_owned(),
+        target: round.target.clone(),
+        arguments: round.args.clone(),
+        exact_arguments: round.exact.clone(),
+        principal: None,
+        audience: config.audience.clone(),
+        round: number,
+        inner_state: state,
+        questions: questions,
+        accepted: kept,
+        gate_answers: round.gates.clone(),
+        flow_handles: BTreeMap::new(),
+        token_id: None,
     }
 }
 
@@ -153,7 +153,7 @@ pub(super) fn seal(
     mut claims: Claims,
     config: &Config,
 ) -> Result<(String, Arc<Claims>), Reply> {
-    if claims.r > config.max_rounds {
+    if claims.round > config.max_rounds {
         return Err(refuse(
             round,
             INVALID_PARAMS,
@@ -162,7 +162,7 @@ pub(super) fn seal(
         ));
     }
     if config.single_use {
-        claims.j = Some(crate::token::claims::token_id());
+        claims.token_id = Some(crate::token::claims::token_id());
     }
     let token = token::seal(&config.keyring, &mut claims, round.principal.as_deref());
     if token.len() > config.max_state_bytes {

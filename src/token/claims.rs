@@ -24,52 +24,68 @@ const PRINCIPAL_LABEL: &[u8] = b"tower-elicitation/principal/v1\0";
 #[serde(deny_unknown_fields)]
 pub(crate) struct Claims {
     /// Format version.
-    pub(crate) v: u8,
+    #[serde(rename = "v")]
+    pub(crate) version: u8,
     /// Issued at, Unix seconds.
-    pub(crate) iat: u64,
+    #[serde(rename = "iat")]
+    pub(crate) issued_at: u64,
     /// Expires at, Unix seconds.
-    pub(crate) exp: u64,
+    #[serde(rename = "exp")]
+    pub(crate) expires_at: u64,
     /// The JSON-RPC method of the request the token answers.
-    pub(crate) m: String,
+    #[serde(rename = "m")]
+    pub(crate) method: String,
     /// Its target: tool or prompt name, or resource URI.
-    pub(crate) t: String,
+    #[serde(rename = "t")]
+    pub(crate) target: String,
     /// Digest of the canonical arguments ([`args_digest`]).
-    pub(crate) a: String,
+    #[serde(rename = "a")]
+    pub(crate) arguments: String,
     /// Digest of the arguments' exact text ([`exact_digest`]): a retry that sends the same bytes
     /// is bound without canonicalising them again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) x: Option<String>,
+    #[serde(rename = "x")]
+    pub(crate) exact_arguments: Option<String>,
     /// Keyed tag of the caller's principal ([`principal_tag`]), absent for anonymous callers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) p: Option<String>,
+    #[serde(rename = "p")]
+    pub(crate) principal: Option<String>,
     /// The audience the layer was configured with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) aud: Option<String>,
+    #[serde(rename = "aud")]
+    pub(crate) audience: Option<String>,
     /// The round this token closes: 1 for the first `input_required`.
-    pub(crate) r: u32,
+    #[serde(rename = "r")]
+    pub(crate) round: u32,
     /// The inner service's own `requestState`, handed back to it on the retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) s: Option<String>,
+    #[serde(rename = "s")]
+    pub(crate) inner_state: Option<String>,
     /// The input requests that were asked, by key, each the very text the client was shown
     /// (minified, its members in the order its author wrote them), kept unparsed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) q: Questions,
-    /// Answers to `q` already accepted in an earlier round that the layer re-asked itself.
+    #[serde(rename = "q")]
+    pub(crate) questions: Questions,
+    /// Answers to `questions` already accepted in an earlier round that the layer re-asked itself.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub(crate) k: Map<String, Value>,
+    #[serde(rename = "k")]
+    pub(crate) accepted: Map<String, Value>,
     /// Gate answers already accepted, carried forward to every later round.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub(crate) g: Map<String, Value>,
+    #[serde(rename = "g")]
+    pub(crate) gate_answers: Map<String, Value>,
     /// The flow handle each URL gate asked in this round was asked with, by gate key: checked
     /// again with the same handle even if the signing key rotated meanwhile.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) h: BTreeMap<String, String>,
+    #[serde(rename = "h")]
+    pub(crate) flow_handles: BTreeMap<String, String>,
     /// The token's own random id, when the layer makes tokens single-use
     /// ([`ElicitationLayer::single_use`](crate::ElicitationLayer::single_use)): a retry is
     /// forwarded only once a store has consumed it. Inside the MAC'd claims, so it cannot be
     /// swapped; absent from tokens sealed without the option.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) j: Option<String>,
+    #[serde(rename = "j")]
+    pub(crate) token_id: Option<String>,
 }
 
 /// Asked input requests by key, each as the text the client is shown.

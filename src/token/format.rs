@@ -67,14 +67,15 @@ impl fmt::Display for Reject {
 /// Seals `claims` with the keyring's active key, filling in the principal tag.
 pub(crate) fn seal(keyring: &Keyring, claims: &mut Claims, principal: Option<&[u8]>) -> String {
     let (kid, key) = keyring.active();
-    claims.p = principal.map(|p| principal_tag(key, p));
+    claims.principal = principal.map(|p| principal_tag(key, p));
     // Room for the fixed claims and the questions, so the buffer is not grown as it is written.
     let questions: usize = claims
-        .q
+        .questions
         .iter()
         .map(|(k, q)| k.len() + q.get().len() + 8)
         .sum();
-    let mut json = Vec::with_capacity(256 + questions + claims.s.as_ref().map_or(0, String::len));
+    let mut json =
+        Vec::with_capacity(256 + questions + claims.inner_state.as_ref().map_or(0, String::len));
     // Claims are plain strings, numbers and JSON values: serializing them cannot fail.
     if serde_json::to_writer(&mut json, claims).is_err() {
         json.clear();
@@ -154,29 +155,32 @@ fn check(
     clock: Clock,
     binding: &Binding<'_>,
 ) -> Result<(), Reject> {
-    if claims.v != VERSION {
-        return Err(Reject::Version(claims.v));
+    if claims.version != VERSION {
+        return Err(Reject::Version(claims.version));
     }
-    if claims.iat > clock.now.saturating_add(clock.skew) {
+    if claims.issued_at > clock.now.saturating_add(clock.skew) {
         return Err(Reject::NotYetValid);
     }
-    if clock.now >= claims.exp.saturating_add(clock.skew) {
+    if clock.now >= claims.expires_at.saturating_add(clock.skew) {
         return Err(Reject::Expired);
     }
-    if claims.m != binding.method {
+    if claims.method != binding.method {
         return Err(Reject::Mismatch("method"));
     }
-    if claims.t != binding.target {
+    if claims.target != binding.target {
         return Err(Reject::Mismatch("target"));
     }
-    if !binding.args.bound_by(&claims.a, claims.x.as_deref()) {
+    if !binding
+        .args
+        .bound_by(&claims.arguments, claims.exact_arguments.as_deref())
+    {
         return Err(Reject::Mismatch("arguments"));
     }
-    if claims.aud.as_deref() != binding.audience {
+    if claims.audience.as_deref() != binding.audience {
         return Err(Reject::Mismatch("audience"));
     }
     let expected = binding.principal.map(|p| principal_tag(key, p));
-    if claims.p != expected {
+    if claims.principal != expected {
         return Err(Reject::Mismatch("principal"));
     }
     Ok(())
@@ -222,22 +226,22 @@ mod tests {
                 "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}),
         );
         Claims {
-            v: VERSION,
-            iat: NOW,
-            exp: NOW + 600,
-            m: "tools/call".into(),
-            t: "deploy".into(),
-            a: args_digest_of(&json!({"environment": "staging"})),
-            x: None,
-            p: None,
-            aud: Some("api".into()),
-            r: 1,
-            s: Some("inner-state".into()),
-            q: crate::token::claims::questions(&q),
-            k: Map::new(),
-            g: Map::new(),
-            h: Default::default(),
-            j: None,
+            version: VERSION,
+            issued_at: NOW,
+            expires_at: NOW + 600,
+            method: "tools/call".into(),
+            target: "deploy".into(),
+            arguments: args_digest_of(&json!({"environment": "staging"})),
+            exact_arguments: None,
+            principal: None,
+            audience: Some("api".into()),
+            round: 1,
+            inner_state: Some("inner-state".into()),
+            questions: crate::token::claims::questions(&q),
+            accepted: Map::new(),
+            gate_answers: Map::new(),
+            flow_handles: Default::default(),
+            token_id: None,
         }
     }
 
@@ -320,8 +324,8 @@ mod tests {
             serde_json::to_value(&opened).unwrap(),
             serde_json::to_value(&c).unwrap()
         );
-        assert_eq!(opened.s.as_deref(), Some("inner-state"));
-        assert!(opened.p.is_some());
+        assert_eq!(opened.inner_state.as_deref(), Some("inner-state"));
+        assert!(opened.principal.is_some());
     }
 
     #[test]

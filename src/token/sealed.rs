@@ -95,22 +95,22 @@ mod tests {
 
     fn claims(r: u32) -> Arc<Claims> {
         Arc::new(Claims {
-            v: VERSION,
-            iat: 1,
-            exp: 2,
-            m: "tools/call".into(),
-            t: "deploy".into(),
-            a: args_digest_of(&json!({})),
-            x: None,
-            p: None,
-            aud: None,
-            r,
-            s: None,
-            q: Default::default(),
-            k: Map::new(),
-            g: Map::new(),
-            h: Default::default(),
-            j: None,
+            version: VERSION,
+            issued_at: 1,
+            expires_at: 2,
+            method: "tools/call".into(),
+            target: "deploy".into(),
+            arguments: args_digest_of(&json!({})),
+            exact_arguments: None,
+            principal: None,
+            audience: None,
+            round: r,
+            inner_state: None,
+            questions: Default::default(),
+            accepted: Map::new(),
+            gate_answers: Map::new(),
+            flow_handles: Default::default(),
+            token_id: None,
         })
     }
 
@@ -118,7 +118,7 @@ mod tests {
     fn only_the_very_token_is_found() {
         let sealed = Sealed::default();
         sealed.insert("v1.k1.body.tag", claims(1));
-        assert_eq!(sealed.get("v1.k1.body.tag").map(|c| c.r), Some(1));
+        assert_eq!(sealed.get("v1.k1.body.tag").map(|c| c.round), Some(1));
         // Same MAC part, another token: not found.
         assert!(sealed.get("v1.k1.bodY.tag").is_none());
         assert!(sealed.get("v1.k1.body.tag.").is_none());
