@@ -137,7 +137,7 @@ pub(super) fn new_claims(
         audience: config.audience.clone(),
         round: number,
         inner_state: state,
-        questions: questions,
+        questions,
         accepted: kept,
         gate_answers: round.gates.clone(),
         flow_handles: BTreeMap::new(),
