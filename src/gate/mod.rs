@@ -657,6 +657,31 @@ fn flatten_schemars(mut schema: Value) -> Value {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_schema_outside_the_subset_names_the_gate_and_gives_its_cause_as_source() {
+        use std::error::Error as _;
+        let schema = serde_json::json!({"type": "object", "properties": {"x": {"type": "array"}}});
+        let error = Gate::form("change", schema).unwrap_err();
+        assert!(error.to_string().starts_with("gate `change`: "), "{error}");
+        let source = error.source().expect("the schema error is the source");
+        let cause = source
+            .downcast_ref::<FormSchemaError>()
+            .expect("a FormSchemaError");
+        assert_eq!(cause.path, "/properties/x");
+    }
+
+    #[test]
+    fn a_target_shows_what_it_gates_but_not_how_it_is_kept() {
+        assert_eq!(
+            format!("{:?}", GateTarget::tool("deploy")),
+            "GateTarget(Tool(\"deploy\"))"
+        );
+        assert_eq!(
+            format!("{:?}", GateTarget::resource_prefix("file:///secrets/")),
+            "GateTarget(ResourcePrefix(\"file:///secrets/\"))"
+        );
+    }
+
     /// The spellings among `uris` that `target` does not gate.
     fn ungated<'u>(target: GateTarget, uris: &[&'u str]) -> Vec<&'u str> {
         let target = Target::new(target);
