@@ -1,44 +1,26 @@
 //! The ids the bridge makes: session ids, request ids on a call's stream, `elicitationId`s. All
 //! from the operating system's CSPRNG.
 
-/// 128 bits, as 32 lowercase hex digits: a session id (visible ASCII, as the spec asks).
+use uuid::{Builder, Uuid};
+
+use crate::util::random;
+
+/// 128 random bits, as 32 lowercase hex digits: a session id (visible ASCII, as the spec asks).
 pub(crate) fn new_session_id() -> String {
-    random_hex(16)
+    Uuid::from_bytes(random::bytes()).simple().to_string()
 }
 
-/// `len` random bytes as hex.
-pub(crate) fn random_hex(len: usize) -> String {
-    let mut bytes = vec![0u8; len];
-    getrandom::fill(&mut bytes).expect("the operating system's random generator failed");
-    hex(&bytes)
+/// 64 random bits, as 16 lowercase hex digits: the tail of a request id on a call's stream.
+pub(crate) fn random_hex_64() -> String {
+    format!("{:016x}", u64::from_ne_bytes(random::bytes()))
 }
 
-/// A random (version 4) UUID.
+/// A random (version 4) UUID, hyphenated: an `elicitationId`.
 pub(crate) fn uuid_v4() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the operating system's random generator failed");
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = hex(&b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-/// Lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-            let _ = write!(out, "{b:02x}");
-            out
-        })
+    Builder::from_random_bytes(random::bytes())
+        .into_uuid()
+        .hyphenated()
+        .to_string()
 }
 
 #[cfg(test)]

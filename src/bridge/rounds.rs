@@ -18,7 +18,7 @@ use tower_service::Service;
 use super::body::{RequestBody, ResponseBody};
 use super::config::{KEEP_ALIVE, Settings};
 use super::convert::{self, down_level, is_url, missing_capability, tool_error};
-use super::ids::{random_hex, uuid_v4};
+use super::ids::{random_hex_64, uuid_v4};
 use super::inner::{self, Message, Reader};
 use super::pending::AnswerKey;
 use super::session::SessionRecord;
@@ -445,7 +445,7 @@ async fn ask_client(
     };
     let mut waiting: Vec<Open> = Vec::new();
     for (key, mut request) in asks {
-        let id = format!("{LEG_PREFIX}{}", random_hex(8));
+        let id = format!("{LEG_PREFIX}{}", random_hex_64());
         let method = request
             .get("method")
             .and_then(Value::as_str)

@@ -17,7 +17,7 @@ use super::body::{RequestBody, ResponseBody};
 use super::config::Settings;
 use super::convert::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
 use super::future::ResponseFuture;
-use super::ids::{hex, new_session_id};
+use super::ids::new_session_id;
 use super::inner::{self, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
 use super::pending::AnswerKey;
 use super::rounds::{self, Call};
@@ -508,7 +508,7 @@ fn principal_tag(settings: &Settings, parts: &Parts) -> Option<String> {
         "tower-elicitation 2026 legacy bridge session principal",
         &principal,
     );
-    Some(hex(&digest))
+    Some(blake3::Hash::from(digest).to_hex().to_string())
 }
 
 async fn forward<S, ResBody>(

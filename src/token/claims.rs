@@ -217,10 +217,7 @@ pub(crate) fn principal_tag(key: &HmacSha256, principal: &[u8]) -> String {
 
 /// A fresh random token id: 16 bytes from the OS, base64url (22 characters).
 pub(crate) fn token_id() -> String {
-    let mut bytes = [0u8; 16];
-    // Without the OS's randomness no id can be vouched for: the process cannot go on safely.
-    getrandom::fill(&mut bytes).expect("the OS random number generator failed");
-    URL_SAFE_NO_PAD.encode(bytes)
+    URL_SAFE_NO_PAD.encode(crate::util::random::bytes::<16>())
 }
 
 const FLOW_LABEL: &[u8] = b"tower-elicitation/flow/v1\0";

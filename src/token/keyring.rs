@@ -164,10 +164,7 @@ impl Keyring {
     /// If the operating system's random number generator fails: a predictable key would be far
     /// worse than stopping.
     pub fn ephemeral() -> Self {
-        let mut key = [0u8; MIN_KEY_LEN];
-        // The OS generator failing is unrecoverable for a security component; a zero key would
-        // be far worse than stopping.
-        getrandom::fill(&mut key).expect("the operating system's random generator failed");
+        let key: [u8; MIN_KEY_LEN] = crate::util::random::bytes();
         Self::new("ephemeral", key).expect("a 32-byte key and a valid kid are always accepted")
     }
 

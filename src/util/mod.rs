@@ -1,10 +1,11 @@
 //! Small helpers shared by both wings: bounded caches, the caller's identity, and the
-//! inner-service accessors.
+//! inner-service accessors, randomness.
 
 #[macro_use]
 pub(crate) mod macros;
 pub(crate) mod memo;
 pub(crate) mod principal;
+pub(crate) mod random;
 
 use std::future::Future;
 use std::pin::Pin;
