@@ -17,6 +17,7 @@ use super::pipeline;
 use super::shared::Shared;
 use crate::BoxError;
 use crate::engine;
+use crate::util::BoxFuture;
 
 pin_project! {
     /// The future of [`Elicitation`]'s response.
@@ -60,7 +61,7 @@ pin_project! {
         },
         /// Everything else: one of the three MRTR methods, or a body that needs a closer look.
         Boxed {
-            future: BoxFuture<Result<Response<ResponseBody<ResBody>>, S::Error>>,
+            future: BoxFuture<'static, Result<Response<ResponseBody<ResBody>>, S::Error>>,
         },
         /// The layer's own answer.
         Ready {
@@ -77,8 +78,6 @@ pub(crate) struct Pending<S> {
     /// The body length the headers declare, when they declare exactly one and no other framing.
     pub(crate) framed: Option<u64>,
 }
-
-type BoxFuture<T> = pipeline::BoxFuture<T>;
 
 impl<S, ReqBody, ResBody> ResponseFuture<S, ReqBody, ResBody>
 where

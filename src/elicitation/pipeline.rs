@@ -2,9 +2,7 @@
 //! call, let the engine decide, call the inner service, let the engine judge its answer, and frame
 //! the layer's own replies as HTTP responses.
 
-use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -23,21 +21,20 @@ use super::sse_body::{Scan, SseBody};
 use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round, Spend};
 use crate::store::Consumed;
 use crate::token::unix_now;
+use crate::util::BoxFuture;
 use crate::wire::jsonrpc::{Call, Kind, Reply};
 use crate::wire::sse;
 
-/// A future of the MRTR path, boxed.
-pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
 /// How a body that may name an MRTR method starts down its path: [`handle`], boxed. Chosen in
 /// `Service::call`, where the bounds it needs are known, so the response future needs none.
-pub(crate) type Start<S, ResBody, E> = fn(
-    S,
-    Arc<Shared>,
-    http::request::Parts,
-    Bytes,
-    Option<u64>,
-) -> BoxFuture<Result<Response<ResponseBody<ResBody>>, E>>;
+pub(crate) type Start<S, ResBody, E> =
+    fn(
+        S,
+        Arc<Shared>,
+        http::request::Parts,
+        Bytes,
+        Option<u64>,
+    ) -> BoxFuture<'static, Result<Response<ResponseBody<ResBody>>, E>>;
 
 /// A body that may name an MRTR method: the engine's intake decides.
 pub(crate) async fn handle<S, ReqBody, ResBody>(

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -13,10 +12,10 @@ use crate::form::FormSchemaError;
 use crate::wire::mcp::Method;
 
 use crate::BoxError;
+use crate::util::BoxFuture;
 
 pub(crate) mod uri;
 
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;
 

@@ -23,13 +23,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::BoxError;
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+use crate::util::BoxFuture;
 
 /// What a store said of a token id it was asked to consume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
