@@ -635,9 +635,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     // Outermost, the legacy bridge serves the 2025-era scenarios (sessions, `initialize`,
     // requests on the call's stream); 2026-07-28 requests pass it untouched.
+    let layer = ElicitationLayer::new(keyring);
     let mcp = ServiceBuilder::new()
-        .layer(LegacyBridgeLayer::new())
-        .layer(ElicitationLayer::new(keyring))
+        .layer(LegacyBridgeLayer::new(&layer))
+        .layer(layer)
         .service(mcp);
     let app = axum::Router::new().nest_service(MCP_PATH, mcp);
 

@@ -16,7 +16,8 @@ use legacy_stream::{Events, WAIT, result_text};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
 use tower_elicitation::bridge::{
-    AnswerKey, LegacyBridgeLayer, MemoryPendingAnswers, PendingAnswers,
+    AnswerKey, LegacyBridgeLayer, MemoryPendingAnswers, MemorySessionStore, PendingAnswers,
+    SessionRecord, SessionStore,
 };
 use tower_elicitation::store::StoreError;
 use tower_elicitation::{ElicitationLayer, Keyring, RequestBody};
@@ -180,6 +181,16 @@ struct Server {
     http: reqwest::Client,
 }
 
+/// The layer every bridged server here runs behind the bridge.
+fn layer() -> ElicitationLayer {
+    ElicitationLayer::new(Keyring::new("k1", [7u8; 32]).unwrap())
+}
+
+/// A bridge for [`layer`], every option at its default.
+fn bridge() -> LegacyBridgeLayer {
+    LegacyBridgeLayer::new(&layer())
+}
+
 async fn serve(bridge: LegacyBridgeLayer) -> Server {
     let seen = Seen::default();
     let pending = Observed::default();
@@ -189,9 +200,7 @@ async fn serve(bridge: LegacyBridgeLayer) -> Server {
     };
     let service = ServiceBuilder::new()
         .layer(bridge.pending_answers(pending.clone()))
-        .layer(ElicitationLayer::new(
-            Keyring::new("k1", [7u8; 32]).unwrap(),
-        ))
+        .layer(layer())
         .service(inner);
     let app = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -306,7 +315,7 @@ impl Server {
 
 #[tokio::test]
 async fn initialize_is_answered_from_the_inner_discovery() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     for (asked, answered) in [
         ("2025-11-25", "2025-11-25"),
         ("2025-06-18", "2025-06-18"),
@@ -334,7 +343,7 @@ async fn initialize_is_answered_from_the_inner_discovery() {
 
 #[tokio::test]
 async fn utilities_are_answered_at_the_bridge_and_delete_ends_the_session() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let ping = json!({"jsonrpc": "2.0", "id": "p", "method": "ping"});
     assert_eq!(
@@ -411,7 +420,7 @@ async fn utilities_are_answered_at_the_bridge_and_delete_ends_the_session() {
 
 #[tokio::test]
 async fn a_session_belongs_to_the_caller_that_opened_it() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server
         .initialize("2025-11-25", caps(), Some("Bearer alice"))
         .await;
@@ -457,9 +466,103 @@ async fn a_session_belongs_to_the_caller_that_opened_it() {
 
 // ---- the MRTR loop ----
 
+/// Keeps what the bridge stores of each session, so a test can read it as a store's reader could.
+#[derive(Clone, Default)]
+struct Kept(
+    Arc<std::sync::Mutex<Vec<SessionRecord>>>,
+    Arc<MemorySessionStore>,
+);
+
+impl SessionStore for Kept {
+    async fn create(&self, id: &str, record: SessionRecord) -> Result<(), StoreError> {
+        self.0.lock().unwrap().push(record.clone());
+        self.1.create(id, record).await
+    }
+    async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.1.get(id).await
+    }
+    async fn update(&self, id: &str, record: SessionRecord) -> Result<bool, StoreError> {
+        self.1.update(id, record).await
+    }
+    async fn remove(&self, id: &str) -> Result<bool, StoreError> {
+        self.1.remove(id).await
+    }
+}
+
+#[tokio::test]
+async fn a_session_store_keeps_only_a_keyed_tag_of_the_credential() {
+    let kept = Kept::default();
+    let server = serve(bridge().session_store(kept.clone())).await;
+    let session = server
+        .initialize("2025-11-25", json!({}), Some("Bearer 1234"))
+        .await;
+    let record = kept.0.lock().unwrap()[0].clone();
+    let tag = record.principal.expect("an authenticated session is bound");
+    // The key's id, then the HMAC tag: nothing a reader of the store can test a guessed PIN
+    // against without the layer's key (the unkeyed digest kept before would have been).
+    assert!(tag.starts_with("k1."), "{tag}");
+    assert!(!tag.contains("1234"));
+    let unkeyed = blake3::derive_key(
+        "tower-elicitation 2026 legacy bridge session principal",
+        b"Bearer 1234",
+    );
+    assert_ne!(tag, blake3::Hash::from(unkeyed).to_hex().to_string());
+    // The tag still binds: the same credential is served, another is not.
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(
+        server
+            .send(Some(&session), Some("Bearer 1234"), &ping)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        server
+            .send(Some(&session), Some("Bearer 1235"), &ping)
+            .await
+            .0,
+        404
+    );
+}
+
+#[tokio::test]
+async fn the_bridge_takes_the_callers_identity_as_its_layer_does() {
+    // The layer reads the identity from `x-user`; the bridge, built from it, binds sessions to
+    // that, not to the `Authorization` header it would read by default.
+    let layer = layer().principal_from(|parts| {
+        parts
+            .headers
+            .get("x-user")
+            .map(|value| value.as_bytes().to_vec())
+    });
+    let server = serve(LegacyBridgeLayer::new(&layer)).await;
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "c", "version": "1"}}});
+    let opened = server
+        .post(None, Some("Bearer shared"), &body)
+        .header("x-user", "alice")
+        .send()
+        .await
+        .unwrap();
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let as_user = |user: &'static str| {
+        server
+            .post(Some(&session), Some("Bearer shared"), &ping)
+            .header("x-user", user)
+            .send()
+    };
+    assert_eq!(as_user("alice").await.unwrap().status(), 200);
+    assert_eq!(as_user("mallory").await.unwrap().status(), 404);
+}
+
 #[tokio::test]
 async fn a_question_is_asked_on_the_stream_and_the_answer_retried() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&session, None, 7, "ask").await;
     let leg = events.request("elicitation/create").await;
@@ -500,7 +603,7 @@ async fn a_question_is_asked_on_the_stream_and_the_answer_retried() {
 
 #[tokio::test]
 async fn a_cancelled_call_ends_its_wait_and_forwards_nothing_more() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&session, None, 11, "ask").await;
     let leg = events.request("elicitation/create").await;
@@ -530,7 +633,7 @@ async fn a_cancelled_call_ends_its_wait_and_forwards_nothing_more() {
 
 #[tokio::test]
 async fn a_client_that_goes_away_mid_wait_ends_the_call() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&session, None, 12, "ask").await;
     let leg = events.request("elicitation/create").await;
@@ -551,7 +654,7 @@ async fn a_client_that_goes_away_mid_wait_ends_the_call() {
 
 #[tokio::test]
 async fn another_sessions_answer_changes_nothing() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let mine = server.initialize("2025-11-25", caps(), None).await;
     let theirs = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&mine, None, 13, "ask").await;
@@ -585,7 +688,7 @@ async fn another_sessions_answer_changes_nothing() {
 
 #[tokio::test]
 async fn an_answer_that_does_not_come_in_time_ends_the_call() {
-    let bridge = LegacyBridgeLayer::new().answer_timeout(Duration::from_millis(200));
+    let bridge = bridge().answer_timeout(Duration::from_millis(200));
     let server = serve(bridge).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&session, None, 14, "ask").await;
@@ -610,7 +713,7 @@ async fn an_answer_that_does_not_come_in_time_ends_the_call() {
 
 #[tokio::test]
 async fn a_client_without_the_capability_gets_a_tool_error_and_no_request() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     // Form-only elicitation: the URL question is refused before anything is sent.
     let session = server
         .initialize("2025-11-25", json!({"elicitation": {}}), None)
@@ -630,7 +733,7 @@ async fn a_client_without_the_capability_gets_a_tool_error_and_no_request() {
 
 #[tokio::test]
 async fn a_url_flow_carries_an_elicitation_id_and_completes() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&session, None, 17, "url").await;
     let leg = events.request("elicitation/create").await;
@@ -647,7 +750,7 @@ async fn a_url_flow_carries_an_elicitation_id_and_completes() {
 
 #[tokio::test]
 async fn an_error_answer_ends_the_call_and_cancels_the_other_requests() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&session, None, 23, "two").await;
     let first = events.next().await.unwrap();
@@ -672,7 +775,7 @@ async fn an_error_answer_ends_the_call_and_cancels_the_other_requests() {
 
 #[tokio::test]
 async fn a_url_flow_in_progress_is_asked_of_the_server_not_the_person() {
-    let bridge = LegacyBridgeLayer::new().url_retry_delay(Duration::from_millis(5));
+    let bridge = bridge().url_retry_delay(Duration::from_millis(5));
     let server = serve(bridge).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&session, None, 24, "url_slow").await;
@@ -697,7 +800,7 @@ async fn a_url_flow_in_progress_is_asked_of_the_server_not_the_person() {
 
 #[tokio::test]
 async fn prompts_that_need_what_the_client_lacks_get_a_json_rpc_error() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", json!({}), None).await;
     let body =
         json!({"jsonrpc": "2.0", "id": 25, "method": "prompts/get", "params": {"name": "p"}});
@@ -720,7 +823,7 @@ async fn prompts_that_need_what_the_client_lacks_get_a_json_rpc_error() {
 
 #[tokio::test]
 async fn requests_without_a_session_are_served_with_no_capabilities() {
-    let server = serve(LegacyBridgeLayer::new().memory_sessions(Duration::from_secs(60), 1)).await;
+    let server = serve(bridge().memory_sessions(Duration::from_secs(60), 1)).await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let (status, body) = server.send(None, None, &list).await;
     assert_eq!(status, 200);
@@ -736,7 +839,7 @@ async fn requests_without_a_session_are_served_with_no_capabilities() {
 
 #[tokio::test]
 async fn the_round_cap_ends_a_call_that_never_completes() {
-    let server = serve(LegacyBridgeLayer::new().max_rounds(2)).await;
+    let server = serve(bridge().max_rounds(2)).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut events = server.call(&session, None, 18, "loop").await;
     for _ in 0..2 {
@@ -758,7 +861,7 @@ async fn the_round_cap_ends_a_call_that_never_completes() {
 
 #[tokio::test]
 async fn over_the_pending_bound_new_calls_are_refused_and_nothing_is_lost() {
-    let server = serve(LegacyBridgeLayer::new().max_pending(1)).await;
+    let server = serve(bridge().max_pending(1)).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let mut first = server.call(&session, None, 19, "ask").await;
     let leg = first.request("elicitation/create").await;
@@ -783,7 +886,7 @@ async fn over_the_pending_bound_new_calls_are_refused_and_nothing_is_lost() {
 
 #[tokio::test]
 async fn a_2025_06_18_client_gets_forms_it_can_read() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server
         .initialize("2025-06-18", json!({"elicitation": {}}), None)
         .await;
@@ -823,8 +926,7 @@ async fn modern_requests_pass_byte_for_byte() {
             Ok::<_, Infallible>(response)
         },
     );
-    let app =
-        axum::Router::new().nest_service("/mcp", LegacyBridgeLayer::new().layer_service(echo));
+    let app = axum::Router::new().nest_service("/mcp", bridge().layer_service(echo));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -881,7 +983,7 @@ impl LayerService for LegacyBridgeLayer {
 /// depth, is refused before anything reaches the inner service.
 #[tokio::test]
 async fn a_body_that_repeats_a_key_is_refused_and_reaches_nothing() {
-    let server = serve(LegacyBridgeLayer::new()).await;
+    let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
     let before = server.seen.calls.load(Ordering::SeqCst);
     for body in [

@@ -117,16 +117,15 @@ async fn replica(sessions: &RedisStore, answers: &RedisStore, calls: Arc<AtomicU
     let pending = answers.pending_answers();
     let inner =
         tower::service_fn(move |request: InnerRequest| inner_service(Arc::clone(&calls), request));
+    let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32]).unwrap());
     let service = ServiceBuilder::new()
         .layer(
-            LegacyBridgeLayer::new()
+            LegacyBridgeLayer::new(&layer)
                 .answer_timeout(Duration::from_secs(30))
                 .session_store(sessions.sessions(Duration::from_secs(60)))
                 .pending_answers(pending.clone()),
         )
-        .layer(ElicitationLayer::new(
-            Keyring::new("k1", [7u8; 32]).unwrap(),
-        ))
+        .layer(layer)
         .service(inner);
     let app = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -51,7 +51,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base_url = format!("http://{local}");
     let mut layer = ElicitationLayer::new(keyring);
     let mut state = server::DeployState::new().with_base_url(&base_url);
-    let mut bridge = LegacyBridgeLayer::new();
+    let mut bridge = LegacyBridgeLayer::new(&layer);
     if let Ok(url) = std::env::var("MCP_REDIS_URL") {
         let mut redis = tower_elicitation::redis::RedisStore::builder(url.as_str());
         if let Ok(prefix) = std::env::var("MCP_REDIS_PREFIX") {
@@ -66,7 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         layer = layer.single_use(redis.clone());
         state = state.with_redis_flows(&base_url, &redis);
-        bridge = server::redis_bridge(&redis);
+        bridge = server::redis_bridge(&layer, &redis);
     }
     let app = server::router_bridged(bridge, layer, state, json_response)?;
 

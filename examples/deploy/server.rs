@@ -583,15 +583,15 @@ pub fn router_with(
     state: DeployState,
     json_response: bool,
 ) -> Result<axum::Router, GateError> {
-    router_bridged(LegacyBridgeLayer::new(), layer, state, json_response)
+    router_bridged(LegacyBridgeLayer::new(&layer), layer, state, json_response)
 }
 
 /// The bridge of one replica of several: its sessions and waiting calls in
 /// `redis`, so that a 2025-era client needs no sticky routing (a session
 /// opened on one replica is served and ended on any; an answer POSTed to any
 /// replica reaches the call waiting on another).
-pub fn redis_bridge(redis: &RedisStore) -> LegacyBridgeLayer {
-    LegacyBridgeLayer::new()
+pub fn redis_bridge(layer: &ElicitationLayer, redis: &RedisStore) -> LegacyBridgeLayer {
+    LegacyBridgeLayer::new(layer)
         .session_store(redis.sessions(MemorySessionStore::DEFAULT_IDLE))
         .pending_answers(redis.pending_answers())
 }

@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 
 use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
 use super::session::{ErasedSessionStore, MemorySessionStore};
+use crate::token::Keyring;
 use crate::util::principal::Principal;
 
 pub(crate) const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -33,6 +34,10 @@ pub(crate) struct Settings {
     /// One permit per call waiting for the client.
     pub(crate) waiting: Arc<Semaphore>,
     pub(crate) principal: Principal,
+    /// The keys a session's caller is tagged with (the [`ElicitationLayer`]'s).
+    ///
+    /// [`ElicitationLayer`]: crate::ElicitationLayer
+    pub(crate) keyring: Keyring,
     /// The identity answered in `serverInfo` when the inner service's discovery gives none.
     pub(crate) server_info: Value,
     /// The inner's `server/discover` result, when it said it may be kept (`cacheScope: public`).
@@ -41,7 +46,7 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(keyring: Keyring, principal: Principal) -> Self {
         Self {
             answer_timeout: DEFAULT_ANSWER_TIMEOUT,
             max_rounds: DEFAULT_MAX_ROUNDS,
@@ -51,7 +56,8 @@ impl Settings {
             sessions: Arc::new(MemorySessionStore::default()),
             pending: Arc::new(MemoryPendingAnswers::default()),
             waiting: Arc::new(Semaphore::new(DEFAULT_MAX_PENDING)),
-            principal: Principal::default(),
+            principal,
+            keyring,
             server_info: serde_json::json!({
                 "name": "tower-elicitation-bridge",
                 "version": env!("CARGO_PKG_VERSION"),

@@ -11,7 +11,7 @@ use super::config::{self, Settings};
 use super::pending::PendingAnswers;
 use super::service::LegacyBridge;
 use super::session::{MemorySessionStore, SessionStore};
-use crate::util::principal::Principal;
+use crate::ElicitationLayer;
 
 /// Tower layer that serves 2025-era MCP clients (sessions, `initialize`, server-to-client
 /// requests) in front of a 2026-07-28 multi round-trip service. Put it outermost:
@@ -41,10 +41,30 @@ impl LegacyBridgeLayer {
     /// Default bound on calls waiting for the client at once: 1,024.
     pub const DEFAULT_MAX_PENDING: usize = config::DEFAULT_MAX_PENDING;
 
-    /// A bridge with in-process sessions and pending answers, every option at its default.
-    pub fn new() -> Self {
+    /// Creates a bridge for `layer`, with in-process sessions and pending answers and every
+    /// option at its default.
+    ///
+    /// The bridge takes the caller's identity as `layer` does (the `Authorization` header, or
+    /// [`ElicitationLayer::principal_from`]) and binds each session to a keyed tag of it, made
+    /// with `layer`'s keyring, as tokens are: the identity is configured once, and what a shared
+    /// store keeps of it cannot be turned back into a credential without the keys. Build it from
+    /// the finished layer: options set on `layer` afterwards do not reach the bridge.
+    ///
+    /// ```
+    /// use tower_elicitation::bridge::LegacyBridgeLayer;
+    /// use tower_elicitation::{ElicitationLayer, Keyring};
+    ///
+    /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
+    ///     .principal_from(|parts| parts.headers.get("x-user").map(|v| v.as_bytes().to_vec()));
+    /// let bridge = LegacyBridgeLayer::new(&layer);
+    /// let stack = tower::ServiceBuilder::new().layer(bridge).layer(layer);
+    /// # let _ = stack;
+    /// # Ok::<(), tower_elicitation::KeyringError>(())
+    /// ```
+    pub fn new(layer: &ElicitationLayer) -> Self {
+        let (keyring, principal) = layer.caller_binding();
         Self {
-            settings: Settings::new(),
+            settings: Settings::new(keyring, principal),
         }
     }
 
@@ -111,23 +131,6 @@ impl LegacyBridgeLayer {
     pub fn url_retry_delay(mut self, delay: Duration) -> Self {
         self.settings.url_retry = delay;
         self
-    }
-
-    /// Takes the caller's identity from the request; a session is bound to the identity that
-    /// opened it. Use the same extractor as the
-    /// [`ElicitationLayer`](crate::ElicitationLayer)'s. Default: the `Authorization` header.
-    pub fn principal_from<F>(mut self, principal: F) -> Self
-    where
-        F: Fn(&http::request::Parts) -> Option<Vec<u8>> + Send + Sync + 'static,
-    {
-        self.settings.principal = Principal::from_fn(principal);
-        self
-    }
-}
-
-impl Default for LegacyBridgeLayer {
-    fn default() -> Self {
-        Self::new()
     }
 }
 

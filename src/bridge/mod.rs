@@ -37,15 +37,17 @@
 //! #     tower::service_fn(|_| async { Ok(http::Response::new(http_body_util::Full::default())) })
 //! # }
 //! # fn main() -> Result<(), tower_elicitation::KeyringError> {
+//! let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?);
+//! // The bridge takes the caller's identity, and the keys its sessions are bound with, from the
+//! // layer: build it from the finished layer.
+//! let bridge = LegacyBridgeLayer::new(&layer)
+//!     .answer_timeout(Duration::from_secs(120))
+//!     .max_rounds(8)
+//!     .max_pending(512)
+//!     .memory_sessions(Duration::from_secs(3600), 10_000);
 //! let service = ServiceBuilder::new()
-//!     .layer(
-//!         LegacyBridgeLayer::new()
-//!             .answer_timeout(Duration::from_secs(120))
-//!             .max_rounds(8)
-//!             .max_pending(512)
-//!             .memory_sessions(Duration::from_secs(3600), 10_000),
-//!     )
-//!     .layer(ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?))
+//!     .layer(bridge)
+//!     .layer(layer)
 //!     .service(inner());
 //! # let _ = service;
 //! # Ok(())

@@ -24,6 +24,7 @@ use super::rounds::{self, Call};
 use super::session::SessionRecord;
 use crate::BoxError;
 use crate::store::StoreError;
+use crate::token;
 use crate::wire::json::Strict;
 use crate::wire::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
 use crate::wire::mcp::Method as Mrtr;
@@ -37,10 +38,12 @@ pub struct LegacyBridge<S> {
 }
 
 impl<S> LegacyBridge<S> {
-    /// Wraps `inner` with every option at its default; see
-    /// [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) for options.
-    pub fn new(inner: S) -> Self {
-        Self::from_settings(inner, Arc::new(Settings::new()))
+    /// Wraps `inner` for `layer`, with every option at its default; see
+    /// [`LegacyBridgeLayer::new`](crate::bridge::LegacyBridgeLayer::new) for what it takes from
+    /// the layer, and for options.
+    pub fn new(inner: S, layer: &crate::ElicitationLayer) -> Self {
+        let (keyring, principal) = layer.caller_binding();
+        Self::from_settings(inner, Arc::new(Settings::new(keyring, principal)))
     }
 
     pub(crate) fn from_settings(inner: S, settings: Arc<Settings>) -> Self {
@@ -481,10 +484,10 @@ async fn lookup(
     let Some(record) = settings.sessions.get(id).await? else {
         return Ok(None);
     };
-    let caller = principal_tag(settings, parts);
+    let caller = settings.principal.of(parts);
     let same = match (&record.principal, &caller) {
         (None, None) => true,
-        (Some(a), Some(b)) => constant_time_eq::constant_time_eq(a.as_bytes(), b.as_bytes()),
+        (Some(tag), Some(caller)) => token::is_session_tag(&settings.keyring, tag, caller),
         _ => false,
     };
     Ok(same.then_some(record))
@@ -501,14 +504,10 @@ fn sessionless(version: Option<&str>) -> SessionRecord {
     }
 }
 
-/// A digest of the caller's identity: what a session is bound to.
+/// The keyed tag of the caller's identity: what a session is bound to.
 fn principal_tag(settings: &Settings, parts: &Parts) -> Option<String> {
     let principal = settings.principal.of(parts)?;
-    let digest = blake3::derive_key(
-        "tower-elicitation 2026 legacy bridge session principal",
-        &principal,
-    );
-    Some(blake3::Hash::from(digest).to_hex().to_string())
+    Some(token::session_tag(&settings.keyring, &principal))
 }
 
 async fn forward<S, ResBody>(

@@ -27,8 +27,9 @@ pub struct SessionRecord {
     pub client_info: Value,
     /// The level of the last `logging/setLevel`, if any.
     pub log_level: Option<String>,
-    /// A digest of the caller's identity when it opened the session (never the credential
-    /// itself); `None` for an anonymous caller.
+    /// A keyed tag of the caller's identity when it opened the session, `<kid>.<tag>`, made with
+    /// the layer's keyring as a token's is: never the credential, nor anything a store's reader
+    /// can test guesses against without the key. `None` for an anonymous caller.
     pub principal: Option<String>,
 }
 

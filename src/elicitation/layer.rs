@@ -186,6 +186,15 @@ impl ElicitationLayer {
         )
     }
 
+    /// The keyring and the caller's identity as this layer takes them: what a
+    /// [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) built from it binds sessions with.
+    pub(crate) fn caller_binding(&self) -> (Keyring, Principal) {
+        (
+            self.shared.config.keyring.clone(),
+            self.shared.principal.clone(),
+        )
+    }
+
     fn with(self, change: impl FnOnce(&mut Config)) -> Self {
         self.with_shared(|shared| change(&mut shared.config))
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::keyring::HmacSha256;
+use super::keyring::{HmacSha256, Keyring};
 
 /// The claims format version.
 pub(crate) const VERSION: u8 = 1;
@@ -215,6 +215,25 @@ pub(crate) fn principal_tag(key: &HmacSha256, principal: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(&tag[..16])
 }
 
+/// The keyed tag a legacy-bridge session is bound to: `<kid>.<tag>`, the tag a token sealed with
+/// the active key would carry, and which key made it (so that a session outlives a rotation for as
+/// long as its key still verifies).
+pub(crate) fn session_tag(keyring: &Keyring, principal: &[u8]) -> String {
+    let (kid, key) = keyring.active();
+    format!("{kid}.{}", principal_tag(key, principal))
+}
+
+/// Whether `tag` ([`session_tag`]) was made for `principal` with a key of `keyring`; compared in
+/// constant time.
+pub(crate) fn is_session_tag(keyring: &Keyring, tag: &str, principal: &[u8]) -> bool {
+    let Some((kid, tag)) = tag.split_once('.') else {
+        return false;
+    };
+    keyring.get(kid).is_some_and(|key| {
+        constant_time_eq::constant_time_eq(principal_tag(key, principal).as_bytes(), tag.as_bytes())
+    })
+}
+
 /// A fresh random token id: 16 bytes from the OS, base64url (22 characters).
 pub(crate) fn token_id() -> String {
     URL_SAFE_NO_PAD.encode(crate::util::random::bytes::<16>())
@@ -241,6 +260,39 @@ pub(crate) fn flow_handle(key: &HmacSha256, principal: Option<&[u8]>, parts: [&s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_tag_is_keyed_and_names_its_key() {
+        let ring = Keyring::new("k1", [7u8; 32]).unwrap();
+        let tag = session_tag(&ring, b"Bearer pin-1234");
+        assert!(tag.starts_with("k1."), "{tag}");
+        assert!(is_session_tag(&ring, &tag, b"Bearer pin-1234"));
+        assert!(!is_session_tag(&ring, &tag, b"Bearer pin-1235"));
+        // Without the key, the tag is no test of a guess: another key tags the same credential
+        // otherwise, and the unkeyed digest the bridge used to keep is not it.
+        let other = Keyring::new("k1", [8u8; 32]).unwrap();
+        assert_ne!(session_tag(&other, b"Bearer pin-1234"), tag);
+        assert!(!is_session_tag(&other, &tag, b"Bearer pin-1234"));
+        let unkeyed = blake3::derive_key(
+            "tower-elicitation 2026 legacy bridge session principal",
+            b"Bearer pin-1234",
+        );
+        assert!(!tag.contains(&blake3::Hash::from(unkeyed).to_hex().to_string()));
+    }
+
+    #[test]
+    fn a_session_tag_outlives_a_rotation_while_its_key_verifies() {
+        let old = Keyring::new("k1", [7u8; 32]).unwrap();
+        let tag = session_tag(&old, b"alice");
+        let rotated = Keyring::new("k2", [9u8; 32])
+            .unwrap()
+            .with_verify_key("k1", [7u8; 32])
+            .unwrap();
+        assert!(is_session_tag(&rotated, &tag, b"alice"));
+        let retired = Keyring::new("k2", [9u8; 32]).unwrap();
+        assert!(!is_session_tag(&retired, &tag, b"alice"));
+        assert!(!is_session_tag(&rotated, "no-dot", b"alice"));
+    }
 
     /// The digest of a call's arguments is the same whatever order a `Map` keeps its keys in
     /// (serde_json's `preserve_order`): pinned to the value it had before that feature.
