@@ -133,6 +133,10 @@
 //!
 //! - `schemars` (default): [`Gate::form_for`], a gate's form derived from a Rust type.
 //! - `redis`: the `redis` module.
+//! - `preserve_order`: turns on serde_json's (and schemars') `preserve_order` for the whole build,
+//!   so that a `json!` form given to [`Gate::form`], and [`Gate::form_for`]'s fields, reach the
+//!   client in the order declared. Not needed for a form given as JSON text, nor for the inner
+//!   service's own questions, which keep their order without it.
 
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
@@ -164,7 +168,7 @@ pub use elicitation::layer::ElicitationLayer;
 pub use elicitation::service::Elicitation;
 pub use engine::policy::AnswersWithoutState;
 pub use form::FormSchemaError;
-pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, UrlFlow};
+pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, IntoFormSchema, UrlFlow};
 pub use token::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
 
 /// The boxed error type of [`UrlFlow::url`].

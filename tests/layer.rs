@@ -1843,3 +1843,88 @@ async fn inner_errors_pass_through_unchanged() {
         assert_eq!(h.fake.calls(), 1);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Order: what the client is shown, in the order it was written.
+
+/// Where each of `needles` first stands in `haystack` (panics when one is missing).
+fn positions(haystack: &[u8], needles: &[&str]) -> Vec<usize> {
+    let text = std::str::from_utf8(haystack).unwrap();
+    needles
+        .iter()
+        .map(|needle| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("{needle} in {text}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn input_requests_reach_the_client_in_the_order_the_inner_service_wrote_them() {
+    // Written as text, so that neither serde_json's map order nor the test's sorts them.
+    let fake = FakeMcp::new(|received| {
+        let id = received.json()["id"].clone();
+        let question = |message: &str| {
+            format!(
+                r#"{{"method":"elicitation/create","params":{{"message":"{message}","requestedSchema":{{"type":"object","properties":{{"zulu":{{"type":"string"}},"alpha":{{"type":"string"}}}}}}}}}}"#
+            )
+        };
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"input_required","inputRequests":{{"zeta":{},"mike":{},"alpha":{}}}}}}}"#,
+            question("z"),
+            question("m"),
+            question("a"),
+        );
+        raw_response(StatusCode::OK, "application/json", body)
+    });
+    let h = Harness::new(layer(), fake);
+    let reply = h.call(&Call::tool("deploy")).await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+    let at = positions(
+        &reply.bytes,
+        &[
+            "\"zeta\":{\"method\"",
+            "\"mike\":{\"method\"",
+            "\"alpha\":{\"method\"",
+        ],
+    );
+    assert!(at[0] < at[1] && at[1] < at[2], "{:?}", reply.bytes);
+    // And each question's own members, as it wrote them.
+    let at = positions(&reply.bytes, &["\"zulu\":", "\"alpha\":{\"type\""]);
+    assert!(at[0] < at[1], "{:?}", reply.bytes);
+}
+
+#[tokio::test]
+async fn a_gate_form_given_as_text_is_shown_in_the_order_it_was_written() {
+    use tower_elicitation::{Gate, GateTarget};
+    let schema = r#"{
+        "type": "object",
+        "properties": {
+            "target": {"type": "string", "title": "Target"},
+            "approve": {"type": "boolean", "title": "Approve"}
+        },
+        "required": ["approve"]
+    }"#;
+    let layer = layer()
+        .gate(
+            GateTarget::tool("deploy"),
+            Gate::form("zz-approval", schema).unwrap(),
+        )
+        .unwrap();
+    let h = Harness::new(layer, FakeMcp::answering(Transport::Json, |_| done()));
+    let reply = h.call(&Call::tool("deploy")).await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+    let at = positions(
+        &reply.bytes,
+        &["\"target\":", "\"approve\":", "\"required\":"],
+    );
+    assert!(at[0] < at[1] && at[1] < at[2], "{:?}", reply.bytes);
+    // Text that is not one JSON value, or that repeats a key, is refused when the gate is made.
+    for bad in ["{", r#"{"type": "object", "type": "object"}"#] {
+        let error = Gate::form("g", bad).unwrap_err();
+        assert!(
+            matches!(error, tower_elicitation::GateError::SchemaText { .. }),
+            "{error:?}"
+        );
+    }
+}

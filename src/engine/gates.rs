@@ -373,7 +373,7 @@ struct Params<'a> {
     mode: &'static str,
     message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    requested_schema: Option<&'a Value>,
+    requested_schema: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     url: Option<&'a str>,
 }

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use self::uri::Spellings;
@@ -74,37 +75,73 @@ pub struct Gate {
 
 #[derive(Clone)]
 pub(crate) enum GateKind {
-    /// An elicitation form with this `requestedSchema`.
-    Form { schema: Value },
+    /// An elicitation form with this `requestedSchema`: minified text, its members in the order
+    /// they were declared.
+    Form { schema: Box<RawValue> },
     /// A URL-mode elicitation backed by a flow the server can check.
     Url { flow: Arc<dyn ErasedFlow> },
 }
 
 impl Gate {
-    /// A gate asking a form with `schema` as its `requestedSchema`.
+    /// Creates a gate asking a form with `schema` as its `requestedSchema`.
     ///
     /// The schema must be inside the MCP form subset (checked here); a schema outside
     /// it is refused here, when the layer is built, not when a client first meets it.
     ///
-    /// The client is shown the schema's members in the order `schema` holds them: with the
-    /// default `preserve_order` feature, the order they were written in `json!`.
-    pub fn form(key: impl Into<String>, schema: Value) -> Result<Self, GateError> {
+    /// The client is shown the schema's members in the order `schema` holds them. Given as JSON
+    /// text (`&str`, `String`), that is the order they were written in, whatever the build's
+    /// features. Given as a [`Value`] (`json!`), it is the order the value keeps, which is sorted
+    /// unless something in the build turns on serde_json's `preserve_order`.
+    ///
+    /// ```
+    /// use tower_elicitation::Gate;
+    ///
+    /// let gate = Gate::form("approval", r#"{
+    ///     "type": "object",
+    ///     "properties": {
+    ///         "target": {"type": "string", "title": "Target"},
+    ///         "approve": {"type": "boolean", "title": "Approve"}
+    ///     },
+    ///     "required": ["approve"]
+    /// }"#)?;
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`GateError::EmptyKey`] for an empty key, [`GateError::SchemaText`] for text that is not
+    /// one JSON value (or repeats a key), [`GateError::Schema`] for a schema outside the subset,
+    /// [`GateError::SchemaCompile`] for one the validator cannot compile.
+    pub fn form(key: impl Into<String>, schema: impl IntoFormSchema) -> Result<Self, GateError> {
         let key = checked_key(key.into())?;
-        crate::form::check(&schema).map_err(|error| GateError::Schema {
+        let text = match schema.into_form_schema() {
+            Ok(text) => text,
+            Err(reason) => return Err(GateError::SchemaText { key, reason }),
+        };
+        let value: Value = match serde_json::from_str(text.get()) {
+            Ok(value) => value,
+            Err(error) => {
+                let reason = crate::wire::json::strip_position(&error);
+                return Err(GateError::SchemaText { key, reason });
+            }
+        };
+        crate::form::check(&value).map_err(|error| GateError::Schema {
             key: key.clone(),
             error,
         })?;
-        if let Err(reason) = crate::form::validate::FormValidator::compile(&schema) {
+        if let Err(reason) = crate::form::validate::FormValidator::compile(&value) {
             return Err(GateError::SchemaCompile { key, reason });
         }
-        Ok(Self::new(key, GateKind::Form { schema }))
+        Ok(Self::new(key, GateKind::Form { schema: text }))
     }
 
     /// A gate asking a form whose schema is derived from `T` with `schemars`.
     ///
     /// `Option` fields become optional properties; integer formats (`uint32`, …) are dropped, and
-    /// subschemas are inlined. With the default `preserve_order` feature the client is shown the
-    /// fields in the order the struct declares them. A type that cannot be a flat form (a nested struct, a `Vec` of
+    /// subschemas are inlined. The client is shown the fields sorted by name, or, with the
+    /// `preserve_order` feature (off by default: it turns on serde_json's `preserve_order` for
+    /// the whole build), in the order the struct declares them. A type that cannot be a flat form (a nested struct, a `Vec` of
     /// anything but a string enum, a map) is refused with an error naming the field.
     ///
     /// ```
@@ -273,6 +310,64 @@ fn checked_key(key: String) -> Result<String, GateError> {
         Err(GateError::EmptyKey)
     } else {
         Ok(key)
+    }
+}
+
+/// What [`Gate::form`] takes as a schema: JSON text (`&str`, `String`), kept in the order it
+/// was written, or a [`Value`], kept in the order the value holds.
+///
+/// Sealed: only this crate implements it.
+pub trait IntoFormSchema: sealed::Sealed {
+    #[doc(hidden)]
+    fn into_form_schema(self) -> Result<Box<RawValue>, String>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for &str {}
+    impl Sealed for String {}
+    impl Sealed for &String {}
+    impl Sealed for serde_json::Value {}
+    impl Sealed for &serde_json::Value {}
+}
+
+/// JSON text minified, its members in the order written; refused when it is not one JSON value
+/// or repeats a key at any depth.
+fn form_schema_text(text: &str) -> Result<Box<RawValue>, String> {
+    let raw: Box<RawValue> =
+        serde_json::from_str(text).map_err(|error| crate::wire::json::strip_position(&error))?;
+    // The canonical pass is the one that finds a repeated key.
+    crate::wire::canonical::canonical_raw(&raw).map_err(|error| error.to_string())?;
+    crate::wire::canonical::minified_raw(&raw).map_err(|error| error.to_string())
+}
+
+impl IntoFormSchema for &str {
+    fn into_form_schema(self) -> Result<Box<RawValue>, String> {
+        form_schema_text(self)
+    }
+}
+
+impl IntoFormSchema for String {
+    fn into_form_schema(self) -> Result<Box<RawValue>, String> {
+        form_schema_text(&self)
+    }
+}
+
+impl IntoFormSchema for &String {
+    fn into_form_schema(self) -> Result<Box<RawValue>, String> {
+        form_schema_text(self)
+    }
+}
+
+impl IntoFormSchema for Value {
+    fn into_form_schema(self) -> Result<Box<RawValue>, String> {
+        (&self).into_form_schema()
+    }
+}
+
+impl IntoFormSchema for &Value {
+    fn into_form_schema(self) -> Result<Box<RawValue>, String> {
+        serde_json::value::to_raw_value(self).map_err(|error| error.to_string())
     }
 }
 
@@ -552,6 +647,13 @@ pub enum GateError {
         /// Where and why.
         error: FormSchemaError,
     },
+    /// A form gate's schema, given as text, is not one JSON value, or repeats a key.
+    SchemaText {
+        /// The gate.
+        key: String,
+        /// What is wrong with the text.
+        reason: String,
+    },
     /// A form gate's schema is inside the subset, but the validator cannot compile it (a `$ref`
     /// that does not resolve, say).
     SchemaCompile {
@@ -578,6 +680,9 @@ impl fmt::Display for GateError {
                     f,
                     "gate `{key}`: its form schema is outside the MCP form subset at {path}"
                 )
+            }
+            Self::SchemaText { key, reason } => {
+                write!(f, "gate `{key}`: its form schema is not JSON: {reason}")
             }
             Self::SchemaCompile { key, reason } => {
                 write!(

@@ -63,7 +63,7 @@ pub(crate) struct Claims {
     pub(crate) inner_state: Option<String>,
     /// The input requests that were asked, by key, each the very text the client was shown
     /// (minified, its members in the order its author wrote them), kept unparsed.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "Questions::is_empty")]
     #[serde(rename = "q")]
     pub(crate) questions: Questions,
     /// Answers to `questions` already accepted in an earlier round that the layer re-asked itself.
@@ -88,8 +88,9 @@ pub(crate) struct Claims {
     pub(crate) token_id: Option<String>,
 }
 
-/// Asked input requests by key, each as the text the client is shown.
-pub(crate) type Questions = BTreeMap<String, Box<RawValue>>;
+/// Asked input requests by key, each as the text the client is shown, in the order they were
+/// asked (the inner service's, then the gates').
+pub(crate) type Questions = indexmap::IndexMap<String, Box<RawValue>>;
 
 /// `requests` as the client is shown them and a token carries them: each minified, its members
 /// in the order the value holds them.

@@ -132,7 +132,7 @@ fn null_id() -> Box<RawValue> {
 pub(crate) fn result_with_state(
     id: Option<&RawValue>,
     result: &[(Cow<'_, str>, Option<&RawValue>)],
-    requests: &std::collections::BTreeMap<String, Box<RawValue>>,
+    requests: &indexmap::IndexMap<String, Box<RawValue>>,
     state: &str,
 ) -> Vec<u8> {
     let size = |(k, v): (&str, &str)| k.len() + v.len() + 4;
