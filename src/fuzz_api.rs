@@ -90,12 +90,12 @@ pub fn open_token(
 }
 
 /// The tokens a layer keeps after sealing them, so that their retries skip the MAC and claims
-/// passes. [`Kept::seal_claims_json`] seals and keeps; [`Kept::open_token`] opens a kept token
+/// passes. [`SealedTokens::seal_claims_json`] seals and keeps; [`SealedTokens::open_token`] opens a kept token
 /// from here and any other in full, as the layer does.
 #[derive(Default)]
-pub struct Kept(Sealed);
+pub struct SealedTokens(Sealed);
 
-impl Kept {
+impl SealedTokens {
     /// [`seal_claims_json`], keeping the token.
     pub fn seal_claims_json(
         &self,

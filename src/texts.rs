@@ -42,7 +42,7 @@ pub(crate) enum Problem<'a> {
     /// A required field left empty.
     Missing,
     /// A value of another kind than the field takes.
-    Kind(Kind),
+    FieldKind(FieldKind),
     /// Text shorter than `min` characters (it had `got`).
     TooShort { min: u64, got: usize },
     /// Text longer than `max` characters (it had `got`).
@@ -77,7 +77,7 @@ pub(crate) enum Problem<'a> {
 
 /// The kinds of value a form field takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum FieldKind {
     Text,
     Number,
     WholeNumber,
@@ -111,13 +111,13 @@ fn what_to_do(problem: &Problem<'_>) -> String {
     use Problem as P;
     match problem {
         P::Missing => "this field is required".to_owned(),
-        P::Kind(kind) => match kind {
-            Kind::Text => "enter text".to_owned(),
-            Kind::Number => "enter a number".to_owned(),
-            Kind::WholeNumber => "enter a whole number".to_owned(),
-            Kind::YesNo => "answer yes or no".to_owned(),
-            Kind::Choices => "choose from the list".to_owned(),
-            Kind::Other => "this kind of value is not accepted".to_owned(),
+        P::FieldKind(kind) => match kind {
+            FieldKind::Text => "enter text".to_owned(),
+            FieldKind::Number => "enter a number".to_owned(),
+            FieldKind::WholeNumber => "enter a whole number".to_owned(),
+            FieldKind::YesNo => "answer yes or no".to_owned(),
+            FieldKind::Choices => "choose from the list".to_owned(),
+            FieldKind::Other => "this kind of value is not accepted".to_owned(),
         },
         P::TooShort { min: 1, got: 0 } => "this field cannot be empty".to_owned(),
         P::TooShort { min, got } => format!(
@@ -203,7 +203,7 @@ mod tests {
             "Approve: this field is required."
         );
         assert_eq!(
-            problem(Some("Approve"), &Problem::Kind(Kind::YesNo)),
+            problem(Some("Approve"), &Problem::FieldKind(FieldKind::YesNo)),
             "Approve: answer yes or no."
         );
         assert_eq!(

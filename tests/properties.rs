@@ -24,7 +24,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{Map, Number, Value, json};
 use tower_elicitation::__fuzz::{
-    Binding, Chunks, Kept, Opening, args_digest, args_digest_json, exchange, open_token,
+    Binding, Chunks, Opening, SealedTokens, args_digest, args_digest_json, exchange, open_token,
     seal_claims_json, sse_split,
 };
 use tower_elicitation::{ElicitationLayer, Keyring};
@@ -137,7 +137,7 @@ proptest! {
         principal in proptest::option::of(prop::collection::vec(any::<u8>(), 0..40)),
     ) {
         let json = serde_json::to_vec(&claims).unwrap();
-        let kept = Kept::default();
+        let kept = SealedTokens::default();
         let token = kept.seal_claims_json(&ring(), &json, principal.as_deref()).expect("claims seal");
         // Sealed the same way, not kept: the same token.
         let unkept = seal_claims_json(&ring(), &json, principal.as_deref());
@@ -222,7 +222,7 @@ fn staging() -> String {
 /// Opens `token` in full and through `kept` (the tokens a layer keeps after sealing them): both
 /// ways must agree, whatever the outcome.
 fn open_both(
-    kept: &Kept,
+    kept: &SealedTokens,
     token: &str,
     max_len: usize,
     now: u64,
@@ -253,7 +253,7 @@ fn open_both(
 }
 
 /// A valid token (sealed by `k1`, kept in `kept`) for `deploy`, asking `q`.
-fn valid_token(kept: &Kept, q: Map<String, Value>, s: Option<String>, r: u32) -> String {
+fn valid_token(kept: &SealedTokens, q: Map<String, Value>, s: Option<String>, r: u32) -> String {
     let mut claims = json!({"v": 1, "iat": NOW - 5, "exp": NOW + 600, "m": "tools/call",
         "t": "deploy", "a": staging(), "r": r});
     if let Some(s) = s {
@@ -267,7 +267,7 @@ fn valid_token(kept: &Kept, q: Map<String, Value>, s: Option<String>, r: u32) ->
 }
 
 /// Whether `token` opens for `deploy` at `NOW`, in full and through `kept` alike.
-fn opens(kept: &Kept, token: &str) -> bool {
+fn opens(kept: &SealedTokens, token: &str) -> bool {
     open_both(kept, token, 64 * 1024, NOW, &deploy_binding(&staging())).is_ok()
 }
 
@@ -492,7 +492,7 @@ proptest! {
         mutation in mutation(),
     ) {
         // Both kept, as by the layer that sealed them: a mutant must not open through them either.
-        let kept = Kept::default();
+        let kept = SealedTokens::default();
         let token = valid_token(&kept, q.clone(), s.clone(), r);
         prop_assert!(opens(&kept, &token));
         let other = valid_token(&kept, q, s, r.wrapping_add(1));
@@ -512,7 +512,7 @@ proptest! {
             "[v1.k=A-Za-z0-9_-]{0,80}",
         ],
     ) {
-        prop_assert!(!opens(&Kept::default(), &token));
+        prop_assert!(!opens(&SealedTokens::default(), &token));
     }
 
     #[test]
@@ -1198,7 +1198,7 @@ fn seed(target: &str, name: &str) -> Vec<u8> {
 fn the_fuzz_seed_tokens_open() {
     for name in ["valid-k1", "valid-k2", "valid-kept-answers"] {
         let token = String::from_utf8(seed("token", name)).unwrap();
-        assert!(opens(&Kept::default(), &token), "{name}");
+        assert!(opens(&SealedTokens::default(), &token), "{name}");
     }
 }
 

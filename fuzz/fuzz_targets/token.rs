@@ -15,7 +15,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 use tower_elicitation::__fuzz::{
-    Binding, Kept, Opening, args_digest, open_token, seal_claims_json,
+    Binding, SealedTokens, Opening, args_digest, open_token, seal_claims_json,
 };
 use tower_elicitation::Keyring;
 
@@ -108,7 +108,7 @@ fn claims(data: &[u8]) {
     );
     // As the layer keeps the tokens it seals: the same token, opened from what was kept, gives
     // the same outcome, and so does any other binding or time.
-    let kept = Kept::default();
+    let kept = SealedTokens::default();
     let kept_token = kept.seal_claims_json(&ring, data, None);
     assert_eq!(
         kept_token.as_deref(),

@@ -50,13 +50,13 @@ pin_project! {
     /// The response body of [`LegacyBridge`](crate::bridge::LegacyBridge).
     pub struct ResponseBody<B> {
         #[pin]
-        kind: Kind<B>,
+        kind: BodyKind<B>,
     }
 }
 
 pin_project! {
-    #[project = KindProj]
-    enum Kind<B> {
+    #[project = BodyKindProj]
+    enum BodyKind<B> {
         Inner { #[pin] body: B },
         Full { #[pin] body: Full<Bytes> },
         Stream { events: mpsc::Receiver<Bytes> },
@@ -66,13 +66,13 @@ pin_project! {
 impl<B> ResponseBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         Self {
-            kind: Kind::Inner { body },
+            kind: BodyKind::Inner { body },
         }
     }
 
     pub(crate) fn full(bytes: impl Into<Bytes>) -> Self {
         Self {
-            kind: Kind::Full {
+            kind: BodyKind::Full {
                 body: Full::new(bytes.into()),
             },
         }
@@ -82,7 +82,7 @@ impl<B> ResponseBody<B> {
     /// the body (the client went away) is what the call sees as a disconnect.
     pub(crate) fn stream(events: mpsc::Receiver<Bytes>) -> Self {
         Self {
-            kind: Kind::Stream { events },
+            kind: BodyKind::Stream { events },
         }
     }
 }
@@ -106,9 +106,9 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx).map_err(Into::into),
-            KindProj::Full { body } => body.poll_frame(cx).map_err(|never| match never {}),
-            KindProj::Stream { events } => {
+            BodyKindProj::Inner { body } => body.poll_frame(cx).map_err(Into::into),
+            BodyKindProj::Full { body } => body.poll_frame(cx).map_err(|never| match never {}),
+            BodyKindProj::Stream { events } => {
                 events.poll_recv(cx).map(|e| e.map(|b| Ok(Frame::data(b))))
             }
         }
@@ -116,17 +116,17 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
-            Kind::Full { body } => body.is_end_stream(),
-            Kind::Stream { .. } => false,
+            BodyKind::Inner { body } => body.is_end_stream(),
+            BodyKind::Full { body } => body.is_end_stream(),
+            BodyKind::Stream { .. } => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
-            Kind::Full { body } => body.size_hint(),
-            Kind::Stream { .. } => SizeHint::default(),
+            BodyKind::Inner { body } => body.size_hint(),
+            BodyKind::Full { body } => body.size_hint(),
+            BodyKind::Stream { .. } => SizeHint::default(),
         }
     }
 }
@@ -134,9 +134,9 @@ where
 impl<B> std::fmt::Debug for ResponseBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.kind {
-            Kind::Inner { .. } => "ResponseBody::Inner",
-            Kind::Full { .. } => "ResponseBody::Full",
-            Kind::Stream { .. } => "ResponseBody::Stream",
+            BodyKind::Inner { .. } => "ResponseBody::Inner",
+            BodyKind::Full { .. } => "ResponseBody::Full",
+            BodyKind::Stream { .. } => "ResponseBody::Stream",
         })
     }
 }

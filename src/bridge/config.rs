@@ -16,7 +16,7 @@ use crate::util::principal::Principal;
 pub(crate) const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 pub(crate) const DEFAULT_MAX_ROUNDS: u32 = 8;
 pub(crate) const DEFAULT_MAX_PENDING: usize = 1024;
-pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+use crate::util::body::DEFAULT_MAX_BODY_BYTES;
 /// How often an SSE comment goes out while a call waits on a person.
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 

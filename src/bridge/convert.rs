@@ -10,11 +10,11 @@ pub(crate) const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025
 /// The version without `mode`, `oneOf` enums, URL elicitation or sampling tools.
 pub(crate) const V_2025_06_18: &str = "2025-06-18";
 
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const META_INFO: &str = "io.modelcontextprotocol/clientInfo";
-const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+use crate::wire::mcp::meta::{
+    CLIENT_CAPABILITIES as META_CAPABILITIES, CLIENT_INFO as META_INFO,
+    LOG_LEVEL as META_LOG_LEVEL, PREFIX as META_PREFIX, PROTOCOL_VERSION as META_VERSION,
+    SERVER_INFO as META_SERVER_INFO,
+};
 
 /// The levels `logging/setLevel` accepts.
 pub(crate) const LOG_LEVELS: [&str; 8] = [
@@ -84,7 +84,7 @@ pub(crate) fn modern_params(params: Option<&Value>, client: &Client<'_>) -> Map<
             _ => None,
         })
         .unwrap_or_default();
-    meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+    meta.retain(|k, _| !k.starts_with(META_PREFIX));
     meta.insert(META_VERSION.to_owned(), json!(MRTR_VERSION));
     meta.insert(
         META_CAPABILITIES.to_owned(),

@@ -15,35 +15,41 @@ use tower_service::Service;
 
 use super::body::RequestBody;
 use crate::BoxError;
-use crate::wire::json::Strict;
-use crate::wire::mcp::MRTR_VERSION;
+use crate::util::body::ReadAll;
+use crate::wire::json::StrictValue;
+use crate::wire::mcp::{MRTR_VERSION, header};
 use crate::wire::sse::{Splitter, data};
 
 /// `Mcp-Session-Id`: a 2025 session, never sent to the inner service.
-pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static(header::SESSION_ID);
 /// `MCP-Protocol-Version`.
-pub(crate) const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+pub(crate) const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(header::PROTOCOL_VERSION);
+const MCP_METHOD: HeaderName = HeaderName::from_static(header::METHOD);
+const MCP_NAME: HeaderName = HeaderName::from_static(header::NAME);
 /// The largest inner answer read whole (a JSON body, or one event).
 const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 
 /// Headers of the caller that are about the 2025 transport, or that the bridge sets itself.
 fn is_dropped(name: &HeaderName) -> bool {
+    use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
+    let dropped = [
+        ACCEPT,
+        CONTENT_TYPE,
+        CONTENT_LENGTH,
+        CONTENT_ENCODING,
+        TRANSFER_ENCODING,
+    ];
     let name = name.as_str();
-    matches!(
-        name,
-        "mcp-session-id"
-            | "mcp-protocol-version"
-            | "mcp-method"
-            | "mcp-name"
-            | "last-event-id"
-            | "accept"
-            | "content-type"
-            | "content-length"
-            | "content-encoding"
-            | "transfer-encoding"
-    ) || name.starts_with("mcp-param-")
+    [
+        header::SESSION_ID,
+        header::PROTOCOL_VERSION,
+        header::METHOD,
+        header::NAME,
+        header::LAST_EVENT_ID,
+    ]
+    .contains(&name)
+        || dropped.iter().any(|header| header.as_str() == name)
+        || name.starts_with(header::PARAM_PREFIX)
 }
 
 /// The 2026 request for one round: the caller's own headers (`Authorization`, `Host`, …) and
@@ -156,12 +162,13 @@ where
         }
         if !self.stream {
             self.done = true;
-            let bytes = http_body_util::Limited::new(self.body.as_mut(), MAX_ANSWER_BYTES)
-                .collect()
-                .await
-                .map_err(|e| format!("cannot read the inner service's answer: {e}"))?
-                .to_bytes();
-            return match serde_json::from_slice::<Strict>(&bytes).map(|s| s.0) {
+            let bytes = ReadAll::new(http_body_util::Limited::new(
+                self.body.as_mut(),
+                MAX_ANSWER_BYTES,
+            ))
+            .await
+            .map_err(|e| format!("cannot read the inner service's answer: {e}"))?;
+            return match serde_json::from_slice::<StrictValue>(&bytes).map(|s| s.0) {
                 Ok(message) if is_response(&message) => Ok(Message::Response(message)),
                 _ => Err(format!(
                     "the inner service answered HTTP {} without a JSON-RPC response",
@@ -172,7 +179,7 @@ where
         loop {
             while let Some(event) = self.splitter.next_event() {
                 let Some(text) = data(&event) else { continue };
-                let Ok(message) = serde_json::from_slice::<Strict>(&text).map(|s| s.0) else {
+                let Ok(message) = serde_json::from_slice::<StrictValue>(&text).map(|s| s.0) else {
                     continue;
                 };
                 if is_response(&message) {

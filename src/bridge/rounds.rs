@@ -2,7 +2,6 @@
 //! the call's event stream, the client's answers become the retry's `inputResponses`.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,7 +37,7 @@ pub(crate) fn cancel_leg(request_id: &Value) -> String {
 }
 
 /// A 2025 `tools/call`, `prompts/get` or `resources/read`, about to be bridged.
-pub(crate) struct Call {
+pub(crate) struct BridgedCall {
     pub(crate) settings: Arc<Settings>,
     pub(crate) parts: Parts,
     pub(crate) session: Option<String>,
@@ -51,7 +50,7 @@ pub(crate) struct Call {
 }
 
 /// Answers the call with an event stream and runs its rounds in a task of their own.
-pub(crate) fn start<S, ResBody>(inner: S, call: Call) -> Response<ResponseBody<ResBody>>
+pub(crate) fn start<S, ResBody>(inner: S, call: BridgedCall) -> Response<ResponseBody<ResBody>>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>> + Send + 'static,
     S::Future: Send + 'static,
@@ -70,13 +69,13 @@ where
 }
 
 /// The call's stream toward the client.
-struct Out {
+struct CallStream {
     events: mpsc::Sender<Bytes>,
     /// The last progress relayed per progress token (it must increase).
     progress: Mutex<HashMap<String, f64>>,
 }
 
-impl Out {
+impl CallStream {
     async fn send(&self, message: &Value) {
         let event = format!("event: message\ndata: {message}\n\n");
         let _ = self.events.send(Bytes::from(event)).await;
@@ -120,13 +119,13 @@ impl Out {
     }
 }
 
-async fn run<S, ResBody>(mut inner: S, call: Call, events: mpsc::Sender<Bytes>)
+async fn run<S, ResBody>(mut inner: S, call: BridgedCall, events: mpsc::Sender<Bytes>)
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
-    let out = Out {
+    let out = CallStream {
         events,
         progress: Mutex::default(),
     };
@@ -185,20 +184,26 @@ where
     }
 }
 
-/// A request of the round, sent and waiting: its key, id, leg, waiter and method.
-type Open = (
-    String,
-    Value,
-    AnswerKey,
-    BoxFuture<'static, Option<Value>>,
-    String,
-);
+/// A request of the round the bridge sent the client on the call's stream, waiting for its
+/// answer.
+struct OpenRequest {
+    /// The `inputRequests` key it asks.
+    key: String,
+    /// Its JSON-RPC id on the stream.
+    id: Value,
+    /// Where its answer is delivered.
+    answer_key: AnswerKey,
+    /// Resolves with the answer, or `None` when the store gave up on it.
+    answer: BoxFuture<'static, Option<Value>>,
+    /// Its method (`elicitation/create`, …), for what is said when it fails.
+    method: String,
+}
 
 /// The first of `open` to be answered: its index and the answer.
-async fn next_answer(open: &mut [Open]) -> (usize, Option<Value>) {
+async fn next_answer(open: &mut [OpenRequest]) -> (usize, Option<Value>) {
     std::future::poll_fn(|cx| {
-        for (index, entry) in open.iter_mut().enumerate() {
-            if let std::task::Poll::Ready(answer) = std::pin::Pin::new(&mut entry.3).poll(cx) {
+        for (index, request) in open.iter_mut().enumerate() {
+            if let std::task::Poll::Ready(answer) = request.answer.as_mut().poll(cx) {
                 return std::task::Poll::Ready((index, answer));
             }
         }
@@ -208,10 +213,10 @@ async fn next_answer(open: &mut [Open]) -> (usize, Option<Value>) {
 }
 
 /// Stops waiting for `open`, and tells the client its requests are cancelled.
-async fn cancel_all(settings: &Settings, out: &Out, open: Vec<Open>, reason: &str) {
-    for (_, id, leg, _, _) in open {
-        let _ = settings.pending.unsubscribe(&leg).await;
-        out.send(&cancellation(id, reason)).await;
+async fn cancel_all(settings: &Settings, out: &CallStream, open: Vec<OpenRequest>, reason: &str) {
+    for request in open {
+        let _ = settings.pending.unsubscribe(&request.answer_key).await;
+        out.send(&cancellation(request.id, reason)).await;
     }
 }
 
@@ -231,8 +236,8 @@ struct UrlLeg {
 /// Runs the rounds; the JSON-RPC response that ends the call.
 async fn rounds<S, ResBody>(
     inner: &mut S,
-    call: &Call,
-    out: &Out,
+    call: &BridgedCall,
+    out: &CallStream,
     legs: &Mutex<Vec<AnswerKey>>,
 ) -> Value
 where
@@ -251,7 +256,7 @@ where
 
 /// The call's end when the bridge cannot finish it: a tool error for `tools/call`, `-32603` for
 /// the others.
-fn failure(call: &Call, text: &str) -> Value {
+fn failure(call: &BridgedCall, text: &str) -> Value {
     match call.method {
         Method::ToolsCall => convert::response(&call.id, Ok(tool_error(text))),
         _ => convert::response(&call.id, Err(convert::error(INTERNAL_ERROR, text))),
@@ -260,8 +265,8 @@ fn failure(call: &Call, text: &str) -> Value {
 
 async fn drive<S, ResBody>(
     inner: &mut S,
-    call: &Call,
-    out: &Out,
+    call: &BridgedCall,
+    out: &CallStream,
     legs: &Mutex<Vec<AnswerKey>>,
 ) -> Result<Value, String>
 where
@@ -368,7 +373,7 @@ where
 }
 
 /// An inner JSON-RPC error as the call's end. A missing capability is said in words for a tool.
-fn inner_error(call: &Call, error: &Map<String, Value>) -> Value {
+fn inner_error(call: &BridgedCall, error: &Map<String, Value>) -> Value {
     let code = error.get("code").and_then(Value::as_i64);
     if call.method == Method::ToolsCall
         && code == Some(crate::wire::jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY)
@@ -387,7 +392,11 @@ fn inner_error(call: &Call, error: &Map<String, Value>) -> Value {
 }
 
 /// Tells the client the URL flows for which `done` holds are complete.
-async fn complete_urls(out: &Out, urls: &mut HashMap<String, UrlLeg>, done: impl Fn(&str) -> bool) {
+async fn complete_urls(
+    out: &CallStream,
+    urls: &mut HashMap<String, UrlLeg>,
+    done: impl Fn(&str) -> bool,
+) {
     let finished: Vec<String> = urls.keys().filter(|k| done(k)).cloned().collect();
     for key in finished {
         if let Some(leg) = urls.remove(&key)
@@ -403,9 +412,9 @@ async fn complete_urls(out: &Out, urls: &mut HashMap<String, UrlLeg>, done: impl
 /// One round to the inner service: notifications relayed, the response returned.
 async fn ask_inner<S, ResBody>(
     inner: &mut S,
-    call: &Call,
+    call: &BridgedCall,
     params: &Map<String, Value>,
-    out: &Out,
+    out: &CallStream,
 ) -> Result<Value, String>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
@@ -433,8 +442,8 @@ where
 
 /// Sends one round's requests on the call's stream, all at once, and waits for every answer.
 async fn ask_client(
-    call: &Call,
-    out: &Out,
+    call: &BridgedCall,
+    out: &CallStream,
     legs: &Mutex<Vec<AnswerKey>>,
     asks: Vec<(String, Value)>,
     urls: &mut HashMap<String, UrlLeg>,
@@ -443,7 +452,7 @@ async fn ask_client(
     let Some(session) = &call.session else {
         return Err("The client has no session to answer in.".to_owned());
     };
-    let mut waiting: Vec<Open> = Vec::new();
+    let mut waiting: Vec<OpenRequest> = Vec::new();
     for (key, mut request) in asks {
         let id = format!("{LEG_PREFIX}{}", random_hex_64());
         let method = request
@@ -486,7 +495,13 @@ async fn ask_client(
             message["params"] = params.clone();
         }
         out.send(&message).await;
-        waiting.push((key, Value::String(id), leg, waiter, method));
+        waiting.push(OpenRequest {
+            key,
+            id: Value::String(id),
+            answer_key: leg,
+            answer: waiter,
+            method,
+        });
     }
     let deadline = tokio::time::sleep(settings.answer_timeout);
     tokio::pin!(deadline);
@@ -517,7 +532,12 @@ async fn ask_client(
                 settings.answer_timeout.as_secs_f64()
             ));
         };
-        let (key, _, leg, _, method) = open.swap_remove(index);
+        let OpenRequest {
+            key,
+            answer_key: leg,
+            method,
+            ..
+        } = open.swap_remove(index);
         let _ = settings.pending.unsubscribe(&leg).await;
         legs.lock()
             .unwrap_or_else(|e| e.into_inner())

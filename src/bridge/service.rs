@@ -9,7 +9,7 @@ use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::{LengthLimitError, Limited};
 use serde_json::{Map, Value, json};
 use tower_service::Service;
 
@@ -20,13 +20,16 @@ use super::future::ResponseFuture;
 use super::ids::new_session_id;
 use super::inner::{self, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
 use super::pending::AnswerKey;
-use super::rounds::{self, Call};
+use super::rounds::{self, BridgedCall};
 use super::session::SessionRecord;
 use crate::BoxError;
 use crate::store::StoreError;
 use crate::token;
-use crate::wire::json::Strict;
-use crate::wire::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
+use crate::util::body::ReadAll;
+use crate::wire::json::StrictValue;
+use crate::wire::jsonrpc::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR, SESSION_NOT_FOUND,
+};
 use crate::wire::mcp::Method as Mrtr;
 
 /// The service [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) wraps around a 2026-07-28 MCP
@@ -131,8 +134,8 @@ where
     {
         return Ok(without_body(&settings, &parts, session).await);
     }
-    let bytes = match Limited::new(body, settings.max_body_bytes).collect().await {
-        Ok(collected) => collected.to_bytes(),
+    let bytes = match ReadAll::new(Limited::new(body, settings.max_body_bytes)).await {
+        Ok(bytes) => bytes,
         Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
             let error = convert::error(INVALID_REQUEST, "Request body too large");
             return Ok(json(StatusCode::PAYLOAD_TOO_LARGE, &id_less(error)));
@@ -145,7 +148,7 @@ where
     if parts.method != Method::POST {
         return forward(inner, parts, bytes).await;
     }
-    let message = match serde_json::from_slice::<Strict>(&bytes).map(|s| s.0) {
+    let message = match serde_json::from_slice::<StrictValue>(&bytes).map(|s| s.0) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) if session.is_some() => {
             let error = convert::error(INVALID_REQUEST, "batch requests are not supported");
@@ -181,7 +184,7 @@ where
             };
             if let Some(version) = version.filter(|v| !LEGACY_VERSIONS.contains(v)) {
                 let message = format!("Bad Request: Unsupported protocol version: {version}");
-                let error = convert::error(-32000, &message);
+                let error = convert::error(SERVER_ERROR, &message);
                 return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
             }
             (Some(session), record)
@@ -255,7 +258,7 @@ where
     };
     let modern = convert::modern_params(params, &client);
     if let Some(mrtr) = Mrtr::parse(method) {
-        let call = Call {
+        let call = BridgedCall {
             settings,
             parts,
             session,
@@ -532,15 +535,15 @@ fn id_less(error: Value) -> Value {
 }
 
 fn session_not_found<B>() -> Reply<B> {
-    let error = convert::error(-32001, "Session not found");
+    let error = convert::error(SESSION_NOT_FOUND, "Session not found");
     json(StatusCode::NOT_FOUND, &id_less(error))
 }
 
 fn store_failed<B>(error: &StoreError) -> Reply<B> {
     tracing::warn!(%error, "the bridge's store failed");
     let error = match error {
-        StoreError::Full => convert::error(-32000, "Too many sessions; try again later"),
-        _ => convert::error(-32000, "The session store is unavailable"),
+        StoreError::Full => convert::error(SERVER_ERROR, "Too many sessions; try again later"),
+        _ => convert::error(SERVER_ERROR, "The session store is unavailable"),
     };
     json(StatusCode::SERVICE_UNAVAILABLE, &id_less(error))
 }

@@ -2,67 +2,16 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
 
 use super::sse_body::SseBody;
 use crate::BoxError;
-
-pin_project! {
-    /// Reads a whole body into one buffer. A body that comes in one data frame, as a buffered
-    /// request does, is kept as that frame's bytes: no copy and no allocation. Later frames are
-    /// joined into one buffer; trailers are dropped.
-    pub(crate) struct ReadAll<B> {
-        #[pin]
-        body: B,
-        first: Option<Bytes>,
-        joined: Option<BytesMut>,
-    }
-}
-
-impl<B> ReadAll<B> {
-    pub(crate) fn new(body: B) -> Self {
-        Self {
-            body,
-            first: None,
-            joined: None,
-        }
-    }
-}
-
-impl<B: Body<Data = Bytes>> std::future::Future for ReadAll<B> {
-    type Output = Result<Bytes, B::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            let Some(frame) = ready!(this.body.as_mut().poll_frame(cx)) else {
-                let bytes = match (this.joined.take(), this.first.take()) {
-                    (Some(joined), _) => joined.freeze(),
-                    (None, first) => first.unwrap_or_default(),
-                };
-                return Poll::Ready(Ok(bytes));
-            };
-            let Ok(data) = frame?.into_data() else {
-                continue;
-            };
-            if let Some(joined) = this.joined.as_mut() {
-                joined.extend_from_slice(&data);
-            } else if let Some(first) = this.first.take() {
-                let mut joined = BytesMut::with_capacity(first.len() + data.len());
-                joined.extend_from_slice(&first);
-                joined.extend_from_slice(&data);
-                *this.joined = Some(joined);
-            } else {
-                *this.first = Some(data);
-            }
-        }
-    }
-}
+pub(crate) use crate::util::body::ReadAll;
 
 pin_project! {
     /// The request body the inner service receives: the buffered (possibly rewritten) bytes of a
@@ -235,59 +184,4 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
 
 fn never<E>(e: Infallible) -> E {
     match e {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use http::HeaderMap;
-    use http_body_util::StreamBody;
-
-    type Frames = Vec<Result<Frame<Bytes>, &'static str>>;
-
-    fn stream(frames: Frames) -> impl Body<Data = Bytes, Error = &'static str> {
-        StreamBody::new(futures_util::stream::iter(frames))
-    }
-
-    fn data(text: &'static str) -> Result<Frame<Bytes>, &'static str> {
-        Ok(Frame::data(Bytes::from_static(text.as_bytes())))
-    }
-
-    #[tokio::test]
-    async fn a_body_in_one_frame_is_kept_without_a_copy() {
-        let bytes = Bytes::from(b"{\"jsonrpc\":\"2.0\"}".to_vec());
-        let read = ReadAll::new(Full::new(bytes.clone())).await.unwrap();
-        assert_eq!(read, bytes);
-        assert_eq!(read.as_ptr(), bytes.as_ptr());
-    }
-
-    #[tokio::test]
-    async fn frames_are_joined_in_order_and_trailers_dropped() {
-        let frames = vec![
-            data("{\"a\":"),
-            data(""),
-            data("1,"),
-            Ok(Frame::trailers(HeaderMap::new())),
-            data("\"b\":2}"),
-        ];
-        let read = ReadAll::new(stream(frames)).await.unwrap();
-        assert_eq!(read, "{\"a\":1,\"b\":2}");
-    }
-
-    #[tokio::test]
-    async fn an_empty_body_reads_as_no_bytes() {
-        assert!(
-            ReadAll::new(Full::new(Bytes::new()))
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        assert!(ReadAll::new(stream(vec![])).await.unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_failing_body_is_an_error() {
-        let frames = vec![data("{\"a\":"), Err("reset"), data("1}")];
-        assert_eq!(ReadAll::new(stream(frames)).await, Err("reset"));
-    }
 }

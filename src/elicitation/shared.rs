@@ -9,8 +9,7 @@ use crate::store::ErasedTokenStore;
 use crate::token::Keyring;
 use crate::util::principal::Principal;
 
-/// Default bound on a request body: 4 MiB.
-pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) use crate::util::body::DEFAULT_MAX_BODY_BYTES;
 
 /// The engine's policy and the adapter's settings, behind one `Arc`.
 pub(crate) struct Shared {

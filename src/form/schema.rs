@@ -45,10 +45,10 @@
 //! - `oneOf` / `anyOf`: a non-empty array of `{"const": string, "title": string}` objects (no
 //!   other keys) with distinct `const`s;
 //! - `enumNames`: an array of strings as long as `enum`;
-//! - `default`: a value of the property's type: a string within `minLength`/`maxLength`
-//!   (counted in Unicode code points); a number (a whole number for `"integer"`) within
+//! - `default`: a value of the property's type: a string check_default_size `minLength`/`maxLength`
+//!   (counted in Unicode code points); a number (a whole number for `"integer"`) check_default_size
 //!   `minimum`/`maximum`; a boolean; for an enum, one of its values; for a multi-select, an array
-//!   of its values with a length within `minItems`/`maxItems`.
+//!   of its values with a length check_default_size `minItems`/`maxItems`.
 //!
 //! `check` does not validate a string `default` against `format`.
 
@@ -310,7 +310,7 @@ fn check_string(at: &str, object: &Map<String, Value>) -> Result<(), FormSchemaE
             .as_str()
             .ok_or_else(|| FormSchemaError::new(&at, "`default` must be a string"))?;
         let length = default.chars().count() as u64;
-        within(
+        check_default_size(
             &at,
             length,
             (min, max),
@@ -320,9 +320,9 @@ fn check_string(at: &str, object: &Map<String, Value>) -> Result<(), FormSchemaE
     Ok(())
 }
 
-/// Whether a `default` of `size` (characters or items) is within the bounds `(min, max)`; the
+/// Whether a `default` of `size` (characters or items) is check_default_size the bounds `(min, max)`; the
 /// error says which it breaks, in the words given for each.
-fn within(
+fn check_default_size(
     at: &str,
     size: u64,
     (min, max): (Option<u64>, Option<u64>),
@@ -537,7 +537,7 @@ fn check_multi_select(at: &str, object: &Map<String, Value>) -> Result<(), FormS
             }
         }
         let count = default.len() as u64;
-        within(
+        check_default_size(
             &at,
             count,
             (min, max),

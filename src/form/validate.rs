@@ -14,7 +14,7 @@ use jsonschema::{JsonType, ValidationError, Validator};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::texts::{self, Kind, Problem};
+use crate::texts::{self, FieldKind, Problem};
 use crate::util::memo::Weight;
 use crate::wire::mcp::InputKind;
 
@@ -624,10 +624,10 @@ impl FormValidator {
             // A value of the wrong kind for a list of choices: say what to choose.
             K::Type { kind } => match (choices, in_item, kind_of(kind)) {
                 (Some(choices), true, _) => Problem::NotAnOption(choices),
-                (Some(choices), false, kind) if kind != Kind::Choices => {
+                (Some(choices), false, kind) if kind != FieldKind::Choices => {
                     Problem::NotAChoice(choices)
                 }
-                (_, _, kind) => Problem::Kind(kind),
+                (_, _, kind) => Problem::FieldKind(kind),
             },
             K::MinLength { limit } => Problem::TooShort {
                 min: *limit,
@@ -701,14 +701,14 @@ impl FormValidator {
 }
 
 /// The kind of value a `Type` error asked for.
-fn kind_of(kind: &TypeKind) -> Kind {
+fn kind_of(kind: &TypeKind) -> FieldKind {
     match kind {
-        TypeKind::Single(JsonType::String) => Kind::Text,
-        TypeKind::Single(JsonType::Number) => Kind::Number,
-        TypeKind::Single(JsonType::Integer) => Kind::WholeNumber,
-        TypeKind::Single(JsonType::Boolean) => Kind::YesNo,
-        TypeKind::Single(JsonType::Array) => Kind::Choices,
-        _ => Kind::Other,
+        TypeKind::Single(JsonType::String) => FieldKind::Text,
+        TypeKind::Single(JsonType::Number) => FieldKind::Number,
+        TypeKind::Single(JsonType::Integer) => FieldKind::WholeNumber,
+        TypeKind::Single(JsonType::Boolean) => FieldKind::YesNo,
+        TypeKind::Single(JsonType::Array) => FieldKind::Choices,
+        _ => FieldKind::Other,
     }
 }
 

@@ -39,7 +39,7 @@ impl RedisStore {
     pub fn pending_answers(&self) -> RedisPendingAnswers {
         let (subscribed, _) = watch::channel(false);
         RedisPendingAnswers {
-            shared: Arc::new(Shared {
+            shared: Arc::new(Registry {
                 store: self.clone(),
                 channel: self.key("answers", ""),
                 waiting: Mutex::default(),
@@ -147,10 +147,10 @@ impl SessionStore for RedisSessionStore {
 /// Made by [`RedisStore::pending_answers`]; give each replica its own. Clones share everything.
 #[derive(Clone)]
 pub struct RedisPendingAnswers {
-    shared: Arc<Shared>,
+    shared: Arc<Registry>,
 }
 
-struct Shared {
+struct Registry {
     store: RedisStore,
     channel: String,
     waiting: Mutex<HashMap<AnswerKey, oneshot::Sender<Value>>>,
@@ -159,7 +159,7 @@ struct Shared {
     subscriber: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Drop for Shared {
+impl Drop for Registry {
     fn drop(&mut self) {
         let subscriber = self
             .subscriber
@@ -179,7 +179,7 @@ struct Published {
     answer: Value,
 }
 
-impl Shared {
+impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AnswerKey, oneshot::Sender<Value>>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -290,7 +290,7 @@ impl PendingAnswers for RedisPendingAnswers {
 /// The subscriber: connects, subscribes, hands each published answer to the call waiting here
 /// for it; connects again whenever the connection ends or stops answering pings. Ends when the
 /// last [`RedisPendingAnswers`] sharing it is dropped.
-async fn subscribe(shared: Weak<Shared>) {
+async fn subscribe(shared: Weak<Registry>) {
     loop {
         let Some((client, channel, connect, response)) = shared.upgrade().map(|shared| {
             let (client, connect, response) = shared.store.client();
@@ -352,7 +352,7 @@ async fn next<S: Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
 }
 
 /// Hands a published answer to the call waiting here for it; anything else changes nothing.
-fn hand_over(shared: &Shared, payload: &[u8]) {
+fn hand_over(shared: &Registry, payload: &[u8]) {
     let Ok(message) = serde_json::from_slice::<Published>(payload) else {
         tracing::debug!(target: "tower_elicitation", "an unreadable message on the answers channel, dropped");
         return;

@@ -24,10 +24,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::BoxError;
 use crate::util::BoxFuture;
+use crate::util::time::unix_secs;
 
 /// What a store said of a token id it was asked to consume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,11 +127,6 @@ impl<T: TokenStore> ErasedTokenStore for T {
     ) -> BoxFuture<'a, Result<Consumed, StoreError>> {
         Box::pin(TokenStore::consume(self, id, until))
     }
-}
-
-/// Unix seconds of `time` (0 before the epoch).
-fn unix_secs(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The in-process [`TokenStore`], for one replica: spent ids in a map bounded in entries, each

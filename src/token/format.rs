@@ -18,12 +18,7 @@ const PREFIX: &str = "v1";
 const MAC_LABEL: &[u8] = b"tower-elicitation/request-state/v1\0";
 const TAG_LEN: usize = 32;
 
-/// Now, in Unix seconds: a token is dated when it is sealed, not when its request arrived.
-pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub(crate) use crate::util::time::unix_now;
 
 /// Time rules for opening a token.
 #[derive(Debug, Clone, Copy)]

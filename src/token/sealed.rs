@@ -7,10 +7,10 @@
 //! ([`token::open`](super::format::open)). A token sealed elsewhere (another replica, a restart)
 //! is not found here and is opened in full.
 
-use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use super::claims::Claims;
+use crate::util::memo::{Bounded, Weight};
 
 /// How many sealed tokens are kept at most.
 const MAX_TOKENS: usize = 1024;
@@ -20,28 +20,23 @@ const MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Longer tokens are not kept: they are rare, and would crowd out the rest.
 const MAX_TOKEN_LEN: usize = 16 * 1024;
 
-/// Recently sealed tokens, by their MAC (the last dot-separated part), with their claims.
-///
-/// Past either bound the cache is cleared whole. A retry that misses is opened in full, so the
-/// bounds cap memory without touching correctness.
+/// Recently sealed tokens, by their MAC (the last dot-separated part), with their claims: a
+/// [`Bounded`] cache, as every cache of the layer is. A retry that misses is opened in full, so
+/// the bounds cap memory without touching correctness.
 #[derive(Default)]
-pub(crate) struct Sealed(RwLock<Kept>);
+pub(crate) struct Sealed(Bounded<SealedToken, MAX_TOKENS, MAX_BYTES>);
 
-#[derive(Default)]
-struct Kept {
-    entries: HashMap<Box<str>, Entry, ahash::RandomState>,
-    /// The sum of the entries' [`cost`].
-    bytes: usize,
-}
-
-struct Entry {
+/// One sealed token and the claims it was sealed from.
+struct SealedToken {
     token: Box<str>,
     claims: Arc<Claims>,
 }
 
-/// What an entry for `token` is counted as against [`MAX_BYTES`].
-fn cost(token: &str) -> usize {
-    2 * token.len()
+impl Weight for SealedToken {
+    /// The token's text, and claims of about the same size.
+    fn weight(&self, _tag: &str) -> usize {
+        2 * self.token.len()
+    }
 }
 
 impl Sealed {
@@ -53,37 +48,20 @@ impl Sealed {
         if token.len() > MAX_TOKEN_LEN {
             return;
         }
-        let mut kept = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        if kept
-            .entries
-            .get(tag)
-            .is_some_and(|entry| *entry.token == *token)
-        {
-            // The same text holds the same claims.
-            return;
-        }
-        if kept.entries.len() >= MAX_TOKENS || kept.bytes + cost(token) > MAX_BYTES {
-            kept.entries.clear();
-            kept.bytes = 0;
-        }
-        let entry = Entry {
+        let sealed = SealedToken {
             token: token.into(),
             claims,
         };
-        kept.bytes += cost(token);
-        if let Some(replaced) = kept.entries.insert(tag.into(), entry) {
-            kept.bytes -= cost(&replaced.token);
-        }
+        self.0.insert(tag.into(), Arc::new(sealed));
     }
 
     /// The claims `token` was sealed from, if this is a token this cache holds, byte for byte.
     pub(crate) fn get(&self, token: &str) -> Option<Arc<Claims>> {
         let (_, tag) = token.rsplit_once('.')?;
-        let kept = self.0.read().unwrap_or_else(PoisonError::into_inner);
-        let entry = kept.entries.get(tag)?;
+        let sealed = self.0.get(tag)?;
         // Constant time, so a near miss does not tell how much of a kept token it matched.
-        constant_time_eq::constant_time_eq(entry.token.as_bytes(), token.as_bytes())
-            .then(|| Arc::clone(&entry.claims))
+        constant_time_eq::constant_time_eq(sealed.token.as_bytes(), token.as_bytes())
+            .then(|| Arc::clone(&sealed.claims))
     }
 }
 
@@ -130,10 +108,7 @@ mod tests {
     #[test]
     fn it_is_bounded_in_tokens_and_in_bytes() {
         let sealed = Sealed::default();
-        let kept = |sealed: &Sealed| {
-            let kept = sealed.0.read().unwrap();
-            (kept.entries.len(), kept.bytes)
-        };
+        let kept = |sealed: &Sealed| (sealed.0.len(), sealed.0.weight());
         for i in 0..MAX_TOKENS + 10 {
             sealed.insert(&format!("v1.k1.body{i}.tag{i}"), claims(1));
         }
@@ -149,9 +124,11 @@ mod tests {
             assert!(bytes <= MAX_BYTES, "{tokens} tokens, {bytes} bytes");
         }
         // The same token again is kept once.
-        let (_, before) = kept(&sealed);
         let last = MAX_BYTES / MAX_TOKEN_LEN - 1;
-        sealed.insert(&format!("v1.k1.{body}.tag{last}"), claims(2));
+        let token = format!("v1.k1.{body}.tag{last}");
+        sealed.insert(&token, claims(1));
+        let (_, before) = kept(&sealed);
+        sealed.insert(&token, claims(2));
         assert_eq!(kept(&sealed).1, before);
     }
 

@@ -3,9 +3,11 @@
 
 #[macro_use]
 pub(crate) mod macros;
+pub(crate) mod body;
 pub(crate) mod memo;
 pub(crate) mod principal;
 pub(crate) mod random;
+pub(crate) mod time;
 
 use std::future::Future;
 use std::pin::Pin;

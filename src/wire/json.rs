@@ -3,7 +3,7 @@
 //! An [`Object`] is read in one borrowed pass, its members kept in order as the raw text they
 //! came in (so that a rewrite keeps every byte it does not change), except along a path of member
 //! names, which are read as objects the same way: `params` of a request, `result` and its
-//! `inputRequests` of a response. [`Strict`] reads a value as a tree where the layer needs one
+//! `inputRequests` of a response. [`StrictValue`] reads a value as a tree where the layer needs one
 //! (answers, arguments as gates see them, `_meta` entries). A key given twice is found by one
 //! detector, [`duplicate`], which the canonical writer uses too.
 
@@ -105,15 +105,15 @@ fn end<'a, R: serde_json::de::Read<'a>>(
     mut de: serde_json::Deserializer<R>,
     path: &[&str],
 ) -> Result<ObjectOr<Object<'a>>, serde_json::Error> {
-    let object = Along(path).deserialize(&mut de)?;
+    let object = PathSeed(path).deserialize(&mut de)?;
     de.end()?;
     Ok(object)
 }
 
 /// Reads a value as an [`Object`] along the path it holds.
-struct Along<'p>(&'p [&'p str]);
+struct PathSeed<'p>(&'p [&'p str]);
 
-impl<'de> DeserializeSeed<'de> for Along<'_> {
+impl<'de> DeserializeSeed<'de> for PathSeed<'_> {
     type Value = ObjectOr<Object<'de>>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -121,7 +121,7 @@ impl<'de> DeserializeSeed<'de> for Along<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for Along<'_> {
+impl<'de> Visitor<'de> for PathSeed<'_> {
     type Value = ObjectOr<Object<'de>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -135,7 +135,7 @@ impl<'de> Visitor<'de> for Along<'_> {
             if let Some((name, rest)) = step
                 && key.0 == *name
             {
-                nested = match map.next_value_seed(Along(rest))? {
+                nested = match map.next_value_seed(PathSeed(rest))? {
                     ObjectOr::Object(object) => ObjectOr::Object(Box::new(object)),
                     ObjectOr::Absent => ObjectOr::Absent,
                     ObjectOr::Null => ObjectOr::Null,
@@ -222,11 +222,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
 }
 
 /// A `Value` whose objects never repeat a key, at any depth.
-pub(crate) struct Strict(pub(crate) Value);
+pub(crate) struct StrictValue(pub(crate) Value);
 
-impl<'de> Deserialize<'de> for Strict {
+impl<'de> Deserialize<'de> for StrictValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(StrictVisitor).map(Strict)
+        d.deserialize_any(StrictVisitor).map(StrictValue)
     }
 }
 
@@ -269,7 +269,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-        while let Some(Strict(item)) = seq.next_element()? {
+        while let Some(StrictValue(item)) = seq.next_element()? {
             items.push(item);
         }
         Ok(Value::Array(items))
@@ -277,7 +277,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut members = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
         while let Some(key) = map.next_key::<String>()? {
-            let Strict(value) = map.next_value()?;
+            let StrictValue(value) = map.next_value()?;
             members.push((key, value));
         }
         if let Some(key) = duplicate(members.iter().map(|(key, _)| key.as_str())) {
@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn strict_values_refuse_a_repeated_key_at_any_depth() {
-        let strict = |text: &str| serde_json::from_str::<Strict>(text).map(|s| s.0);
+        let strict = |text: &str| serde_json::from_str::<StrictValue>(text).map(|s| s.0);
         assert_eq!(
             strict(r#"{"a":[{"b":1}],"c":"d"}"#).unwrap(),
             serde_json::json!({"a":[{"b":1}],"c":"d"})

@@ -8,7 +8,7 @@ use serde::de;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::json::{BorrowedStr, Object, ObjectOr, Strict, duplicate, strip_position};
+use super::json::{BorrowedStr, Object, ObjectOr, StrictValue, duplicate, strip_position};
 use super::mcp::{Declared, Method};
 
 /// Invalid JSON.
@@ -21,6 +21,11 @@ pub(crate) const INVALID_PARAMS: i64 = -32602;
 pub(crate) const INTERNAL_ERROR: i64 = -32603;
 /// The request needs a client capability that it did not declare.
 pub(crate) const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// A server error of the 2025-era session layer: too many sessions, a store that cannot be
+/// reached, a request the bridge cannot serve.
+pub(crate) const SERVER_ERROR: i64 = -32000;
+/// The session named by `Mcp-Session-Id` does not exist (or is not the caller's).
+pub(crate) const SESSION_NOT_FOUND: i64 = -32001;
 
 /// A JSON-RPC reply the layer makes itself, with what kind of answer it is: the transport frames
 /// it (the HTTP adapter picks the status), the engine only says what happened.
@@ -361,8 +366,8 @@ pub(crate) struct Meta {
 }
 
 /// The names of the two `params._meta` entries the layer reads.
-const VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const VERSION: &str = super::mcp::meta::PROTOCOL_VERSION;
+const CAPABILITIES: &str = super::mcp::meta::CLIENT_CAPABILITIES;
 
 /// The two entries of `params._meta` the layer reads, as the raw text they came in: a [`Meta`] is
 /// a function of these two texts alone, whatever else `_meta` carries (client info, a progress
@@ -399,16 +404,16 @@ impl<'a> MetaMembers<'a> {
     pub(crate) fn read(&self) -> Result<Meta, Malformed> {
         let strict = |raw: Option<&RawValue>| match raw {
             None => Ok(None),
-            Some(raw) => serde_json::from_str::<Option<Strict>>(raw.get())
+            Some(raw) => serde_json::from_str::<Option<StrictValue>>(raw.get())
                 .map_err(|e| meta_error(&strip_position(&e))),
         };
         Ok(Meta {
             version: match strict(self.version)? {
-                Some(Strict(Value::String(version))) => Some(version),
+                Some(StrictValue(Value::String(version))) => Some(version),
                 _ => None,
             },
             declared: strict(self.capabilities)?
-                .map_or_else(Declared::default, |Strict(capabilities)| {
+                .map_or_else(Declared::default, |StrictValue(capabilities)| {
                     Declared::of(&capabilities)
                 }),
         })
@@ -435,7 +440,7 @@ impl<'a> Call<'a> {
         let Some(raw) = self.raw_field(name) else {
             return Ok(Field::Absent);
         };
-        serde_json::from_str::<Strict>(raw.get())
+        serde_json::from_str::<StrictValue>(raw.get())
             .map(|s| Field::Present(s.0))
             .map_err(|e| Malformed {
                 code: INVALID_REQUEST,
@@ -456,7 +461,7 @@ impl<'a> Call<'a> {
             .raw_field(name)
             .map(|raw| unrepresentable_numbers_as_null(raw.get()))
         {
-            Some(Cow::Owned(text)) => serde_json::from_str::<Strict>(&text)
+            Some(Cow::Owned(text)) => serde_json::from_str::<StrictValue>(&text)
                 .map(|s| Field::Present(s.0))
                 .or(strict),
             _ => strict,

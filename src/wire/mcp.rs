@@ -9,6 +9,33 @@ use serde_json::{Map, Value, json};
 /// The first protocol version with multi round-trip requests.
 pub(crate) const MRTR_VERSION: &str = "2026-07-28";
 
+/// The `params._meta` keys of MCP 2026-07-28 that the crate reads or writes.
+pub(crate) mod meta {
+    /// Every key the protocol reserves starts so.
+    pub(crate) const PREFIX: &str = "io.modelcontextprotocol/";
+    pub(crate) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    pub(crate) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    pub(crate) const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    pub(crate) const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+    pub(crate) const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+}
+
+/// The HTTP header names of MCP's Streamable HTTP transport, lowercase (as `http` keeps them).
+pub(crate) mod header {
+    /// `Mcp-Session-Id`: a 2025-era session.
+    pub(crate) const SESSION_ID: &str = "mcp-session-id";
+    /// `MCP-Protocol-Version`.
+    pub(crate) const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+    /// `Mcp-Method` (2026-07-28): the request's method.
+    pub(crate) const METHOD: &str = "mcp-method";
+    /// `Mcp-Name` (2026-07-28): the tool or prompt name, or the resource URI.
+    pub(crate) const NAME: &str = "mcp-name";
+    /// `Mcp-Param-*` (2026-07-28): arguments a tool declares as headers.
+    pub(crate) const PARAM_PREFIX: &str = "mcp-param-";
+    /// `Last-Event-ID`: where a resumed event stream goes on.
+    pub(crate) const LAST_EVENT_ID: &str = "last-event-id";
+}
+
 /// The three methods that may answer `input_required`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Method {
