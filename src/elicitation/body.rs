@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::Full;
+use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 
 use super::sse_body::SseBody;
@@ -19,16 +19,9 @@ pin_project! {
     ///
     /// Its error is boxed: a buffered body cannot fail, an untouched one fails as it would have.
     pub struct RequestBody<B> {
+        // `http-body-util`'s `Either`, kept private so that it is not part of the API.
         #[pin]
-        kind: RequestKind<B>,
-    }
-}
-
-pin_project! {
-    #[project = RequestKindProj]
-    enum RequestKind<B> {
-        Buffered { #[pin] body: Full<Bytes> },
-        Untouched { #[pin] body: B },
+        inner: Either<Full<Bytes>, B>,
     }
 }
 
@@ -36,16 +29,14 @@ impl<B> RequestBody<B> {
     /// The bytes the layer read (and may have rewritten).
     pub(crate) fn buffered(bytes: Bytes) -> Self {
         Self {
-            kind: RequestKind::Buffered {
-                body: Full::new(bytes),
-            },
+            inner: Either::Left(Full::new(bytes)),
         }
     }
 
     /// A body the layer did not read.
     pub(crate) fn untouched(body: B) -> Self {
         Self {
-            kind: RequestKind::Untouched { body },
+            inner: Either::Right(body),
         }
     }
 }
@@ -62,32 +53,23 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.project().kind.project() {
-            RequestKindProj::Buffered { body } => body.poll_frame(cx).map_err(never),
-            RequestKindProj::Untouched { body } => body.poll_frame(cx).map_err(Into::into),
-        }
+        self.project().inner.poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            RequestKind::Buffered { body } => body.is_end_stream(),
-            RequestKind::Untouched { body } => body.is_end_stream(),
-        }
+        self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            RequestKind::Buffered { body } => body.size_hint(),
-            RequestKind::Untouched { body } => body.size_hint(),
-        }
+        self.inner.size_hint()
     }
 }
 
 impl<B> std::fmt::Debug for RequestBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.kind {
-            RequestKind::Buffered { .. } => "RequestBody::Buffered",
-            RequestKind::Untouched { .. } => "RequestBody::Untouched",
+        f.write_str(match self.inner {
+            Either::Left(_) => "RequestBody::Buffered",
+            Either::Right(_) => "RequestBody::Untouched",
         })
     }
 }
