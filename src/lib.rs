@@ -156,6 +156,7 @@ mod engine;
 mod form;
 mod gate;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 pub mod store;
 mod texts;

@@ -165,6 +165,7 @@ impl Gate {
     /// assert!(error.to_string().contains("/properties/approval"), "{error}");
     /// ```
     #[cfg(feature = "schemars")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "schemars")))]
     pub fn form_for<T: schemars::JsonSchema>(key: impl Into<String>) -> Result<Self, GateError> {
         let generator = schemars::generate::SchemaSettings::draft2020_12()
             .with(|s| s.inline_subschemas = true)
