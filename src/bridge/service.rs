@@ -91,7 +91,8 @@ where
     }
 }
 
-type Reply<B> = Response<ResponseBody<B>>;
+/// What the bridge answers a client with.
+type BridgeResponse<B> = Response<ResponseBody<B>>;
 
 /// What the bridge asks of the service it wraps (the bounds of its `Service` impl, written once
 /// for the functions behind it): a 2026-07-28 service of buffered bodies, its future sendable.
@@ -119,7 +120,7 @@ async fn handle<S, ReqBody, ResBody>(
     inner: S,
     settings: Arc<Settings>,
     request: Request<ReqBody>,
-) -> Result<Reply<ResBody>, S::Error>
+) -> Result<BridgeResponse<ResBody>, S::Error>
 where
     S: Wrapped<ResBody>,
     ReqBody: Body<Data = Bytes> + Send + 'static,
@@ -208,7 +209,7 @@ async fn serve<S, ResBody>(
     session: Option<String>,
     mut record: SessionRecord,
     message: Map<String, Value>,
-) -> Result<Reply<ResBody>, S::Error>
+) -> Result<BridgeResponse<ResBody>, S::Error>
 where
     S: Wrapped<ResBody>,
     ResBody: Body<Data = Bytes> + Send + 'static,
@@ -312,7 +313,7 @@ async fn initialize<S, ResBody>(
     settings: &Settings,
     parts: &Parts,
     message: &Map<String, Value>,
-) -> Result<Reply<ResBody>, S::Error>
+) -> Result<BridgeResponse<ResBody>, S::Error>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
@@ -428,7 +429,7 @@ where
 }
 
 /// GET, DELETE (or any method without a JSON-RPC body) naming a session.
-async fn without_body<B>(settings: &Settings, parts: &Parts, session: &str) -> Reply<B> {
+async fn without_body<B>(settings: &Settings, parts: &Parts, session: &str) -> BridgeResponse<B> {
     match lookup(settings, parts, session).await {
         Ok(Some(_)) => {}
         Ok(None) => return session_not_found(),
@@ -456,7 +457,7 @@ async fn answer<B>(
     parts: &Parts,
     session: &str,
     message: Map<String, Value>,
-) -> Reply<B> {
+) -> BridgeResponse<B> {
     match lookup(settings, parts, session).await {
         Ok(Some(_)) => {}
         Ok(None) => return session_not_found(),
@@ -517,7 +518,7 @@ async fn forward<S, ResBody>(
     mut inner: S,
     parts: Parts,
     bytes: Bytes,
-) -> Result<Reply<ResBody>, S::Error>
+) -> Result<BridgeResponse<ResBody>, S::Error>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
 {
@@ -534,12 +535,12 @@ fn id_less(error: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": null, "error": error})
 }
 
-fn session_not_found<B>() -> Reply<B> {
+fn session_not_found<B>() -> BridgeResponse<B> {
     let error = convert::error(SESSION_NOT_FOUND, "Session not found");
     json(StatusCode::NOT_FOUND, &id_less(error))
 }
 
-fn store_failed<B>(error: &StoreError) -> Reply<B> {
+fn store_failed<B>(error: &StoreError) -> BridgeResponse<B> {
     tracing::warn!(%error, "the bridge's store failed");
     let error = match error {
         StoreError::Full => convert::error(SERVER_ERROR, "Too many sessions; try again later"),
@@ -548,17 +549,17 @@ fn store_failed<B>(error: &StoreError) -> Reply<B> {
     json(StatusCode::SERVICE_UNAVAILABLE, &id_less(error))
 }
 
-fn accepted<B>() -> Reply<B> {
+fn accepted<B>() -> BridgeResponse<B> {
     status(StatusCode::ACCEPTED)
 }
 
-fn status<B>(status: StatusCode) -> Reply<B> {
+fn status<B>(status: StatusCode) -> BridgeResponse<B> {
     let mut response = Response::new(ResponseBody::default());
     *response.status_mut() = status;
     response
 }
 
-pub(crate) fn json<B>(status: StatusCode, body: &Value) -> Reply<B> {
+pub(crate) fn json<B>(status: StatusCode, body: &Value) -> BridgeResponse<B> {
     let mut response = Response::new(ResponseBody::full(body.to_string()));
     *response.status_mut() = status;
     response
