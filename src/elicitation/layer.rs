@@ -203,7 +203,8 @@ impl ElicitationLayer {
         match Arc::get_mut(&mut self.shared) {
             Some(shared) => change(shared),
             None => {
-                let mut shared = self.shared.cloned();
+                let mut shared = Shared::clone(&self.shared);
+                shared.config.renew_caches();
                 change(&mut shared);
                 self.shared = Arc::new(shared);
             }

@@ -12,6 +12,7 @@ use crate::util::principal::Principal;
 pub(crate) use crate::util::body::DEFAULT_MAX_BODY_BYTES;
 
 /// The engine's policy and the adapter's settings, behind one `Arc`.
+#[derive(Clone)]
 pub(crate) struct Shared {
     /// What the engine decides with.
     pub(crate) config: Config,
@@ -31,16 +32,6 @@ impl Shared {
             principal: Principal::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             tokens: None,
-        }
-    }
-
-    /// A copy with fresh caches (see [`Config::cloned`]).
-    pub(crate) fn cloned(&self) -> Self {
-        Self {
-            config: self.config.cloned(),
-            principal: self.principal.clone(),
-            max_body_bytes: self.max_body_bytes,
-            tokens: self.tokens.clone(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! body limit) is in [`Shared`](crate::elicitation::shared::Shared).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::form::validate::ValidatorCache;
 use crate::gate::{Gate, Target};
@@ -38,7 +39,10 @@ pub enum AnswersWithoutState {
     Reject,
 }
 
-/// The engine's configuration; shared by every clone of the layer and its services.
+/// The engine's configuration: the policy (every option), and the caches behind `Arc`s, shared
+/// by every clone of the layer and its services. A clone shares the caches;
+/// [`renew_caches`](Self::renew_caches) gives it its own.
+#[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) keyring: Keyring,
     pub(crate) audience: Option<String>,
@@ -47,11 +51,11 @@ pub(crate) struct Config {
     pub(crate) max_state_bytes: usize,
     pub(crate) max_rounds: u32,
     pub(crate) without_state: AnswersWithoutState,
-    pub(crate) validators: ValidatorCache,
+    pub(crate) validators: Arc<ValidatorCache>,
     /// Tokens this layer sealed, so their retries skip the MAC and claims passes.
-    pub(crate) sealed: Sealed,
+    pub(crate) sealed: Arc<Sealed>,
     /// What each distinct `params._meta` text says.
-    pub(crate) metas: Bounded<Meta, META_CAPACITY, META_BYTES>,
+    pub(crate) metas: Arc<Bounded<Meta, META_CAPACITY, META_BYTES>>,
     /// Each gate with its target, in the order declared.
     pub(crate) gates: Vec<(Target, Gate)>,
     /// Every sealed token gets a random id, and a retry must have its id consumed (by the
@@ -78,9 +82,9 @@ impl Config {
             max_state_bytes: DEFAULT_MAX_STATE_BYTES,
             max_rounds: DEFAULT_MAX_ROUNDS,
             without_state: AnswersWithoutState::default(),
-            validators: ValidatorCache::default(),
-            sealed: Sealed::default(),
-            metas: Bounded::default(),
+            validators: Arc::default(),
+            sealed: Arc::default(),
+            metas: Arc::default(),
             gates: Vec::new(),
             single_use: false,
         }
@@ -106,23 +110,13 @@ impl Config {
         self.gates_for(method, target).next().is_some()
     }
 
-    /// A copy with fresh caches (they are an optimisation, never shared state; and a token cache
-    /// is only sound for the keyring that sealed what it holds).
-    pub(crate) fn cloned(&self) -> Self {
-        Self {
-            keyring: self.keyring.clone(),
-            audience: self.audience.clone(),
-            ttl_secs: self.ttl_secs,
-            skew_secs: self.skew_secs,
-            max_state_bytes: self.max_state_bytes,
-            max_rounds: self.max_rounds,
-            without_state: self.without_state,
-            validators: ValidatorCache::default(),
-            sealed: Sealed::default(),
-            metas: Bounded::default(),
-            gates: self.gates.clone(),
-            single_use: self.single_use,
-        }
+    /// Gives this configuration caches of its own, empty: for a layer whose options changed
+    /// (the caches are an optimisation, never shared state; and a token cache is only sound for
+    /// the keyring that sealed what it holds).
+    pub(crate) fn renew_caches(&mut self) {
+        self.validators = Arc::default();
+        self.sealed = Arc::default();
+        self.metas = Arc::default();
     }
 }
 

@@ -69,6 +69,12 @@ pub(crate) trait ReadQuestion {
     fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError>;
 }
 
+impl<T: ReadQuestion> ReadQuestion for Arc<T> {
+    fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
+        T::read_spelled(self, text)
+    }
+}
+
 /// The caches as one response's reading sees them: what they hold, and what it made.
 pub(crate) struct Reading<'a> {
     cache: &'a ValidatorCache,
