@@ -661,4 +661,177 @@ mod tests {
             "{decided:?}"
         );
     }
+
+    /// Records which effects the engine asks for, in order; its URL flow answers as scripted.
+    struct Recorded {
+        complete: bool,
+        now: u64,
+        events: Vec<&'static str>,
+    }
+
+    impl Effects for Recorded {
+        type Response = ();
+        type Error = ();
+        async fn probe(&mut self, _: Vec<u8>, _: &Round) -> Result<Probed<()>, ()> {
+            self.events.push("probe");
+            Err(())
+        }
+        async fn consume(&mut self, _: &SingleUseId) -> Result<Consumed, String> {
+            self.events.push("consume");
+            Ok(Consumed::Fresh)
+        }
+        async fn flow_url(
+            &mut self,
+            _: &dyn ErasedFlow,
+            _: &GateCall<'_>,
+        ) -> Result<String, BoxError> {
+            self.events.push("flow_url");
+            Ok("https://flows.example/1".to_owned())
+        }
+        async fn flow_complete(&mut self, _: &dyn ErasedFlow, _: &GateCall<'_>) -> bool {
+            self.events.push("flow_complete");
+            self.complete
+        }
+        fn now(&self) -> u64 {
+            self.now
+        }
+    }
+
+    /// A URL flow the engine must never call but through its effects.
+    struct Unreached;
+
+    impl crate::UrlFlow for Unreached {
+        async fn url(&self, _: &GateCall<'_>) -> Result<String, BoxError> {
+            Err("called around the effects".into())
+        }
+        async fn is_complete(&self, _: &GateCall<'_>) -> bool {
+            false
+        }
+    }
+
+    fn gated_body(extra: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"deploy","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{"form":{{}},"url":{{}}}}}}}}{extra}}}}}"#
+        )
+    }
+
+    async fn run_gated(body: &str, now: u64, effects: &mut Recorded) -> Decided<()> {
+        let mut config = Config::new(Keyring::new("k1", [7u8; 32]).unwrap());
+        config.single_use = true;
+        let gate = crate::Gate::url("login", Unreached).unwrap();
+        config.gates.push((
+            crate::gate::Target::new(crate::GateTarget::tool("deploy")),
+            gate,
+        ));
+        let Peek::Call(call) = peek(body.as_bytes()) else {
+            panic!("an MRTR call: {body}")
+        };
+        let cx = Context {
+            principal: None,
+            header_version: None,
+            now,
+        };
+        decide(&call, cx, &config, effects).await.unwrap()
+    }
+
+    /// The sealed `input_required` of a URL gate's first ask, dated after its flow answered.
+    async fn asked_at(now: u64) -> String {
+        let mut effects = Recorded {
+            complete: false,
+            now,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&gated_body(""), 1_000, &mut effects).await;
+        assert_eq!(effects.events, ["flow_url"]);
+        let Decided::Respond(reply) = decided else {
+            panic!("asked: {decided:?}")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        let login = &reply["result"]["inputRequests"]["login"]["params"];
+        assert_eq!(login["url"], "https://flows.example/1");
+        reply["result"]["requestState"].as_str().unwrap().to_owned()
+    }
+
+    fn accepted(state: &str) -> String {
+        gated_body(&format!(
+            r#","requestState":"{state}","inputResponses":{{"login":{{"action":"accept"}}}}"#
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_single_use_token_is_consumed_after_its_flow_answered_and_before_it_is_forwarded() {
+        let state = asked_at(2_000).await;
+        let mut effects = Recorded {
+            complete: true,
+            now: 2_000,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
+        assert_eq!(effects.events, ["flow_complete", "consume"]);
+        assert!(
+            matches!(
+                decided,
+                Decided::Forward {
+                    answers: Some(_),
+                    ..
+                }
+            ),
+            "{decided:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_incomplete_flow_is_asked_again_once_the_token_is_consumed() {
+        let state = asked_at(2_000).await;
+        let mut effects = Recorded {
+            complete: false,
+            now: 2_000,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
+        assert_eq!(effects.events, ["flow_complete", "consume"]);
+        let Decided::Respond(reply) = decided else {
+            panic!("asked again: {decided:?}")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(reply["result"]["resultType"], "input_required");
+    }
+
+    #[tokio::test]
+    async fn what_is_sealed_after_a_flow_answered_is_dated_then() {
+        // Sealed at 2 000 by the flow's clock, not at 1 000 when the call arrived: a retry at
+        // 1 000 is from before the token was issued (beyond the skew).
+        let state = asked_at(2_000).await;
+        let mut effects = Recorded {
+            complete: true,
+            now: 1_000,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&accepted(&state), 1_000, &mut effects).await;
+        assert!(effects.events.is_empty(), "{:?}", effects.events);
+        let Decided::Respond(reply) = decided else {
+            panic!("refused: {decided:?}")
+        };
+        assert_eq!(
+            reply.body,
+            invalid_state(Some(&RawValue::from_string("1".into()).unwrap())).body
+        );
+    }
+
+    #[tokio::test]
+    async fn a_token_that_expired_while_its_flow_answered_is_refused_and_not_consumed() {
+        let state = asked_at(2_000).await;
+        let mut effects = Recorded {
+            complete: true,
+            now: 1_000_000,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
+        assert_eq!(effects.events, ["flow_complete"]);
+        let Decided::Respond(reply) = decided else {
+            panic!("refused: {decided:?}")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(reply["error"]["data"]["reason"], "invalid_request_state");
+    }
 }
