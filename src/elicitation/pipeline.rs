@@ -18,7 +18,9 @@ use tracing::Instrument;
 use super::body::{ReadAll, RequestBody, ResponseBody};
 use super::shared::Shared;
 use super::sse_body::{Scan, SseBody};
-use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round, Spend};
+use crate::BoxError;
+use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round, SingleUseId};
+use crate::gate::{ErasedFlow, GateCall};
 use crate::store::Consumed;
 use crate::token::unix_now;
 use crate::util::BoxFuture;
@@ -95,15 +97,15 @@ where
         header_version,
         now: unix_now(),
     };
-    let mut steps = Steps {
+    let mut effects = Effects {
         service: &mut inner,
         parts: &parts,
         shared: &shared,
         probed: false,
         body: PhantomData,
     };
-    let decision = engine::decide(&call, cx, config, unix_now, &mut steps).await?;
-    let probed = steps.probed;
+    let decision = engine::decide(&call, cx, config, &mut effects).await?;
+    let probed = effects.probed;
     match decision {
         Decided::Respond(reply) => Ok(reply_response(reply)),
         Decided::Pass(response) => Ok(response),
@@ -129,9 +131,10 @@ where
     }
 }
 
-/// The engine's steps outside it: the probe, read whole, made with the service the caller polled
-/// ready (a fresh clone takes its place); the consumption of a single-use id, through the store.
-struct Steps<'p, S, ReqBody> {
+/// The engine's effects on the world, as the adapter makes them: the probe, read whole, made with
+/// the service the caller polled ready (a fresh clone takes its place); the consumption of a
+/// single-use id, through the store; the gates' URL flows; the clock.
+struct Effects<'p, S, ReqBody> {
     service: &'p mut S,
     parts: &'p http::request::Parts,
     shared: &'p Shared,
@@ -139,7 +142,7 @@ struct Steps<'p, S, ReqBody> {
     body: PhantomData<fn(ReqBody)>,
 }
 
-impl<S, ReqBody, ResBody> engine::Steps for Steps<'_, S, ReqBody>
+impl<S, ReqBody, ResBody> engine::Effects for Effects<'_, S, ReqBody>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
     ResBody: Body<Data = Bytes>,
@@ -168,15 +171,31 @@ where
         })
     }
 
-    async fn consume(&mut self, spend: &Spend) -> Result<Consumed, String> {
+    async fn consume(&mut self, token: &SingleUseId) -> Result<Consumed, String> {
         let Some(store) = &self.shared.tokens else {
             return Err("single-use tokens without a store".to_owned());
         };
-        let until = UNIX_EPOCH + Duration::from_secs(spend.until);
+        let until = UNIX_EPOCH + Duration::from_secs(token.until);
         store
-            .consume(&spend.id, until)
+            .consume(&token.id, until)
             .await
             .map_err(|error| error.to_string())
+    }
+
+    async fn flow_url(
+        &mut self,
+        flow: &dyn ErasedFlow,
+        call: &GateCall<'_>,
+    ) -> Result<String, BoxError> {
+        flow.url(call).await
+    }
+
+    async fn flow_complete(&mut self, flow: &dyn ErasedFlow, call: &GateCall<'_>) -> bool {
+        flow.is_complete(call).await
+    }
+
+    fn now(&self) -> u64 {
+        unix_now()
     }
 }
 

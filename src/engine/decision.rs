@@ -1,11 +1,12 @@
-//! What the engine knows of a call, and what it decides to do with it.
-
-use std::collections::HashMap;
+//! What the engine knows of a call, what it decides to do with it, and [`Effects`]: the one
+//! trait through which it reaches the world while it decides (the probe, the single-use store,
+//! the gates' URL flows, the clock).
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::gate::Answers;
+use crate::BoxError;
+use crate::gate::{Answers, ErasedFlow, GateCall};
 use crate::store::Consumed;
 use crate::wire::jsonrpc::{Kind, Reply};
 use crate::wire::mcp::{Declared, Method};
@@ -53,7 +54,9 @@ pub(crate) fn invalid_state(id: Option<&RawValue>) -> Reply {
     )
 }
 
-/// What the adapter does with an MRTR call, once [`decide`](super::decide) has settled it.
+/// What the adapter does with an MRTR call, once [`decide`](super::decide) has made the decision.
+/// Every effect the decision needed (URL flows, the probe, the consumption of a single-use
+/// token's id) has happened through [`Effects`] by then.
 // Made once per call and taken apart at once: boxing the round would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
@@ -72,10 +75,11 @@ pub(crate) enum Decided<R> {
     Pass(R),
 }
 
-/// What the engine asks of the world outside it while it decides: one call of the inner service
-/// (the probe), and the consumption of a single-use token's id. The adapter gives the steps; the
-/// loops around them are the engine's.
-pub(crate) trait Steps {
+/// The engine's one way to reach the world outside it while it decides: one call of the inner
+/// service (the probe), the consumption of a single-use token's id, a gate's URL flow (its URL,
+/// its completion), and the clock. The adapter implements it; when and in which order each is
+/// asked is the engine's.
+pub(crate) trait Effects {
     /// The inner service's response, as the adapter keeps it to pass it on.
     type Response;
     /// The inner service's own error, which ends the call.
@@ -88,7 +92,40 @@ pub(crate) trait Steps {
     ) -> Result<Probed<Self::Response>, Self::Error>;
     /// Consumes the id of a verified single-use token, atomically: whether it was fresh, or why
     /// the store cannot say.
-    async fn consume(&mut self, spend: &Spend) -> Result<Consumed, String>;
+    async fn consume(&mut self, token: &SingleUseId) -> Result<Consumed, String>;
+    /// The URL of `flow` for `call`, creating the flow if it does not exist yet.
+    async fn flow_url(
+        &mut self,
+        flow: &dyn ErasedFlow,
+        call: &GateCall<'_>,
+    ) -> Result<String, BoxError>;
+    /// Whether `flow` for `call` has completed.
+    async fn flow_complete(&mut self, flow: &dyn ErasedFlow, call: &GateCall<'_>) -> bool;
+    /// Now, in Unix seconds: what is sealed after a flow answered is dated by it.
+    fn now(&self) -> u64;
+}
+
+/// What a step of the decision gives: the decision, or why it stopped before it was made.
+pub(super) type Decision<E> =
+    Result<Decided<<E as Effects>::Response>, Stop<<E as Effects>::Error>>;
+
+/// Why a decision stopped before it was made.
+#[derive(Debug)]
+pub(super) enum Stop<E> {
+    /// The layer answers the client itself. Once a single-use token was verified, its id is
+    /// consumed before this leaves.
+    Reply(Reply),
+    /// The layer answers the client before anything could be decided: a URL flow could not give
+    /// its URL, or the token expired while the flows answered. No token id is consumed.
+    Undecided(Reply),
+    /// The inner service's own error, from the probe: it ends the call.
+    Inner(E),
+}
+
+impl<E> From<Reply> for Stop<E> {
+    fn from(reply: Reply) -> Self {
+        Self::Reply(reply)
+    }
 }
 
 /// The inner service's answer to a probe.
@@ -103,37 +140,9 @@ pub(crate) enum Probed<R> {
     Failed(Reply),
 }
 
-/// What to do with an MRTR call, one step at a time.
-#[derive(Debug)]
-pub(crate) enum Inbound {
-    /// Answer the client directly; the inner service is not called.
-    Respond(Reply),
-    /// Call the inner service with `body` (`None`: the original bytes) and, when there are gate
-    /// answers, the [`Answers`] extension; then run [`outbound`](fn@super::outbound) on its response.
-    Forward {
-        body: Option<Vec<u8>>,
-        round: Round,
-        answers: Option<Answers>,
-    },
-    /// Call the inner service with `body` (the call without the client's answers), then
-    /// [`settle_probe`](super::settle_probe) with `answers`.
-    Probe {
-        body: Vec<u8>,
-        round: Round,
-        answers: Map<String, Value>,
-    },
-    /// Ask these URL flows (asynchronously), then decide again with what they said.
-    CheckFlows(Vec<FlowQuery>),
-    /// A single-use token was verified: consume its id first (asynchronously, through the
-    /// layer's store), then do `then` only if the id was fresh. A replayed id answers
-    /// [`invalid_state`]; a store that cannot say answers [`unavailable`]. Nothing is forwarded,
-    /// and no token sealed from this one (a re-ask's) leaves, before the id is consumed.
-    Spend { spend: Spend, then: Box<Inbound> },
-}
-
 /// The id of a verified single-use token, to consume before anything is done with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Spend {
+pub(crate) struct SingleUseId {
     /// The token's id (claim `j`).
     pub(crate) id: String,
     /// Until when, in Unix seconds, the token could be accepted (its expiry plus the tolerated
@@ -151,33 +160,4 @@ pub(crate) fn unavailable(id: Option<&RawValue>) -> Reply {
         "Service unavailable",
         Some(serde_json::json!({"reason": "unavailable"})),
     )
-}
-
-/// What URL flows said, by gate key: gathered by the adapter between two calls of
-/// [`inbound`](fn@super::inbound).
-#[derive(Debug, Default)]
-pub(crate) struct FlowFacts {
-    pub(crate) urls: HashMap<String, String>,
-    pub(crate) complete: HashMap<String, bool>,
-}
-
-/// A question for a URL flow, which the adapter answers asynchronously.
-#[derive(Debug, Clone)]
-pub(crate) struct FlowQuery {
-    /// Index of the gate in the configuration.
-    pub(crate) gate: usize,
-    pub(crate) need: FlowNeed,
-    pub(crate) method: Method,
-    pub(crate) target: String,
-    pub(crate) arguments: Value,
-    pub(crate) handle: String,
-    pub(crate) principal: Option<Vec<u8>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FlowNeed {
-    /// The flow's URL, to ask the gate.
-    Url,
-    /// Whether the flow completed, after the client accepted.
-    Completion,
 }

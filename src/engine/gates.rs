@@ -1,4 +1,5 @@
-//! Declared gates on a call: ask them, judge the answers, deliver the accepted ones.
+//! Declared gates on a call: ask them, judge the answers, deliver the accepted ones. What a
+//! gate's URL flow says is asked through [`Effects`] at the point the decision needs it.
 
 use std::convert::identity;
 use std::slice;
@@ -8,23 +9,25 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
-use super::decision::{FlowFacts, FlowNeed, FlowQuery, Inbound, Round};
+use super::decision::{Decided, Decision, Effects, Round, Stop, invalid_state};
 use super::policy::Config;
-use super::reply::{ask, log_outcome, new_claims, reask, refuse, require};
-use crate::gate::{Answers, Gate, GateCall, GateKind};
+use super::reply::{ask, log_outcome, log_rejected, new_claims, reask, refuse, require};
+use crate::gate::{Answers, ErasedFlow, Gate, GateCall, GateKind};
 use crate::token::claims::{Claims, Questions, flow_handle};
+use crate::token::format::Reject;
 use crate::wire::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Kind, Reply, with_members};
 use crate::wire::mcp::{InputKind, Method};
 
 /// The gates that apply to one call.
 pub(super) struct GateRound<'c> {
-    gates: Vec<(usize, &'c Gate, String)>,
+    gates: Vec<(&'c Gate, String)>,
     round: Round,
     /// The arguments as gates see them (messages, predicates).
     arguments: Value,
     /// The arguments' text as the client sent it, into which answers are injected.
     raw_arguments: Option<Box<RawValue>>,
-    flows: &'c FlowFacts,
+    /// Until when (Unix seconds, skew included) the verified token holds; `None` without one.
+    valid_until: Option<u64>,
 }
 
 /// What accepted gate answers add to the forwarded call.
@@ -35,6 +38,37 @@ pub(super) struct Delivery {
     pub(super) extension: Answers,
 }
 
+/// A gate's question as far as it is known before its URL flow is asked.
+enum Question<'g> {
+    /// Written whole (a form).
+    Written(&'g str, Box<RawValue>),
+    /// A URL gate's question, which needs its flow's URL.
+    AwaitingUrl {
+        gate: &'g Gate,
+        flow: &'g dyn ErasedFlow,
+        handle: &'g str,
+        message: String,
+    },
+}
+
+/// What a retry's answer to one pending gate calls for, before URL flows are asked.
+enum Verdict<'g> {
+    /// Accepted as it is.
+    Accepted,
+    /// A form to ask again: the question shown (with its hint), and the one to seal.
+    AskAgain {
+        key: &'g str,
+        shown: Box<RawValue>,
+        asked: Box<RawValue>,
+    },
+    /// A URL gate the client consented to: accepted once its flow completed.
+    AwaitingCompletion {
+        gate: &'g Gate,
+        flow: &'g dyn ErasedFlow,
+        handle: &'g str,
+    },
+}
+
 impl<'c> GateRound<'c> {
     /// The gates on `round`'s call; `None` when no gate applies.
     pub(super) fn new(
@@ -42,18 +76,17 @@ impl<'c> GateRound<'c> {
         round: &Round,
         arguments: Option<&Value>,
         raw_arguments: Option<&RawValue>,
-        flows: &'c FlowFacts,
     ) -> Option<Self> {
         let (_, key) = config.keyring.active();
         let gates: Vec<_> = config
             .gates_for(round.method, &round.target)
-            .map(|(index, gate)| {
+            .map(|(_, gate)| {
                 let handle = flow_handle(
                     key,
                     round.principal.as_deref(),
                     [round.method.as_str(), &round.target, &round.args, &gate.key],
                 );
-                (index, gate, handle)
+                (gate, handle)
             })
             .collect();
         if gates.is_empty() {
@@ -64,14 +97,16 @@ impl<'c> GateRound<'c> {
             round: round.clone(),
             arguments: arguments.cloned().unwrap_or(Value::Null),
             raw_arguments: raw_arguments.map(ToOwned::to_owned),
-            flows,
+            valid_until: None,
         })
     }
 
-    /// The same gates, on the round a verified token describes.
-    pub(super) fn with_round(self, round: &Round) -> Self {
+    /// The same gates, on the round a verified token describes; the token holds until
+    /// `valid_until` (Unix seconds, skew included).
+    pub(super) fn with_round(self, round: &Round, valid_until: u64) -> Self {
         Self {
             round: round.clone(),
+            valid_until: Some(valid_until),
             ..self
         }
     }
@@ -81,10 +116,10 @@ impl<'c> GateRound<'c> {
         self.pending().next().is_none()
     }
 
-    fn pending(&self) -> impl Iterator<Item = &(usize, &'c Gate, String)> {
+    fn pending(&self) -> impl Iterator<Item = &(&'c Gate, String)> {
         self.gates
             .iter()
-            .filter(|(_, gate, _)| !self.round.gates.contains_key(&gate.key))
+            .filter(|(gate, _)| !self.round.gates.contains_key(&gate.key))
     }
 
     fn call<'s>(&'s self, handle: &'s str) -> GateCall<'s> {
@@ -97,64 +132,30 @@ impl<'c> GateRound<'c> {
         }
     }
 
-    fn query(&self, index: usize, handle: &str, need: FlowNeed) -> FlowQuery {
-        FlowQuery {
-            gate: index,
-            need,
-            method: self.round.method,
-            target: self.round.target.clone(),
-            arguments: self.arguments.clone(),
-            handle: handle.to_owned(),
-            principal: self.round.principal.clone(),
-        }
-    }
-
     /// A gated call from a client that cannot answer: fail closed.
     pub(super) fn refuse_legacy(&self) -> Reply {
         let text = crate::texts::gate_needs_newer_client(&self.round.target);
         self.refusal(&text, None)
     }
 
-    /// Asks every gate not yet accepted, in one round.
-    pub(super) fn ask(&self, config: &Config, now: u64) -> Result<Inbound, Reply> {
+    /// Asks every gate not yet accepted, in one round: their URL flows give their URLs first,
+    /// in the gates' order, and what is sealed is dated after they answered.
+    pub(super) async fn ask<E: Effects>(
+        &self,
+        config: &Config,
+        now: u64,
+        effects: &mut E,
+    ) -> Decision<E> {
         // Before any flow is created: a client that cannot answer gets -32021 right away.
         require(
             &self.round,
-            self.pending().map(|(_, gate, _)| match gate.kind {
+            self.pending().map(|(gate, _)| match gate.kind {
                 GateKind::Form { .. } => InputKind::Form,
                 GateKind::Url { .. } => InputKind::Url,
             }),
         )?;
-        let mut requests = Questions::new();
-        let mut queries = Vec::new();
-        for (index, gate, handle) in self.pending() {
-            let call = self.call(handle);
-            let message = gate.message_for(&call);
-            let params = match &gate.kind {
-                GateKind::Form { schema } => Params {
-                    mode: "form",
-                    message: &message,
-                    requested_schema: Some(schema),
-                    url: None,
-                },
-                GateKind::Url { .. } => match self.flows.urls.get(&gate.key) {
-                    Some(url) => Params {
-                        mode: "url",
-                        message: &message,
-                        requested_schema: None,
-                        url: Some(url),
-                    },
-                    None => {
-                        queries.push(self.query(*index, handle, FlowNeed::Url));
-                        continue;
-                    }
-                },
-            };
-            requests.insert(gate.key.clone(), self.request(params)?);
-        }
-        if !queries.is_empty() {
-            return Ok(Inbound::CheckFlows(queries));
-        }
+        let questions = self.questions()?;
+        let (requests, now) = self.with_urls(questions, now, effects).await?;
         let round = &self.round;
         let mut claims = new_claims(
             round,
@@ -167,27 +168,131 @@ impl<'c> GateRound<'c> {
         );
         claims.flow_handles = self
             .pending()
-            .filter(|(_, gate, _)| matches!(gate.kind, GateKind::Url { .. }))
-            .map(|(_, gate, handle)| (gate.key.clone(), handle.clone()))
+            .filter(|(gate, _)| matches!(gate.kind, GateKind::Url { .. }))
+            .map(|(gate, handle)| (gate.key.clone(), handle.clone()))
             .collect();
-        Err(ask(round, claims, requests, config))
+        Ok(Decided::Respond(ask(round, claims, requests, config)))
+    }
+
+    /// The question of every pending gate, in order, a URL gate's without its URL yet.
+    fn questions(&self) -> Result<Vec<Question<'_>>, Reply> {
+        let mut questions = Vec::new();
+        for (gate, handle) in self.pending() {
+            let message = gate.message_for(&self.call(handle));
+            questions.push(match &gate.kind {
+                GateKind::Form { schema } => Question::Written(
+                    &gate.key,
+                    self.request(Params {
+                        mode: "form",
+                        message: &message,
+                        requested_schema: Some(schema),
+                        url: None,
+                    })?,
+                ),
+                GateKind::Url { flow } => Question::AwaitingUrl {
+                    gate,
+                    flow: flow.as_ref(),
+                    handle,
+                    message,
+                },
+            });
+        }
+        Ok(questions)
+    }
+
+    /// `questions` written whole: each URL flow asked for its URL, in order. With `now`, or the
+    /// time after the flows answered when any was asked.
+    async fn with_urls<E: Effects>(
+        &self,
+        questions: Vec<Question<'_>>,
+        now: u64,
+        effects: &mut E,
+    ) -> Result<(Questions, u64), Stop<E::Error>> {
+        let mut urls = Vec::new();
+        for question in &questions {
+            if let Question::AwaitingUrl {
+                gate, flow, handle, ..
+            } = question
+            {
+                urls.push(self.flow_url(gate, *flow, handle, effects).await?);
+            }
+        }
+        let now = if urls.is_empty() {
+            now
+        } else {
+            self.after_flows(effects)?
+        };
+        let mut urls = urls.into_iter();
+        let mut requests = Questions::new();
+        for question in questions {
+            match question {
+                Question::Written(key, request) => {
+                    requests.insert(key.to_owned(), request);
+                }
+                Question::AwaitingUrl { gate, message, .. } => {
+                    let url = urls.next().unwrap_or_default();
+                    let request = self.request(Params {
+                        mode: "url",
+                        message: &message,
+                        requested_schema: None,
+                        url: Some(&url),
+                    })?;
+                    requests.insert(gate.key.clone(), request);
+                }
+            }
+        }
+        Ok((requests, now))
+    }
+
+    /// A URL flow's URL; when it cannot give one, the call ends with an internal error.
+    async fn flow_url<E: Effects>(
+        &self,
+        gate: &Gate,
+        flow: &dyn ErasedFlow,
+        handle: &str,
+        effects: &mut E,
+    ) -> Result<String, Stop<E::Error>> {
+        effects
+            .flow_url(flow, &self.call(handle))
+            .await
+            .map_err(|error| {
+                tracing::warn!(
+                    target: "tower_elicitation",
+                    gate = %gate.key,
+                    %error,
+                    "a URL flow could not give its URL"
+                );
+                Stop::Undecided(Reply::internal(self.round.id.as_deref()))
+            })
+    }
+
+    /// Now, once URL flows answered. A verified token that expired while they answered is
+    /// refused, as it would be had the call arrived now.
+    fn after_flows<E: Effects>(&self, effects: &E) -> Result<u64, Stop<E::Error>> {
+        let now = effects.now();
+        if self.valid_until.is_some_and(|until| now >= until) {
+            log_rejected(&self.round, &Reject::Expired.to_string());
+            return Err(Stop::Undecided(invalid_state(self.round.id.as_deref())));
+        }
+        Ok(now)
     }
 
     /// The retry of a gate round: judge the answers; forward when every gate accepts.
-    pub(super) fn settle(
+    pub(super) async fn judge_retry<E: Effects>(
         &self,
         claims: &Claims,
         responses: &Map<String, Value>,
         call: &Call<'_>,
         config: &Config,
         now: u64,
-    ) -> Result<Inbound, Reply> {
+        effects: &mut E,
+    ) -> Decision<E> {
         if !self
             .pending()
-            .all(|(_, gate, _)| claims.questions.contains_key(&gate.key))
+            .all(|(gate, _)| claims.questions.contains_key(&gate.key))
         {
             // The gates changed since this token was made: ask the ones not asked.
-            return self.ask(config, now);
+            return self.ask(config, now, effects).await;
         }
         let round = &self.round;
         let answers = match answers::check(
@@ -197,21 +302,39 @@ impl<'c> GateRound<'c> {
             &config.validators,
         ) {
             Err(answers::Malformed(why)) => {
-                return Err(refuse(round, INVALID_PARAMS, &why, None));
+                return Err(refuse(round, INVALID_PARAMS, &why, None).into());
             }
             Ok(Checked::Reask { ask, asked, kept }) => {
-                return Err(
-                    reask(round, claims, asked, ask, kept, config, now).unwrap_or_else(identity)
-                );
+                let reply = reask(round, claims, asked, ask, kept, config, now);
+                return Err(reply.unwrap_or_else(identity).into());
             }
             Ok(Checked::Complete(answers)) => answers,
         };
+        let verdicts = self.verdicts(claims, &answers, config)?;
+        let (again, asked, now) = self
+            .with_completions(verdicts, claims, now, effects)
+            .await?;
+        if !again.is_empty() {
+            let kept = answers
+                .into_iter()
+                .filter(|(key, _)| !again.contains_key(key))
+                .collect();
+            let reply = reask(round, claims, asked, again, kept, config, now);
+            return Err(reply.unwrap_or_else(identity).into());
+        }
+        Ok(self.forward_accepted(claims, &answers, call))
+    }
 
-        // Gates to ask again, each with a line saying why, and the questions to seal.
-        let mut again = Questions::new();
-        let mut asked = claims.questions.clone();
-        let mut queries = Vec::new();
-        for (index, gate, handle) in self.pending() {
+    /// What each pending gate's answer calls for, in order; a refusal when one is declined, or
+    /// is a form its gate refuses with no retry left.
+    fn verdicts<'s>(
+        &'s self,
+        claims: &'s Claims,
+        answers: &Map<String, Value>,
+        config: &Config,
+    ) -> Result<Vec<Verdict<'s>>, Reply> {
+        let mut verdicts = Vec::new();
+        for (gate, handle) in self.pending() {
             // The handle the flow was asked with, even if the signing key rotated since.
             let handle = claims.flow_handles.get(&gate.key).unwrap_or(handle);
             let answer = &answers[&gate.key];
@@ -219,66 +342,121 @@ impl<'c> GateRound<'c> {
             if action != Some("accept") {
                 return Err(self.refuse_gate(gate));
             }
-            match &gate.kind {
+            verdicts.push(match &gate.kind {
                 GateKind::Form { schema } => {
-                    let empty = Map::new();
-                    let content = answer
-                        .get("content")
-                        .and_then(Value::as_object)
-                        .unwrap_or(&empty);
-                    if !gate.allows(content, &self.call(handle)) {
-                        // With a retry hint, ask again while rounds remain: the gate's own
-                        // question, nothing an earlier round pre-filled.
-                        match &gate.retry_hint {
-                            Some(hint) if claims.round < config.max_rounds => {
-                                let message = gate.message_for(&self.call(handle));
-                                let question = self.request(Params {
-                                    mode: "form",
-                                    message: &message,
-                                    requested_schema: Some(schema),
-                                    url: None,
-                                })?;
-                                let shown = answers::with_hint(&question, slice::from_ref(hint));
-                                again.insert(gate.key.clone(), shown);
-                                asked.insert(gate.key.clone(), question);
-                            }
-                            _ => return Err(self.refuse_gate(gate)),
-                        }
-                    }
+                    self.form_verdict(gate, schema, answer, handle, claims, config)?
                 }
-                GateKind::Url { .. } => match self.flows.complete.get(&gate.key) {
-                    None => queries.push(self.query(*index, handle, FlowNeed::Completion)),
-                    Some(false) => {
+                GateKind::Url { flow } => Verdict::AwaitingCompletion {
+                    gate,
+                    flow: flow.as_ref(),
+                    handle,
+                },
+            });
+        }
+        Ok(verdicts)
+    }
+
+    /// An accepted form: kept when its gate allows it; with a retry hint, asked again while
+    /// rounds remain (the gate's own question, nothing an earlier round pre-filled); else refused.
+    fn form_verdict<'g>(
+        &self,
+        gate: &'g Gate,
+        schema: &RawValue,
+        answer: &Value,
+        handle: &str,
+        claims: &Claims,
+        config: &Config,
+    ) -> Result<Verdict<'g>, Reply> {
+        let empty = Map::new();
+        let content = answer
+            .get("content")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        if gate.allows(content, &self.call(handle)) {
+            return Ok(Verdict::Accepted);
+        }
+        match &gate.retry_hint {
+            Some(hint) if claims.round < config.max_rounds => {
+                let message = gate.message_for(&self.call(handle));
+                let question = self.request(Params {
+                    mode: "form",
+                    message: &message,
+                    requested_schema: Some(schema),
+                    url: None,
+                })?;
+                Ok(Verdict::AskAgain {
+                    key: &gate.key,
+                    shown: answers::with_hint(&question, slice::from_ref(hint)),
+                    asked: question,
+                })
+            }
+            _ => Err(self.refuse_gate(gate)),
+        }
+    }
+
+    /// The gates to ask again, each with a line saying why, and the questions to seal: each URL
+    /// flow the client consented to is asked whether it completed, in order. With `now`, or the
+    /// time after the flows answered when any was asked.
+    async fn with_completions<E: Effects>(
+        &self,
+        verdicts: Vec<Verdict<'_>>,
+        claims: &Claims,
+        now: u64,
+        effects: &mut E,
+    ) -> Result<(Questions, Questions, u64), Stop<E::Error>> {
+        let mut completed = Vec::new();
+        for verdict in &verdicts {
+            if let Verdict::AwaitingCompletion { flow, handle, .. } = verdict {
+                completed.push(effects.flow_complete(*flow, &self.call(handle)).await);
+            }
+        }
+        let now = if completed.is_empty() {
+            now
+        } else {
+            self.after_flows(effects)?
+        };
+        let mut completed = completed.into_iter();
+        let mut again = Questions::new();
+        let mut asked = claims.questions.clone();
+        for verdict in verdicts {
+            match verdict {
+                Verdict::Accepted => {}
+                Verdict::AskAgain {
+                    key,
+                    shown,
+                    asked: question,
+                } => {
+                    again.insert(key.to_owned(), shown);
+                    asked.insert(key.to_owned(), question);
+                }
+                Verdict::AwaitingCompletion { gate, .. } => {
+                    if completed.next() == Some(false) {
                         // Consent is not completion: ask again, with the same URL.
                         let asked = &claims.questions[&gate.key];
                         let line = slice::from_ref(&gate.incomplete_hint);
                         again.insert(gate.key.clone(), answers::with_hint(asked, line));
                     }
-                    Some(true) => {}
-                },
+                }
             }
         }
-        if !queries.is_empty() {
-            return Ok(Inbound::CheckFlows(queries));
-        }
-        if !again.is_empty() {
-            let kept = answers
-                .into_iter()
-                .filter(|(key, _)| !again.contains_key(key))
-                .collect();
-            return Err(
-                reask(round, claims, asked, again, kept, config, now).unwrap_or_else(identity)
-            );
-        }
+        Ok((again, asked, now))
+    }
 
-        let mut accepted = round.gates.clone();
-        for (_, gate, _) in self.pending() {
+    /// Every gate accepted: the call forwarded with their answers delivered.
+    fn forward_accepted<R>(
+        &self,
+        claims: &Claims,
+        answers: &Map<String, Value>,
+        call: &Call<'_>,
+    ) -> Decided<R> {
+        let mut accepted = self.round.gates.clone();
+        for (gate, _) in self.pending() {
             accepted.insert(gate.key.clone(), answers[&gate.key].clone());
         }
         let round = Round {
             gates: accepted,
             number: claims.round,
-            ..round.clone()
+            ..self.round.clone()
         };
         log_outcome(&round, "gates_accepted");
         let delivery = self.delivery_of(&round.gates);
@@ -287,11 +465,11 @@ impl<'c> GateRound<'c> {
             Some(&delivery.responses),
             delivery.arguments.as_deref(),
         );
-        Ok(Inbound::Forward {
+        Decided::Forward {
             body: Some(body),
             round,
             answers: Some(delivery.extension),
-        })
+        }
     }
 
     /// The gate answers carried in the token, as the inner service receives them.
@@ -301,7 +479,7 @@ impl<'c> GateRound<'c> {
 
     fn delivery_of(&self, accepted: &Map<String, Value>) -> Delivery {
         let mut injected: Vec<(&str, Value)> = Vec::new();
-        for (_, gate, _) in &self.gates {
+        for (gate, _) in &self.gates {
             let (Some(name), Some(answer)) = (&gate.inject, accepted.get(&gate.key)) else {
                 continue;
             };
@@ -376,47 +554,4 @@ struct Params<'a> {
     requested_schema: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     url: Option<&'a str>,
-}
-
-/// Asks a gate's URL flow what the engine needs to know.
-pub(super) async fn check_flow(
-    config: &Config,
-    query: &FlowQuery,
-    flows: &mut FlowFacts,
-    id: Option<&serde_json::value::RawValue>,
-) -> Result<(), Reply> {
-    let Some((_, gate)) = config.gates.get(query.gate) else {
-        return Err(Reply::internal(id));
-    };
-    let GateKind::Url { flow } = &gate.kind else {
-        return Err(Reply::internal(id));
-    };
-    let call = GateCall {
-        method: query.method.as_str(),
-        target: &query.target,
-        arguments: &query.arguments,
-        handle: &query.handle,
-        principal: query.principal.as_deref(),
-    };
-    match query.need {
-        FlowNeed::Url => match flow.url(&call).await {
-            Ok(url) => {
-                flows.urls.insert(gate.key.clone(), url);
-            }
-            Err(error) => {
-                tracing::warn!(
-                    target: "tower_elicitation",
-                    gate = %gate.key,
-                    %error,
-                    "a URL flow could not give its URL"
-                );
-                return Err(Reply::internal(id));
-            }
-        },
-        FlowNeed::Completion => {
-            let complete = flow.is_complete(&call).await;
-            flows.complete.insert(gate.key.clone(), complete);
-        }
-    }
-    Ok(())
 }

@@ -1,4 +1,4 @@
-//! The request side: verify, validate, decide.
+//! The request side: verify, validate, decide, in one pass.
 
 use std::convert::identity;
 use std::sync::Arc;
@@ -8,86 +8,59 @@ use serde_json::{Map, Value};
 
 use super::answers::{self, Checked};
 use super::decision::{
-    Context, Decided, FlowFacts, Inbound, Probed, Round, Spend, Steps, invalid_state, unavailable,
+    Context, Decided, Decision, Effects, Probed, Round, SingleUseId, Stop, invalid_state,
+    unavailable,
 };
-use super::gates::{GateRound, check_flow};
-use super::outbound::{Outbound, Settle, settle_probe};
+use super::gates::GateRound;
+use super::outbound::{Outbound, ProbeVerdict, judge_probe};
 use super::policy::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
-use super::reply::{log_outcome, reask, refuse};
+use super::reply::{log_outcome, log_rejected, reask, refuse};
 use crate::store::Consumed;
-use crate::token::claims::{Arguments, Binding};
+use crate::token::claims::{Arguments, Binding, Claims};
 use crate::token::{self, Clock};
 use crate::wire::jsonrpc::{
     Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, MetaMembers, Reply,
 };
 use crate::wire::mcp::{Declared, supports_mrtr};
 
-/// Decides what to do with an MRTR call: asks URL flows (asynchronously) what the decision needs,
-/// and probes the inner service through `inner` when the call carries answers without state.
-/// `now` dates what is sealed after a flow or the probe answered.
-pub(crate) async fn decide<S: Steps>(
+/// Decides what to do with an MRTR call, in one pass, reaching the world only through
+/// `effects`: URL flows are asked what the decision needs where it needs it (and what is sealed
+/// after they answered is dated then), the inner service is probed when the call carries answers
+/// without state, and a verified single-use token's id is consumed once the decision is made,
+/// before it leaves.
+pub(crate) async fn decide<E: Effects>(
     call: &Call<'_>,
     cx: Context<'_>,
     config: &Config,
-    now: impl Fn() -> u64,
-    steps: &mut S,
-) -> Result<Decided<S::Response>, S::Error> {
-    let mut decision = settle_flows(call, cx, config, &now).await;
-    if let Inbound::Spend { spend, then } = decision {
-        if let Err(reply) = spend_token(steps, &spend, call.id).await {
-            return Ok(Decided::Respond(reply));
-        }
-        decision = *then;
+    effects: &mut E,
+) -> Result<Decided<E::Response>, E::Error> {
+    let mut single_use = None;
+    let decided = match decide_once(call, cx, config, effects, &mut single_use).await {
+        Ok(decided) => decided,
+        Err(Stop::Reply(reply)) => Decided::Respond(reply),
+        // Nothing was decided (a URL flow failed, or the token expired while they answered):
+        // no id is consumed.
+        Err(Stop::Undecided(reply)) => return Ok(Decided::Respond(reply)),
+        Err(Stop::Inner(error)) => return Err(error),
+    };
+    // Once a token was verified, nothing is forwarded, and no token sealed from it (a re-ask's)
+    // leaves, before its id is consumed: after the flows answered, by the decision made.
+    if let Some(token) = single_use
+        && let Err(reply) = consume(effects, &token, call.id).await
+    {
+        return Ok(Decided::Respond(reply));
     }
-    Ok(match decision {
-        Inbound::Respond(reply) => Decided::Respond(reply),
-        Inbound::CheckFlows(_) | Inbound::Spend { .. } => {
-            tracing::warn!(target: "tower_elicitation", "URL flow checks did not settle");
-            Decided::Respond(Reply::internal(call.id))
-        }
-        Inbound::Forward {
-            body,
-            round,
-            answers,
-        } => Decided::Forward {
-            body,
-            round,
-            answers,
-        },
-        Inbound::Probe {
-            body,
-            round,
-            answers,
-        } => match steps.probe(body, &round).await? {
-            Probed::Failed(reply) => Decided::Respond(reply),
-            Probed::Read {
-                message: None,
-                response,
-            } => Decided::Pass(response),
-            Probed::Read {
-                message: Some(message),
-                response,
-            } => match settle_probe(&message, round, call, &answers, config, now()) {
-                Settle::Respond(Outbound::Unchanged) => Decided::Pass(response),
-                Settle::Respond(Outbound::Replace(reply)) => Decided::Respond(reply),
-                Settle::Forward { body, round } => Decided::Forward {
-                    body: Some(body),
-                    round,
-                    answers: None,
-                },
-            },
-        },
-    })
+    Ok(decided)
 }
 
 /// Consumes a verified single-use token's id: `Ok` when it was fresh; the frozen `-32602` when it
 /// was spent already; `-32603` (HTTP 503) when the store cannot say.
-async fn spend_token<S: Steps>(
-    steps: &mut S,
-    spend: &Spend,
+async fn consume<E: Effects>(
+    effects: &mut E,
+    token: &SingleUseId,
     id: Option<&RawValue>,
 ) -> Result<(), Reply> {
-    match steps.consume(spend).await {
+    match effects.consume(token).await {
         Ok(Consumed::Fresh) => Ok(()),
         Ok(_) => {
             tracing::info!(
@@ -109,105 +82,144 @@ async fn spend_token<S: Steps>(
     }
 }
 
-/// [`inbound`], asking URL flows between passes until it no longer needs them (or gives up).
-async fn settle_flows(
-    call: &Call<'_>,
-    mut cx: Context<'_>,
-    config: &Config,
-    now: &impl Fn() -> u64,
-) -> Inbound {
-    let mut flows = FlowFacts::default();
-    let mut decision = inbound(call, cx, config, &flows);
-    // Each gate needs at most its URL or its completion, so this settles in a few passes.
-    for _ in 0..3 {
-        let Inbound::CheckFlows(queries) = &decision else {
-            return decision;
-        };
-        for query in queries {
-            if let Err(reply) = check_flow(config, query, &mut flows, call.id).await {
-                return Inbound::Respond(reply);
-            }
-        }
-        cx.now = now();
-        decision = inbound(call, cx, config, &flows);
-    }
-    decision
-}
-
-/// Decides what to do with an MRTR call. `flows` holds what URL flows said, after a
-/// [`Inbound::CheckFlows`].
-///
-/// With single-use tokens, whatever is decided once a token was verified comes wrapped in
-/// [`Inbound::Spend`]: the adapter consumes the token's id before it does anything else.
-fn inbound(call: &Call<'_>, cx: Context<'_>, config: &Config, flows: &FlowFacts) -> Inbound {
-    let mut spend = None;
-    let decision = match decide_once(call, cx, config, flows, &mut spend) {
-        Ok(decision) => decision,
-        Err(reply) => Inbound::Respond(reply),
-    };
-    match (spend, decision) {
-        // Nothing is done before the flows answered: the token is spent by the final decision.
-        (_, decision @ Inbound::CheckFlows(_)) => decision,
-        (Some(spend), then) => Inbound::Spend {
-            spend,
-            then: Box::new(then),
-        },
-        (None, decision) => decision,
-    }
-}
-
-fn decide_once(
+/// The decision on an MRTR call. With single-use tokens, `single_use` is set to the id of the
+/// token once it is verified: [`decide`] consumes it before the decision leaves.
+async fn decide_once<E: Effects>(
     call: &Call<'_>,
     cx: Context<'_>,
     config: &Config,
-    flows: &FlowFacts,
-    spend: &mut Option<Spend>,
-) -> Result<Inbound, Reply> {
+    effects: &mut E,
+    single_use: &mut Option<SingleUseId>,
+) -> Decision<E> {
     let id = call.id;
-    let malformed = |m: Malformed| Reply::error(Kind::BadRequest, id, m.code, &m.message, None);
-
-    let target = match call.field(call.method.target_field()).map_err(malformed)? {
-        Field::Present(Value::String(target)) => target,
-        Field::Absent | Field::Present(Value::Null) => String::new(),
-        // Bound as text, a non-string name could not be told from another: refuse it here, as
-        // any MCP server would.
-        Field::Present(_) => {
-            let message = format!(
-                "Invalid params: `{}` must be a string",
-                call.method.target_field()
-            );
-            return Err(Reply::error(
-                Kind::Answer,
-                id,
-                INVALID_PARAMS,
-                &message,
-                None,
-            ));
-        }
-    };
     let raw_arguments = call
         .method
         .arguments_field()
         .and_then(|name| call.raw_field(name));
     let arguments = Arguments::new(raw_arguments);
-    let meta = read_meta(call, config).map_err(malformed)?;
+    let state = call.state();
+    let sealed_retry = matches!(state, Ok(Some(_)));
+    let (round, gated_call) = read_round(call, cx, config, &arguments, sealed_retry)?;
+    let gated = if gated_call {
+        gate_round(call, config, &round, raw_arguments)?
+    } else {
+        None
+    };
+    let has_unverified =
+        call.raw_field("requestState").is_some() || call.raw_field("inputResponses").is_some();
+
+    if !round.mrtr {
+        return Ok(forward_legacy(call, round, gated.as_ref(), has_unverified)?);
+    }
+
+    let Ok(state) = state else {
+        log_rejected(&round, "requestState is not a string");
+        return Err(invalid_state(id).into());
+    };
+    let responses = read_responses(call, id)?;
+
+    let Some(state) = state else {
+        if let Some(gated) = &gated {
+            // Answers without state cannot be trusted: a gated call starts by asking the gates.
+            return gated.ask(config, cx.now, effects).await;
+        }
+        return match responses {
+            Some(answers) if !answers.is_empty() => {
+                without_state(call, round, answers, config, effects).await
+            }
+            _ => Ok(forward_stripped(call, round, has_unverified)),
+        };
+    };
+
+    let claims = open_state(call, cx, config, &round, &arguments, &state)?;
+    let valid_until = claims.expires_at.saturating_add(config.skew_secs);
+    *single_use = single_use_id(&claims, valid_until, config, &round)?;
+
+    let round = verified_round(round, &claims, &arguments);
+    let gated = gated.map(|g| g.with_round(&round, valid_until));
+    let responses = responses.unwrap_or_default();
+    if let Some(gated) = &gated
+        && !gated.all_accepted()
+    {
+        return gated
+            .judge_retry(&claims, &responses, call, config, cx.now, effects)
+            .await;
+    }
+    let decided = forward_answered(
+        call,
+        &claims,
+        round,
+        gated.as_ref(),
+        responses,
+        config,
+        cx.now,
+    )?;
+    Ok(decided)
+}
+
+/// A call in an older protocol version, which has no multi round-trip requests: refused when
+/// gated (fail closed); else forwarded, without what rides in `requestState` and
+/// `inputResponses` when it carries either (`strip`): unverified, it never reaches the inner
+/// service.
+fn forward_legacy<R>(
+    call: &Call<'_>,
+    round: Round,
+    gated: Option<&GateRound<'_>>,
+    strip: bool,
+) -> Result<Decided<R>, Reply> {
+    if let Some(gated) = gated {
+        return Err(gated.refuse_legacy());
+    }
+    Ok(forward_stripped(call, round, strip))
+}
+
+/// With single-use tokens on, the id of the verified token (held until `valid_until`); the
+/// frozen `-32602` when it has none.
+fn single_use_id(
+    claims: &Claims,
+    valid_until: u64,
+    config: &Config,
+    round: &Round,
+) -> Result<Option<SingleUseId>, Reply> {
+    if !config.single_use {
+        return Ok(None);
+    }
+    let Some(token_id) = &claims.token_id else {
+        log_rejected(round, "single-use tokens are on and this token has no id");
+        return Err(invalid_state(round.id.as_deref()));
+    };
+    Ok(Some(SingleUseId {
+        id: token_id.clone(),
+        until: valid_until,
+    }))
+}
+
+/// The call's round as it arrives (before any token vouches for it), and whether a gate applies
+/// to it.
+fn read_round(
+    call: &Call<'_>,
+    cx: Context<'_>,
+    config: &Config,
+    arguments: &Arguments<'_>,
+    sealed_retry: bool,
+) -> Result<(Round, bool), Reply> {
+    let id = call.id;
+    let target = read_target(call)?;
+    let meta = read_meta(call, config)
+        .map_err(|m| Reply::error(Kind::BadRequest, id, m.code, &m.message, None))?;
     let version = meta
         .as_ref()
         .and_then(|meta| meta.version.as_deref())
         .or(cx.header_version);
-
     let mrtr = version.is_some_and(supports_mrtr);
-    let has_state = call.raw_field("requestState").is_some();
-    let state = call.state();
-    let sealed_retry = matches!(state, Ok(Some(_)));
     let gated_call = config.has_gates(call.method, &target);
     // A retry's arguments are bound by their exact text when it is the text that was sealed; the
     // canonical form is needed first only where a token cannot vouch for them.
     let args = if mrtr && sealed_retry && !gated_call {
-        // Filled in from the opened token below; nothing before that reads it.
+        // Filled in from the opened token (`verified_round`); nothing before that reads it.
         String::new()
     } else {
-        canonical_args(&arguments, id)?
+        canonical_args(arguments, id)?
     };
     let round = Round {
         method: call.method,
@@ -221,63 +233,80 @@ fn decide_once(
         number: 0,
         gates: Map::new(),
     };
-    let gated = if gated_call {
-        // Gates see the arguments (messages, predicates, injection): parse them only then.
-        let arguments = match call.method.arguments_field() {
-            Some(name) => call.gate_view(name).map_err(malformed)?,
-            None => Field::Absent,
-        };
-        GateRound::new(config, &round, arguments.as_ref(), raw_arguments, flows)
-    } else {
-        None
-    };
-    let has_responses = call.raw_field("inputResponses").is_some();
+    Ok((round, gated_call))
+}
 
-    if !round.mrtr {
-        if let Some(gated) = &gated {
-            return Err(gated.refuse_legacy());
+/// The call's target (the tool's or prompt's name, the resource's URI); empty when absent.
+fn read_target(call: &Call<'_>) -> Result<String, Reply> {
+    let id = call.id;
+    match call.field(call.method.target_field()) {
+        Err(m) => Err(Reply::error(Kind::BadRequest, id, m.code, &m.message, None)),
+        Ok(Field::Present(Value::String(target))) => Ok(target),
+        Ok(Field::Absent | Field::Present(Value::Null)) => Ok(String::new()),
+        // Bound as text, a non-string name could not be told from another: refuse it here, as
+        // any MCP server would.
+        Ok(Field::Present(_)) => {
+            let message = format!(
+                "Invalid params: `{}` must be a string",
+                call.method.target_field()
+            );
+            Err(Reply::error(
+                Kind::Answer,
+                id,
+                INVALID_PARAMS,
+                &message,
+                None,
+            ))
         }
-        // Older protocol versions have no multi round-trip requests: whatever rides in these
-        // fields is unverified, so it never reaches the inner service.
-        let body = (has_state || has_responses).then(|| call.rewrite(None, None, None));
-        return Ok(Inbound::Forward {
-            body,
-            round,
-            answers: None,
-        });
     }
+}
 
-    let state = match state {
-        Ok(state) => state,
-        Err(()) => {
-            log_rejected(&round, "requestState is not a string");
-            return Err(invalid_state(id));
-        }
+/// The gates on a gated call; they see the arguments (messages, predicates, injection), so
+/// these are parsed only here.
+fn gate_round<'c>(
+    call: &Call<'_>,
+    config: &'c Config,
+    round: &Round,
+    raw_arguments: Option<&RawValue>,
+) -> Result<Option<GateRound<'c>>, Reply> {
+    let arguments = match call.method.arguments_field() {
+        Some(name) => call
+            .gate_view(name)
+            .map_err(|m| Reply::error(Kind::BadRequest, call.id, m.code, &m.message, None))?,
+        None => Field::Absent,
     };
-    let responses = read_responses(call, id)?;
+    Ok(GateRound::new(
+        config,
+        round,
+        arguments.as_ref(),
+        raw_arguments,
+    ))
+}
 
-    let Some(state) = state else {
-        if let Some(gated) = &gated {
-            // Answers without state cannot be trusted: a gated call starts by asking the gates.
-            return gated.ask(config, cx.now);
-        }
-        return match responses {
-            Some(answers) if !answers.is_empty() => without_state(call, round, answers, config),
-            _ => {
-                let body = (has_state || has_responses).then(|| call.rewrite(None, None, None));
-                Ok(Inbound::Forward {
-                    body,
-                    round,
-                    answers: None,
-                })
-            }
-        };
-    };
+/// The call forwarded without what the layer could not verify: rewritten without
+/// `requestState` and `inputResponses` when `strip` (it carries either), else as it came.
+fn forward_stripped<R>(call: &Call<'_>, round: Round, strip: bool) -> Decided<R> {
+    Decided::Forward {
+        body: strip.then(|| call.rewrite(None, None, None)),
+        round,
+        answers: None,
+    }
+}
 
+/// The claims of the call's `requestState`, opened and checked against the call, now; the
+/// frozen `-32602` when they do not hold.
+fn open_state(
+    call: &Call<'_>,
+    cx: Context<'_>,
+    config: &Config,
+    round: &Round,
+    arguments: &Arguments<'_>,
+    state: &str,
+) -> Result<Arc<Claims>, Reply> {
     let binding = Binding {
         method: call.method.as_str(),
         target: &round.target,
-        args: &arguments,
+        args: arguments,
         principal: cx.principal,
         audience: config.audience.as_deref(),
     };
@@ -285,34 +314,24 @@ fn decide_once(
         now: cx.now,
         skew: config.skew_secs,
     };
-    let claims = match token::open(
+    token::open(
         &config.keyring,
         Some(&config.sealed),
-        &state,
+        state,
         config.max_state_bytes,
         clock,
         &binding,
-    ) {
-        Ok(claims) => claims,
-        Err(reason) => {
-            canonical_args(&arguments, id)?;
-            log_rejected(&round, &reason.to_string());
-            return Err(invalid_state(id));
-        }
-    };
+    )
+    .or_else(|reason| {
+        canonical_args(arguments, call.id)?;
+        log_rejected(round, &reason.to_string());
+        Err(invalid_state(call.id))
+    })
+}
 
-    if config.single_use {
-        let Some(token_id) = &claims.token_id else {
-            log_rejected(&round, "single-use tokens are on and this token has no id");
-            return Err(invalid_state(id));
-        };
-        *spend = Some(Spend {
-            id: token_id.clone(),
-            until: claims.expires_at.saturating_add(config.skew_secs),
-        });
-    }
-
-    let round = Round {
+/// The round a verified token describes.
+fn verified_round(round: Round, claims: &Claims, arguments: &Arguments<'_>) -> Round {
+    Round {
         // The token vouches for the arguments: by their canonical form, or by the very text
         // whose canonical form it carries.
         args: match arguments.canonical_if_known() {
@@ -322,43 +341,46 @@ fn decide_once(
         number: claims.round,
         gates: claims.gate_answers.clone(),
         ..round
-    };
-    let gated = gated.map(|g| g.with_round(&round));
-    if let Some(gated) = &gated
-        && !gated.all_accepted()
-    {
-        return gated.settle(
-            &claims,
-            &responses.unwrap_or_default(),
-            call,
-            config,
-            cx.now,
-        );
     }
+}
 
-    let responses = responses.unwrap_or_default();
+/// A verified retry whose gates all accepted: its answers checked against the questions the
+/// token records, then forwarded (with the gates' answers delivered), or asked again.
+fn forward_answered<R>(
+    call: &Call<'_>,
+    claims: &Claims,
+    round: Round,
+    gated: Option<&GateRound<'_>>,
+    responses: Map<String, Value>,
+    config: &Config,
+    now: u64,
+) -> Result<Decided<R>, Reply> {
     match answers::check(
         &claims.questions,
         &claims.accepted,
         responses,
         &config.validators,
     ) {
-        Err(answers::Malformed(why)) => {
-            Err(Reply::error(Kind::Answer, id, INVALID_PARAMS, &why, None))
-        }
+        Err(answers::Malformed(why)) => Err(Reply::error(
+            Kind::Answer,
+            call.id,
+            INVALID_PARAMS,
+            &why,
+            None,
+        )),
         Ok(Checked::Reask { ask, asked, kept }) => {
-            Err(reask(&round, &claims, asked, ask, kept, config, cx.now).unwrap_or_else(identity))
+            Err(reask(&round, claims, asked, ask, kept, config, now).unwrap_or_else(identity))
         }
         Ok(Checked::Complete(mut answers)) => {
             log_outcome(&round, "forward");
-            let delivered = gated.as_ref().map(GateRound::delivery);
+            let delivered = gated.map(GateRound::delivery);
             if let Some(delivery) = &delivered {
                 answers.extend(delivery.responses.clone());
             }
             let answers_field = (!answers.is_empty()).then_some(&answers);
             let arguments = delivered.as_ref().and_then(|d| d.arguments.as_deref());
             let body = call.rewrite(claims.inner_state.as_deref(), answers_field, arguments);
-            Ok(Inbound::Forward {
+            Ok(Decided::Forward {
                 body: Some(body),
                 round,
                 answers: delivered.map(|d| d.extension),
@@ -448,47 +470,66 @@ fn read_responses(
     }
 }
 
-/// Answers arrived with no `requestState`: there is no record of what was asked.
-fn without_state(
+/// Answers arrived with no `requestState`: there is no record of what was asked. Refused,
+/// stripped, or checked against what the inner service asks when it is probed without them.
+async fn without_state<E: Effects>(
     call: &Call<'_>,
     round: Round,
     answers: Map<String, Value>,
     config: &Config,
-) -> Result<Inbound, Reply> {
+    effects: &mut E,
+) -> Decision<E> {
     match config.without_state {
         AnswersWithoutState::Reject => Err(refuse(
             &round,
             INVALID_PARAMS,
             "inputResponses without requestState",
             None,
-        )),
-        AnswersWithoutState::Strip => Ok(Inbound::Forward {
-            body: Some(call.rewrite(None, None, None)),
-            round,
-            answers: None,
-        }),
-        AnswersWithoutState::Probe => Ok(Inbound::Probe {
-            body: call.rewrite(None, None, None),
-            round,
-            answers,
-        }),
+        )
+        .into()),
+        AnswersWithoutState::Strip => Ok(forward_stripped(call, round, true)),
+        AnswersWithoutState::Probe => probe(call, round, &answers, config, effects).await,
     }
 }
 
-fn log_rejected(round: &Round, reason: &str) {
-    tracing::info!(
-        target: "tower_elicitation",
-        method = round.method.as_str(),
-        target = %round.target,
-        outcome = "rejected_state",
-        reason,
-        "requestState refused"
-    );
+/// Calls the inner service with the call without the client's answers: its answer passes on as
+/// it came, unless it asks what the answers answer (forwarded again with them, checked) or
+/// otherwise (asked, sealed). What is sealed is dated after the inner service answered.
+async fn probe<E: Effects>(
+    call: &Call<'_>,
+    round: Round,
+    answers: &Map<String, Value>,
+    config: &Config,
+    effects: &mut E,
+) -> Decision<E> {
+    let body = call.rewrite(None, None, None);
+    let probed = effects.probe(body, &round).await.map_err(Stop::Inner)?;
+    Ok(match probed {
+        Probed::Failed(reply) => Decided::Respond(reply),
+        Probed::Read {
+            message: None,
+            response,
+        } => Decided::Pass(response),
+        Probed::Read {
+            message: Some(message),
+            response,
+        } => match judge_probe(&message, round, call, answers, config, effects.now()) {
+            ProbeVerdict::Respond(Outbound::Unchanged) => Decided::Pass(response),
+            ProbeVerdict::Respond(Outbound::Replace(reply)) => Decided::Respond(reply),
+            ProbeVerdict::Forward { body, round } => Decided::Forward {
+                body: Some(body),
+                round,
+                answers: None,
+            },
+        },
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::BoxError;
+    use crate::gate::{ErasedFlow, GateCall};
     use crate::token::Keyring;
     use crate::wire::jsonrpc::{Peek, peek};
 
@@ -498,7 +539,7 @@ mod tests {
         calls: Vec<String>,
     }
 
-    impl Steps for Scripted {
+    impl Effects for Scripted {
         type Response = &'static str;
         type Error = ();
         async fn probe(&mut self, body: Vec<u8>, _: &Round) -> Result<Probed<&'static str>, ()> {
@@ -508,8 +549,21 @@ mod tests {
                 response: "the probe's own answer",
             })
         }
-        async fn consume(&mut self, _: &Spend) -> Result<Consumed, String> {
+        async fn consume(&mut self, _: &SingleUseId) -> Result<Consumed, String> {
             Err("single-use tokens are off in these tests".to_owned())
+        }
+        async fn flow_url(
+            &mut self,
+            _: &dyn ErasedFlow,
+            _: &GateCall<'_>,
+        ) -> Result<String, BoxError> {
+            Err("no URL gates in these tests".into())
+        }
+        async fn flow_complete(&mut self, _: &dyn ErasedFlow, _: &GateCall<'_>) -> bool {
+            false
+        }
+        fn now(&self) -> u64 {
+            1_000
         }
     }
 
@@ -536,9 +590,7 @@ mod tests {
             answer,
             calls: Vec::new(),
         };
-        let decided = decide(&call, cx, &config, || 1_000, &mut inner)
-            .await
-            .unwrap();
+        let decided = decide(&call, cx, &config, &mut inner).await.unwrap();
         (decided, inner.calls)
     }
 
@@ -608,5 +660,178 @@ mod tests {
             matches!(decided, Decided::Forward { body: None, .. }),
             "{decided:?}"
         );
+    }
+
+    /// Records which effects the engine asks for, in order; its URL flow answers as scripted.
+    struct Recorded {
+        complete: bool,
+        now: u64,
+        events: Vec<&'static str>,
+    }
+
+    impl Effects for Recorded {
+        type Response = ();
+        type Error = ();
+        async fn probe(&mut self, _: Vec<u8>, _: &Round) -> Result<Probed<()>, ()> {
+            self.events.push("probe");
+            Err(())
+        }
+        async fn consume(&mut self, _: &SingleUseId) -> Result<Consumed, String> {
+            self.events.push("consume");
+            Ok(Consumed::Fresh)
+        }
+        async fn flow_url(
+            &mut self,
+            _: &dyn ErasedFlow,
+            _: &GateCall<'_>,
+        ) -> Result<String, BoxError> {
+            self.events.push("flow_url");
+            Ok("https://flows.example/1".to_owned())
+        }
+        async fn flow_complete(&mut self, _: &dyn ErasedFlow, _: &GateCall<'_>) -> bool {
+            self.events.push("flow_complete");
+            self.complete
+        }
+        fn now(&self) -> u64 {
+            self.now
+        }
+    }
+
+    /// A URL flow the engine must never call but through its effects.
+    struct Unreached;
+
+    impl crate::UrlFlow for Unreached {
+        async fn url(&self, _: &GateCall<'_>) -> Result<String, BoxError> {
+            Err("called around the effects".into())
+        }
+        async fn is_complete(&self, _: &GateCall<'_>) -> bool {
+            false
+        }
+    }
+
+    fn gated_body(extra: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"deploy","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{"form":{{}},"url":{{}}}}}}}}{extra}}}}}"#
+        )
+    }
+
+    async fn run_gated(body: &str, now: u64, effects: &mut Recorded) -> Decided<()> {
+        let mut config = Config::new(Keyring::new("k1", [7u8; 32]).unwrap());
+        config.single_use = true;
+        let gate = crate::Gate::url("login", Unreached).unwrap();
+        config.gates.push((
+            crate::gate::Target::new(crate::GateTarget::tool("deploy")),
+            gate,
+        ));
+        let Peek::Call(call) = peek(body.as_bytes()) else {
+            panic!("an MRTR call: {body}")
+        };
+        let cx = Context {
+            principal: None,
+            header_version: None,
+            now,
+        };
+        decide(&call, cx, &config, effects).await.unwrap()
+    }
+
+    /// The sealed `input_required` of a URL gate's first ask, dated after its flow answered.
+    async fn asked_at(now: u64) -> String {
+        let mut effects = Recorded {
+            complete: false,
+            now,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&gated_body(""), 1_000, &mut effects).await;
+        assert_eq!(effects.events, ["flow_url"]);
+        let Decided::Respond(reply) = decided else {
+            panic!("asked: {decided:?}")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        let login = &reply["result"]["inputRequests"]["login"]["params"];
+        assert_eq!(login["url"], "https://flows.example/1");
+        reply["result"]["requestState"].as_str().unwrap().to_owned()
+    }
+
+    fn accepted(state: &str) -> String {
+        gated_body(&format!(
+            r#","requestState":"{state}","inputResponses":{{"login":{{"action":"accept"}}}}"#
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_single_use_token_is_consumed_after_its_flow_answered_and_before_it_is_forwarded() {
+        let state = asked_at(2_000).await;
+        let mut effects = Recorded {
+            complete: true,
+            now: 2_000,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
+        assert_eq!(effects.events, ["flow_complete", "consume"]);
+        assert!(
+            matches!(
+                decided,
+                Decided::Forward {
+                    answers: Some(_),
+                    ..
+                }
+            ),
+            "{decided:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_incomplete_flow_is_asked_again_once_the_token_is_consumed() {
+        let state = asked_at(2_000).await;
+        let mut effects = Recorded {
+            complete: false,
+            now: 2_000,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
+        assert_eq!(effects.events, ["flow_complete", "consume"]);
+        let Decided::Respond(reply) = decided else {
+            panic!("asked again: {decided:?}")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(reply["result"]["resultType"], "input_required");
+    }
+
+    #[tokio::test]
+    async fn what_is_sealed_after_a_flow_answered_is_dated_then() {
+        // Sealed at 2 000 by the flow's clock, not at 1 000 when the call arrived: a retry at
+        // 1 000 is from before the token was issued (beyond the skew).
+        let state = asked_at(2_000).await;
+        let mut effects = Recorded {
+            complete: true,
+            now: 1_000,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&accepted(&state), 1_000, &mut effects).await;
+        assert!(effects.events.is_empty(), "{:?}", effects.events);
+        let Decided::Respond(reply) = decided else {
+            panic!("refused: {decided:?}")
+        };
+        assert_eq!(
+            reply.body,
+            invalid_state(Some(&RawValue::from_string("1".into()).unwrap())).body
+        );
+    }
+
+    #[tokio::test]
+    async fn a_token_that_expired_while_its_flow_answered_is_refused_and_not_consumed() {
+        let state = asked_at(2_000).await;
+        let mut effects = Recorded {
+            complete: true,
+            now: 1_000_000,
+            events: Vec::new(),
+        };
+        let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
+        assert_eq!(effects.events, ["flow_complete"]);
+        let Decided::Respond(reply) = decided else {
+            panic!("refused: {decided:?}")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(reply["error"]["data"]["reason"], "invalid_request_state");
     }
 }

@@ -92,7 +92,7 @@ fn drop_repeated(round: &Round) {
 
 /// After a probe: answer the client, or call the inner service again with verified answers.
 #[derive(Debug)]
-pub(crate) enum Settle {
+pub(crate) enum ProbeVerdict {
     Respond(Outbound),
     Forward { body: Vec<u8>, round: Round },
 }
@@ -279,33 +279,33 @@ pub(crate) fn respond(
 
 /// After probing the inner service without the client's state-less answers: if its questions
 /// are answered by them, forward the call again with the verified answers; otherwise ask.
-pub(crate) fn settle_probe(
+pub(crate) fn judge_probe(
     message: &[u8],
     round: Round,
     call: &Call<'_>,
     answers: &Map<String, Value>,
     config: &Config,
     now: u64,
-) -> Settle {
+) -> ProbeVerdict {
     let Some(read) = Message::read(message) else {
         if cannot_ask(message) {
-            return Settle::Respond(Outbound::Unchanged);
+            return ProbeVerdict::Respond(Outbound::Unchanged);
         }
-        return Settle::Respond(unreadable(&round));
+        return ProbeVerdict::Respond(unreadable(&round));
     };
     if read.relation(&round)
         != (Relation::Response {
             input_required: true,
         })
     {
-        return Settle::Respond(Outbound::Unchanged);
+        return ProbeVerdict::Respond(Outbound::Unchanged);
     }
     let asked = match read_input_required(read, &round, config) {
         Ok(asked) => asked,
-        Err(reply) => return Settle::Respond(Outbound::Replace(reply)),
+        Err(reply) => return ProbeVerdict::Respond(Outbound::Replace(reply)),
     };
     if let Err(reply) = require(&round, asked.kinds.iter().copied()) {
-        return Settle::Respond(Outbound::Replace(reply));
+        return ProbeVerdict::Respond(Outbound::Replace(reply));
     }
     // As if the client had been asked these questions and answered them: a re-ask is round 1.
     let claims = new_claims(
@@ -320,7 +320,7 @@ pub(crate) fn settle_probe(
     let made = asked.made;
     let questions = config.validators.with(&made);
     match answers::check(&claims.questions, &Map::new(), answers.clone(), &questions) {
-        Err(answers::Malformed(why)) => Settle::Respond(Outbound::Replace(refuse(
+        Err(answers::Malformed(why)) => ProbeVerdict::Respond(Outbound::Replace(refuse(
             &round,
             INVALID_PARAMS,
             &why,
@@ -331,13 +331,13 @@ pub(crate) fn settle_probe(
             if reply.is_ok() {
                 config.validators.keep(made);
             }
-            Settle::Respond(Outbound::Replace(reply.unwrap_or_else(|refused| refused)))
+            ProbeVerdict::Respond(Outbound::Replace(reply.unwrap_or_else(|refused| refused)))
         }
         Ok(Checked::Complete(answers)) => {
             config.validators.keep(made);
             log_outcome(&round, "probe_answered");
             let answers = (!claims.questions.is_empty()).then_some(&answers);
-            Settle::Forward {
+            ProbeVerdict::Forward {
                 body: call.rewrite(claims.inner_state.as_deref(), answers, None),
                 round,
             }

@@ -200,3 +200,15 @@ pub(super) fn log_outcome(round: &Round, outcome: &'static str) {
         outcome,
     );
 }
+
+/// The event of a `requestState` refused, with why.
+pub(super) fn log_rejected(round: &Round, reason: &str) {
+    tracing::info!(
+        target: "tower_elicitation",
+        method = round.method.as_str(),
+        target = %round.target,
+        outcome = "rejected_state",
+        reason,
+        "requestState refused"
+    );
+}
