@@ -17,14 +17,14 @@ use tracing::Instrument;
 
 use super::body::{ReadAll, RequestBody, ResponseBody};
 use super::shared::Shared;
-use super::sse_body::{Scan, SseBody};
+use super::sse_body::{ResponseRewrite, SseBody};
 use crate::BoxError;
 use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round, SingleUseId};
 use crate::gate::{ErasedFlow, GateCall};
 use crate::store::Consumed;
 use crate::token::unix_now;
 use crate::util::BoxFuture;
-use crate::wire::jsonrpc::{Call, Kind, Reply};
+use crate::wire::jsonrpc::{Call, Reply, ReplyKind};
 use crate::wire::sse;
 
 /// How a body that may name an MRTR method starts down its path: [`handle`], boxed. Chosen in
@@ -90,7 +90,7 @@ where
     let config = &shared.config;
     let header_version = parts
         .headers
-        .get("mcp-protocol-version")
+        .get(crate::wire::mcp::header::PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok());
     let cx = engine::Context {
         principal: principal.as_deref(),
@@ -264,7 +264,7 @@ async fn respond<B: Body<Data = Bytes>>(
         Ok(Answer::EventStream) => {
             let (mut parts, body) = response.into_parts();
             let id = round.id.clone();
-            let mut sse = Box::pin(SseBody::new(body, Scan { round, shared }));
+            let mut sse = Box::pin(SseBody::new(body, ResponseRewrite { round, shared }));
             // Wait for the first event only: when it is the layer's own answer (a refusal with
             // its own status), the client gets that status; otherwise the stream goes on as it is.
             match std::future::poll_fn(|cx| sse.as_mut().poll_frame(cx)).await {
@@ -342,13 +342,13 @@ pub(crate) fn reply_response<B>(reply: Reply) -> Response<ResponseBody<B>> {
 }
 
 /// The HTTP status each kind of the layer's own replies goes out with.
-fn status(kind: Kind) -> StatusCode {
+fn status(kind: ReplyKind) -> StatusCode {
     match kind {
-        Kind::Answer => StatusCode::OK,
-        Kind::BadRequest | Kind::MissingCapability => StatusCode::BAD_REQUEST,
-        Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        Kind::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        Kind::InnerFailed => StatusCode::BAD_GATEWAY,
-        Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ReplyKind::Answer => StatusCode::OK,
+        ReplyKind::BadRequest | ReplyKind::MissingCapability => StatusCode::BAD_REQUEST,
+        ReplyKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ReplyKind::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ReplyKind::InnerFailed => StatusCode::BAD_GATEWAY,
+        ReplyKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     }
 }

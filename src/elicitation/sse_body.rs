@@ -16,7 +16,7 @@ use crate::wire::jsonrpc::Reply;
 use crate::wire::sse::{self as parse, Splitter};
 
 /// What an [`SseBody`] needs to rewrite the response event.
-pub(crate) struct Scan {
+pub(crate) struct ResponseRewrite {
     pub(crate) round: Round,
     pub(crate) shared: Arc<Shared>,
 }
@@ -30,7 +30,7 @@ pin_project! {
         inner: B,
         splitter: Splitter,
         pending: VecDeque<Frame<Bytes>>,
-        scan: Scan,
+        scan: ResponseRewrite,
         responded: bool,
         ended: bool,
         emitted_event: bool,
@@ -40,7 +40,7 @@ pin_project! {
 }
 
 impl<B: Body<Data = Bytes>> SseBody<B> {
-    pub(crate) fn new(inner: B, scan: Scan) -> Self {
+    pub(crate) fn new(inner: B, scan: ResponseRewrite) -> Self {
         Self {
             inner,
             splitter: Splitter::default(),
@@ -120,7 +120,7 @@ impl<B: Body<Data = Bytes>> Body for SseBody<B> {
 
 /// What the stream knows while it sorts events.
 struct Events<'a> {
-    scan: &'a Scan,
+    scan: &'a ResponseRewrite,
     responded: &'a mut bool,
     emitted_event: &'a mut bool,
     first_reply: &'a mut Option<Reply>,

@@ -33,7 +33,7 @@ pub(super) enum Checked {
 
 /// An answer that is not even the right shape for its kind: a protocol error, not a re-ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Malformed(pub(super) String);
+pub(super) struct WrongShape(pub(super) String);
 
 /// Checks `responses` (and answers `kept` from earlier rounds, which win) against `questions`.
 /// Keys that were not asked are dropped.
@@ -42,7 +42,7 @@ pub(super) fn check(
     kept: &Map<String, Value>,
     mut responses: Map<String, Value>,
     validators: &impl ReadQuestion,
-) -> Result<Checked, Malformed> {
+) -> Result<Checked, WrongShape> {
     let mut accepted = Map::new();
     let mut ask = Questions::new();
     let mut asked = Questions::new();
@@ -89,11 +89,11 @@ fn check_one(
     question: &RawValue,
     answer: Value,
     validators: &impl ReadQuestion,
-) -> Result<Result<Value, Rejection>, Malformed> {
-    let malformed = |what: &str| Malformed(format!("inputResponses.{key}: {what}"));
+) -> Result<Result<Value, Rejection>, WrongShape> {
+    let malformed = |what: &str| WrongShape(format!("inputResponses.{key}: {what}"));
     // The question as shown, read through its canonical form: the validator is the same for
     // every spelling of a schema.
-    let spelled = match validators.read_spelled(question.get()) {
+    let spelled = match validators.read_shown(question.get()) {
         Ok(spelled) => spelled,
         Err(QuestionError::UnknownKind | QuestionError::Unreadable) => {
             return Err(malformed("no such question"));
@@ -197,9 +197,9 @@ fn prefilled(question: &RawValue, valid: &Map<String, Value>) -> Box<RawValue> {
 }
 
 fn with_defaults(question: &str, defaults: &[(&str, String)]) -> Option<String> {
-    within(question, "params", |params| {
-        within(params.get(), "requestedSchema", |schema| {
-            within(schema.get(), "properties", |properties| {
+    edit_member(question, "params", |params| {
+        edit_member(params.get(), "requestedSchema", |schema| {
+            edit_member(schema.get(), "properties", |properties| {
                 edit_object(properties.get(), None, |field, property| {
                     let (_, value) = defaults.iter().find(|(name, _)| *name == field)?;
                     edit_object(property.get(), Some(("default", value)), |key, _| {
@@ -212,7 +212,11 @@ fn with_defaults(question: &str, defaults: &[(&str, String)]) -> Option<String> 
 }
 
 /// The object `text` with its member `name` replaced by what `edit` makes of it.
-fn within(text: &str, name: &str, edit: impl Fn(&RawValue) -> Option<String>) -> Option<String> {
+fn edit_member(
+    text: &str,
+    name: &str,
+    edit: impl Fn(&RawValue) -> Option<String>,
+) -> Option<String> {
     edit_object(text, None, |key, value| {
         (key == name).then(|| edit(value)).flatten()
     })
@@ -316,7 +320,7 @@ mod tests {
         .clone()
     }
 
-    fn run(responses: &Map<String, Value>) -> Result<Checked, Malformed> {
+    fn run(responses: &Map<String, Value>) -> Result<Checked, WrongShape> {
         check(
             &questions(),
             &Map::new(),
@@ -542,7 +546,7 @@ mod tests {
         // One compiled schema for both: defaults validate nothing.
         let form_of = |question: &RawValue| {
             cache
-                .read_spelled(question.get())
+                .read_shown(question.get())
                 .unwrap()
                 .question
                 .form

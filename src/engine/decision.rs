@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::BoxError;
 use crate::gate::{Answers, ErasedFlow, GateCall};
 use crate::store::Consumed;
-use crate::wire::jsonrpc::{Kind, Reply};
+use crate::wire::jsonrpc::{Reply, ReplyKind};
 use crate::wire::mcp::{Declared, Method};
 
 /// What the adapter learned outside the JSON body.
@@ -46,7 +46,7 @@ pub(crate) struct Round {
 /// The frozen answer to every requestState failure.
 pub(crate) fn invalid_state(id: Option<&RawValue>) -> Reply {
     Reply::error(
-        Kind::Answer,
+        ReplyKind::Answer,
         id,
         crate::wire::jsonrpc::INVALID_PARAMS,
         "Invalid or expired requestState",
@@ -154,7 +154,7 @@ pub(crate) struct SingleUseId {
 /// Why goes to `tracing`, from the adapter.
 pub(crate) fn unavailable(id: Option<&RawValue>) -> Reply {
     Reply::error(
-        Kind::Unavailable,
+        ReplyKind::Unavailable,
         id,
         crate::wire::jsonrpc::INTERNAL_ERROR,
         "Service unavailable",

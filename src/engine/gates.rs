@@ -15,7 +15,7 @@ use super::reply::{ask, log_outcome, log_rejected, new_claims, reask, refuse, re
 use crate::gate::{Answers, ErasedFlow, Gate, GateCall, GateKind};
 use crate::token::claims::{Claims, Questions, flow_handle};
 use crate::token::format::Reject;
-use crate::wire::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Kind, Reply, with_members};
+use crate::wire::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply, ReplyKind, with_members};
 use crate::wire::mcp::{InputKind, Method};
 
 /// The gates that apply to one call.
@@ -301,7 +301,7 @@ impl<'c> GateRound<'c> {
             responses.clone(),
             &config.validators,
         ) {
-            Err(answers::Malformed(why)) => {
+            Err(answers::WrongShape(why)) => {
                 return Err(refuse(round, INVALID_PARAMS, &why, None).into());
             }
             Ok(Checked::Reask { ask, asked, kept }) => {
@@ -532,7 +532,7 @@ impl<'c> GateRound<'c> {
                     Some(gate) => (INVALID_PARAMS, json!({"reason": "refused", "gate": gate})),
                     None => (INVALID_REQUEST, json!({"reason": "requires_2026_07_28"})),
                 };
-                Reply::error(Kind::Answer, id, code, text, Some(data))
+                Reply::error(ReplyKind::Answer, id, code, text, Some(data))
             }
         }
     }

@@ -19,7 +19,7 @@ use crate::store::Consumed;
 use crate::token::claims::{Arguments, Binding, Claims};
 use crate::token::{self, Clock};
 use crate::wire::jsonrpc::{
-    Call, Field, INVALID_PARAMS, Kind, Malformed, Meta, MetaMembers, Reply,
+    Call, Field, INVALID_PARAMS, Malformed, Meta, MetaMembers, Reply, ReplyKind,
 };
 use crate::wire::mcp::{Declared, supports_mrtr};
 
@@ -206,7 +206,7 @@ fn read_round(
     let id = call.id;
     let target = read_target(call)?;
     let meta = read_meta(call, config)
-        .map_err(|m| Reply::error(Kind::BadRequest, id, m.code, &m.message, None))?;
+        .map_err(|m| Reply::error(ReplyKind::BadRequest, id, m.code, &m.message, None))?;
     let version = meta
         .as_ref()
         .and_then(|meta| meta.version.as_deref())
@@ -240,7 +240,13 @@ fn read_round(
 fn read_target(call: &Call<'_>) -> Result<String, Reply> {
     let id = call.id;
     match call.field(call.method.target_field()) {
-        Err(m) => Err(Reply::error(Kind::BadRequest, id, m.code, &m.message, None)),
+        Err(m) => Err(Reply::error(
+            ReplyKind::BadRequest,
+            id,
+            m.code,
+            &m.message,
+            None,
+        )),
         Ok(Field::Present(Value::String(target))) => Ok(target),
         Ok(Field::Absent | Field::Present(Value::Null)) => Ok(String::new()),
         // Bound as text, a non-string name could not be told from another: refuse it here, as
@@ -251,7 +257,7 @@ fn read_target(call: &Call<'_>) -> Result<String, Reply> {
                 call.method.target_field()
             );
             Err(Reply::error(
-                Kind::Answer,
+                ReplyKind::Answer,
                 id,
                 INVALID_PARAMS,
                 &message,
@@ -272,7 +278,7 @@ fn gate_round<'c>(
     let arguments = match call.method.arguments_field() {
         Some(name) => call
             .gate_view(name)
-            .map_err(|m| Reply::error(Kind::BadRequest, call.id, m.code, &m.message, None))?,
+            .map_err(|m| Reply::error(ReplyKind::BadRequest, call.id, m.code, &m.message, None))?,
         None => Field::Absent,
     };
     Ok(GateRound::new(
@@ -361,8 +367,8 @@ fn forward_answered<R>(
         responses,
         &config.validators,
     ) {
-        Err(answers::Malformed(why)) => Err(Reply::error(
-            Kind::Answer,
+        Err(answers::WrongShape(why)) => Err(Reply::error(
+            ReplyKind::Answer,
             call.id,
             INVALID_PARAMS,
             &why,
@@ -442,7 +448,7 @@ fn read_meta(call: &Call<'_>, config: &Config) -> Result<Option<Arc<Meta>>, Malf
 fn canonical_args(arguments: &Arguments<'_>, id: Option<&RawValue>) -> Result<String, Reply> {
     arguments.canonical().map(ToOwned::to_owned).map_err(|e| {
         Reply::error(
-            Kind::BadRequest,
+            ReplyKind::BadRequest,
             id,
             crate::wire::jsonrpc::INVALID_REQUEST,
             &format!("Invalid Request: params.arguments: {e}"),
@@ -456,7 +462,7 @@ fn read_responses(
     call: &Call<'_>,
     id: Option<&RawValue>,
 ) -> Result<Option<Map<String, Value>>, Reply> {
-    let error = |message: &str| Reply::error(Kind::Answer, id, INVALID_PARAMS, message, None);
+    let error = |message: &str| Reply::error(ReplyKind::Answer, id, INVALID_PARAMS, message, None);
     match call.field("inputResponses") {
         Ok(Field::Absent) => Ok(None),
         Ok(Field::Present(Value::Object(responses))) => {
@@ -466,7 +472,13 @@ fn read_responses(
             Ok(Some(responses))
         }
         Ok(Field::Present(_)) => Err(error("inputResponses must be an object")),
-        Err(m) => Err(Reply::error(Kind::BadRequest, id, m.code, &m.message, None)),
+        Err(m) => Err(Reply::error(
+            ReplyKind::BadRequest,
+            id,
+            m.code,
+            &m.message,
+            None,
+        )),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The first look at a request: whether the layer reads it, and what it does with its body.
 
-use crate::wire::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Kind, Peek, Reply};
+use crate::wire::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply, ReplyKind};
 use serde_json::value::RawValue;
 
 /// What the adapter saw before reading the body.
@@ -19,7 +19,7 @@ pub(crate) fn refuse_unread(head: Head<'_>, max_body_bytes: usize) -> Option<Rep
         && !encoding.eq_ignore_ascii_case(b"identity")
     {
         return Some(Reply::error(
-            Kind::Encoded,
+            ReplyKind::Encoded,
             None,
             INVALID_REQUEST,
             "Content-Encoding is not supported",
@@ -35,7 +35,7 @@ pub(crate) fn refuse_unread(head: Head<'_>, max_body_bytes: usize) -> Option<Rep
 /// A body over the limit.
 pub(crate) fn too_large() -> Reply {
     Reply::error(
-        Kind::TooLarge,
+        ReplyKind::TooLarge,
         None,
         INVALID_REQUEST,
         "Request body too large",
@@ -46,7 +46,7 @@ pub(crate) fn too_large() -> Reply {
 /// A body the client did not finish sending.
 pub(crate) fn unreadable() -> Reply {
     Reply::error(
-        Kind::BadRequest,
+        ReplyKind::BadRequest,
         None,
         INVALID_REQUEST,
         "Request body could not be read",
@@ -67,7 +67,7 @@ pub(crate) fn inner_failed(id: Option<&RawValue>, why: &str) -> Reply {
         "the layer cannot read the inner service's answer to an MRTR call; answering -32603"
     );
     Reply::error(
-        Kind::InnerFailed,
+        ReplyKind::InnerFailed,
         id,
         INTERNAL_ERROR,
         "Internal error",
@@ -139,14 +139,18 @@ pub(crate) fn intake(body: &[u8]) -> Intake<'_> {
         Peek::Refuse(reply) => Intake::Respond(reply),
         Peek::Other => Intake::Forward,
         Peek::Batch => Intake::Respond(Reply::error(
-            Kind::BadRequest,
+            ReplyKind::BadRequest,
             None,
             INVALID_REQUEST,
             "Invalid Request: a batch may not contain tools/call, prompts/get or resources/read",
             None,
         )),
-        Peek::Invalid { code, message } => {
-            Intake::Respond(Reply::error(Kind::BadRequest, None, code, message, None))
-        }
+        Peek::Invalid { code, message } => Intake::Respond(Reply::error(
+            ReplyKind::BadRequest,
+            None,
+            code,
+            message,
+            None,
+        )),
     }
 }

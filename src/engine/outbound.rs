@@ -7,10 +7,10 @@ use super::answers::{self, Checked};
 use super::decision::Round;
 use super::policy::Config;
 use super::reply::{cannot_vouch, log_outcome, new_claims, reask, refuse, require, seal};
-use crate::form::validate::Made;
+use crate::form::validate::NewEntries;
 use crate::token::claims::Questions;
 use crate::wire::json::{BorrowedStr, Members, Object, ObjectOr};
-use crate::wire::jsonrpc::{Call, INVALID_PARAMS, Kind, Reply};
+use crate::wire::jsonrpc::{Call, INVALID_PARAMS, Reply, ReplyKind};
 use crate::wire::mcp::InputKind;
 
 /// What becomes of the inner service's response message.
@@ -269,7 +269,7 @@ pub(crate) fn respond(
                 &token,
             );
             Outbound::Replace(Reply {
-                kind: Kind::Answer,
+                kind: ReplyKind::Answer,
                 body,
             })
         }
@@ -320,7 +320,7 @@ pub(crate) fn judge_probe(
     let made = asked.made;
     let questions = config.validators.with(&made);
     match answers::check(&claims.questions, &Map::new(), answers.clone(), &questions) {
-        Err(answers::Malformed(why)) => ProbeVerdict::Respond(Outbound::Replace(refuse(
+        Err(answers::WrongShape(why)) => ProbeVerdict::Respond(Outbound::Replace(refuse(
             &round,
             INVALID_PARAMS,
             &why,
@@ -357,7 +357,7 @@ struct Asked<'a> {
     state: Option<String>,
     /// What reading the questions made that the caches did not hold: kept only once the
     /// response is sealed.
-    made: Made,
+    made: NewEntries,
 }
 
 /// Reads an `input_required` result without building a tree of it, or refuses when it is not
@@ -380,7 +380,7 @@ fn read_input_required<'a>(
     }
     let mut questions = Questions::new();
     let mut kinds = Vec::new();
-    let mut made = Made::default();
+    let mut made = NewEntries::default();
     match result.nested() {
         ObjectOr::Absent | ObjectOr::Null => {}
         ObjectOr::NotObject => return Err(broken("inputRequests is not an object")),

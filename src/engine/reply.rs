@@ -14,7 +14,7 @@ use super::policy::Config;
 use crate::token;
 use crate::token::claims::{Claims, Questions, VERSION};
 use crate::wire::jsonrpc::{
-    INTERNAL_ERROR, INVALID_PARAMS, Kind, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply,
+    INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply, ReplyKind,
 };
 use crate::wire::mcp::{InputKind, add_requirement};
 
@@ -76,9 +76,9 @@ fn sealed_ask(
 /// A JSON-RPC error answering `round`'s call.
 pub(super) fn refuse(round: &Round, code: i64, message: &str, data: Option<Value>) -> Reply {
     let kind = if code == MISSING_REQUIRED_CLIENT_CAPABILITY {
-        Kind::MissingCapability
+        ReplyKind::MissingCapability
     } else {
-        Kind::Answer
+        ReplyKind::Answer
     };
     log_outcome(round, "refused");
     Reply::error(kind, round.id.as_deref(), code, message, data)

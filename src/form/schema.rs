@@ -437,8 +437,25 @@ fn check_choice_default(
     }
 }
 
+/// A multi-select: an array of strings listed in `items` (`enum`, or titled in `anyOf`), with
+/// optional bounds on how many are chosen and a default choice.
 fn check_multi_select(at: &str, object: &Map<String, Value>) -> Result<(), FormSchemaError> {
     let items_at = format!("{at}/items");
+    let items = multi_select_items(at, &items_at, object)?;
+    let values = multi_select_values(&items_at, items)?;
+    let bounds = length_bounds(at, object, "minItems", "maxItems")?;
+    if let Some(default) = object.get("default") {
+        check_multi_select_default(&format!("{at}/default"), default, &values, bounds)?;
+    }
+    Ok(())
+}
+
+/// A multi-select's `items`: a schema object, not of objects nor of arrays.
+fn multi_select_items<'o>(
+    at: &str,
+    items_at: &str,
+    object: &'o Map<String, Value>,
+) -> Result<&'o Map<String, Value>, FormSchemaError> {
     let items = match object.get("items") {
         None => {
             return Err(FormSchemaError::new(
@@ -455,21 +472,24 @@ fn check_multi_select(at: &str, object: &Map<String, Value>) -> Result<(), FormS
         }
     };
     match items.get("type").and_then(Value::as_str) {
-        Some("object") => {
-            return Err(FormSchemaError::new(
-                format!("{items_at}/type"),
-                "arrays of objects are not allowed in a form",
-            ));
-        }
-        Some("array") => {
-            return Err(FormSchemaError::new(
-                format!("{items_at}/type"),
-                "nested arrays are not allowed in a form",
-            ));
-        }
-        _ => {}
+        Some("object") => Err(FormSchemaError::new(
+            format!("{items_at}/type"),
+            "arrays of objects are not allowed in a form",
+        )),
+        Some("array") => Err(FormSchemaError::new(
+            format!("{items_at}/type"),
+            "nested arrays are not allowed in a form",
+        )),
+        _ => Ok(items),
     }
+}
 
+/// The strings a multi-select's `items` allow, from `enum` (with `type` `"string"`) or from
+/// titled `anyOf` options; no other keyword but `title` and `description`.
+fn multi_select_values<'i>(
+    items_at: &str,
+    items: &'i Map<String, Value>,
+) -> Result<Vec<&'i str>, FormSchemaError> {
     let titled = items.contains_key("anyOf");
     if !titled && !items.contains_key("enum") {
         return Err(FormSchemaError::new(
@@ -482,7 +502,7 @@ fn check_multi_select(at: &str, object: &Map<String, Value>) -> Result<(), FormS
             "title" | "description" => {
                 if !value.is_string() {
                     return Err(FormSchemaError::new(
-                        pointer(&items_at, keyword),
+                        pointer(items_at, keyword),
                         format!("`{keyword}` must be a string"),
                     ));
                 }
@@ -498,56 +518,57 @@ fn check_multi_select(at: &str, object: &Map<String, Value>) -> Result<(), FormS
             } else {
                 format!("`{keyword}` is not allowed in `items` with `enum`")
             };
-            return Err(FormSchemaError::new(pointer(&items_at, keyword), reason));
+            return Err(FormSchemaError::new(pointer(items_at, keyword), reason));
         }
     }
-    let values = if titled {
-        titled_options(&format!("{items_at}/anyOf"), items.get("anyOf"), "anyOf")?
-    } else {
-        if items.get("type").and_then(Value::as_str) != Some("string") {
-            return Err(FormSchemaError::new(
-                format!("{items_at}/type"),
-                "`items` with `enum` must have `type` \"string\"",
-            ));
-        }
-        string_list(&format!("{items_at}/enum"), items.get("enum"), "enum")?
-    };
+    if titled {
+        return titled_options(&format!("{items_at}/anyOf"), items.get("anyOf"), "anyOf");
+    }
+    if items.get("type").and_then(Value::as_str) != Some("string") {
+        return Err(FormSchemaError::new(
+            format!("{items_at}/type"),
+            "`items` with `enum` must have `type` \"string\"",
+        ));
+    }
+    string_list(&format!("{items_at}/enum"), items.get("enum"), "enum")
+}
 
-    let (min, max) = length_bounds(at, object, "minItems", "maxItems")?;
-    if let Some(default) = object.get("default") {
-        let at = format!("{at}/default");
-        let default = default
-            .as_array()
-            .ok_or_else(|| FormSchemaError::new(&at, "`default` must be an array of strings"))?;
-        for (i, item) in default.iter().enumerate() {
-            match item.as_str() {
-                Some(item) if values.contains(&item) => {}
-                Some(_) => {
-                    return Err(FormSchemaError::new(
-                        format!("{at}/{i}"),
-                        "`default` must hold only allowed values",
-                    ));
-                }
-                None => {
-                    return Err(FormSchemaError::new(
-                        format!("{at}/{i}"),
-                        "`default` must be an array of strings",
-                    ));
-                }
+/// A multi-select's `default`, at `at`: an array of allowed strings, as many as the bounds allow.
+fn check_multi_select_default(
+    at: &str,
+    default: &Value,
+    values: &[&str],
+    bounds: (Option<u64>, Option<u64>),
+) -> Result<(), FormSchemaError> {
+    let default = default
+        .as_array()
+        .ok_or_else(|| FormSchemaError::new(at, "`default` must be an array of strings"))?;
+    for (i, item) in default.iter().enumerate() {
+        match item.as_str() {
+            Some(item) if values.contains(&item) => {}
+            Some(_) => {
+                return Err(FormSchemaError::new(
+                    format!("{at}/{i}"),
+                    "`default` must hold only allowed values",
+                ));
+            }
+            None => {
+                return Err(FormSchemaError::new(
+                    format!("{at}/{i}"),
+                    "`default` must be an array of strings",
+                ));
             }
         }
-        let count = default.len() as u64;
-        check_default_size(
-            &at,
-            count,
-            (min, max),
-            [
-                "has fewer items than `minItems`",
-                "has more items than `maxItems`",
-            ],
-        )?;
     }
-    Ok(())
+    check_default_size(
+        at,
+        default.len() as u64,
+        bounds,
+        [
+            "has fewer items than `minItems`",
+            "has more items than `maxItems`",
+        ],
+    )
 }
 
 /// Reads an optional pair of non-negative integer bounds and checks `min <= max`.

@@ -36,7 +36,7 @@ const CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// cost of recompiling.
 ///
 /// Reading a response's questions ([`spelled`](Self::spelled)) keeps nothing: what it makes is
-/// gathered in a [`Made`], kept by [`keep`](Self::keep) once the layer sends the response, so a
+/// gathered in a [`NewEntries`], kept by [`keep`](Self::keep) once the layer sends the response, so a
 /// response the layer refuses (a token over its size bound, a schema that does not compile, a
 /// capability the client lacks) leaves nothing behind.
 #[derive(Default)]
@@ -45,7 +45,7 @@ pub(crate) struct ValidatorCache {
     /// Asked questions by their canonical text: what kind each is, and its form's validator.
     questions: Bounded<Question>,
     /// Asked questions by the text an inner service spelled them in.
-    spellings: Bounded<Spelled>,
+    spellings: Bounded<ShownQuestion>,
 }
 
 type Bounded<V> = crate::util::memo::Bounded<V, CACHE_CAPACITY, CACHE_BYTES>;
@@ -53,32 +53,32 @@ type Bounded<V> = crate::util::memo::Bounded<V, CACHE_CAPACITY, CACHE_BYTES>;
 /// What reading one response's questions made that the caches did not hold, by key: kept by
 /// [`ValidatorCache::keep`], or dropped with the response.
 #[derive(Debug, Default)]
-pub(crate) struct Made {
-    entries: Fresh<FormValidator>,
-    questions: Fresh<Question>,
-    spellings: Fresh<Spelled>,
+pub(crate) struct NewEntries {
+    entries: NewValues<FormValidator>,
+    questions: NewValues<Question>,
+    spellings: NewValues<ShownQuestion>,
 }
 
 /// Values made by key, in the order they were made.
-type Fresh<V> = Vec<(Box<str>, Arc<V>)>;
+type NewValues<V> = Vec<(Box<str>, Arc<V>)>;
 
 /// Where answers find the question they answer, by its canonical text.
 pub(crate) trait ReadQuestion {
     /// The question whose text (as shown, or canonical) is `text`, read as
     /// [`ValidatorCache::spelled`] reads it.
-    fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError>;
+    fn read_shown(&self, text: &str) -> Result<Arc<ShownQuestion>, QuestionError>;
 }
 
 impl<T: ReadQuestion> ReadQuestion for Arc<T> {
-    fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
-        T::read_spelled(self, text)
+    fn read_shown(&self, text: &str) -> Result<Arc<ShownQuestion>, QuestionError> {
+        T::read_shown(self, text)
     }
 }
 
 /// The caches as one response's reading sees them: what they hold, and what it made.
 pub(crate) struct Reading<'a> {
     cache: &'a ValidatorCache,
-    made: &'a Made,
+    made: &'a NewEntries,
 }
 
 /// What the layer needs to know of an asked question, read once per distinct question.
@@ -92,7 +92,7 @@ pub(crate) struct Question {
 /// A question as an inner service spelled it: the text the client is shown, and what it is (read
 /// through its canonical text).
 #[derive(Debug)]
-pub(crate) struct Spelled {
+pub(crate) struct ShownQuestion {
     /// The inner's text minified, its members in the order the inner wrote them.
     pub(crate) shown: Box<RawValue>,
     pub(crate) question: Arc<Question>,
@@ -147,7 +147,7 @@ impl ValidatorCache {
     #[cfg(test)]
     pub(crate) fn get(&self, schema: &Value) -> Result<Arc<FormValidator>, String> {
         let key = crate::wire::canonical::canonical_value(schema).map_err(|e| e.to_string())?;
-        let mut made = Made::default();
+        let mut made = NewEntries::default();
         let validator = self.get_canonical(&key, &mut made, || Ok(schema.clone()))?;
         self.keep(made);
         Ok(validator)
@@ -168,7 +168,7 @@ impl ValidatorCache {
     pub(crate) fn get_canonical_text(
         &self,
         text: &str,
-        made: &mut Made,
+        made: &mut NewEntries,
     ) -> Result<Arc<FormValidator>, String> {
         self.get_canonical(text, made, || {
             serde_json::from_str(text).map_err(|_| "the schema is not JSON".to_owned())
@@ -185,14 +185,18 @@ impl ValidatorCache {
     /// compiles. Failures are not cached.
     #[cfg(test)]
     pub(crate) fn question(&self, text: &str) -> Result<Arc<Question>, QuestionError> {
-        let mut made = Made::default();
+        let mut made = NewEntries::default();
         let question = self.read_question(text, &mut made)?;
         self.keep(made);
         Ok(question)
     }
 
     /// [`question`](Self::question), adding what it reads to `made` rather than keeping it.
-    fn read_question(&self, text: &str, made: &mut Made) -> Result<Arc<Question>, QuestionError> {
+    fn read_question(
+        &self,
+        text: &str,
+        made: &mut NewEntries,
+    ) -> Result<Arc<Question>, QuestionError> {
         read(&self.questions, made, text, |made| {
             let raw =
                 serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::UnknownKind)?;
@@ -225,8 +229,8 @@ impl ValidatorCache {
     pub(crate) fn spelled(
         &self,
         text: &str,
-        made: &mut Made,
-    ) -> Result<Arc<Spelled>, QuestionError> {
+        made: &mut NewEntries,
+    ) -> Result<Arc<ShownQuestion>, QuestionError> {
         read(&self.spellings, made, text, |made| {
             let raw =
                 serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
@@ -235,12 +239,12 @@ impl ValidatorCache {
             let shown =
                 crate::wire::canonical::minified_raw(raw).map_err(|_| QuestionError::Unreadable)?;
             let question = self.read_question(canonical.get(), made)?;
-            Ok(Spelled { shown, question })
+            Ok(ShownQuestion { shown, question })
         })
     }
 
     /// Keeps what reading a response's questions made, now that the layer sends it.
-    pub(crate) fn keep(&self, made: Made) {
+    pub(crate) fn keep(&self, made: NewEntries) {
         for (key, validator) in made.entries {
             self.entries.insert(key, validator);
         }
@@ -253,7 +257,7 @@ impl ValidatorCache {
     }
 
     /// The caches as a reading that made `made` sees them.
-    pub(crate) fn with<'a>(&'a self, made: &'a Made) -> Reading<'a> {
+    pub(crate) fn with<'a>(&'a self, made: &'a NewEntries) -> Reading<'a> {
         Reading { cache: self, made }
     }
 
@@ -270,7 +274,11 @@ impl ValidatorCache {
     /// whatever its fields' `default`s, which validate nothing. A re-ask pre-fills answers as
     /// defaults, so they differ from round to round and caller to caller; the compiled schema
     /// does not.
-    fn form_validator(&self, text: &str, made: &mut Made) -> Result<Arc<FormValidator>, String> {
+    fn form_validator(
+        &self,
+        text: &str,
+        made: &mut NewEntries,
+    ) -> Result<Arc<FormValidator>, String> {
         match without_defaults(text) {
             None => self.get_canonical_text(text, made),
             Some(key) => self.get_canonical(&key, made, || {
@@ -282,7 +290,7 @@ impl ValidatorCache {
     fn get_canonical(
         &self,
         key: &str,
-        made: &mut Made,
+        made: &mut NewEntries,
         schema: impl FnOnce() -> Result<Value, String>,
     ) -> Result<Arc<FormValidator>, String> {
         read(&self.entries, made, key, |_| {
@@ -307,8 +315,8 @@ impl ValidatorCache {
 
 impl ReadQuestion for ValidatorCache {
     /// What is read here is kept: the questions of a sealed token were kept when it was sealed.
-    fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
-        let mut made = Made::default();
+    fn read_shown(&self, text: &str) -> Result<Arc<ShownQuestion>, QuestionError> {
+        let mut made = NewEntries::default();
         let spelled = self.spelled(text, &mut made)?;
         self.keep(made);
         Ok(spelled)
@@ -317,7 +325,7 @@ impl ReadQuestion for ValidatorCache {
 
 impl ReadQuestion for Reading<'_> {
     /// The question kept in the cache or made by this reading; any other is read, not kept.
-    fn read_spelled(&self, text: &str) -> Result<Arc<Spelled>, QuestionError> {
+    fn read_shown(&self, text: &str) -> Result<Arc<ShownQuestion>, QuestionError> {
         if let Some(found) = find(&self.cache.spellings, &self.made.spellings, text) {
             return Ok(found);
         }
@@ -332,32 +340,32 @@ impl ReadQuestion for Reading<'_> {
             Some(question) => question,
             None => self
                 .cache
-                .read_question(canonical.get(), &mut Made::default())?,
+                .read_question(canonical.get(), &mut NewEntries::default())?,
         };
-        Ok(Arc::new(Spelled { shown, question }))
+        Ok(Arc::new(ShownQuestion { shown, question }))
     }
 }
 
 /// What a reading makes and keeps aside, for one cache.
 trait Part: Weight + Sized {
     /// The values of this cache's kind in `made`.
-    fn fresh(made: &mut Made) -> &mut Fresh<Self>;
+    fn fresh(made: &mut NewEntries) -> &mut NewValues<Self>;
 }
 
 impl Part for FormValidator {
-    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+    fn fresh(made: &mut NewEntries) -> &mut NewValues<Self> {
         &mut made.entries
     }
 }
 
 impl Part for Question {
-    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+    fn fresh(made: &mut NewEntries) -> &mut NewValues<Self> {
         &mut made.questions
     }
 }
 
-impl Part for Spelled {
-    fn fresh(made: &mut Made) -> &mut Fresh<Self> {
+impl Part for ShownQuestion {
+    fn fresh(made: &mut NewEntries) -> &mut NewValues<Self> {
         &mut made.spellings
     }
 }
@@ -366,9 +374,9 @@ impl Part for Spelled {
 /// and added to `made` (a failure is not).
 fn read<V: Part, E>(
     cache: &Bounded<V>,
-    made: &mut Made,
+    made: &mut NewEntries,
     key: &str,
-    make: impl FnOnce(&mut Made) -> Result<V, E>,
+    make: impl FnOnce(&mut NewEntries) -> Result<V, E>,
 ) -> Result<Arc<V>, E> {
     if let Some(found) = find(cache, V::fresh(made), key) {
         return Ok(found);
@@ -400,7 +408,7 @@ impl Weight for Question {
     }
 }
 
-impl Weight for Spelled {
+impl Weight for ShownQuestion {
     /// Its spelling, the text shown, and the question it is (weighed as its shown text, which is
     /// as long as its canonical text).
     fn weight(&self, text: &str) -> usize {
@@ -601,23 +609,11 @@ impl FormValidator {
     /// The field an error is about (`None`: the answer as a whole), its rank among the field's
     /// errors, and the sentence that says it.
     fn describe(&self, error: &ValidationError<'_>) -> (Option<String>, u8, String) {
-        use ValidationErrorKind as K;
         // The instance path is `/<field>` or `/<field>/<index>`; read the first segment raw
         // (a field named "007" must not turn into the index 7).
         let path = error.instance_path().as_str();
         let Some(rest) = path.strip_prefix('/') else {
-            return match error.kind() {
-                K::Required { property } => match property.as_str() {
-                    Some(field) => (
-                        Some(field.to_owned()),
-                        0,
-                        texts::problem(Some(self.name(field)), &Problem::Missing),
-                    ),
-                    None => (None, 0, texts::problem(None, &Problem::DoesNotFit)),
-                },
-                K::Type { .. } => (None, 0, texts::problem(None, &Problem::NotAForm)),
-                _ => (None, 0, texts::problem(None, &Problem::DoesNotFit)),
-            };
+            return self.describe_whole(error);
         };
         let (escaped, in_item) = match rest.split_once('/') {
             Some((first, _)) => (first, true),
@@ -625,79 +621,39 @@ impl FormValidator {
         };
         let field = escaped.replace("~1", "/").replace("~0", "~");
         let choices = self.choices.get(&field).map(String::as_str);
-        let listed;
-        let problem = match error.kind() {
-            // A value of the wrong kind for a list of choices: say what to choose.
-            K::Type { kind } => match (choices, in_item, kind_of(kind)) {
-                (Some(choices), true, _) => Problem::NotAnOption(choices),
-                (Some(choices), false, kind) if kind != FieldKind::Choices => {
-                    Problem::NotAChoice(choices)
-                }
-                (_, _, kind) => Problem::FieldKind(kind),
-            },
-            K::MinLength { limit } => Problem::TooShort {
-                min: *limit,
-                got: text_length(error.instance()),
-            },
-            K::MaxLength { limit } => Problem::TooLong {
-                max: *limit,
-                got: text_length(error.instance()),
-            },
-            K::Minimum { limit } => Problem::TooSmall {
-                limit,
-                exclusive: false,
-            },
-            K::Maximum { limit } => Problem::TooLarge {
-                limit,
-                exclusive: false,
-            },
-            K::ExclusiveMinimum { limit } => Problem::TooSmall {
-                limit,
-                exclusive: true,
-            },
-            K::ExclusiveMaximum { limit } => Problem::TooLarge {
-                limit,
-                exclusive: true,
-            },
-            K::MultipleOf { multiple_of } => Problem::NotMultiple(*multiple_of),
-            K::MinItems { limit } => Problem::TooFewChosen { min: *limit },
-            K::MaxItems { limit } => Problem::TooManyChosen {
-                max: *limit,
-                got: error.instance().as_array().map_or(0, Vec::len),
-            },
-            K::UniqueItems => Problem::ChosenTwice,
-            K::Format { format } => Problem::Format(format),
-            K::Pattern { .. } => Problem::Pattern,
-            K::Enum { .. }
-            | K::OneOfNotValid { .. }
-            | K::OneOfMultipleValid { .. }
-            | K::AnyOf { .. }
-            | K::Constant { .. } => {
-                let choices = match (choices, error.kind()) {
-                    (Some(choices), _) => Some(choices),
-                    (None, K::Enum { options }) => {
-                        listed = options.as_array().map(|options| {
-                            texts::choices(options.iter().map(value_name), MAX_LISTED_CHOICES)
-                        });
-                        listed.as_deref()
-                    }
-                    (None, _) => None,
-                };
-                match (choices, in_item) {
-                    (Some(choices), false) => Problem::NotAChoice(choices),
-                    (Some(choices), true) => Problem::NotAnOption(choices),
-                    (None, _) => Problem::Invalid,
-                }
-            }
-            _ => Problem::Invalid,
+        // A value outside an `enum` of a field this validator lists no choices for: name the
+        // enum's values.
+        let listed = match (choices, error.kind()) {
+            (None, ValidationErrorKind::Enum { options }) => options
+                .as_array()
+                .map(|options| texts::choices(options.iter().map(value_name), MAX_LISTED_CHOICES)),
+            _ => None,
         };
+        let problem = field_problem(error, choices, listed.as_deref(), in_item);
         let rank = match (error.kind(), in_item) {
-            (K::Type { .. }, false) => 1,
+            (ValidationErrorKind::Type { .. }, false) => 1,
             (_, false) => 2,
             (_, true) => 3,
         };
         let sentence = texts::problem(Some(self.name(&field)), &problem);
         (Some(field), rank, sentence)
+    }
+
+    /// What is wrong with the answer as a whole (not one field): a required field missing, or
+    /// not an object at all.
+    fn describe_whole(&self, error: &ValidationError<'_>) -> (Option<String>, u8, String) {
+        match error.kind() {
+            ValidationErrorKind::Required { property } => match property.as_str() {
+                Some(field) => (
+                    Some(field.to_owned()),
+                    0,
+                    texts::problem(Some(self.name(field)), &Problem::Missing),
+                ),
+                None => (None, 0, texts::problem(None, &Problem::DoesNotFit)),
+            },
+            ValidationErrorKind::Type { .. } => (None, 0, texts::problem(None, &Problem::NotAForm)),
+            _ => (None, 0, texts::problem(None, &Problem::DoesNotFit)),
+        }
     }
 
     /// How a hint names a field: its title, else its key.
@@ -707,6 +663,70 @@ impl FormValidator {
 }
 
 /// The kind of value a `Type` error asked for.
+/// What is wrong with one field's value (`in_item`: with one item of a multi-select), in the
+/// words of [`Problem`]: `choices` are the field's own, `listed` the values of an `enum` it broke.
+fn field_problem<'e>(
+    error: &'e ValidationError<'_>,
+    choices: Option<&'e str>,
+    listed: Option<&'e str>,
+    in_item: bool,
+) -> Problem<'e> {
+    use ValidationErrorKind as K;
+    match error.kind() {
+        // A value of the wrong kind for a list of choices: say what to choose.
+        K::Type { kind } => match (choices, in_item, kind_of(kind)) {
+            (Some(choices), true, _) => Problem::NotAnOption(choices),
+            (Some(choices), false, kind) if kind != FieldKind::Choices => {
+                Problem::NotAChoice(choices)
+            }
+            (_, _, kind) => Problem::FieldKind(kind),
+        },
+        K::MinLength { limit } => Problem::TooShort {
+            min: *limit,
+            got: text_length(error.instance()),
+        },
+        K::MaxLength { limit } => Problem::TooLong {
+            max: *limit,
+            got: text_length(error.instance()),
+        },
+        K::Minimum { limit } => Problem::TooSmall {
+            limit,
+            exclusive: false,
+        },
+        K::Maximum { limit } => Problem::TooLarge {
+            limit,
+            exclusive: false,
+        },
+        K::ExclusiveMinimum { limit } => Problem::TooSmall {
+            limit,
+            exclusive: true,
+        },
+        K::ExclusiveMaximum { limit } => Problem::TooLarge {
+            limit,
+            exclusive: true,
+        },
+        K::MultipleOf { multiple_of } => Problem::NotMultiple(*multiple_of),
+        K::MinItems { limit } => Problem::TooFewChosen { min: *limit },
+        K::MaxItems { limit } => Problem::TooManyChosen {
+            max: *limit,
+            got: error.instance().as_array().map_or(0, Vec::len),
+        },
+        K::UniqueItems => Problem::ChosenTwice,
+        K::Format { format } => Problem::Format(format),
+        K::Pattern { .. } => Problem::Pattern,
+        K::Enum { .. }
+        | K::OneOfNotValid { .. }
+        | K::OneOfMultipleValid { .. }
+        | K::AnyOf { .. }
+        | K::Constant { .. } => match (choices.or(listed), in_item) {
+            (Some(choices), false) => Problem::NotAChoice(choices),
+            (Some(choices), true) => Problem::NotAnOption(choices),
+            (None, _) => Problem::Invalid,
+        },
+        _ => Problem::Invalid,
+    }
+}
+
 fn kind_of(kind: &TypeKind) -> FieldKind {
     match kind {
         TypeKind::Single(JsonType::String) => FieldKind::Text,
@@ -865,7 +885,7 @@ mod tests {
             r#"{"method":"elicitation/create","params":{"message":"Deploy?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}"#,
             r#"{ "params" : {"requestedSchema":{"properties":{"ok":{"type":"boolean"}},"type":"object"},"message":"Deplo\u0079?"}, "method":"elicitation/create"}"#,
         ];
-        let mut made = Made::default();
+        let mut made = NewEntries::default();
         let [first, second] = spellings.map(|text| cache.spelled(text, &mut made).expect("a form"));
         assert_eq!(
             cache.weight(),
@@ -892,7 +912,7 @@ mod tests {
         // A repeated key has no canonical form; the failure is not kept.
         let twice = r#"{"method":"elicitation/create","method":"roots/list"}"#;
         for _ in 0..2 {
-            let mut made = Made::default();
+            let mut made = NewEntries::default();
             assert_eq!(
                 cache.spelled(twice, &mut made).unwrap_err(),
                 QuestionError::Unreadable
@@ -1340,7 +1360,7 @@ mod tests {
     fn thousands_of_large_questions_stay_within_the_bytes() {
         let cache = ValidatorCache::default();
         for i in 0..2_000 {
-            let mut made = Made::default();
+            let mut made = NewEntries::default();
             let spelled = cache
                 .spelled(&large_question(i, 64 * 1024), &mut made)
                 .unwrap();
@@ -1364,10 +1384,10 @@ mod tests {
         assert!(texts <= CACHE_BYTES, "{texts} bytes of question text kept");
         // Smaller questions are still kept, and found again.
         let small = large_question(0, 16);
-        let mut made = Made::default();
+        let mut made = NewEntries::default();
         let first = cache.spelled(&small, &mut made).unwrap();
         cache.keep(made);
-        let mut made = Made::default();
+        let mut made = NewEntries::default();
         let again = cache.spelled(&small, &mut made).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
         assert!(made.spellings.is_empty(), "a hit makes nothing");
@@ -1377,7 +1397,7 @@ mod tests {
     fn a_reading_keeps_nothing_until_it_is_kept() {
         let cache = ValidatorCache::default();
         let text = large_question(1, 100);
-        let mut made = Made::default();
+        let mut made = NewEntries::default();
         let spelled = cache.spelled(&text, &mut made).unwrap();
         assert_eq!(
             (
@@ -1389,10 +1409,10 @@ mod tests {
         );
         // The reading finds what it made, without the caches.
         let reading = cache.with(&made);
-        let again = reading.read_spelled(&text).unwrap();
+        let again = reading.read_shown(&text).unwrap();
         assert!(Arc::ptr_eq(&again, &spelled));
         // And through the text shown, the question it made, not a second compile.
-        let shown = reading.read_spelled(spelled.shown.get()).unwrap();
+        let shown = reading.read_shown(spelled.shown.get()).unwrap();
         assert!(Arc::ptr_eq(&shown.question, &spelled.question));
         // The same question twice in one response is read once.
         let twice = cache.spelled(&text, &mut made).unwrap();
@@ -1406,7 +1426,7 @@ mod tests {
         );
 
         // A question whose schema does not compile leaves nothing, not even its neighbours'.
-        let mut made = Made::default();
+        let mut made = NewEntries::default();
         cache.spelled(&text, &mut made).unwrap();
         let broken = r#"{"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":5}}}"#;
         assert!(matches!(

@@ -31,13 +31,13 @@ pub(crate) const SESSION_NOT_FOUND: i64 = -32001;
 /// it (the HTTP adapter picks the status), the engine only says what happened.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reply {
-    pub(crate) kind: Kind,
+    pub(crate) kind: ReplyKind,
     pub(crate) body: Vec<u8>,
 }
 
 /// What a reply of the layer's own is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum ReplyKind {
     /// An answer to the call in the protocol's own terms: a result (an ask, a re-ask, a gate's
     /// refusal) or a JSON-RPC error about its params or its state.
     Answer,
@@ -55,7 +55,7 @@ pub(crate) enum Kind {
     Unavailable,
 }
 
-impl Kind {
+impl ReplyKind {
     /// Whether the reply can stand where the inner service's answer would have (inside an event
     /// stream, say); every other kind answers the request on its own.
     pub(crate) fn in_band(self) -> bool {
@@ -66,7 +66,7 @@ impl Kind {
 impl Reply {
     /// A JSON-RPC error reply.
     pub(crate) fn error(
-        kind: Kind,
+        kind: ReplyKind,
         id: Option<&RawValue>,
         code: i64,
         message: &str,
@@ -103,7 +103,13 @@ impl Reply {
 
     /// The layer's `-32603 Internal error`, an answer in band: what went wrong goes to `tracing`.
     pub(crate) fn internal(id: Option<&RawValue>) -> Self {
-        Self::error(Kind::Answer, id, INTERNAL_ERROR, "Internal error", None)
+        Self::error(
+            ReplyKind::Answer,
+            id,
+            INTERNAL_ERROR,
+            "Internal error",
+            None,
+        )
     }
 
     /// A JSON-RPC result reply, in band.
@@ -121,7 +127,7 @@ impl Reply {
             result,
         };
         Self {
-            kind: Kind::Answer,
+            kind: ReplyKind::Answer,
             body: serde_json::to_vec(&envelope).unwrap_or_default(),
         }
     }
@@ -278,7 +284,7 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
     let id = message.get("id");
     if matches!(message.nested(), ObjectOr::NotObject) {
         return Peek::Refuse(Reply::error(
-            Kind::Answer,
+            ReplyKind::Answer,
             id,
             INVALID_PARAMS,
             "Invalid params: params must be an object",
@@ -292,7 +298,7 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
     if let Some(key) = repeated {
         let message = format!("Invalid Request: duplicate key {key:?}");
         return Peek::Refuse(Reply::error(
-            Kind::BadRequest,
+            ReplyKind::BadRequest,
             id,
             INVALID_REQUEST,
             &message,
@@ -864,7 +870,7 @@ mod tests {
         assert!(matches!(
             peek(br#"{"id":1,"method":"tools/call","params":[1]}"#),
             Peek::Refuse(Reply {
-                kind: Kind::Answer,
+                kind: ReplyKind::Answer,
                 ..
             })
         ));
@@ -1029,19 +1035,25 @@ mod tests {
     fn error_replies() {
         let id = RawValue::from_string("5".into()).unwrap();
         let r = Reply::error(
-            Kind::BadRequest,
+            ReplyKind::BadRequest,
             Some(&id),
             INVALID_PARAMS,
             "bad",
             Some(json!({"k": 1})),
         );
-        assert_eq!(r.kind, Kind::BadRequest);
+        assert_eq!(r.kind, ReplyKind::BadRequest);
         let v: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(
             v,
             json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602, "message": "bad", "data": {"k": 1}}})
         );
-        let r = Reply::error(Kind::TooLarge, None, INVALID_REQUEST, "too large", None);
+        let r = Reply::error(
+            ReplyKind::TooLarge,
+            None,
+            INVALID_REQUEST,
+            "too large",
+            None,
+        );
         let v: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v["id"], Value::Null);
     }
