@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::form::validate::{QuestionError, ReadQuestion, Rejection};
 use crate::token::claims::Questions;
+use crate::wire::edit::{edit_member, edit_object, member};
 use crate::wire::json::{Object, ObjectOr};
 use crate::wire::mcp::InputKind;
 
@@ -211,17 +212,6 @@ fn with_defaults(question: &str, defaults: &[(&str, String)]) -> Option<String> 
     })
 }
 
-/// The object `text` with its member `name` replaced by what `edit` makes of it.
-fn edit_member(
-    text: &str,
-    name: &str,
-    edit: impl Fn(&RawValue) -> Option<String>,
-) -> Option<String> {
-    edit_object(text, None, |key, value| {
-        (key == name).then(|| edit(value)).flatten()
-    })
-}
-
 /// The keys of a form question's fields, in the order it shows them.
 fn fields(question: &RawValue) -> Vec<String> {
     let properties = member(question.get(), "params")
@@ -234,58 +224,6 @@ fn fields(question: &RawValue) -> Vec<String> {
         Ok(ObjectOr::Object(members)) => members.raw().map(|(key, _)| key.into()).collect(),
         _ => Vec::new(),
     }
-}
-
-/// The value of member `key` of the object `text`.
-fn member<'t>(text: &'t str, key: &str) -> Option<&'t RawValue> {
-    let ObjectOr::Object(members) = Object::read(text, &[]).ok()? else {
-        return None;
-    };
-    members.get(key)
-}
-
-/// The object `text` (minified) with each member whose new value `edit` gives replaced, and
-/// `add` appended when it is not a member; `None` when `text` is not an object. Every other byte
-/// stays as it was.
-fn edit_object(
-    text: &str,
-    add: Option<(&str, &str)>,
-    mut edit: impl FnMut(&str, &RawValue) -> Option<String>,
-) -> Option<String> {
-    let ObjectOr::Object(members) = Object::read(text, &[]).ok()? else {
-        return None;
-    };
-    let mut out = String::with_capacity(text.len() + 64);
-    out.push('{');
-    let mut present = false;
-    for (i, (key, value)) in members.raw().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        write_key(&mut out, key);
-        present |= add.is_some_and(|(name, _)| name == key);
-        match edit(key, value) {
-            Some(new) => out.push_str(&new),
-            None => out.push_str(value.get()),
-        }
-    }
-    if let Some((name, value)) = add.filter(|_| !present) {
-        if !members.members().is_empty() {
-            out.push(',');
-        }
-        write_key(&mut out, name);
-        out.push_str(value);
-    }
-    out.push('}');
-    Some(out)
-}
-
-fn write_key(out: &mut String, key: &str) {
-    // A string as JSON cannot fail.
-    if let Ok(key) = serde_json::to_string(key) {
-        out.push_str(&key);
-    }
-    out.push(':');
 }
 
 #[cfg(test)]

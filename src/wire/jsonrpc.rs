@@ -8,6 +8,8 @@ use serde::de;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+pub(crate) use super::edit::with_members;
+use super::edit::{comma, write_json, write_key};
 use super::json::{BorrowedStr, Object, ObjectOr, StrictValue, duplicate, strip_position};
 use super::mcp::{Declared, Method};
 
@@ -563,109 +565,6 @@ impl<'a> Call<'a> {
     }
 }
 
-/// The JSON text of `arguments` (an object, as the client sent it) with each member of `set`
-/// put in: a member the client sent under the same key is taken out, and every other byte stays
-/// as it came. Arguments that are absent or not an object become an object of `set` alone.
-pub(crate) fn with_members(arguments: Option<&RawValue>, set: &[(&str, Value)]) -> String {
-    let text = arguments.map_or("", RawValue::get);
-    let Ok(ObjectOr::Object(members)) = Object::read(text, &[]) else {
-        return fresh_object(set);
-    };
-    let members = members.into_members();
-    let Some(spans) = members
-        .iter()
-        .map(|(_, raw)| member_span(text, (*raw)?))
-        .collect::<Option<Vec<_>>>()
-    else {
-        return fresh_object(set);
-    };
-    let Some(close) = text.rfind('}') else {
-        return fresh_object(set);
-    };
-    let replaced = |index: usize| set.iter().any(|(name, _)| *name == members[index].0);
-    // Each run of replaced members goes with the commas that join it to the rest.
-    let mut cut = Vec::new();
-    let mut index = 0;
-    while index < members.len() {
-        if !replaced(index) {
-            index += 1;
-            continue;
-        }
-        let first = index;
-        while index < members.len() && replaced(index) {
-            index += 1;
-        }
-        cut.push(match (first, spans.get(index)) {
-            (_, Some(&(next, _))) => (spans[first].0, next),
-            (0, None) => (spans[0].0, spans[index - 1].1),
-            (_, None) => (spans[first - 1].1, spans[index - 1].1),
-        });
-    }
-    let kept = (0..members.len()).any(|index| !replaced(index));
-    let mut out = String::with_capacity(text.len() + 64);
-    let mut at = 0;
-    for (start, end) in cut {
-        out.push_str(&text[at..start]);
-        at = end;
-    }
-    out.push_str(&text[at..close]);
-    let mut added = Vec::new();
-    write_members(&mut added, set, !kept);
-    // serde_json writes UTF-8.
-    out.push_str(&String::from_utf8_lossy(&added));
-    out.push_str(&text[close..]);
-    out
-}
-
-/// `{…}` of `set`, written afresh.
-fn fresh_object(set: &[(&str, Value)]) -> String {
-    let mut out = vec![b'{'];
-    write_members(&mut out, set, true);
-    out.push(b'}');
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Writes each member of `set`, joined by commas; `first`: no comma before the first.
-fn write_members(out: &mut Vec<u8>, set: &[(&str, Value)], mut first: bool) {
-    for (name, value) in set {
-        comma(out, &mut first);
-        write_key(out, name);
-        write_json(out, value);
-    }
-}
-
-/// Where the member whose value is `raw` (borrowed from `text`) begins (its key's opening quote)
-/// and ends (its value's last byte, exclusive).
-fn member_span(text: &str, raw: &RawValue) -> Option<(usize, usize)> {
-    let value = (raw.get().as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
-    let end = value + raw.get().len();
-    if end > text.len() {
-        return None;
-    }
-    let bytes = text.as_bytes();
-    let colon = text[..value].trim_end().len().checked_sub(1)?;
-    if bytes[colon] != b':' {
-        return None;
-    }
-    let key_end = text[..colon].trim_end().len().checked_sub(1)?;
-    if bytes[key_end] != b'"' {
-        return None;
-    }
-    // The key's opening quote: the nearest quote before it that no backslash escapes.
-    let mut at = key_end;
-    loop {
-        at = memchr::memrchr(b'"', &bytes[..at])?;
-        let backslashes = bytes[..at]
-            .iter()
-            .rev()
-            .take_while(|&&b| b == b'\\')
-            .count();
-        if backslashes % 2 == 0 {
-            return Some((at, end));
-        }
-    }
-}
-
 /// `text` (JSON) with every number that no `f64` can hold written as `null`; borrowed when it has
 /// none.
 fn unrepresentable_numbers_as_null(text: &str) -> Cow<'_, str> {
@@ -707,22 +606,6 @@ fn unrepresentable_numbers_as_null(text: &str) -> Cow<'_, str> {
             Cow::Owned(out)
         }
     }
-}
-
-fn comma(out: &mut Vec<u8>, first: &mut bool) {
-    if !std::mem::take(first) {
-        out.push(b',');
-    }
-}
-
-fn write_key(out: &mut Vec<u8>, key: &str) {
-    write_json(out, key);
-    out.push(b':');
-}
-
-fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    // Strings, maps of `Value`s: serializing into a `Vec` cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 #[cfg(test)]
