@@ -205,8 +205,7 @@ fn read_round(
 ) -> Result<(Round, bool), Reply> {
     let id = call.id;
     let target = read_target(call)?;
-    let meta = read_meta(call, config)
-        .map_err(|m| Reply::error(ReplyKind::BadRequest, id, m.code, &m.message, None))?;
+    let meta = read_meta(call, config).map_err(|m| m.reply(id))?;
     let version = meta
         .as_ref()
         .and_then(|meta| meta.version.as_deref())
@@ -240,13 +239,7 @@ fn read_round(
 fn read_target(call: &Call<'_>) -> Result<String, Reply> {
     let id = call.id;
     match call.field(call.method.target_field()) {
-        Err(m) => Err(Reply::error(
-            ReplyKind::BadRequest,
-            id,
-            m.code,
-            &m.message,
-            None,
-        )),
+        Err(m) => Err(m.reply(id)),
         Ok(Field::Present(Value::String(target))) => Ok(target),
         Ok(Field::Absent | Field::Present(Value::Null)) => Ok(String::new()),
         // Bound as text, a non-string name could not be told from another: refuse it here, as
@@ -276,9 +269,7 @@ fn gate_round<'c>(
     raw_arguments: Option<&RawValue>,
 ) -> Result<Option<GateRound<'c>>, Reply> {
     let arguments = match call.method.arguments_field() {
-        Some(name) => call
-            .gate_view(name)
-            .map_err(|m| Reply::error(ReplyKind::BadRequest, call.id, m.code, &m.message, None))?,
+        Some(name) => call.gate_view(name).map_err(|m| m.reply(call.id))?,
         None => Field::Absent,
     };
     Ok(GateRound::new(
@@ -472,13 +463,7 @@ fn read_responses(
             Ok(Some(responses))
         }
         Ok(Field::Present(_)) => Err(error("inputResponses must be an object")),
-        Err(m) => Err(Reply::error(
-            ReplyKind::BadRequest,
-            id,
-            m.code,
-            &m.message,
-            None,
-        )),
+        Err(m) => Err(m.reply(id)),
     }
 }
 
@@ -681,6 +666,17 @@ mod tests {
         events: Vec<&'static str>,
     }
 
+    impl Recorded {
+        /// Flows that say `complete`, a clock that says `now`, nothing recorded yet.
+        fn new(complete: bool, now: u64) -> Self {
+            Self {
+                complete,
+                now,
+                events: Vec::new(),
+            }
+        }
+    }
+
     impl Effects for Recorded {
         type Response = ();
         type Error = ();
@@ -773,11 +769,7 @@ mod tests {
     #[tokio::test]
     async fn a_single_use_token_is_consumed_after_its_flow_answered_and_before_it_is_forwarded() {
         let state = asked_at(2_000).await;
-        let mut effects = Recorded {
-            complete: true,
-            now: 2_000,
-            events: Vec::new(),
-        };
+        let mut effects = Recorded::new(true, 2_000);
         let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
         assert_eq!(effects.events, ["flow_complete", "consume"]);
         assert!(
@@ -795,11 +787,7 @@ mod tests {
     #[tokio::test]
     async fn an_incomplete_flow_is_asked_again_once_the_token_is_consumed() {
         let state = asked_at(2_000).await;
-        let mut effects = Recorded {
-            complete: false,
-            now: 2_000,
-            events: Vec::new(),
-        };
+        let mut effects = Recorded::new(false, 2_000);
         let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
         assert_eq!(effects.events, ["flow_complete", "consume"]);
         let Decided::Respond(reply) = decided else {
@@ -814,11 +802,7 @@ mod tests {
         // Sealed at 2 000 by the flow's clock, not at 1 000 when the call arrived: a retry at
         // 1 000 is from before the token was issued (beyond the skew).
         let state = asked_at(2_000).await;
-        let mut effects = Recorded {
-            complete: true,
-            now: 1_000,
-            events: Vec::new(),
-        };
+        let mut effects = Recorded::new(true, 1_000);
         let decided = run_gated(&accepted(&state), 1_000, &mut effects).await;
         assert!(effects.events.is_empty(), "{:?}", effects.events);
         let Decided::Respond(reply) = decided else {
@@ -833,11 +817,7 @@ mod tests {
     #[tokio::test]
     async fn a_token_that_expired_while_its_flow_answered_is_refused_and_not_consumed() {
         let state = asked_at(2_000).await;
-        let mut effects = Recorded {
-            complete: true,
-            now: 1_000_000,
-            events: Vec::new(),
-        };
+        let mut effects = Recorded::new(true, 1_000_000);
         let decided = run_gated(&accepted(&state), 2_000, &mut effects).await;
         assert_eq!(effects.events, ["flow_complete"]);
         let Decided::Respond(reply) = decided else {

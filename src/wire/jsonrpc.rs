@@ -442,6 +442,13 @@ pub(crate) struct Malformed {
     pub(crate) message: String,
 }
 
+impl Malformed {
+    /// The layer's answer to the call `id` it could not parse: a JSON-RPC error, HTTP 400.
+    pub(crate) fn reply(&self, id: Option<&RawValue>) -> Reply {
+        Reply::error(ReplyKind::BadRequest, id, self.code, &self.message, None)
+    }
+}
+
 impl<'a> Call<'a> {
     /// A field of `params`, parsed strictly (duplicate keys at any depth are refused).
     pub(crate) fn field(&self, name: &str) -> Result<Field, Malformed> {
