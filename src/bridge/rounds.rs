@@ -263,6 +263,7 @@ fn failure(call: &BridgedCall, text: &str) -> Value {
     }
 }
 
+/// Runs rounds until the inner service ends the call: its response, or what keeps it from ending.
 async fn drive<S, ResBody>(
     inner: &mut S,
     call: &BridgedCall,
@@ -282,26 +283,13 @@ where
     let mut url_wait = settings.url_retry;
     loop {
         let response = ask_inner(inner, call, &params, out).await?;
-        if let Some(Value::Object(error)) = response.get("error") {
-            complete_urls(out, &mut urls, |_| true).await;
-            return Ok(inner_error(call, error));
-        }
-        let Some(Value::Object(result)) = response.get("result") else {
-            return Err("The inner service's result is not an object".to_owned());
-        };
-        match result.get("resultType").and_then(Value::as_str) {
-            None | Some("complete") => {
+        let result = match inner_answer(call, &response)? {
+            InnerAnswer::Final(response) => {
                 complete_urls(out, &mut urls, |_| true).await;
-                let result = convert::legacy_result(result.clone());
-                return Ok(convert::response(&call.id, Ok(Value::Object(result))));
+                return Ok(response);
             }
-            Some("input_required") => {}
-            Some(other) => {
-                return Err(format!(
-                    "The inner service answered a result of type '{other}', which a 2025 client cannot take"
-                ));
-            }
-        }
+            InnerAnswer::InputRequired(result) => result,
+        };
         round += 1;
         if round > settings.max_rounds {
             return Err(format!(
@@ -317,59 +305,130 @@ where
         let state = result.get("requestState").cloned();
         // A URL flow the inner no longer asks about has completed.
         complete_urls(out, &mut urls, |key| !requests.contains_key(key)).await;
-        let mut responses = Map::new();
-        if requests.is_empty() {
+        let responses = if requests.is_empty() {
             if state.is_none() {
                 return Err("The inner service asked for input without any input request".into());
             }
             tokio::time::sleep(STATE_ONLY_DELAY).await;
+            Map::new()
         } else {
-            let mut asks = Vec::new();
-            for (key, request) in &requests {
-                if let Some(missing) = missing_capability(request, &call.record.client_capabilities)
-                {
-                    return Err(format!(
-                        "The client did not declare the {missing} capability, which the input request '{key}' needs."
-                    ));
-                }
-                let request = down_level(request.clone(), &call.record.protocol_version)?;
-                let url = request.pointer("/params/url").cloned();
-                // Consent already given for this flow: ask the inner again later, not the person.
-                if is_url(&request)
-                    && let Some(leg) = urls.get(key)
-                    && Some(&leg.url) == url.as_ref()
-                    && let Some(answer) = &leg.answer
-                {
-                    responses.insert(key.clone(), answer.clone());
-                    continue;
-                }
-                asks.push((key.clone(), request));
-            }
+            let RoundInputs {
+                mut responses,
+                asks,
+            } = sort_input_requests(call, &requests, &urls)?;
             if asks.is_empty() {
                 tokio::time::sleep(url_wait).await;
                 url_wait = (url_wait * 2).min(settings.url_retry * 10);
             } else {
-                if permit.is_none() {
-                    let Ok(acquired) = Arc::clone(&settings.waiting).try_acquire_owned() else {
-                        return Err(
-                            "Too many calls are waiting for a client's answer; try again later."
-                                .into(),
-                        );
-                    };
-                    permit = Some(acquired);
-                }
+                hold_waiting_permit(settings, &mut permit)?;
                 let answers = ask_client(call, out, legs, asks, &mut urls).await?;
                 responses.extend(answers);
             }
-        }
-        params = call.params.clone();
-        if !responses.is_empty() {
-            params.insert("inputResponses".to_owned(), Value::Object(responses));
-        }
-        if let Some(state) = state {
-            params.insert("requestState".to_owned(), state);
-        }
+            responses
+        };
+        params = retry_params(call, responses, state);
     }
+}
+
+/// What the inner service answered a round with.
+enum InnerAnswer<'a> {
+    /// The call's end: the JSON-RPC response for the client.
+    Final(Value),
+    /// An `input_required` result: the round's input requests.
+    InputRequired(&'a Map<String, Value>),
+}
+
+/// Reads the inner's response to a round: the call's end, or its `input_required` result.
+fn inner_answer<'a>(call: &BridgedCall, response: &'a Value) -> Result<InnerAnswer<'a>, String> {
+    if let Some(Value::Object(error)) = response.get("error") {
+        return Ok(InnerAnswer::Final(inner_error(call, error)));
+    }
+    let Some(Value::Object(result)) = response.get("result") else {
+        return Err("The inner service's result is not an object".to_owned());
+    };
+    match result.get("resultType").and_then(Value::as_str) {
+        None | Some("complete") => {
+            let result = convert::legacy_result(result.clone());
+            Ok(InnerAnswer::Final(convert::response(
+                &call.id,
+                Ok(Value::Object(result)),
+            )))
+        }
+        Some("input_required") => Ok(InnerAnswer::InputRequired(result)),
+        Some(other) => Err(format!(
+            "The inner service answered a result of type '{other}', which a 2025 client cannot take"
+        )),
+    }
+}
+
+/// A round's input requests, down-leveled and sorted by who answers them.
+struct RoundInputs {
+    /// The `inputResponses` of URL flows already consented to, by key.
+    responses: Map<String, Value>,
+    /// The requests to ask the client, by key.
+    asks: Vec<(String, Value)>,
+}
+
+/// Down-levels a round's input requests: answers from consented URL flows, and the ones to ask.
+fn sort_input_requests(
+    call: &BridgedCall,
+    requests: &Map<String, Value>,
+    urls: &HashMap<String, UrlLeg>,
+) -> Result<RoundInputs, String> {
+    let mut responses = Map::new();
+    let mut asks = Vec::new();
+    for (key, request) in requests {
+        if let Some(missing) = missing_capability(request, &call.record.client_capabilities) {
+            return Err(format!(
+                "The client did not declare the {missing} capability, which the input request '{key}' needs."
+            ));
+        }
+        let request = down_level(request.clone(), &call.record.protocol_version)?;
+        let url = request.pointer("/params/url").cloned();
+        // Consent already given for this flow: ask the inner again later, not the person.
+        if is_url(&request)
+            && let Some(leg) = urls.get(key)
+            && Some(&leg.url) == url.as_ref()
+            && let Some(answer) = &leg.answer
+        {
+            responses.insert(key.clone(), answer.clone());
+            continue;
+        }
+        asks.push((key.clone(), request));
+    }
+    Ok(RoundInputs { responses, asks })
+}
+
+/// Takes one of the places of the calls waiting for a client's answer, unless the call holds one.
+fn hold_waiting_permit(
+    settings: &Settings,
+    permit: &mut Option<OwnedSemaphorePermit>,
+) -> Result<(), String> {
+    if permit.is_none() {
+        let Ok(acquired) = Arc::clone(&settings.waiting).try_acquire_owned() else {
+            return Err(
+                "Too many calls are waiting for a client's answer; try again later.".into(),
+            );
+        };
+        *permit = Some(acquired);
+    }
+    Ok(())
+}
+
+/// The params of the next round: the first round's, with its `inputResponses` and `requestState`.
+fn retry_params(
+    call: &BridgedCall,
+    responses: Map<String, Value>,
+    state: Option<Value>,
+) -> Map<String, Value> {
+    let mut params = call.params.clone();
+    if !responses.is_empty() {
+        params.insert("inputResponses".to_owned(), Value::Object(responses));
+    }
+    if let Some(state) = state {
+        params.insert("requestState".to_owned(), state);
+    }
+    params
 }
 
 /// An inner JSON-RPC error as the call's end. A missing capability is said in words for a tool.
@@ -455,60 +514,88 @@ async fn ask_client(
     let mut waiting: Vec<OpenRequest> = Vec::new();
     for (key, mut request) in asks {
         let id = format!("{LEG_PREFIX}{}", random_hex_64());
-        let method = request
-            .get("method")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
         if is_url(&request) {
-            let url = request
-                .pointer("/params/url")
-                .cloned()
-                .unwrap_or(Value::Null);
-            let elicitation_id = match urls.get(&key) {
-                Some(leg) if leg.url == url => leg.elicitation_id.clone(),
-                _ => uuid_v4(),
-            };
-            if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
-                params.insert("elicitationId".to_owned(), json!(elicitation_id));
-            }
-            urls.insert(
-                key.clone(),
-                UrlLeg {
-                    url,
-                    elicitation_id,
-                    answer: None,
-                },
-            );
+            start_url_flow(&key, &mut request, urls);
         }
-        let leg = AnswerKey::new(session.clone(), Value::String(id.clone()).to_string());
-        let waiter = settings
-            .pending
-            .subscribe(leg.clone())
-            .await
-            .map_err(|e| format!("The bridge cannot wait for the client's answer: {e}"))?;
-        legs.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(leg.clone());
-        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(params) = request.get("params") {
-            message["params"] = params.clone();
-        }
-        out.send(&message).await;
-        waiting.push(OpenRequest {
-            key,
-            id: Value::String(id),
-            answer_key: leg,
-            answer: waiter,
-            method,
-        });
+        waiting.push(send_request(settings, session, out, legs, key, id, &request).await?);
     }
+    wait_for_answers(settings, out, legs, waiting, urls).await
+}
+
+/// Gives a URL request its flow's `elicitationId` (kept while its URL is unchanged); records it.
+fn start_url_flow(key: &str, request: &mut Value, urls: &mut HashMap<String, UrlLeg>) {
+    let url = request
+        .pointer("/params/url")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let elicitation_id = match urls.get(key) {
+        Some(leg) if leg.url == url => leg.elicitation_id.clone(),
+        _ => uuid_v4(),
+    };
+    if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
+        params.insert("elicitationId".to_owned(), json!(elicitation_id));
+    }
+    urls.insert(
+        key.to_owned(),
+        UrlLeg {
+            url,
+            elicitation_id,
+            answer: None,
+        },
+    );
+}
+
+/// Subscribes to the answer to the request `id`, then sends the request on the call's stream.
+async fn send_request(
+    settings: &Settings,
+    session: &str,
+    out: &CallStream,
+    legs: &Mutex<Vec<AnswerKey>>,
+    key: String,
+    id: String,
+    request: &Value,
+) -> Result<OpenRequest, String> {
+    let method = request
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let leg = AnswerKey::new(session.to_owned(), Value::String(id.clone()).to_string());
+    let waiter = settings
+        .pending
+        .subscribe(leg.clone())
+        .await
+        .map_err(|e| format!("The bridge cannot wait for the client's answer: {e}"))?;
+    legs.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(leg.clone());
+    let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+    if let Some(params) = request.get("params") {
+        message["params"] = params.clone();
+    }
+    out.send(&message).await;
+    Ok(OpenRequest {
+        key,
+        id: Value::String(id),
+        answer_key: leg,
+        answer: waiter,
+        method,
+    })
+}
+
+/// Waits for every answer to `open`; a failure or the deadline cancels the requests still open.
+async fn wait_for_answers(
+    settings: &Settings,
+    out: &CallStream,
+    legs: &Mutex<Vec<AnswerKey>>,
+    mut open: Vec<OpenRequest>,
+    urls: &mut HashMap<String, UrlLeg>,
+) -> Result<Map<String, Value>, String> {
     let deadline = tokio::time::sleep(settings.answer_timeout);
     tokio::pin!(deadline);
     let mut keep_alive =
         tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     let mut answers = Map::new();
-    let mut open = waiting;
     while !open.is_empty() {
         // Whichever answer comes first: an error on any request ends the call at once.
         let ready = loop {
@@ -542,30 +629,38 @@ async fn ask_client(
         legs.lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|l| *l != leg);
-        let Some(answer) = answer else {
-            cancel_all(settings, out, open, "Another request of the call failed.").await;
-            return Err(format!("The answer to {method} was lost"));
+        let result = match answer_result(&method, answer) {
+            Ok(result) => result,
+            Err(text) => {
+                cancel_all(settings, out, open, "Another request of the call failed.").await;
+                return Err(text);
+            }
         };
-        if let Some(error) = answer.get("error") {
-            cancel_all(settings, out, open, "Another request of the call failed.").await;
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("an error");
-            return Err(format!(
-                "The client answered {method} with an error: {message}"
-            ));
-        }
-        let Some(Value::Object(mut result)) = answer.get("result").cloned() else {
-            cancel_all(settings, out, open, "Another request of the call failed.").await;
-            return Err(format!("The client's answer to {method} has no result"));
-        };
-        result.remove("_meta");
-        let result = Value::Object(result);
         if let Some(url) = urls.get_mut(&key) {
             url.answer = Some(result.clone());
         }
         answers.insert(key, result);
     }
     Ok(answers)
+}
+
+/// The result the client answered a `method` request with, `_meta` left out, or why there is none.
+fn answer_result(method: &str, answer: Option<Value>) -> Result<Value, String> {
+    let Some(answer) = answer else {
+        return Err(format!("The answer to {method} was lost"));
+    };
+    if let Some(error) = answer.get("error") {
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("an error");
+        return Err(format!(
+            "The client answered {method} with an error: {message}"
+        ));
+    }
+    let Some(Value::Object(mut result)) = answer.get("result").cloned() else {
+        return Err(format!("The client's answer to {method} has no result"));
+    };
+    result.remove("_meta");
+    Ok(Value::Object(result))
 }

@@ -116,6 +116,7 @@ where
 {
 }
 
+/// One request to the bridge: what is not the bridge's to answer is forwarded as it came.
 async fn handle<S, ReqBody, ResBody>(
     inner: S,
     settings: Arc<Settings>,
@@ -135,16 +136,9 @@ where
     {
         return Ok(without_body(&settings, &parts, session).await);
     }
-    let bytes = match ReadAll::new(Limited::new(body, settings.max_body_bytes)).await {
+    let bytes = match read_body(&settings, body).await {
         Ok(bytes) => bytes,
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
-            let error = convert::error(INVALID_REQUEST, "Request body too large");
-            return Ok(json(StatusCode::PAYLOAD_TOO_LARGE, &id_less(error)));
-        }
-        Err(_) => {
-            let error = convert::error(PARSE_ERROR, "Cannot read the request body");
-            return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
-        }
+        Err(response) => return Ok(response),
     };
     if parts.method != Method::POST {
         return forward(inner, parts, bytes).await;
@@ -161,6 +155,45 @@ where
         }
         _ => return forward(inner, parts, bytes).await,
     };
+    route(inner, settings, parts, session, bytes, message).await
+}
+
+/// The request body, read within its size limit; the error response when it cannot be read.
+async fn read_body<ReqBody, B>(
+    settings: &Settings,
+    body: ReqBody,
+) -> Result<Bytes, BridgeResponse<B>>
+where
+    ReqBody: Body<Data = Bytes>,
+    ReqBody::Error: Into<BoxError>,
+{
+    match ReadAll::new(Limited::new(body, settings.max_body_bytes)).await {
+        Ok(bytes) => Ok(bytes),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            let error = convert::error(INVALID_REQUEST, "Request body too large");
+            Err(json(StatusCode::PAYLOAD_TOO_LARGE, &id_less(error)))
+        }
+        Err(_) => {
+            let error = convert::error(PARSE_ERROR, "Cannot read the request body");
+            Err(json(StatusCode::BAD_REQUEST, &id_less(error)))
+        }
+    }
+}
+
+/// A JSON-RPC message POSTed: an answer on a call's stream, 2026, `initialize`, or 2025 to serve.
+async fn route<S, ResBody>(
+    inner: S,
+    settings: Arc<Settings>,
+    parts: Parts,
+    session: Option<String>,
+    bytes: Bytes,
+    message: Map<String, Value>,
+) -> Result<BridgeResponse<ResBody>, S::Error>
+where
+    S: Wrapped<ResBody>,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
     let method = message.get("method").and_then(Value::as_str);
     if method.is_none() && message.contains_key("id") {
         // A response to a request the bridge sent on a call's stream.
@@ -177,19 +210,10 @@ where
     }
     let version = header(&parts, &PROTOCOL_VERSION);
     let (session, record) = match session {
-        Some(session) => {
-            let record = match lookup(&settings, &parts, &session).await {
-                Ok(Some(record)) => record,
-                Ok(None) => return Ok(session_not_found()),
-                Err(error) => return Ok(store_failed(&error)),
-            };
-            if let Some(version) = version.filter(|v| !LEGACY_VERSIONS.contains(v)) {
-                let message = format!("Bad Request: Unsupported protocol version: {version}");
-                let error = convert::error(SERVER_ERROR, &message);
-                return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
-            }
-            (Some(session), record)
-        }
+        Some(session) => match legacy_session(&settings, &parts, &session, version).await {
+            Ok(record) => (Some(session), record),
+            Err(response) => return Ok(response),
+        },
         // A 2026 request that lacks its `_meta`: the inner service says what is wrong with it.
         None if version.is_some_and(|v| !LEGACY_VERSIONS.contains(&v)) => {
             return forward(inner, parts, bytes).await;
@@ -200,14 +224,34 @@ where
     serve(inner, settings, parts, session, record, message).await
 }
 
+/// The record of the caller's live session, for a 2025 request; the error response otherwise.
+async fn legacy_session<B>(
+    settings: &Settings,
+    parts: &Parts,
+    session: &str,
+    version: Option<&str>,
+) -> Result<SessionRecord, BridgeResponse<B>> {
+    let record = match lookup(settings, parts, session).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return Err(session_not_found()),
+        Err(error) => return Err(store_failed(&error)),
+    };
+    if let Some(version) = version.filter(|v| !LEGACY_VERSIONS.contains(v)) {
+        let message = format!("Bad Request: Unsupported protocol version: {version}");
+        let error = convert::error(SERVER_ERROR, &message);
+        return Err(json(StatusCode::BAD_REQUEST, &id_less(error)));
+    }
+    Ok(record)
+}
+
 /// A 2025 request of a live session (or of none): the utilities are answered here, the three
 /// MRTR methods go through the rounds, everything else is forwarded once.
 async fn serve<S, ResBody>(
-    mut inner: S,
+    inner: S,
     settings: Arc<Settings>,
     parts: Parts,
     session: Option<String>,
-    mut record: SessionRecord,
+    record: SessionRecord,
     message: Map<String, Value>,
 ) -> Result<BridgeResponse<ResBody>, S::Error>
 where
@@ -220,35 +264,14 @@ where
         .and_then(Value::as_str)
         .unwrap_or_default();
     let Some(id) = message.get("id").cloned() else {
-        // A notification: `notifications/cancelled` ends the call it names; the rest (including
-        // `notifications/initialized`) is accepted and needs nothing more.
-        if method == "notifications/cancelled"
-            && let Some(session) = &session
-            && let Some(request) = message.get("params").and_then(|p| p.get("requestId"))
-        {
-            let key = AnswerKey::new(session.clone(), rounds::cancel_leg(request));
-            let _ = settings.pending.deliver(key, Value::Null).await;
-        }
-        return Ok(accepted());
+        return Ok(notification(&settings, session.as_deref(), method, &message).await);
     };
     let params = message.get("params");
     match method {
         "ping" => return Ok(json(StatusCode::OK, &convert::response(&id, Ok(json!({}))))),
         "logging/setLevel" => {
-            let level = params.and_then(|p| p.get("level")).and_then(Value::as_str);
-            let Some(level) = level.filter(|l| LOG_LEVELS.contains(l)) else {
-                let error = convert::error(INVALID_PARAMS, "Invalid log level");
-                return Ok(json(StatusCode::OK, &convert::response(&id, Err(error))));
-            };
-            if let Some(session) = &session {
-                record.log_level = Some(level.to_owned());
-                match settings.sessions.update(session, record).await {
-                    Ok(true) => {}
-                    Ok(false) => return Ok(session_not_found()),
-                    Err(error) => return Ok(store_failed(&error)),
-                }
-            }
-            return Ok(json(StatusCode::OK, &convert::response(&id, Ok(json!({})))));
+            let session = session.as_deref();
+            return Ok(set_log_level(&settings, session, record, &id, params).await);
         }
         _ => {}
     }
@@ -270,9 +293,69 @@ where
         };
         return Ok(rounds::start(inner, call));
     }
+    forward_once(inner, &settings, &parts, method, &id, modern).await
+}
+
+/// A notification, accepted; `notifications/cancelled` ends the call it names.
+async fn notification<B>(
+    settings: &Settings,
+    session: Option<&str>,
+    method: &str,
+    message: &Map<String, Value>,
+) -> BridgeResponse<B> {
+    // `notifications/cancelled` ends the call it names; the rest (including
+    // `notifications/initialized`) is accepted and needs nothing more.
+    if method == "notifications/cancelled"
+        && let Some(session) = session
+        && let Some(request) = message.get("params").and_then(|p| p.get("requestId"))
+    {
+        let key = AnswerKey::new(session, rounds::cancel_leg(request));
+        let _ = settings.pending.deliver(key, Value::Null).await;
+    }
+    accepted()
+}
+
+/// `logging/setLevel`: the level kept in the session's record (if there is a session).
+async fn set_log_level<B>(
+    settings: &Settings,
+    session: Option<&str>,
+    mut record: SessionRecord,
+    id: &Value,
+    params: Option<&Value>,
+) -> BridgeResponse<B> {
+    let level = params.and_then(|p| p.get("level")).and_then(Value::as_str);
+    let Some(level) = level.filter(|l| LOG_LEVELS.contains(l)) else {
+        let error = convert::error(INVALID_PARAMS, "Invalid log level");
+        return json(StatusCode::OK, &convert::response(id, Err(error)));
+    };
+    if let Some(session) = session {
+        record.log_level = Some(level.to_owned());
+        match settings.sessions.update(session, record).await {
+            Ok(true) => {}
+            Ok(false) => return session_not_found(),
+            Err(error) => return store_failed(&error),
+        }
+    }
+    json(StatusCode::OK, &convert::response(id, Ok(json!({}))))
+}
+
+/// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape.
+async fn forward_once<S, ResBody>(
+    mut inner: S,
+    settings: &Settings,
+    parts: &Parts,
+    method: &str,
+    id: &Value,
+    modern: Map<String, Value>,
+) -> Result<BridgeResponse<ResBody>, S::Error>
+where
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
     let inner_id = settings.inner_id();
     let body = json!({"jsonrpc": "2.0", "id": inner_id, "method": method, "params": modern});
-    let request = inner::request(&parts, method, None, body.to_string().into_bytes());
+    let request = inner::request(parts, method, None, body.to_string().into_bytes());
     let response = inner::call(&mut inner, request).await?;
     let mut reader = Reader::new(response);
     let outcome = loop {
@@ -282,7 +365,7 @@ where
             Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
         }
     };
-    Ok(json(StatusCode::OK, &convert::response(&id, outcome)))
+    Ok(json(StatusCode::OK, &convert::response(id, outcome)))
 }
 
 /// The inner's answer to a request that is not an MRTR method, in its 2025 shape.
