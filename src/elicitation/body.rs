@@ -11,7 +11,6 @@ use pin_project_lite::pin_project;
 
 use super::sse_body::SseBody;
 use crate::BoxError;
-pub(crate) use crate::util::body::ReadAll;
 
 pin_project! {
     /// The request body the inner service receives: the buffered (possibly rewritten) bytes of a

@@ -12,12 +12,13 @@ use http_body_util::{LengthLimitError, Limited};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::body::{ReadAll, RequestBody, ResponseBody};
+use super::body::{RequestBody, ResponseBody};
 use super::pipeline;
 use super::shared::Shared;
 use crate::BoxError;
 use crate::engine;
 use crate::util::BoxFuture;
+use crate::util::body::ReadAll;
 
 pin_project! {
     /// The future of [`Elicitation`]'s response.

@@ -15,7 +15,7 @@ use http_body::Body;
 use tower_service::Service;
 use tracing::Instrument;
 
-use super::body::{ReadAll, RequestBody, ResponseBody};
+use super::body::{RequestBody, ResponseBody};
 use super::shared::Shared;
 use super::sse_body::{ResponseRewrite, SseBody};
 use crate::BoxError;
@@ -24,6 +24,7 @@ use crate::gate::{ErasedFlow, GateCall};
 use crate::store::Consumed;
 use crate::token::unix_now;
 use crate::util::BoxFuture;
+use crate::util::body::ReadAll;
 use crate::wire::jsonrpc::{Call, Reply, ReplyKind};
 use crate::wire::sse;
 

@@ -10,13 +10,14 @@ use http_body::Body;
 use http_body_util::Limited;
 use tower_service::Service;
 
-use super::body::{ReadAll, RequestBody, ResponseBody};
+use super::body::{RequestBody, ResponseBody};
 use super::future::{Pending, ResponseFuture};
 use super::pipeline::{self, reply_response};
 use super::shared::Shared;
 use crate::BoxError;
 use crate::engine;
 use crate::token::Keyring;
+use crate::util::body::ReadAll;
 
 /// The service [`ElicitationLayer`](crate::ElicitationLayer) wraps around an MCP Streamable HTTP service.
 ///
