@@ -11,38 +11,18 @@ use tokio::sync::mpsc;
 
 use crate::BoxError;
 
-/// The request body the bridge sends the service it wraps: one whole 2026-07-28 request, in
-/// memory. It cannot fail.
-#[derive(Debug, Default)]
-pub struct RequestBody {
-    bytes: Full<Bytes>,
+opaque_body! {
+    /// The request body the bridge sends the service it wraps: one whole 2026-07-28 request, in
+    /// memory. It cannot fail.
+    #[derive(Debug, Default)]
+    pub struct RequestBody(inner: Full<Bytes>) -> Error = std::convert::Infallible
 }
 
 impl RequestBody {
     pub(crate) fn new(bytes: impl Into<Bytes>) -> Self {
         Self {
-            bytes: Full::new(bytes.into()),
+            inner: Full::new(bytes.into()),
         }
-    }
-}
-
-impl Body for RequestBody {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.bytes).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.bytes.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.bytes.size_hint()
     }
 }
 

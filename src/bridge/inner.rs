@@ -29,6 +29,12 @@ const MCP_NAME: HeaderName = HeaderName::from_static(header::NAME);
 /// The largest inner answer read whole (a JSON body, or one event).
 const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 
+/// What the bridge asks of the inner service's response body, written once for every function
+/// that reads one: bytes, and an error that can be boxed.
+pub(crate) trait InnerBody: Body<Data = Bytes, Error: Into<BoxError>> {}
+
+impl<B: Body<Data = Bytes, Error: Into<BoxError>>> InnerBody for B {}
+
 /// Headers of the caller that are about the 2025 transport, or that the bridge sets itself.
 fn is_dropped(name: &HeaderName) -> bool {
     use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
@@ -136,8 +142,7 @@ pub(crate) struct Reader<B> {
 
 impl<B> Reader<B>
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B: InnerBody,
 {
     pub(crate) fn new(response: Response<B>) -> Self {
         let stream = response

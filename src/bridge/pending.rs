@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::store::StoreError;
+use crate::store::StoreFuture;
 use crate::util::BoxFuture;
 
 /// Names what one answer is addressed to: the session, and the id the bridge gave the request it
@@ -111,30 +112,24 @@ pub trait PendingAnswers: Send + Sync + 'static {
 /// [`PendingAnswers`] in a form that can be stored behind `dyn`: a subscription resolves with the
 /// answer, or `None`.
 pub(crate) trait ErasedPendingAnswers: Send + Sync {
-    fn subscribe(
-        &self,
-        key: AnswerKey,
-    ) -> BoxFuture<'_, Result<BoxFuture<'static, Option<Value>>, StoreError>>;
-    fn deliver(&self, key: AnswerKey, answer: Value) -> BoxFuture<'_, Result<bool, StoreError>>;
-    fn unsubscribe<'a>(&'a self, key: &'a AnswerKey) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn subscribe(&self, key: AnswerKey) -> StoreFuture<'_, BoxFuture<'static, Option<Value>>>;
+    fn deliver(&self, key: AnswerKey, answer: Value) -> StoreFuture<'_, bool>;
+    fn unsubscribe<'a>(&'a self, key: &'a AnswerKey) -> StoreFuture<'a, ()>;
 }
 
 impl<T: PendingAnswers> ErasedPendingAnswers for T {
-    fn subscribe(
-        &self,
-        key: AnswerKey,
-    ) -> BoxFuture<'_, Result<BoxFuture<'static, Option<Value>>, StoreError>> {
+    fn subscribe(&self, key: AnswerKey) -> StoreFuture<'_, BoxFuture<'static, Option<Value>>> {
         Box::pin(async move {
             let subscription = PendingAnswers::subscribe(self, key).await?;
             Ok(Box::pin(subscription) as BoxFuture<'static, _>)
         })
     }
 
-    fn deliver(&self, key: AnswerKey, answer: Value) -> BoxFuture<'_, Result<bool, StoreError>> {
+    fn deliver(&self, key: AnswerKey, answer: Value) -> StoreFuture<'_, bool> {
         Box::pin(PendingAnswers::deliver(self, key, answer))
     }
 
-    fn unsubscribe<'a>(&'a self, key: &'a AnswerKey) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn unsubscribe<'a>(&'a self, key: &'a AnswerKey) -> StoreFuture<'a, ()> {
         Box::pin(PendingAnswers::unsubscribe(self, key))
     }
 }

@@ -9,7 +9,6 @@ use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response};
-use http_body::Body;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tower_service::Service;
@@ -18,10 +17,9 @@ use super::body::{RequestBody, ResponseBody};
 use super::config::{KEEP_ALIVE, Settings};
 use super::convert::{self, down_level, is_url, missing_capability, tool_error};
 use super::ids::{random_hex_64, uuid_v4};
-use super::inner::{self, Message, Reader};
+use super::inner::{self, InnerBody, Message, Reader};
 use super::pending::AnswerKey;
 use super::session::SessionRecord;
-use crate::BoxError;
 use crate::util::BoxFuture;
 use crate::wire::jsonrpc::INTERNAL_ERROR;
 use crate::wire::mcp::Method;
@@ -55,8 +53,7 @@ where
     S: Service<Request<RequestBody>, Response = Response<ResBody>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
-    ResBody: Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody + Send + 'static,
 {
     let (events, stream) = mpsc::channel(16);
     tokio::spawn(run(inner, call, events));
@@ -122,8 +119,7 @@ impl CallStream {
 async fn run<S, ResBody>(mut inner: S, call: BridgedCall, events: mpsc::Sender<Bytes>)
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody,
 {
     let out = CallStream {
         events,
@@ -242,8 +238,7 @@ async fn rounds<S, ResBody>(
 ) -> Value
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody,
 {
     match drive(inner, call, out, legs).await {
         Ok(response) => response,
@@ -272,8 +267,7 @@ async fn drive<S, ResBody>(
 ) -> Result<Value, String>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody,
 {
     let settings = &call.settings;
     let mut params = call.params.clone();
@@ -477,8 +471,7 @@ async fn ask_inner<S, ResBody>(
 ) -> Result<Value, String>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody,
 {
     let method = call.method.as_str();
     let name = params

@@ -18,7 +18,7 @@ use super::config::Settings;
 use super::convert::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
 use super::future::ResponseFuture;
 use super::ids::new_session_id;
-use super::inner::{self, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
+use super::inner::{self, InnerBody, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
 use super::pending::AnswerKey;
 use super::rounds::{self, BridgedCall};
 use super::session::SessionRecord;
@@ -126,8 +126,7 @@ where
     S: Wrapped<ResBody>,
     ReqBody: Body<Data = Bytes> + Send + 'static,
     ReqBody::Error: Into<BoxError>,
-    ResBody: Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody + Send + 'static,
 {
     let (parts, body) = request.into_parts();
     let session = header(&parts, &SESSION_ID).map(str::to_owned);
@@ -155,7 +154,15 @@ where
         }
         _ => return forward(inner, parts, bytes).await,
     };
-    route(inner, settings, parts, session, bytes, message).await
+    let incoming = Incoming {
+        inner,
+        settings,
+        parts,
+        session,
+        bytes,
+        message,
+    };
+    incoming.route().await
 }
 
 /// The request body, read within its size limit; the error response when it cannot be read.
@@ -180,48 +187,120 @@ where
     }
 }
 
-/// A JSON-RPC message POSTed: an answer on a call's stream, 2026, `initialize`, or 2025 to serve.
-async fn route<S, ResBody>(
+/// A POSTed JSON-RPC message on its way through the bridge, with the service it goes to, the
+/// bridge's settings, the request's head and the session it names.
+struct Incoming<S> {
     inner: S,
     settings: Arc<Settings>,
     parts: Parts,
     session: Option<String>,
     bytes: Bytes,
     message: Map<String, Value>,
-) -> Result<BridgeResponse<ResBody>, S::Error>
-where
-    S: Wrapped<ResBody>,
-    ResBody: Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
-{
-    let method = message.get("method").and_then(Value::as_str);
-    if method.is_none() && message.contains_key("id") {
-        // A response to a request the bridge sent on a call's stream.
-        return match &session {
-            Some(session) => Ok(answer(&settings, &parts, session, message).await),
-            None => forward(inner, parts, bytes).await,
-        };
-    }
-    if convert::claims_modern(&message) {
-        return forward(inner, parts, bytes).await;
-    }
-    if method == Some("initialize") {
-        return initialize(inner, &settings, &parts, &message).await;
-    }
-    let version = header(&parts, &PROTOCOL_VERSION);
-    let (session, record) = match session {
-        Some(session) => match legacy_session(&settings, &parts, &session, version).await {
-            Ok(record) => (Some(session), record),
-            Err(response) => return Ok(response),
-        },
-        // A 2026 request that lacks its `_meta`: the inner service says what is wrong with it.
-        None if version.is_some_and(|v| !LEGACY_VERSIONS.contains(&v)) => {
-            return forward(inner, parts, bytes).await;
+}
+
+impl<S> Incoming<S> {
+    /// Routes the message: an answer on a call's stream, 2026, `initialize`, or 2025 to serve.
+    async fn route<ResBody>(self) -> Result<BridgeResponse<ResBody>, S::Error>
+    where
+        S: Wrapped<ResBody>,
+        ResBody: InnerBody + Send + 'static,
+    {
+        let method = self.message.get("method").and_then(Value::as_str);
+        if method.is_none() && self.message.contains_key("id") {
+            // A response to a request the bridge sent on a call's stream.
+            return match &self.session {
+                Some(session) => {
+                    Ok(answer(&self.settings, &self.parts, session, self.message).await)
+                }
+                None => self.forward().await,
+            };
         }
-        // A 2025 request without a session: served with no client capabilities.
-        None => (None, sessionless(version)),
-    };
-    serve(inner, settings, parts, session, record, message).await
+        if convert::claims_modern(&self.message) {
+            return self.forward().await;
+        }
+        if method == Some("initialize") {
+            return initialize(self.inner, &self.settings, &self.parts, &self.message).await;
+        }
+        let version = header(&self.parts, &PROTOCOL_VERSION);
+        let record = match &self.session {
+            Some(session) => {
+                match legacy_session(&self.settings, &self.parts, session, version).await {
+                    Ok(record) => record,
+                    Err(response) => return Ok(response),
+                }
+            }
+            // A 2026 request that lacks its `_meta`: the inner service says what is wrong with it.
+            None if version.is_some_and(|v| !LEGACY_VERSIONS.contains(&v)) => {
+                return self.forward().await;
+            }
+            // A 2025 request without a session: served with no client capabilities.
+            None => sessionless(version),
+        };
+        self.serve(record).await
+    }
+
+    /// Serves a 2025 request of a live session (or of none): the utilities are answered here, the
+    /// three MRTR methods go through the rounds, everything else is forwarded once.
+    async fn serve<ResBody>(
+        self,
+        record: SessionRecord,
+    ) -> Result<BridgeResponse<ResBody>, S::Error>
+    where
+        S: Wrapped<ResBody>,
+        ResBody: InnerBody + Send + 'static,
+    {
+        let Incoming {
+            inner,
+            settings,
+            parts,
+            session,
+            message,
+            ..
+        } = self;
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(id) = message.get("id").cloned() else {
+            return Ok(notification(&settings, session.as_deref(), method, &message).await);
+        };
+        let params = message.get("params");
+        match method {
+            "ping" => return Ok(json(StatusCode::OK, &convert::response(&id, Ok(json!({}))))),
+            "logging/setLevel" => {
+                let session = session.as_deref();
+                return Ok(set_log_level(&settings, session, record, &id, params).await);
+            }
+            _ => {}
+        }
+        let client = Client {
+            capabilities: &record.client_capabilities,
+            info: &record.client_info,
+            log_level: record.log_level.as_deref(),
+        };
+        let modern = convert::modern_params(params, &client);
+        if let Some(mrtr) = Mrtr::parse(method) {
+            let call = BridgedCall {
+                settings,
+                parts,
+                session,
+                record,
+                id,
+                method: mrtr,
+                params: modern,
+            };
+            return Ok(rounds::start(inner, call));
+        }
+        forward_once(inner, &settings, &parts, method, &id, modern).await
+    }
+
+    /// Forwards the message as it came: it is not the bridge's to answer.
+    async fn forward<ResBody>(self) -> Result<BridgeResponse<ResBody>, S::Error>
+    where
+        S: Service<Request<RequestBody>, Response = Response<ResBody>>,
+    {
+        forward(self.inner, self.parts, self.bytes).await
+    }
 }
 
 /// The record of the caller's live session, for a 2025 request; the error response otherwise.
@@ -242,58 +321,6 @@ async fn legacy_session<B>(
         return Err(json(StatusCode::BAD_REQUEST, &id_less(error)));
     }
     Ok(record)
-}
-
-/// A 2025 request of a live session (or of none): the utilities are answered here, the three
-/// MRTR methods go through the rounds, everything else is forwarded once.
-async fn serve<S, ResBody>(
-    inner: S,
-    settings: Arc<Settings>,
-    parts: Parts,
-    session: Option<String>,
-    record: SessionRecord,
-    message: Map<String, Value>,
-) -> Result<BridgeResponse<ResBody>, S::Error>
-where
-    S: Wrapped<ResBody>,
-    ResBody: Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
-{
-    let method = message
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let Some(id) = message.get("id").cloned() else {
-        return Ok(notification(&settings, session.as_deref(), method, &message).await);
-    };
-    let params = message.get("params");
-    match method {
-        "ping" => return Ok(json(StatusCode::OK, &convert::response(&id, Ok(json!({}))))),
-        "logging/setLevel" => {
-            let session = session.as_deref();
-            return Ok(set_log_level(&settings, session, record, &id, params).await);
-        }
-        _ => {}
-    }
-    let client = Client {
-        capabilities: &record.client_capabilities,
-        info: &record.client_info,
-        log_level: record.log_level.as_deref(),
-    };
-    let modern = convert::modern_params(params, &client);
-    if let Some(mrtr) = Mrtr::parse(method) {
-        let call = BridgedCall {
-            settings,
-            parts,
-            session,
-            record,
-            id,
-            method: mrtr,
-            params: modern,
-        };
-        return Ok(rounds::start(inner, call));
-    }
-    forward_once(inner, &settings, &parts, method, &id, modern).await
 }
 
 /// A notification, accepted; `notifications/cancelled` ends the call it names.
@@ -350,8 +377,7 @@ async fn forward_once<S, ResBody>(
 ) -> Result<BridgeResponse<ResBody>, S::Error>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody,
 {
     let inner_id = settings.inner_id();
     let body = json!({"jsonrpc": "2.0", "id": inner_id, "method": method, "params": modern});
@@ -399,8 +425,7 @@ async fn initialize<S, ResBody>(
 ) -> Result<BridgeResponse<ResBody>, S::Error>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody,
 {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let params = message.get("params");
@@ -455,8 +480,7 @@ async fn discover<S, ResBody>(
 ) -> Result<Result<Value, String>, S::Error>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    ResBody: InnerBody,
 {
     let cached = {
         let cache = settings

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::store::StoreError;
-use crate::util::BoxFuture;
+use crate::store::StoreFuture;
 
 /// What the bridge knows of a 2025-era session between its requests: what `initialize` said, the
 /// level `logging/setLevel` set, and whose session it is. Serializable, so that a shared store
@@ -112,42 +112,26 @@ pub trait SessionStore: Send + Sync + 'static {
 
 /// [`SessionStore`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedSessionStore: Send + Sync {
-    fn create<'a>(
-        &'a self,
-        id: &'a str,
-        record: SessionRecord,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionRecord>, StoreError>>;
-    fn update<'a>(
-        &'a self,
-        id: &'a str,
-        record: SessionRecord,
-    ) -> BoxFuture<'a, Result<bool, StoreError>>;
-    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    fn create<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, ()>;
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>>;
+    fn update<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, bool>;
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
 }
 
 impl<T: SessionStore> ErasedSessionStore for T {
-    fn create<'a>(
-        &'a self,
-        id: &'a str,
-        record: SessionRecord,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn create<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, ()> {
         Box::pin(SessionStore::create(self, id, record))
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionRecord>, StoreError>> {
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<SessionRecord>> {
         Box::pin(SessionStore::get(self, id))
     }
 
-    fn update<'a>(
-        &'a self,
-        id: &'a str,
-        record: SessionRecord,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+    fn update<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, bool> {
         Box::pin(SessionStore::update(self, id, record))
     }
 
-    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+    fn remove<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(SessionStore::remove(self, id))
     }
 }

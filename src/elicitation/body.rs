@@ -12,16 +12,15 @@ use pin_project_lite::pin_project;
 use super::sse_body::SseBody;
 use crate::BoxError;
 
-pin_project! {
+opaque_body! {
     /// The request body the inner service receives: the buffered (possibly rewritten) bytes of a
     /// body the layer read, or the untouched body of a request it had no need to read.
     ///
     /// Its error is boxed: a buffered body cannot fail, an untouched one fails as it would have.
-    pub struct RequestBody<B> {
-        // `http-body-util`'s `Either`, kept private so that it is not part of the API.
-        #[pin]
-        inner: Either<Full<Bytes>, B>,
-    }
+    pub struct RequestBody<B>(inner: Either<Full<Bytes>, B>) -> Error = BoxError
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
 }
 
 impl<B> RequestBody<B> {
@@ -37,30 +36,6 @@ impl<B> RequestBody<B> {
         Self {
             inner: Either::Right(body),
         }
-    }
-}
-
-impl<B> Body for RequestBody<B>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.project().inner.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

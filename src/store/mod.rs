@@ -110,21 +110,16 @@ pub trait TokenStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Consumed, StoreError>> + Send;
 }
 
+/// What the crate's `dyn`-stored stores return: a boxed future of the store's answer.
+pub(crate) type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
+
 /// [`TokenStore`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedTokenStore: Send + Sync {
-    fn consume<'a>(
-        &'a self,
-        id: &'a str,
-        until: SystemTime,
-    ) -> BoxFuture<'a, Result<Consumed, StoreError>>;
+    fn consume<'a>(&'a self, id: &'a str, until: SystemTime) -> StoreFuture<'a, Consumed>;
 }
 
 impl<T: TokenStore> ErasedTokenStore for T {
-    fn consume<'a>(
-        &'a self,
-        id: &'a str,
-        until: SystemTime,
-    ) -> BoxFuture<'a, Result<Consumed, StoreError>> {
+    fn consume<'a>(&'a self, id: &'a str, until: SystemTime) -> StoreFuture<'a, Consumed> {
         Box::pin(TokenStore::consume(self, id, until))
     }
 }

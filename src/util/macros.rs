@@ -20,3 +20,43 @@ macro_rules! define_inner_service_accessors {
         }
     };
 }
+
+/// A public body that is a newtype over a private one (its one pinned field, `inner`), so that
+/// the type inside stays out of the API: tower-http's `opaque_body!`, for this crate's bodies.
+///
+/// Written once because every such body's `Body` impl is the same three lines of delegation.
+macro_rules! opaque_body {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident $(<$param:ident>)? (inner: $inner:ty) -> Error = $error:ty
+        $(where $($bound:tt)+)?
+    ) => {
+        pin_project_lite::pin_project! {
+            $(#[$attr])*
+            pub struct $name $(<$param>)? {
+                #[pin]
+                inner: $inner,
+            }
+        }
+
+        impl $(<$param>)? http_body::Body for $name $(<$param>)? $(where $($bound)+)? {
+            type Data = bytes::Bytes;
+            type Error = $error;
+
+            fn poll_frame(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+                self.project().inner.poll_frame(cx)
+            }
+
+            fn is_end_stream(&self) -> bool {
+                self.inner.is_end_stream()
+            }
+
+            fn size_hint(&self) -> http_body::SizeHint {
+                self.inner.size_hint()
+            }
+        }
+    };
+}
