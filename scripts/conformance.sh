@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite against examples/conformance.rs
+# Runs the official MCP conformance suite against tools/src/bin/conformance.rs
 # (an rmcp server behind ElicitationLayer, behind LegacyBridgeLayer): every
 # `input-required-result-*` scenario (MCP 2026-07-28 multi round-trip requests)
 # and `server-stateless`, then the twelve 2025-era server scenarios (sessions,
@@ -61,10 +61,10 @@ fi
 log "using Node $("$node" --version), conformance $(installed_version)"
 
 # ---- build and start the fixture server ----
-cargo build --manifest-path "$root/Cargo.toml" --example conformance >&2
+cargo build --manifest-path "$root/Cargo.toml" -p tower-elicitation-tools --bin conformance >&2
 target_dir=$(cargo metadata --manifest-path "$root/Cargo.toml" --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-server_bin="$target_dir/debug/examples/conformance"
+server_bin="$target_dir/debug/conformance"
 
 rm -rf "$results"
 mkdir -p "$results"

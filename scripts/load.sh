@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load run: the `deploy` example server (rmcp behind ElicitationLayer) in-process on a loopback
-# port, driven by examples/load.rs (release build) with complete three-round flows (first call;
+# port, driven by tools/src/bin/load.rs (release build) with complete three-round flows (first call;
 # invalid answer and the layer's re-ask; valid answer and deploy) from concurrent clients over
 # real HTTP.
 #
@@ -35,7 +35,7 @@ flows="${LOAD_FLOWS:-20000}"
 concurrency="${LOAD_CONCURRENCY:-64}"
 growth="${LOAD_MAX_RSS_GROWTH:-0.20}"
 
-cargo build --quiet --release --example load
+cargo build --quiet --release -p tower-elicitation-tools --bin load
 # Both response modes unless LOAD_ARGS picks options of its own.
 if [ -n "${LOAD_ARGS:-}" ]; then
     modes=("$LOAD_ARGS")
@@ -52,6 +52,6 @@ if [ -n "${MCP_REDIS_URL:-}" ] || [ "${LOAD_REPLICAS:-1}" = 2 ]; then
 fi
 for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086 # a mode is a list of options
-    cargo run --quiet --release --example load -- --flows "$flows" \
+    cargo run --quiet --release -p tower-elicitation-tools --bin load -- --flows "$flows" \
         --concurrency "$concurrency" --max-rss-growth "$growth" --max-secs 1200 $mode
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end against the other SDKs: the same `deploy` tool (form `{approve: boolean (required),
 # note: string (maxLength 200)}`, message `Deploy to {environment}?`) on each server below, driven
-# over loopback by examples/load.rs --url with its three-round flow (first call -> input_required;
+# over loopback by the load generator (tools/src/bin/load.rs) --url with its three-round flow (first call -> input_required;
 # `approve: "yes"` -> input_required again; `approve: true` -> deployed, checked in
 # structuredContent). A server that takes `approve: "yes"`, or re-asks without the question, fails
 # the flow.
@@ -87,11 +87,13 @@ cp "$root/benches/peers/ts-sdk/server.mjs" "$cache/ts-sdk/server.mjs"
 cp "$root/benches/peers/mcp-use/server.mjs" "$cache/mcp-use/server.mjs"
 
 # ---- build the Rust servers and the load generator ----
-cargo build --quiet --release --manifest-path "$root/Cargo.toml" \
-    --example load --example deploy --example peers_rmcp_handwritten
+cargo build --quiet --release --manifest-path "$root/Cargo.toml" --example deploy
+cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p tower-elicitation-tools \
+    --bin load --bin peers-rmcp-handwritten
 target_dir=$(cargo metadata --manifest-path "$root/Cargo.toml" --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-bin="$target_dir/release/examples"
+bin="$target_dir/release/examples" # deploy
+tools="$target_dir/release"        # load, peers-rmcp-handwritten
 
 # The peers' state keys (32 bytes), and examples/deploy's keyring from the same bytes.
 peer_key="peers-sh-request-state-key-32-bytes!"
@@ -102,8 +104,8 @@ servers=(
     "mcp-use|Deploy to ||cd '$cache/mcp-use' && MCP_USE_ANONYMIZED_TELEMETRY=false exec '$node' server.mjs"
     "ts-sdk|Deploy to ||cd '$cache/ts-sdk' && exec '$node' server.mjs"
     "python-sdk|Deploy to ||exec '$python' '$root/benches/peers/python-sdk/server.py'"
-    "rmcp-hand-sse|Deploy to |--sse|MCP_ADDR=127.0.0.1:\$PORT exec '$bin/peers_rmcp_handwritten'"
-    "rmcp-hand-json|Deploy to ||MCP_JSON_RESPONSE=1 MCP_ADDR=127.0.0.1:\$PORT exec '$bin/peers_rmcp_handwritten'"
+    "rmcp-hand-sse|Deploy to |--sse|MCP_ADDR=127.0.0.1:\$PORT exec '$tools/peers-rmcp-handwritten'"
+    "rmcp-hand-json|Deploy to ||MCP_JSON_RESPONSE=1 MCP_ADDR=127.0.0.1:\$PORT exec '$tools/peers-rmcp-handwritten'"
     "deploy-sse|Approve: |--sse|RUST_LOG=warn MCP_REQUEST_STATE_KEYS='$deploy_keys' MCP_ADDR=127.0.0.1:\$PORT exec '$bin/deploy'"
     "deploy-json|Approve: ||MCP_JSON_RESPONSE=1 RUST_LOG=warn MCP_REQUEST_STATE_KEYS='$deploy_keys' MCP_ADDR=127.0.0.1:\$PORT exec '$bin/deploy'"
 )
@@ -173,7 +175,7 @@ for run in $(seq 1 "$runs"); do
         # The load generator's own wall and CPU time (bash's `time`): whether it kept up.
         TIMEFORMAT='%R %U %S'
         # shellcheck disable=SC2086 # options is a list of options
-        { time taskset -c 1 "$bin/load" --url "$url" --duration "$secs" --warmup "$warmup" \
+        { time taskset -c 1 "$tools/load" --url "$url" --duration "$secs" --warmup "$warmup" \
             --concurrency "$concurrency" --max-secs $((secs + 120)) --reask-hint "$hint" \
             $options >"$results/$name.run$run.load.out" 2>"$results/$name.run$run.load.err"; } \
             2>"$results/$name.run$run.time" || true

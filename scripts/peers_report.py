@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Report on a run of scripts/peers.sh: the `deploy` flow end to end on each server.
 
-Reads .cache/peers/results/runs.tsv (one examples/load.rs line per server and run, with the
+Reads .cache/peers/results/runs.tsv (one tools/src/bin/load.rs line per server and run, with the
 server's peak RSS), prints a Markdown table of medians over the runs, writes docs/peers.svg and,
 with --check, PASS or MISS for each target of issue 17:
 

@@ -2,8 +2,7 @@
 //! may read as a gated file reaches it only after the gate's question is answered, and it gets the
 //! URI as the client sent it.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -3,8 +3,7 @@
 //! on the inner service's outcome unchanged, or fails closed with a clear JSON-RPC error when it
 //! cannot produce a sealed state, and nothing panics.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::pin::Pin;

@@ -3,8 +3,7 @@
 //! requests with the headers and `_meta` rmcp requires, replies read from `application/json`
 //! or `text/event-stream`, and `in_both_modes!` to run every case in both.
 //!
-//! The including test file must mount the `deploy` example at its crate root as `mod server`
-//! (`#[path = "../examples/deploy/server.rs"]`); this module uses `crate::server`.
+//! The rmcp server is the `deploy` example's (`support::server`).
 
 use std::{
     sync::atomic::{AtomicU64, Ordering},
@@ -21,7 +20,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 use tower_elicitation::{ElicitationLayer, Keyring};
 
-use crate::server::{self, DeployState, MCP_PATH};
+use super::server::{self, DeployState, MCP_PATH};
 
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,13 +44,13 @@ macro_rules! in_both_modes {
         mod json {
             $(#[tokio::test]
             async fn $case() {
-                super::$case($crate::rmcp_support::Mode::Json).await;
+                super::$case($crate::support::rmcp::Mode::Json).await;
             })*
         }
         mod sse {
             $(#[tokio::test]
             async fn $case() {
-                super::$case($crate::rmcp_support::Mode::Sse).await;
+                super::$case($crate::support::rmcp::Mode::Sse).await;
             })*
         }
     };

@@ -3,7 +3,7 @@
 //! [`ElicitationLayer`].
 //!
 //! ```text
-//! cargo run --example conformance
+//! cargo run -p tower-elicitation-tools --bin conformance
 //! scripts/conformance.sh            # builds this, starts it and runs the suite
 //! ```
 //!

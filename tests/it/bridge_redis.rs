@@ -4,12 +4,11 @@
 //!
 //! Against the real Redis at `MCP_REDIS_URL` (default `redis://127.0.0.1:6379`), each test under a
 //! key prefix of its own; outages are made with a TCP proxy this file controls.
+//! Without a Redis they return at once and the run says so; `MCP_REQUIRE_REDIS=1` makes that a
+//! failure (`support::redis`).
 
-#[path = "support/redis.rs"]
-mod redis_support;
-
-#[path = "support/legacy_stream.rs"]
-mod legacy_stream;
+use crate::support::legacy_stream;
+use crate::support::redis as redis_support;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -260,6 +259,9 @@ async fn until_nothing_waits(replica: &Replica) {
 
 #[tokio::test]
 async fn a_session_opened_on_a_is_used_on_b_and_ended_on_b_is_refused_on_a() {
+    if redis_support::skip() {
+        return;
+    }
     let Pair {
         a,
         b,
@@ -309,6 +311,9 @@ async fn a_session_opened_on_a_is_used_on_b_and_ended_on_b_is_refused_on_a() {
 
 #[tokio::test]
 async fn an_answer_posted_to_b_reaches_the_stream_on_a_and_a_foreign_one_changes_nothing() {
+    if redis_support::skip() {
+        return;
+    }
     let Pair {
         a,
         b,
@@ -365,6 +370,9 @@ async fn an_answer_posted_to_b_reaches_the_stream_on_a_and_a_foreign_one_changes
 
 #[tokio::test]
 async fn a_call_on_a_cancelled_through_b_ends_and_forwards_nothing_more() {
+    if redis_support::skip() {
+        return;
+    }
     let Pair {
         a,
         b,
@@ -410,6 +418,9 @@ fn record(level: Option<&str>) -> SessionRecord {
 
 #[tokio::test]
 async fn redis_sessions_expire_when_idle_and_an_ended_one_cannot_be_updated() {
+    if redis_support::skip() {
+        return;
+    }
     let prefix = prefix();
     let store = redis(&prefix).await;
     let sessions = store.sessions(Duration::from_secs(60));
@@ -447,6 +458,9 @@ async fn redis_sessions_expire_when_idle_and_an_ended_one_cannot_be_updated() {
 
 #[tokio::test]
 async fn redis_pending_answers_deliver_across_replicas_only_to_their_own_leg() {
+    if redis_support::skip() {
+        return;
+    }
     let prefix = prefix();
     let a = redis(&prefix).await.pending_answers();
     let b = redis(&prefix).await.pending_answers();
@@ -488,6 +502,9 @@ async fn redis_pending_answers_deliver_across_replicas_only_to_their_own_leg() {
 
 #[tokio::test]
 async fn when_redis_drops_the_subscriber_the_bridge_fails_closed_then_reconnects_by_itself() {
+    if redis_support::skip() {
+        return;
+    }
     let prefix = prefix();
     let proxy = Proxy::start(upstream()).await;
     let calls = Arc::new(AtomicUsize::new(0));

@@ -3,12 +3,8 @@
 //! on the axum router: no sockets. Every case runs with rmcp answering
 //! `application/json` (`json::*`) and `text/event-stream` (`sse::*`).
 
-// Shared with the `deploy` example and `gates.rs`; this file uses only part of them.
-#[allow(dead_code)]
-mod rmcp_support;
-#[allow(dead_code)]
-#[path = "../examples/deploy/server.rs"]
-mod server;
+use crate::support::rmcp as rmcp_support;
+use crate::support::server;
 
 use axum::http::StatusCode;
 use rmcp_support::{Caller, Mcp, Mode, Reply, accept, in_both_modes, tool_params};
@@ -74,7 +70,7 @@ impl Harness {
 
 impl Reply {
     /// The text of the first content block of a complete tool result.
-    fn tool_text(&self) -> &str {
+    fn result_text(&self) -> &str {
         let result = self.result();
         assert_ne!(result["resultType"], "input_required", "{result:#}");
         result["content"][0]["text"]
@@ -148,7 +144,7 @@ async fn approved_answer_deploys(mode: Mode) {
     assert_eq!(result["resultType"], "complete", "{result:#}");
     assert_ne!(result["isError"], json!(true), "{result:#}");
     assert_eq!(result["structuredContent"], expected);
-    let text: Value = serde_json::from_str(reply.tool_text()).expect("JSON text content");
+    let text: Value = serde_json::from_str(reply.result_text()).expect("JSON text content");
     assert_eq!(text, expected);
     assert_eq!(h.state.deploys(), 1);
 }
@@ -183,7 +179,7 @@ async fn not_approved_answers_are_tool_errors(mode: Mode) {
             json!(true),
             "{answer}: {reply:?}"
         );
-        assert_eq!(reply.tool_text(), NOT_APPROVED, "{answer}");
+        assert_eq!(reply.result_text(), NOT_APPROVED, "{answer}");
     }
     assert_eq!(h.state.deploys(), 0);
 }

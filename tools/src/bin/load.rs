@@ -2,7 +2,7 @@
 //! example server (rmcp behind `ElicitationLayer`), over real HTTP on loopback.
 //!
 //! ```text
-//! cargo run --release --example load -- --flows 20000 --concurrency 64
+//! cargo run --release -p tower-elicitation-tools --bin load -- --flows 20000 --concurrency 64
 //! ```
 //!
 //! Each flow is a first call (answered `input_required`, sealed), a retry with an invalid answer
@@ -49,9 +49,9 @@
 //! `approve: true`, and reads the result at the end of the stream. Latency is per round (the
 //! call or an answer POSTed, until the next request or the result arrives on the stream).
 
-// Shared with the integration tests; this binary uses part of it.
+// The `deploy` example's server, shared with the integration tests; this binary uses part of it.
 #[allow(dead_code)]
-#[path = "deploy/server.rs"]
+#[path = "../../../examples/deploy/server.rs"]
 mod server;
 
 use std::process::ExitCode;

@@ -1,8 +1,7 @@
 //! The terminal client's elicitation rendering (`examples/client/form.rs`),
 //! driven by scripted answers.
 
-#[path = "../examples/client/form.rs"]
-mod form;
+use crate::support::form;
 
 use std::collections::VecDeque;
 

@@ -1,8 +1,7 @@
 //! The legacy bridge end to end, over real TCP: a hand-written 2025-era client (reqwest) against
 //! `LegacyBridgeLayer → ElicitationLayer → a hand-written 2026-07-28 MRTR server` on 127.0.0.1:0.
 
-#[path = "support/legacy_stream.rs"]
-mod legacy_stream;
+use crate::support::legacy_stream;
 
 use std::convert::Infallible;
 use std::sync::Arc;

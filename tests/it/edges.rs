@@ -2,8 +2,7 @@
 //! whatever the HTTP method, the body's spelling, the response's encoding or how long the inner
 //! service takes.
 
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

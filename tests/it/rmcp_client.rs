@@ -1,10 +1,7 @@
 //! A real rmcp client (stateless 2026-07-28 lifecycle, its own MRTR retry loop)
 //! against the `deploy` example server behind `ElicitationLayer`, over TCP.
 
-// Shared with the `deploy` example; this file uses only part of it.
-#[allow(dead_code)]
-#[path = "../examples/deploy/server.rs"]
-mod server;
+use crate::support::server;
 
 use std::{
     collections::VecDeque,

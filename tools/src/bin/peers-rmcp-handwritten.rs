@@ -1,5 +1,5 @@
 //! The `deploy` tool on rmcp 3.11 with no layer: what a Rust user writes by hand instead of using
-//! `ElicitationLayer`. Used by `scripts/peers.sh` (the example target `peers_rmcp_handwritten`).
+//! `ElicitationLayer`. Used by `scripts/peers.sh` (the `tools` binary `peers-rmcp-handwritten`).
 //!
 //! The same tool, form and answers as `examples/deploy`, and the same rmcp service configuration
 //! (stateless 2026-07-28, loopback hosts, `TCP_NODELAY`), with the work the layer does for
@@ -14,7 +14,7 @@
 //! It does not bind the caller, check the client's capabilities, or say what was wrong.
 //!
 //! ```text
-//! MCP_ADDR=127.0.0.1:3000 [MCP_JSON_RESPONSE=1] cargo run --release --example peers_rmcp_handwritten
+//! MCP_ADDR=127.0.0.1:3000 [MCP_JSON_RESPONSE=1] cargo run --release -p tower-elicitation-tools --bin peers-rmcp-handwritten
 //! ```
 
 use std::{collections::BTreeMap, time::Duration};

@@ -1,7 +1,5 @@
 //! A 2025-era client's view of a call's event stream through the legacy bridge: the messages on
-//! it, one at a time. Included by `tests/bridge.rs` and `tests/bridge_redis.rs`.
-
-#![allow(dead_code)]
+//! it, one at a time. Used by `bridge` and `bridge_redis`.
 
 use std::time::Duration;
 

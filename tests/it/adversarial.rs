@@ -3,13 +3,8 @@
 //! from the service behind it. Each case checks what the client gets and what the inner service
 //! was given (usually: nothing).
 
-#[allow(dead_code)]
-mod support;
-
-// Shared with the `deploy` example; this file uses only part of it.
-#[allow(dead_code)]
-#[path = "../examples/deploy/server.rs"]
-mod server;
+use crate::support;
+use crate::support::server;
 
 use std::time::Duration;
 

@@ -11,14 +11,9 @@
 //! (`json::*`) and `text/event-stream` (`sse::*`). The `#[ignore = "BUG: …"]` tests
 //! describe behaviour the layer gets wrong today.
 
-// Shared with the examples and `rmcp_inner.rs`; this file uses only part of them.
-#[allow(dead_code)]
-mod rmcp_support;
-#[allow(dead_code)]
-#[path = "../examples/deploy/server.rs"]
-mod server;
-#[path = "../examples/stack/app.rs"]
-mod stack;
+use crate::support::rmcp as rmcp_support;
+use crate::support::server;
+use crate::support::stack;
 
 use std::{
     collections::HashSet,

@@ -4,9 +4,7 @@
 //! The order checks read the client's bytes, never a parsed `serde_json::Value` (whose key order
 //! depends on serde_json's features).
 
-// Shared with the other end-to-end tests; this file uses only part of it.
-#[allow(dead_code)]
-mod support;
+use crate::support;
 
 use bytes::Bytes;
 use http::StatusCode;

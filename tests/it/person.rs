@@ -6,14 +6,9 @@
 //! `rmcp_inner.rs`; the rest runs a fake inner service (`support`). `scripts/ui-check.sh` drives
 //! the same flows through the MCP Inspector's web UI.
 
-// Shared with the other end-to-end tests; this file uses only part of them.
-#[allow(dead_code)]
-mod rmcp_support;
-#[allow(dead_code)]
-#[path = "../examples/deploy/server.rs"]
-mod server;
-#[allow(dead_code)]
-mod support;
+use crate::support;
+use crate::support::rmcp as rmcp_support;
+use crate::support::server;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

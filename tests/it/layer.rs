@@ -1,7 +1,7 @@
 //! `ElicitationLayer` end to end, around a scriptable fake MCP server (`tower::service_fn`):
 //! every case checks what the client gets back and what the inner service was given.
 
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,46 @@
 //! Helpers for driving `ElicitationLayer` end to end: a builder for MCP 2026-07-28 calls, a
 //! scriptable fake MCP server (a `tower::service_fn` that records what it receives), and a reader
 //! for JSON and event-stream responses.
+//!
+//! Its submodules: `rmcp` (a real rmcp server driven in-process), `redis` (the Redis the Redis
+//! tests use, and whether one answers), `legacy_stream` (a 2025-era client's event stream), and
+//! the example sources the tests drive, each included once: `server` (`examples/deploy`),
+//! `stack` (`examples/stack`), `form` (`examples/client`), and `example_*`, the task-shaped
+//! examples (`examples/minimal.rs` and the others), each of which `examples` serves.
+
+pub mod legacy_stream;
+pub mod redis;
+pub mod rmcp;
+
+// Its `main.rs` (and `stack`'s) use the rest: the listener, the Redis bridge, the base URL.
+#[expect(
+    dead_code,
+    reason = "the parts of the deploy server only the example binaries use"
+)]
+#[path = "../../../examples/deploy/server.rs"]
+pub mod server;
+
+#[path = "../../../examples/stack/app.rs"]
+pub mod stack;
+
+#[path = "../../../examples/client/form.rs"]
+pub mod form;
+
+#[expect(dead_code, reason = "its `main`: the tests serve its `app`")]
+#[path = "../../../examples/minimal.rs"]
+pub mod example_minimal;
+
+#[expect(dead_code, reason = "its `main`: the tests serve its `app`")]
+#[path = "../../../examples/gates.rs"]
+pub mod example_gates;
+
+#[expect(dead_code, reason = "its `main`: the tests serve its `app`")]
+#[path = "../../../examples/single_use_redis.rs"]
+pub mod example_single_use_redis;
+
+#[expect(dead_code, reason = "its `main`: the tests serve its `app`")]
+#[path = "../../../examples/bridge.rs"]
+pub mod example_bridge;
 
 use std::convert::Infallible;
 use std::fmt::Debug;
