@@ -108,6 +108,8 @@
 //! # }
 //! ```
 //!
+#![doc = include_str!("../docs/round-trip.md")]
+//!
 //! # Where it goes
 //!
 //! Put it directly in front of the MCP endpoint (`Router::nest_service("/mcp", …)` or
@@ -118,7 +120,8 @@
 //! body the same way, whatever the HTTP method: one that could name `tools/call`, `prompts/get` or
 //! `resources/read` is read strictly and refused with a JSON-RPC error when it cannot be read, so
 //! don't put it in front of endpoints that take other kinds of body.
-
+//!
+#![doc = include_str!("../docs/composing.md")]
 //!
 //! # The rest of the crate
 //!
@@ -127,16 +130,27 @@
 //! - [`store`]: where single-use tokens are spent ([`TokenStore`](store::TokenStore)), in process
 //!   by default.
 //! - `redis` (feature `redis`): every store above, and URL flows, shared by all replicas through
-//!   Redis.
+//!   Redis, and what Redis must be for single-use to hold.
+//! - [`ElicitationLayer`]: [every option](ElicitationLayer#configuration) and
+//!   [what the client gets](ElicitationLayer#what-the-client-gets) in each case.
+//! - [`Gate`] and [`UrlFlow`]: approval retrofitted onto any server, and URL flows checked on your
+//!   own backend.
 //!
 //! # Feature flags
 //!
 //! - `schemars` (default): [`Gate::form_for`], a gate's form derived from a Rust type.
-//! - `redis`: the `redis` module.
+//! - `redis` (off by default, so the default build has no Redis code): the `redis` module,
+//!   `RedisStore`, `RedisUrlFlows`, `RedisSessionStore` and `RedisPendingAnswers`.
 //! - `preserve_order`: turns on serde_json's (and schemars') `preserve_order` for the whole build,
 //!   so that a `json!` form given to [`Gate::form`], and [`Gate::form_for`]'s fields, reach the
 //!   client in the order declared. Not needed for a form given as JSON text, nor for the inner
-//!   service's own questions, which keep their order without it.
+//!   service's own questions, which keep their order without it: `inputRequests` and every
+//!   question in it reach the client in the order the inner service (then the gates) wrote them.
+//!   Without the feature a `json!` form's keys, and `Gate::form_for`'s fields, are sorted.
+//!
+#![doc = include_str!("../docs/compatibility.md")]
+#![doc = include_str!("../docs/security-model.md")]
+#![doc = include_str!("../docs/performance.md")]
 
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
@@ -171,6 +185,11 @@ pub use engine::policy::AnswersWithoutState;
 pub use form::FormSchemaError;
 pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, IntoFormSchema, UrlFlow};
 pub use token::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
+
+/// The README's Rust examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// The boxed error type of [`UrlFlow::url`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

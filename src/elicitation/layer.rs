@@ -32,6 +32,9 @@ use crate::util::principal::Principal;
 /// layer that has clones gives a new layer, with caches of its own.
 ///
 /// See the [crate docs](crate) for an example.
+///
+#[doc = include_str!("../../docs/configuration.md")]
+#[doc = include_str!("../../docs/client-answers.md")]
 #[derive(Clone)]
 pub struct ElicitationLayer {
     shared: Arc<Shared>,

@@ -59,6 +59,8 @@ type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + S
 ///     .gate(GateTarget::tool("delete_branch"), confirm)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+#[doc = include_str!("../../docs/gates.md")]
 #[derive(Clone)]
 pub struct Gate {
     pub(crate) key: String,
@@ -578,6 +580,8 @@ impl<'a> GateCall<'a> {
 ///     }
 /// }
 /// ```
+///
+#[doc = include_str!("../../docs/url-flows.md")]
 pub trait UrlFlow: Send + Sync + 'static {
     /// The URL for this call's flow, creating the flow if it does not exist yet. It must not
     /// carry secrets or pre-authenticated links: the client sees it, and so may others.

@@ -1,24 +1,7 @@
 //! Single-use tokens: where the ids of spent tokens are kept ([`TokenStore`]), in process
 //! ([`MemoryTokenStore`]) or, with the `redis` feature, in Redis (`RedisStore`).
 //!
-//! With [`ElicitationLayer::single_use`](crate::ElicitationLayer::single_use) every token the
-//! layer seals carries a random id inside its MAC'd claims. A retry is forwarded to the inner
-//! service (or through a gate, or answered with a re-ask that mints the next token) only after
-//! the store has atomically consumed that id; a second use of the same token gets the frozen
-//! `-32602` `Invalid or expired requestState`. When the store cannot say, the layer fails closed:
-//! `-32603` with HTTP 503, the cause logged.
-//!
-//! # Example
-//!
-//! ```
-//! use tower_elicitation::{ElicitationLayer, Keyring};
-//! use tower_elicitation::store::MemoryTokenStore;
-//!
-//! // One replica: the in-process store. Several replicas share a `RedisStore` instead.
-//! let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
-//!     .single_use(MemoryTokenStore::new());
-//! # Ok::<(), tower_elicitation::KeyringError>(())
-//! ```
+#![doc = include_str!("../../docs/single-use.md")]
 
 use std::collections::HashMap;
 use std::fmt;
