@@ -35,7 +35,7 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// [`StoreError::Unavailable`], with its cause.
+    /// Creates a [`StoreError::Unavailable`], with its cause.
     pub fn new(cause: impl Into<BoxError>) -> Self {
         Self::Unavailable(cause.into())
     }
@@ -86,6 +86,12 @@ impl std::error::Error for StoreError {
 pub trait TokenStore: Send + Sync + 'static {
     /// Marks `id` spent, remembering it until `until` (the token's expiry plus the tolerated
     /// clock skew), and says whether it was spent already.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Full`] when the id cannot be remembered; [`StoreError::Unavailable`] when the
+    /// store cannot be reached or answer in time. Either way the retry fails closed (`-32603`, HTTP
+    /// 503).
     fn consume(
         &self,
         id: &str,
@@ -134,12 +140,12 @@ impl MemoryTokenStore {
     /// Default bound on the ids kept: 100,000.
     pub const DEFAULT_CAPACITY: usize = 100_000;
 
-    /// A store of at most [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) ids.
+    /// Creates a store of at most [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) ids.
     pub fn new() -> Self {
         Self::with_capacity(Self::DEFAULT_CAPACITY)
     }
 
-    /// A store of at most `capacity` ids (at least 1).
+    /// Creates a store of at most `capacity` ids (at least 1).
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             spent: Arc::new(Mutex::new(Spent {
@@ -150,12 +156,12 @@ impl MemoryTokenStore {
         }
     }
 
-    /// How many ids it holds now (some may have expired, not yet dropped).
+    /// Returns how many ids it holds now (some may have expired, not yet dropped).
     pub fn len(&self) -> usize {
         self.lock().ids.len()
     }
 
-    /// Whether it holds no id.
+    /// Returns whether it holds no id.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
