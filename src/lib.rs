@@ -9,24 +9,17 @@
 //! JSON-RPC over Streamable HTTP (an rmcp `StreamableHttpService`, an axum router, a
 //! `service_fn`):
 //!
-//! - **Seals `requestState`.** Every `input_required` leaving the inner service, as JSON or as an
-//!   event stream, gets an HMAC-signed token as its `requestState`, binding the method, the tool
-//!   (or prompt, or resource), the arguments, the caller, the audience, an expiry, the round and
-//!   the questions asked. On the retry the token is verified before anything else; the inner
-//!   service gets its own state back, or none. A tampered, expired or misbound token never
-//!   reaches it: the client gets `-32602` `Invalid or expired requestState`.
-//! - **Validates answers.** Accepted form content must match the `requestedSchema` that was asked
-//!   (checked with `jsonschema`, formats included). A missing or invalid answer is asked again by
-//!   the layer itself, with a hint of what was wrong, without calling the inner service. Unknown
-//!   keys and fields are dropped. The inner service only ever sees answers to its own questions.
-//! - **Respects capabilities.** An input request of a kind the request's own `_meta` capabilities
-//!   do not declare becomes `-32021` (HTTP 400) instead.
-//! - **Retrofits approval.** [Gates](Gate) make the layer ask a form or URL question of its own
-//!   before a call may reach a server that knows nothing of elicitation.
-//! - **Single-use tokens, when asked.** With [`ElicitationLayer::single_use`] a retry goes on
-//!   only once a [`TokenStore`](store::TokenStore) (in process, or Redis with the `redis` feature, shared by every
-//!   replica) has consumed its token's id; a replay gets `-32602`, and a store that cannot be
-//!   reached fails closed (`-32603`, HTTP 503).
+//! - **Seals `requestState`** in every `input_required`, JSON or event stream, binding the call,
+//!   the caller, the audience, an expiry and the questions asked; a tampered, expired or misbound
+//!   token never reaches the inner service (`-32602` `Invalid or expired requestState`).
+//! - **Validates answers** against the `requestedSchema` that was asked (`jsonschema`, formats
+//!   included), and asks again itself, with a hint, when one is missing or invalid.
+//! - **Respects capabilities**: an input request the client's `_meta` does not declare becomes
+//!   `-32021` (HTTP 400).
+//! - **Retrofits approval**: [gates](Gate) ask a form or URL question before a call reaches a
+//!   server that knows nothing of elicitation.
+//! - **Single-use tokens, when asked** ([`ElicitationLayer::single_use`]), in process or in Redis,
+//!   failing closed (HTTP 503) when the store cannot say.
 //!
 //! # Example
 //!
@@ -151,7 +144,6 @@
 #![doc = include_str!("../docs/compatibility.md")]
 #![doc = include_str!("../docs/security-model.md")]
 #![doc = include_str!("../docs/performance.md")]
-
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
