@@ -154,6 +154,11 @@ impl Keyring {
     /// # Errors
     ///
     /// The errors of [`Keyring::parse`] when the variable is set but malformed.
+    ///
+    /// # Panics
+    ///
+    /// When the variable is unset and the operating system's random number generator fails, as
+    /// [`Keyring::ephemeral`] does.
     pub fn from_env_or_ephemeral() -> Result<Self, KeyringError> {
         match Self::from_env() {
             Err(KeyringError::Unset) => {}
