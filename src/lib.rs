@@ -9,24 +9,17 @@
 //! JSON-RPC over Streamable HTTP (an rmcp `StreamableHttpService`, an axum router, a
 //! `service_fn`):
 //!
-//! - **Seals `requestState`.** Every `input_required` leaving the inner service, as JSON or as an
-//!   event stream, gets an HMAC-signed token as its `requestState`, binding the method, the tool
-//!   (or prompt, or resource), the arguments, the caller, the audience, an expiry, the round and
-//!   the questions asked. On the retry the token is verified before anything else; the inner
-//!   service gets its own state back, or none. A tampered, expired or misbound token never
-//!   reaches it: the client gets `-32602` `Invalid or expired requestState`.
-//! - **Validates answers.** Accepted form content must match the `requestedSchema` that was asked
-//!   (checked with `jsonschema`, formats included). A missing or invalid answer is asked again by
-//!   the layer itself, with a hint of what was wrong, without calling the inner service. Unknown
-//!   keys and fields are dropped. The inner service only ever sees answers to its own questions.
-//! - **Respects capabilities.** An input request of a kind the request's own `_meta` capabilities
-//!   do not declare becomes `-32021` (HTTP 400) instead.
-//! - **Retrofits approval.** [Gates](Gate) make the layer ask a form or URL question of its own
-//!   before a call may reach a server that knows nothing of elicitation.
-//! - **Single-use tokens, when asked.** With [`ElicitationLayer::single_use`] a retry goes on
-//!   only once a [`TokenStore`](store::TokenStore) (in process, or Redis with the `redis` feature, shared by every
-//!   replica) has consumed its token's id; a replay gets `-32602`, and a store that cannot be
-//!   reached fails closed (`-32603`, HTTP 503).
+//! - **Seals `requestState`** in every `input_required`, JSON or event stream, binding the call,
+//!   the caller, the audience, an expiry and the questions asked; a tampered, expired or misbound
+//!   token never reaches the inner service (`-32602` `Invalid or expired requestState`).
+//! - **Validates answers** against the `requestedSchema` that was asked (`jsonschema`, formats
+//!   included), and asks again itself, with a hint, when one is missing or invalid.
+//! - **Respects capabilities**: an input request the client's `_meta` does not declare becomes
+//!   `-32021` (HTTP 400).
+//! - **Retrofits approval**: [gates](Gate) ask a form or URL question before a call reaches a
+//!   server that knows nothing of elicitation.
+//! - **Single-use tokens, when asked** ([`ElicitationLayer::single_use`]), in process or in Redis,
+//!   failing closed (HTTP 503) when the store cannot say.
 //!
 //! # Example
 //!
@@ -108,6 +101,8 @@
 //! # }
 //! ```
 //!
+#![doc = include_str!("../docs/round-trip.md")]
+//!
 //! # Where it goes
 //!
 //! Put it directly in front of the MCP endpoint (`Router::nest_service("/mcp", …)` or
@@ -118,7 +113,8 @@
 //! body the same way, whatever the HTTP method: one that could name `tools/call`, `prompts/get` or
 //! `resources/read` is read strictly and refused with a JSON-RPC error when it cannot be read, so
 //! don't put it in front of endpoints that take other kinds of body.
-
+//!
+#![doc = include_str!("../docs/composing.md")]
 //!
 //! # The rest of the crate
 //!
@@ -127,17 +123,27 @@
 //! - [`store`]: where single-use tokens are spent ([`TokenStore`](store::TokenStore)), in process
 //!   by default.
 //! - `redis` (feature `redis`): every store above, and URL flows, shared by all replicas through
-//!   Redis.
+//!   Redis, and what Redis must be for single-use to hold.
+//! - [`ElicitationLayer`]: [every option](ElicitationLayer#configuration) and
+//!   [what the client gets](ElicitationLayer#what-the-client-gets) in each case.
+//! - [`Gate`] and [`UrlFlow`]: approval retrofitted onto any server, and URL flows checked on your
+//!   own backend.
 //!
 //! # Feature flags
 //!
 //! - `schemars` (default): [`Gate::form_for`], a gate's form derived from a Rust type.
-//! - `redis`: the `redis` module.
+//! - `redis` (off by default, so the default build has no Redis code): the `redis` module,
+//!   `RedisStore`, `RedisUrlFlows`, `RedisSessionStore` and `RedisPendingAnswers`.
 //! - `preserve_order`: turns on serde_json's (and schemars') `preserve_order` for the whole build,
 //!   so that a `json!` form given to [`Gate::form`], and [`Gate::form_for`]'s fields, reach the
 //!   client in the order declared. Not needed for a form given as JSON text, nor for the inner
-//!   service's own questions, which keep their order without it.
-
+//!   service's own questions, which keep their order without it: `inputRequests` and every
+//!   question in it reach the client in the order the inner service (then the gates) wrote them.
+//!   Without the feature a `json!` form's keys, and `Gate::form_for`'s fields, are sorted.
+//!
+#![doc = include_str!("../docs/compatibility.md")]
+#![doc = include_str!("../docs/security-model.md")]
+#![doc = include_str!("../docs/performance.md")]
 #![deny(unsafe_code, unreachable_pub)]
 #![warn(missing_docs, rust_2018_idioms, clippy::all)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -171,6 +177,11 @@ pub use engine::policy::AnswersWithoutState;
 pub use form::FormSchemaError;
 pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, IntoFormSchema, UrlFlow};
 pub use token::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
+
+/// The README's Rust examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// The boxed error type of [`UrlFlow::url`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

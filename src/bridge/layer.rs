@@ -68,7 +68,7 @@ impl LegacyBridgeLayer {
         }
     }
 
-    /// How long the bridge waits for the client to answer the requests of one round. Past it,
+    /// Sets how long the bridge waits for the client to answer the requests of one round. Past it,
     /// the requests are cancelled (`notifications/cancelled`) and the call ends with an error.
     /// Default: [`DEFAULT_ANSWER_TIMEOUT`](Self::DEFAULT_ANSWER_TIMEOUT).
     pub fn answer_timeout(mut self, timeout: Duration) -> Self {
@@ -76,14 +76,14 @@ impl LegacyBridgeLayer {
         self
     }
 
-    /// The most `input_required` rounds the bridge runs for one call before it ends it with an
+    /// Sets the most `input_required` rounds the bridge runs for one call before it ends it with an
     /// error. Default: [`DEFAULT_MAX_ROUNDS`](Self::DEFAULT_MAX_ROUNDS).
     pub fn max_rounds(mut self, max: u32) -> Self {
         self.settings.max_rounds = max;
         self
     }
 
-    /// The most calls waiting for the client at once. Over it, a call that needs input is
+    /// Sets the most calls waiting for the client at once. Over it, a call that needs input is
     /// refused with an error before anything is sent to the client; calls already waiting go
     /// on. Default: [`DEFAULT_MAX_PENDING`](Self::DEFAULT_MAX_PENDING).
     pub fn max_pending(mut self, max: usize) -> Self {
@@ -92,7 +92,7 @@ impl LegacyBridgeLayer {
         self
     }
 
-    /// The largest request body read; larger ones are answered 413. Default: 4 MiB.
+    /// Sets the largest request body read; larger ones are answered 413. Default: 4 MiB.
     pub fn max_body_bytes(mut self, max: usize) -> Self {
         self.settings.max_body_bytes = max;
         self
@@ -117,7 +117,7 @@ impl LegacyBridgeLayer {
         self
     }
 
-    /// The identity answered in `serverInfo` when the inner service's `server/discover` names
+    /// Sets the identity answered in `serverInfo` when the inner service's `server/discover` names
     /// none. Default: `tower-elicitation-bridge` and this crate's version.
     pub fn server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
         self.settings.server_info =
@@ -125,7 +125,7 @@ impl LegacyBridgeLayer {
         self
     }
 
-    /// The first wait before the bridge asks the inner service again about a URL flow the
+    /// Sets the first wait before the bridge asks the inner service again about a URL flow the
     /// client has consented to but that is not complete; each further wait doubles, up to ten
     /// times this. Default: one second.
     pub fn url_retry_delay(mut self, delay: Duration) -> Self {

@@ -27,7 +27,7 @@ pub struct AnswerKey {
 }
 
 impl AnswerKey {
-    /// Names the answer to request `request` (the JSON text of its id) in session `session`.
+    /// Creates the key that names the answer to request `request` (the JSON text of its id) in session `session`.
     pub fn new(session: impl Into<String>, request: impl Into<String>) -> Self {
         Self {
             session: session.into(),

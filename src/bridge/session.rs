@@ -152,7 +152,7 @@ impl MemorySessionStore {
     /// Default cap: 10,000 sessions.
     pub const DEFAULT_CAP: usize = 10_000;
 
-    /// A store whose sessions expire after `idle` without a request, holding at most `cap`.
+    /// Creates a store whose sessions expire after `idle` without a request, holding at most `cap`.
     pub fn new(idle: Duration, cap: usize) -> Self {
         Self {
             idle,
@@ -161,12 +161,12 @@ impl MemorySessionStore {
         }
     }
 
-    /// The number of sessions held, expired ones included until they are swept.
+    /// Returns the number of sessions held, expired ones included until they are swept.
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
-    /// Whether no session is held.
+    /// Returns whether no session is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

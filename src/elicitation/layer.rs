@@ -32,6 +32,9 @@ use crate::util::principal::Principal;
 /// layer that has clones gives a new layer, with caches of its own.
 ///
 /// See the [crate docs](crate) for an example.
+///
+#[doc = include_str!("../../docs/configuration.md")]
+#[doc = include_str!("../../docs/client-answers.md")]
 #[derive(Clone)]
 pub struct ElicitationLayer {
     shared: Arc<Shared>,
@@ -47,7 +50,7 @@ impl ElicitationLayer {
     /// Default cap on `input_required` rounds for one call: 32.
     pub const DEFAULT_MAX_ROUNDS: u32 = DEFAULT_MAX_ROUNDS;
 
-    /// A layer that signs with `keyring`'s active key, with every other option at its default.
+    /// Creates a layer that signs with `keyring`'s active key, with every other option at its default.
     pub fn new(keyring: Keyring) -> Self {
         Self {
             shared: Arc::new(Shared::new(keyring)),
@@ -60,37 +63,37 @@ impl ElicitationLayer {
         self.with(|c| c.audience = Some(audience.into()))
     }
 
-    /// How long a sealed token stays valid (rounded down to whole seconds, at least 1).
+    /// Sets how long a sealed token stays valid (rounded down to whole seconds, at least 1).
     /// Default: [`DEFAULT_TTL`](Self::DEFAULT_TTL).
     pub fn ttl(self, ttl: Duration) -> Self {
         self.with(|c| c.ttl_secs = ttl.as_secs().max(1))
     }
 
-    /// The clock difference tolerated between replicas when checking a token's times.
+    /// Sets the clock difference tolerated between replicas when checking a token's times.
     /// Default: 60 seconds.
     pub fn clock_skew(self, skew: Duration) -> Self {
         self.with(|c| c.skew_secs = skew.as_secs())
     }
 
-    /// The largest `requestState` accepted (and produced), in bytes.
+    /// Sets the largest `requestState` accepted (and produced), in bytes.
     /// Default: [`DEFAULT_MAX_STATE_BYTES`](Self::DEFAULT_MAX_STATE_BYTES).
     pub fn max_state_bytes(self, max: usize) -> Self {
         self.with(|c| c.max_state_bytes = max)
     }
 
-    /// The largest POST body read; larger ones are answered 413.
+    /// Sets the largest POST body read; larger ones are answered 413.
     /// Default: [`DEFAULT_MAX_BODY_BYTES`](Self::DEFAULT_MAX_BODY_BYTES).
     pub fn max_body_bytes(self, max: usize) -> Self {
         self.with_shared(|s| s.max_body_bytes = max)
     }
 
-    /// The most `input_required` rounds one call may take before the layer ends it with an
+    /// Sets the most `input_required` rounds one call may take before the layer ends it with an
     /// error. Default: [`DEFAULT_MAX_ROUNDS`](Self::DEFAULT_MAX_ROUNDS).
     pub fn max_rounds(self, max: u32) -> Self {
         self.with(|c| c.max_rounds = max)
     }
 
-    /// What to do with answers that arrive without `requestState`.
+    /// Sets what to do with answers that arrive without `requestState`.
     /// Default: [`AnswersWithoutState::Probe`].
     pub fn answers_without_state(self, policy: AnswersWithoutState) -> Self {
         self.with(|c| c.without_state = policy)
@@ -157,7 +160,9 @@ impl ElicitationLayer {
     /// normalized with each call, and only when a resource gate is declared (see
     /// [`GateTarget::resource`]).
     ///
-    /// Fails when a gate that can apply to the same calls already uses the key.
+    /// # Errors
+    ///
+    /// [`GateError::DuplicateKey`](crate::GateError::DuplicateKey) when a gate that can apply to the same calls already uses the key.
     /// See [`Gate`] for an example.
     pub fn gate(self, target: GateTarget, gate: Gate) -> Result<Self, GateError> {
         let target = Target::new(target);

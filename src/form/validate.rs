@@ -809,8 +809,6 @@ fn footprint(schema: &Value) -> usize {
     }
 }
 
-/// Why `jsonschema` refused a schema, without repeating schema values (a `default` may hold
-/// user data the server pre-filled).
 /// `2.0` → `2`, for a number the schema already accepted as an integer.
 fn whole_as_integer(value: &mut Value) {
     let Some(float) = value.as_f64().filter(|_| value.is_f64()) else {
@@ -823,6 +821,8 @@ fn whole_as_integer(value: &mut Value) {
     }
 }
 
+/// Why `jsonschema` refused a schema, without repeating schema values (a `default` may hold
+/// user data the server pre-filled).
 fn compile_error(err: &ValidationError<'_>) -> String {
     match err.kind() {
         ValidationErrorKind::Referencing(reference) => {

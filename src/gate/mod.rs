@@ -59,6 +59,8 @@ type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + S
 ///     .gate(GateTarget::tool("delete_branch"), confirm)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+#[doc = include_str!("../../docs/gates.md")]
 #[derive(Clone)]
 pub struct Gate {
     pub(crate) key: String,
@@ -136,7 +138,7 @@ impl Gate {
         Ok(Self::new(key, GateKind::Form { schema: text }))
     }
 
-    /// A gate asking a form whose schema is derived from `T` with `schemars`.
+    /// Creates a gate asking a form whose schema is derived from `T` with `schemars`.
     ///
     /// `Option` fields become optional properties; integer formats (`uint32`, …) are dropped, and
     /// subschemas are inlined. The client is shown the fields sorted by name, or, with the
@@ -164,6 +166,12 @@ impl Gate {
     /// let error = Gate::form_for::<Nested>("nested").unwrap_err();
     /// assert!(error.to_string().contains("/properties/approval"), "{error}");
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`GateError::EmptyKey`] when `key` is empty; [`GateError::Schema`] when `T`'s schema cannot
+    /// be a flat form (a nested struct, a map), naming the field; [`GateError::SchemaCompile`] when
+    /// the validator cannot compile it.
     #[cfg(feature = "schemars")]
     #[cfg_attr(docsrs, doc(cfg(feature = "schemars")))]
     pub fn form_for<T: schemars::JsonSchema>(key: impl Into<String>) -> Result<Self, GateError> {
@@ -174,8 +182,12 @@ impl Gate {
         Self::form(key, schema)
     }
 
-    /// A gate asking the user to complete a flow at a URL (an OAuth authorization, a payment, a
-    /// signature), which the server then confirms with [`UrlFlow::is_complete`].
+    /// Creates a gate asking the user to complete a flow at a URL (an OAuth authorization, a
+    /// payment, a signature), which the server then confirms with [`UrlFlow::is_complete`].
+    ///
+    /// # Errors
+    ///
+    /// [`GateError::EmptyKey`] when `key` is empty.
     pub fn url(key: impl Into<String>, flow: impl UrlFlow) -> Result<Self, GateError> {
         let key = checked_key(key.into())?;
         Ok(Self::new(
@@ -199,7 +211,7 @@ impl Gate {
         }
     }
 
-    /// The message shown to the user, built from the call. Default: `Allow <target>?`.
+    /// Sets the message shown to the user, built from the call. Default: `Allow <target>?`.
     pub fn message<F>(mut self, message: F) -> Self
     where
         F: Fn(&GateCall<'_>) -> String + Send + Sync + 'static,
@@ -208,7 +220,7 @@ impl Gate {
         self
     }
 
-    /// The text of the refusal after a decline, a cancel or a failed predicate: the text of a
+    /// Sets the text of the refusal after a decline, a cancel or a failed predicate: the text of a
     /// `tools/call` error result, or the message of the JSON-RPC error for prompts and
     /// resources. Default: `The request was not approved.`
     pub fn refusal(mut self, text: impl Into<String>) -> Self {
@@ -216,7 +228,7 @@ impl Gate {
         self
     }
 
-    /// A condition on the accepted form content (already valid against the schema); when it
+    /// Sets a condition on the accepted form content (already valid against the schema); when it
     /// returns `false` the call is refused (or, with a [`retry_hint`](Self::retry_hint), asked
     /// again). Form gates only: a URL gate ignores it.
     pub fn require<F>(mut self, predicate: F) -> Self
@@ -227,8 +239,8 @@ impl Gate {
         self
     }
 
-    /// Like [`require`](Self::require), on the content deserialized as `T`; content that does
-    /// not deserialize is refused.
+    /// Sets a condition like [`require`](Self::require), on the content deserialized as `T`;
+    /// content that does not deserialize is refused.
     pub fn require_as<T, F>(self, predicate: F) -> Self
     where
         T: DeserializeOwned,
@@ -251,7 +263,7 @@ impl Gate {
         self
     }
 
-    /// The line a URL gate's question gains when the client accepts it before
+    /// Sets the line a URL gate's question gains when the client accepts it before
     /// [`UrlFlow::is_complete`] says the flow is done: the layer asks again with the same URL,
     /// its message followed by a blank line and `text`. Default: `Not finished yet: complete it
     /// in the browser, then continue.` A form gate ignores it.
@@ -268,7 +280,7 @@ impl Gate {
         self
     }
 
-    /// The gate's key in `inputRequests` and `inputResponses`.
+    /// Returns the gate's key in `inputRequests` and `inputResponses`.
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -388,17 +400,17 @@ impl fmt::Debug for GateTarget {
 }
 
 impl GateTarget {
-    /// `tools/call` of the tool `name`.
+    /// Targets `tools/call` of the tool `name`.
     pub fn tool(name: impl Into<String>) -> Self {
         Self::from(Target::Tool(name.into()))
     }
 
-    /// `prompts/get` of the prompt `name`.
+    /// Targets `prompts/get` of the prompt `name`.
     pub fn prompt(name: impl Into<String>) -> Self {
         Self::from(Target::Prompt(name.into()))
     }
 
-    /// `resources/read` of `uri`, however the call spells it.
+    /// Targets `resources/read` of `uri`, however the call spells it.
     ///
     /// The gate applies when the call's URI, as sent or normalized, is `uri` as declared or
     /// normalized: RFC 3986 normalization (scheme and host case, dot segments, percent-encoded
@@ -418,7 +430,7 @@ impl GateTarget {
         Self::from(Target::Resource(Spellings::new(uri.into())))
     }
 
-    /// `resources/read` of every URI starting with `prefix`, however the call spells it.
+    /// Targets `resources/read` of every URI starting with `prefix`, however the call spells it.
     ///
     /// The prefix and the call's URI are compared in the same spellings as for
     /// [`resource`](Self::resource): so `file:///secrets/` gates `FILE:///secrets/x`,
@@ -510,39 +522,39 @@ pub struct GateCall<'a> {
 }
 
 impl<'a> GateCall<'a> {
-    /// `tools/call`, `prompts/get` or `resources/read`.
+    /// Returns the method: `tools/call`, `prompts/get` or `resources/read`.
     pub fn method(&self) -> &'a str {
         self.method
     }
 
-    /// The tool or prompt name, or the resource URI.
+    /// Returns the tool or prompt name, or the resource URI.
     pub fn target(&self) -> &'a str {
         self.target
     }
 
-    /// The call's arguments as the client sent them (`null` when there are none).
+    /// Returns the call's arguments as the client sent them (`null` when there are none).
     pub fn arguments(&self) -> &'a Value {
         self.arguments
     }
 
-    /// One argument.
+    /// Returns one argument.
     pub fn argument(&self, name: &str) -> Option<&'a Value> {
         self.arguments.get(name)
     }
 
-    /// One argument, when it is a string.
+    /// Returns one argument, when it is a string.
     pub fn argument_str(&self, name: &str) -> Option<&'a str> {
         self.argument(name).and_then(Value::as_str)
     }
 
-    /// The caller's identity as the layer took it (the `Authorization` header by default, or
+    /// Returns the caller's identity as the layer took it (the `Authorization` header by default, or
     /// what [`ElicitationLayer::principal_from`](crate::ElicitationLayer::principal_from)
     /// returns); `None` for an anonymous caller. A flow can record whose it is.
     pub fn principal(&self) -> Option<&'a [u8]> {
         self.principal
     }
 
-    /// A stable, unguessable handle for this call: the same for every round of the same call by
+    /// Returns a stable, unguessable handle for this call: the same for every round of the same call by
     /// the same caller (same method, target, arguments and principal, same signing key), and
     /// different for any other. URL flows key their state by it.
     pub fn handle(&self) -> &'a str {
@@ -578,12 +590,19 @@ impl<'a> GateCall<'a> {
 ///     }
 /// }
 /// ```
+///
+#[doc = include_str!("../../docs/url-flows.md")]
 pub trait UrlFlow: Send + Sync + 'static {
-    /// The URL for this call's flow, creating the flow if it does not exist yet. It must not
+    /// Returns the URL for this call's flow, creating the flow if it does not exist yet. It must not
     /// carry secrets or pre-authenticated links: the client sees it, and so may others.
+    ///
+    /// # Errors
+    ///
+    /// Any error when the URL cannot be made: the layer then answers the call `-32603`, forwards
+    /// nothing, and logs the error.
     fn url(&self, call: &GateCall<'_>) -> impl Future<Output = Result<String, BoxError>> + Send;
 
-    /// Whether this call's flow has completed.
+    /// Returns whether this call's flow has completed.
     fn is_complete(&self, call: &GateCall<'_>) -> impl Future<Output = bool> + Send;
 }
 
@@ -617,18 +636,18 @@ impl Answers {
         Self { answers }
     }
 
-    /// The accepted form content of gate `key`, deserialized as `T`.
+    /// Returns the accepted form content of gate `key`, deserialized as `T`.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
         let content = self.answers.get(key)?.get("content")?;
         serde_json::from_value(content.clone()).ok()
     }
 
-    /// The answer of gate `key` as an `ElicitResult` (`{"action": "accept", "content": …}`).
+    /// Returns the answer of gate `key` as an `ElicitResult` (`{"action": "accept", "content": …}`).
     pub fn raw(&self, key: &str) -> Option<&Value> {
         self.answers.get(key)
     }
 
-    /// Whether gate `key` was answered (accepted: refused calls never reach the inner service).
+    /// Returns whether gate `key` was answered (accepted: refused calls never reach the inner service).
     pub fn contains(&self, key: &str) -> bool {
         self.answers.contains_key(key)
     }

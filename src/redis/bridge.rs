@@ -23,7 +23,7 @@ const PING_EVERY: Duration = Duration::from_secs(2);
 const RECONNECT_AFTER: Duration = Duration::from_millis(100);
 
 impl RedisStore {
-    /// The bridge's sessions kept in this Redis, each expiring after `idle` without a request
+    /// Returns the bridge's sessions kept in this Redis, each expiring after `idle` without a request
     /// (at least 1 millisecond); for [`LegacyBridgeLayer::session_store`](crate::bridge::LegacyBridgeLayer::session_store).
     pub fn sessions(&self, idle: Duration) -> RedisSessionStore {
         RedisSessionStore {
@@ -32,7 +32,7 @@ impl RedisStore {
         }
     }
 
-    /// The bridge's waiting calls, reached from every replica through this Redis's pub/sub; for
+    /// Returns the bridge's waiting calls, reached from every replica through this Redis's pub/sub; for
     /// [`LegacyBridgeLayer::pending_answers`](crate::bridge::LegacyBridgeLayer::pending_answers). Give
     /// each replica its own (one subscriber connection each), built from stores sharing a key
     /// prefix.
@@ -194,17 +194,17 @@ impl Registry {
 }
 
 impl RedisPendingAnswers {
-    /// The number of legs waiting in this process.
+    /// Returns the number of legs waiting in this process.
     pub fn len(&self) -> usize {
         self.shared.lock().len()
     }
 
-    /// Whether no leg is waiting in this process.
+    /// Returns whether no leg is waiting in this process.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Whether the subscriber is connected and subscribed now.
+    /// Returns whether the subscriber is connected and subscribed now.
     pub fn is_subscribed(&self) -> bool {
         *self.shared.subscribed.borrow()
     }

@@ -42,6 +42,7 @@
 //! # Ok(())
 //! # }
 //! ```
+#![doc = include_str!("../../docs/redis.md")]
 
 mod bridge;
 mod store;

@@ -72,28 +72,28 @@ impl RedisStoreBuilder {
     /// Default number of multiplexed connections, used in turn: 2.
     pub const DEFAULT_POOL_SIZE: usize = 2;
 
-    /// The prefix of every key the store writes, so that several applications (or tests) share
+    /// Sets the prefix of every key the store writes, so that several applications (or tests) share
     /// one Redis without meeting. Default: [`DEFAULT_KEY_PREFIX`](Self::DEFAULT_KEY_PREFIX).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
     }
 
-    /// How long establishing a connection may take.
+    /// Sets how long establishing a connection may take.
     /// Default: [`DEFAULT_CONNECT_TIMEOUT`](Self::DEFAULT_CONNECT_TIMEOUT).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
-    /// How long one command's response may take; past it the call is answered 503.
+    /// Sets how long one command's response may take; past it the call is answered 503.
     /// Default: [`DEFAULT_RESPONSE_TIMEOUT`](Self::DEFAULT_RESPONSE_TIMEOUT).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
-    /// How many multiplexed connections the store opens and uses in turn (at least 1). Each
+    /// Sets how many multiplexed connections the store opens and uses in turn (at least 1). Each
     /// carries any number of concurrent commands. Default:
     /// [`DEFAULT_POOL_SIZE`](Self::DEFAULT_POOL_SIZE).
     pub fn pool_size(mut self, size: usize) -> Self {
@@ -161,7 +161,7 @@ impl fmt::Debug for RedisStoreBuilder {
 }
 
 impl RedisStore {
-    /// The options of a store connecting to `url` (`redis://host:port[/db]`, or `rediss://`
+    /// Returns the options of a store connecting to `url` (`redis://host:port[/db]`, or `rediss://`
     /// where the `redis` crate was built with TLS), each at its default.
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder {
@@ -173,7 +173,7 @@ impl RedisStore {
         }
     }
 
-    /// URL flows kept in this Redis: `url` makes a flow's URL from its handle (it points at a
+    /// Returns URL flows kept in this Redis: `url` makes a flow's URL from its handle (it points at a
     /// page of yours that starts the real flow, an OAuth authorization say, whose callback
     /// calls [`RedisUrlFlows::complete`]). A flow lives for 600 seconds, the layer's default
     /// token lifetime; see [`RedisUrlFlows::ttl`].
@@ -188,8 +188,13 @@ impl RedisStore {
         }
     }
 
-    /// A round trip to Redis (`PING`), bounded like every command: for readiness checks, and
+    /// Makes a round trip to Redis (`PING`), bounded like every command: for readiness checks, and
     /// the floor a single-use retry costs.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when Redis cannot be reached, does not answer within the
+    /// response timeout, or answers something other than `PONG`.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let reply: String = self.query(::redis::cmd("PING")).await?;
         if reply == "PONG" {
@@ -298,7 +303,7 @@ pub struct RedisUrlFlows {
 }
 
 impl RedisUrlFlows {
-    /// How long a flow is kept after it was started (at least 1 millisecond). Default: 600
+    /// Sets how long a flow is kept after it was started (at least 1 millisecond). Default: 600
     /// seconds; keep it at least the layer's token lifetime.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl.max(Duration::from_millis(1));
@@ -307,6 +312,11 @@ impl RedisUrlFlows {
 
     /// Marks the flow with `handle` complete, as its callback would; `false` when there is no
     /// such flow (never started, or expired). Its expiry is kept.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when Redis cannot be reached or does not answer within the
+    /// response timeout.
     pub async fn complete(&self, handle: &str) -> Result<bool, StoreError> {
         let mut cmd = ::redis::cmd("SET");
         cmd.arg(self.store.key("flow:", handle))
@@ -317,7 +327,12 @@ impl RedisUrlFlows {
         Ok(set.is_some())
     }
 
-    /// Whether a flow with `handle` was started and has not expired.
+    /// Returns whether a flow with `handle` was started and has not expired.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when Redis cannot be reached or does not answer within the
+    /// response timeout.
     pub async fn exists(&self, handle: &str) -> Result<bool, StoreError> {
         let mut cmd = ::redis::cmd("EXISTS");
         cmd.arg(self.store.key("flow:", handle));
@@ -325,7 +340,12 @@ impl RedisUrlFlows {
         Ok(count > 0)
     }
 
-    /// Whether the flow with `handle` completed.
+    /// Returns whether the flow with `handle` completed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Unavailable`] when Redis cannot be reached or does not answer within the
+    /// response timeout.
     pub async fn completed(&self, handle: &str) -> Result<bool, StoreError> {
         let mut cmd = ::redis::cmd("GET");
         cmd.arg(self.store.key("flow:", handle));

@@ -1,24 +1,7 @@
 //! Single-use tokens: where the ids of spent tokens are kept ([`TokenStore`]), in process
 //! ([`MemoryTokenStore`]) or, with the `redis` feature, in Redis (`RedisStore`).
 //!
-//! With [`ElicitationLayer::single_use`](crate::ElicitationLayer::single_use) every token the
-//! layer seals carries a random id inside its MAC'd claims. A retry is forwarded to the inner
-//! service (or through a gate, or answered with a re-ask that mints the next token) only after
-//! the store has atomically consumed that id; a second use of the same token gets the frozen
-//! `-32602` `Invalid or expired requestState`. When the store cannot say, the layer fails closed:
-//! `-32603` with HTTP 503, the cause logged.
-//!
-//! # Example
-//!
-//! ```
-//! use tower_elicitation::{ElicitationLayer, Keyring};
-//! use tower_elicitation::store::MemoryTokenStore;
-//!
-//! // One replica: the in-process store. Several replicas share a `RedisStore` instead.
-//! let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
-//!     .single_use(MemoryTokenStore::new());
-//! # Ok::<(), tower_elicitation::KeyringError>(())
-//! ```
+#![doc = include_str!("../../docs/single-use.md")]
 
 use std::collections::HashMap;
 use std::fmt;
@@ -52,7 +35,7 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// [`StoreError::Unavailable`], with its cause.
+    /// Creates a [`StoreError::Unavailable`], with its cause.
     pub fn new(cause: impl Into<BoxError>) -> Self {
         Self::Unavailable(cause.into())
     }
@@ -103,6 +86,12 @@ impl std::error::Error for StoreError {
 pub trait TokenStore: Send + Sync + 'static {
     /// Marks `id` spent, remembering it until `until` (the token's expiry plus the tolerated
     /// clock skew), and says whether it was spent already.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Full`] when the id cannot be remembered; [`StoreError::Unavailable`] when the
+    /// store cannot be reached or answer in time. Either way the retry fails closed (`-32603`, HTTP
+    /// 503).
     fn consume(
         &self,
         id: &str,
@@ -151,12 +140,12 @@ impl MemoryTokenStore {
     /// Default bound on the ids kept: 100,000.
     pub const DEFAULT_CAPACITY: usize = 100_000;
 
-    /// A store of at most [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) ids.
+    /// Creates a store of at most [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) ids.
     pub fn new() -> Self {
         Self::with_capacity(Self::DEFAULT_CAPACITY)
     }
 
-    /// A store of at most `capacity` ids (at least 1).
+    /// Creates a store of at most `capacity` ids (at least 1).
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             spent: Arc::new(Mutex::new(Spent {
@@ -167,12 +156,12 @@ impl MemoryTokenStore {
         }
     }
 
-    /// How many ids it holds now (some may have expired, not yet dropped).
+    /// Returns how many ids it holds now (some may have expired, not yet dropped).
     pub fn len(&self) -> usize {
         self.lock().ids.len()
     }
 
-    /// Whether it holds no id.
+    /// Returns whether it holds no id.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -60,9 +60,14 @@ struct Key {
 }
 
 impl Keyring {
-    /// A keyring with one key, which signs and verifies.
+    /// Creates a keyring with one key, which signs and verifies.
     ///
     /// The key id is 1 to 16 characters of `A-Z a-z 0-9 _ -`; the key at least 32 bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyringError::InvalidKid`] for a malformed key id; [`KeyringError::KeyTooShort`] for a key
+    /// shorter than [`MIN_KEY_LEN`] bytes.
     pub fn new(kid: &str, key: impl AsRef<[u8]>) -> Result<Self, KeyringError> {
         Ok(Self {
             keys: Arc::from(vec![Key::new(kid, key.as_ref())?]),
@@ -70,6 +75,11 @@ impl Keyring {
     }
 
     /// Adds a key that verifies tokens but never signs new ones (a retired or upcoming key).
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Keyring::new`]; [`KeyringError::DuplicateKid`] when the keyring already has
+    /// a key with that id.
     pub fn with_verify_key(self, kid: &str, key: impl AsRef<[u8]>) -> Result<Self, KeyringError> {
         let added = Key::new(kid, key.as_ref())?;
         if self.keys.iter().any(|k| k.kid == added.kid) {
@@ -86,6 +96,12 @@ impl Keyring {
     ///
     /// Keys are base64url (padding optional; the standard alphabet is accepted too). Spaces around
     /// entries are ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyringError::Empty`] when no key is given; [`KeyringError::Malformed`] for an entry that
+    /// is not `kid:key` or a key that is not base64; the errors of [`Keyring::new`] and
+    /// [`Keyring::with_verify_key`] for each key.
     pub fn parse(spec: &str) -> Result<Self, KeyringError> {
         let mut entries = spec.split(',').map(str::trim).filter(|e| !e.is_empty());
         let first = entries.next().ok_or(KeyringError::Empty)?;
@@ -123,7 +139,7 @@ impl Keyring {
         }
     }
 
-    /// [`Keyring::from_env`], or, when the variable is unset, [`Keyring::ephemeral`] with a
+    /// Reads the keys with [`Keyring::from_env`], or, when the variable is unset, [`Keyring::ephemeral`] with a
     /// loud warning (through `tracing`) that retries will fail after a restart and across
     /// replicas. For examples and local development; production sets the variable.
     ///
@@ -138,6 +154,11 @@ impl Keyring {
     /// # Errors
     ///
     /// The errors of [`Keyring::parse`] when the variable is set but malformed.
+    ///
+    /// # Panics
+    ///
+    /// When the variable is unset and the operating system's random number generator fails, as
+    /// [`Keyring::ephemeral`] does.
     pub fn from_env_or_ephemeral() -> Result<Self, KeyringError> {
         match Self::from_env() {
             Err(KeyringError::Unset) => {}
@@ -154,7 +175,7 @@ impl Keyring {
         Ok(Self::ephemeral())
     }
 
-    /// A keyring with one fresh random 32-byte key, key id `ephemeral`.
+    /// Creates a keyring with one fresh random 32-byte key, key id `ephemeral`.
     ///
     /// For demos and tests only: tokens it signs fail to verify after a restart and on any other
     /// replica, so clients mid-flow see `Invalid or expired requestState`.
@@ -168,12 +189,12 @@ impl Keyring {
         Self::new("ephemeral", key).expect("a 32-byte key and a valid kid are always accepted")
     }
 
-    /// The key id of the signing key.
+    /// Returns the key id of the signing key.
     pub fn active_kid(&self) -> &str {
         &self.keys[0].kid
     }
 
-    /// Every key id, the signing key first.
+    /// Returns every key id, the signing key first.
     pub fn kids(&self) -> impl Iterator<Item = &str> {
         self.keys.iter().map(|k| k.kid.as_str())
     }

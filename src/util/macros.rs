@@ -4,17 +4,17 @@
 /// named `inner` and is generic over it as `S`: tower-http's idiom, written once.
 macro_rules! define_inner_service_accessors {
     () => {
-        /// The inner service.
+        /// Returns a reference to the inner service.
         pub fn get_ref(&self) -> &S {
             &self.inner
         }
 
-        /// The inner service, mutably.
+        /// Returns a mutable reference to the inner service.
         pub fn get_mut(&mut self) -> &mut S {
             &mut self.inner
         }
 
-        /// The inner service, unwrapped.
+        /// Consumes the service, returning the inner service.
         pub fn into_inner(self) -> S {
             self.inner
         }
