@@ -51,7 +51,8 @@ return tonumber(epoch)
 ///
 /// As a [`TokenStore`], a spent id is one key, `<prefix>jti:<id>`, set with `SET … NX PXAT` at
 /// the token's expiry (plus the tolerated clock skew): one atomic command, so of any number of
-/// concurrent retries with one token, on any replicas, exactly one is forwarded. As the source of
+/// concurrent retries with one token, on any replicas, exactly one is forwarded. Its epoch is
+/// `<prefix>epoch` (see [the module docs](super) for what Redis must be). As the source of
 /// [`RedisUrlFlows`], a flow is one key, `<prefix>flow:<handle>`.
 ///
 /// Clones share the connections.
