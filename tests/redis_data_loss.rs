@@ -267,6 +267,9 @@ where
 
 // ---------------------------------------------------------------------------------------------
 
+/// A Redis that evicts the least recently used keys once past a tiny `maxmemory`.
+const EVICTING: &[&str] = &["--maxmemory-policy", "allkeys-lru", "--maxmemory", "2mb"];
+
 #[tokio::test]
 async fn a_token_spent_before_redis_restarted_empty_is_refused_after() {
     let Some(mut redis) = OwnRedis::start("restart_empty", &[]) else {
@@ -315,10 +318,7 @@ async fn a_token_spent_before_redis_restarted_empty_is_refused_after() {
 
 #[tokio::test]
 async fn single_use_refuses_to_run_on_an_evicting_redis() {
-    let Some(redis) = OwnRedis::start(
-        "evicting",
-        &["--maxmemory-policy", "allkeys-lru", "--maxmemory", "2mb"],
-    ) else {
+    let Some(redis) = OwnRedis::start("evicting", EVICTING) else {
         return;
     };
     let (service, deployed_count) = replica(store(&redis.url(), "te-evict:").build().unwrap());
@@ -348,10 +348,7 @@ async fn single_use_refuses_to_run_on_an_evicting_redis() {
 
 #[tokio::test]
 async fn with_the_override_a_lost_epoch_key_still_refuses_older_tokens() {
-    let Some(redis) = OwnRedis::start(
-        "evicting_override",
-        &["--maxmemory-policy", "allkeys-lru", "--maxmemory", "2mb"],
-    ) else {
+    let Some(redis) = OwnRedis::start("evicting_override", EVICTING) else {
         return;
     };
     let prefix = "te-override:";
