@@ -36,6 +36,14 @@ pub(crate) fn gate_needs_newer_client(target: &str) -> String {
     format!("\"{target}\" needs the user's approval, which requires MCP 2026-07-28 or later.")
 }
 
+/// The end of a bridged call whose session ended (a DELETE, an expiry, or the store lost it)
+/// while it waited for the person's answer.
+pub(crate) const BRIDGE_SESSION_ENDED: &str =
+    "The session ended while this call waited for an answer. Connect again and retry the call.";
+
+/// Why the bridge's open requests of that call are cancelled.
+pub(crate) const BRIDGE_SESSION_ENDED_CANCEL: &str = "The session ended.";
+
 /// What was wrong with one answered field (or with a form answer as a whole), as the hint says it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Problem<'a> {

@@ -20,12 +20,16 @@ use super::ids::{random_hex_64, uuid_v4};
 use super::inner::{self, InnerBody, Message, Reader};
 use super::pending::AnswerKey;
 use super::session::SessionRecord;
+use crate::texts;
 use crate::util::BoxFuture;
 use crate::wire::jsonrpc::INTERNAL_ERROR;
 use crate::wire::mcp::Method;
 
 /// How the bridge's request ids on a call's stream begin.
 pub(crate) const LEG_PREFIX: &str = "leg-";
+/// How often a call waiting for the client's answer checks that its session still lives (it may
+/// have been ended by a DELETE on any replica, or lost with the store's data).
+const SESSION_CHECK: Duration = Duration::from_secs(2);
 /// The wait before retrying a round that carried only a `requestState`.
 const STATE_ONLY_DELAY: Duration = Duration::from_millis(250);
 
@@ -512,7 +516,7 @@ async fn ask_client(
         }
         waiting.push(send_request(settings, session, out, legs, key, id, &request).await?);
     }
-    wait_for_answers(settings, out, legs, waiting, urls).await
+    wait_for_answers(settings, session, out, legs, waiting, urls).await
 }
 
 /// Gives a URL request its flow's `elicitationId` (kept while its URL is unchanged); records it.
@@ -579,6 +583,7 @@ async fn send_request(
 /// Waits for every answer to `open`; a failure or the deadline cancels the requests still open.
 async fn wait_for_answers(
     settings: &Settings,
+    session: &str,
     out: &CallStream,
     legs: &Mutex<Vec<AnswerKey>>,
     mut open: Vec<OpenRequest>,
@@ -588,6 +593,8 @@ async fn wait_for_answers(
     tokio::pin!(deadline);
     let mut keep_alive =
         tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    let mut session_check =
+        tokio::time::interval_at(tokio::time::Instant::now() + SESSION_CHECK, SESSION_CHECK);
     let mut answers = Map::new();
     while !open.is_empty() {
         // Whichever answer comes first: an error on any request ends the call at once.
@@ -596,6 +603,12 @@ async fn wait_for_answers(
                 ready = next_answer(&mut open) => break Some(ready),
                 () = &mut deadline => break None,
                 _ = keep_alive.tick() => out.keep_alive().await,
+                _ = session_check.tick() => {
+                    if session_ended(settings, session).await {
+                        cancel_all(settings, out, open, texts::BRIDGE_SESSION_ENDED_CANCEL).await;
+                        return Err(texts::BRIDGE_SESSION_ENDED.to_owned());
+                    }
+                }
             }
         };
         let Some((index, answer)) = ready else {
@@ -635,6 +648,18 @@ async fn wait_for_answers(
         answers.insert(key, result);
     }
     Ok(answers)
+}
+
+/// Whether the session is gone (ended, expired, or lost with the store's data). A store that
+/// cannot say keeps the call waiting: its answer may still come, and the deadline bounds it.
+async fn session_ended(settings: &Settings, session: &str) -> bool {
+    match settings.sessions.get(session).await {
+        Ok(found) => found.is_none(),
+        Err(error) => {
+            tracing::debug!(%error, "cannot check a waiting call's session");
+            false
+        }
+    }
 }
 
 /// The result the client answered a `method` request with, `_meta` left out, or why there is none.

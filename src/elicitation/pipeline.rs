@@ -25,6 +25,7 @@ use crate::store::Consumed;
 use crate::token::unix_now;
 use crate::util::BoxFuture;
 use crate::util::body::ReadAll;
+use crate::util::time::unix_millis;
 use crate::wire::jsonrpc::{Call, Reply, ReplyKind};
 use crate::wire::sse;
 
@@ -105,6 +106,9 @@ where
         probed: false,
         body: PhantomData,
     };
+    if let Some(store) = &shared.tokens {
+        shared.epoch_begun.begin(&**store).await;
+    }
     let decision = engine::decide(&call, cx, config, &mut effects).await?;
     let probed = effects.probed;
     match decision {
@@ -181,6 +185,14 @@ where
             .consume(&token.id, until)
             .await
             .map_err(|error| error.to_string())
+    }
+
+    async fn epoch(&mut self) -> Result<u64, String> {
+        let Some(store) = &self.shared.tokens else {
+            return Ok(0);
+        };
+        let epoch = store.epoch().await.map_err(|error| error.to_string())?;
+        Ok(unix_millis(epoch))
     }
 
     async fn flow_url(

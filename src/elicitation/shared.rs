@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::engine::policy::Config;
-use crate::store::ErasedTokenStore;
+use crate::store::{EpochBegun, ErasedTokenStore};
 use crate::token::Keyring;
 use crate::util::principal::Principal;
 
@@ -22,6 +22,8 @@ pub(crate) struct Shared {
     pub(crate) max_body_bytes: usize,
     /// Where single-use token ids are consumed, when tokens are single-use.
     pub(crate) tokens: Option<Arc<dyn ErasedTokenStore>>,
+    /// Whether `tokens` was asked its epoch, before the first single-use token is sealed.
+    pub(crate) epoch_begun: Arc<EpochBegun>,
 }
 
 impl Shared {
@@ -32,6 +34,7 @@ impl Shared {
             principal: Principal::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             tokens: None,
+            epoch_begun: Arc::default(),
         }
     }
 }

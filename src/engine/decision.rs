@@ -93,6 +93,11 @@ pub(crate) trait Effects {
     /// Consumes the id of a verified single-use token, atomically: whether it was fresh, or why
     /// the store cannot say.
     async fn consume(&mut self, token: &SingleUseId) -> Result<Consumed, String>;
+    /// When the single-use store's present memory began, in Unix milliseconds (asked after a
+    /// fresh `consume`): a token sealed before it may have been spent and forgotten.
+    async fn epoch(&mut self) -> Result<u64, String> {
+        Ok(0)
+    }
     /// The URL of `flow` for `call`, creating the flow if it does not exist yet.
     async fn flow_url(
         &mut self,
@@ -148,6 +153,9 @@ pub(crate) struct SingleUseId {
     /// Until when, in Unix seconds, the token could be accepted (its expiry plus the tolerated
     /// clock skew): the store must remember the id until then.
     pub(crate) until: u64,
+    /// When the token was sealed (claim `iat`), in Unix seconds: one sealed before the store's
+    /// epoch is refused.
+    pub(crate) issued_at: u64,
 }
 
 /// The answer when the store that consumes single-use ids cannot be reached: `-32603`, HTTP 503.

@@ -53,20 +53,32 @@ pub(crate) async fn decide<E: Effects>(
     Ok(decided)
 }
 
-/// Consumes a verified single-use token's id: `Ok` when it was fresh; the frozen `-32602` when it
-/// was spent already; `-32603` (HTTP 503) when the store cannot say.
+/// Consumes a verified single-use token's id: `Ok` when it was fresh and sealed within the
+/// store's present memory; the frozen `-32602` when it was spent already, or sealed before the
+/// store's epoch (it may have been spent, and forgotten); `-32603` (HTTP 503) when the store
+/// cannot say.
 async fn consume<E: Effects>(
     effects: &mut E,
     token: &SingleUseId,
     id: Option<&RawValue>,
 ) -> Result<(), Reply> {
-    match effects.consume(token).await {
-        Ok(Consumed::Fresh) => Ok(()),
-        Ok(_) => {
+    let spent = match effects.consume(token).await {
+        Ok(Consumed::Fresh) => effects.epoch().await.map(|epoch_ms| {
+            // Whole seconds against milliseconds: a token sealed in the second the epoch began
+            // may be older than it, and is refused with the older ones.
+            (token.issued_at.saturating_mul(1000) < epoch_ms)
+                .then_some("single-use token sealed before the store's epoch (the store lost its spent ids since)")
+        }),
+        Ok(_) => Ok(Some("single-use token already used")),
+        Err(error) => Err(error),
+    };
+    match spent {
+        Ok(None) => Ok(()),
+        Ok(Some(reason)) => {
             tracing::info!(
                 target: "tower_elicitation",
                 outcome = "rejected_state",
-                reason = "single-use token already used",
+                reason,
                 "requestState refused"
             );
             Err(invalid_state(id))
@@ -191,6 +203,7 @@ fn single_use_id(
     Ok(Some(SingleUseId {
         id: token_id.clone(),
         until: valid_until,
+        issued_at: claims.issued_at,
     }))
 }
 

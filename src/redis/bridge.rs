@@ -25,10 +25,16 @@ const RECONNECT_AFTER: Duration = Duration::from_millis(100);
 impl RedisStore {
     /// Returns the bridge's sessions kept in this Redis, each expiring after `idle` without a request
     /// (at least 1 millisecond); for [`LegacyBridgeLayer::session_store`](crate::bridge::LegacyBridgeLayer::session_store).
+    ///
+    /// They are bounded as in process: at most [`RedisSessionStore::DEFAULT_CAP`] live sessions in
+    /// all and [`RedisSessionStore::DEFAULT_PER_CALLER_CAP`] per identified caller (see
+    /// [`RedisSessionStore::cap`]).
     pub fn sessions(&self, idle: Duration) -> RedisSessionStore {
         RedisSessionStore {
             store: self.clone(),
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX).max(1),
+            cap: RedisSessionStore::DEFAULT_CAP,
+            per_caller_cap: RedisSessionStore::DEFAULT_PER_CALLER_CAP,
         }
     }
 
@@ -54,72 +60,181 @@ impl RedisStore {
 /// [`SessionRecord`] as JSON, with an idle expiry pushed back by every request (`GETEX … PX`).
 ///
 /// Every replica sharing the Redis (and the key prefix) sees the same sessions: one opened on
-/// replica A is served by B, and a DELETE on B ends it on A at once (`DEL`). There is no cap on
-/// the number of sessions (unlike [`MemorySessionStore`](crate::bridge::MemorySessionStore)): they are
-/// bounded by the idle expiry and by Redis's own `maxmemory`.
+/// replica A is served by B, and a DELETE on B ends it on A at once (`DEL`).
+///
+/// Live sessions are counted in sorted sets scored by their idle expiry, `<prefix>sessions` for
+/// all and `<prefix>sessions:<tag>` per identified caller (the keyed tag of
+/// [`SessionRecord::principal`]), kept in step with the session keys by one script per command.
+/// Past [`cap`](Self::cap) in all, or [`per_caller_cap`](Self::per_caller_cap) for one caller,
+/// `create` answers [`StoreError::Full`], as [`MemorySessionStore`](crate::bridge::MemorySessionStore)
+/// does when full: the bridge answers that `initialize` 503, "Too many sessions; try again later".
+/// Anonymous sessions (no principal) count toward the total only.
 ///
 /// Made by [`RedisStore::sessions`]. Clones share the connections.
 #[derive(Clone)]
 pub struct RedisSessionStore {
     store: RedisStore,
     idle_ms: u64,
+    cap: usize,
+    per_caller_cap: usize,
 }
+
+/// The Lua that pushes back the idle expiry of session `ARGV[2]`, whose record is `v`, in the
+/// count of all (`KEYS[2]`) and in its caller's (`ARGV[3]` then its tag); `ARGV[1]` is the idle
+/// time in milliseconds, and the counts themselves expire with their newest session.
+macro_rules! touch_counts {
+    () => {
+        r"
+local t = redis.call('TIME')
+local idle = tonumber(ARGV[1])
+local expiry = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + idle
+redis.call('ZADD', KEYS[2], 'XX', expiry, ARGV[2])
+redis.call('PEXPIRE', KEYS[2], idle)
+local caller = cjson.decode(v)['principal']
+if type(caller) == 'string' then
+  redis.call('ZADD', ARGV[3] .. caller, 'XX', expiry, ARGV[2])
+  redis.call('PEXPIRE', ARGV[3] .. caller, idle)
+end
+"
+    };
+}
+
+/// `GETEX … PX`, the counts kept in step: the record, or nil.
+const SESSION_GET: &str = concat!(
+    "local v = redis.call('GET', KEYS[1])\n",
+    "if not v then return false end\n",
+    "redis.call('PEXPIRE', KEYS[1], ARGV[1])\n",
+    touch_counts!(),
+    "return v\n",
+);
+
+/// `SET … XX PX` with the record `ARGV[4]`, the counts kept in step: 1, or 0 without a session.
+const SESSION_UPDATE: &str = concat!(
+    "local v = ARGV[4]\n",
+    "if not redis.call('SET', KEYS[1], v, 'XX', 'PX', ARGV[1]) then return 0 end\n",
+    touch_counts!(),
+    "return 1\n",
+);
+
+/// `SET … NX PX` of the record `ARGV[4]` unless the live sessions in all (`KEYS[2]`) reach
+/// `ARGV[5]`, or its caller's (`ARGV[3]` then `ARGV[7]`, when not empty) reach `ARGV[6]`:
+/// `ok`, `full` or `exists`. Expired sessions leave the counts first.
+const SESSION_CREATE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local idle = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return 'full' end
+local caller = nil
+if ARGV[7] ~= '' then
+  caller = ARGV[3] .. ARGV[7]
+  redis.call('ZREMRANGEBYSCORE', caller, '-inf', now)
+  if redis.call('ZCARD', caller) >= tonumber(ARGV[6]) then return 'full' end
+end
+if not redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', idle) then return 'exists' end
+redis.call('ZADD', KEYS[2], now + idle, ARGV[2])
+redis.call('PEXPIRE', KEYS[2], idle)
+if caller then
+  redis.call('ZADD', caller, now + idle, ARGV[2])
+  redis.call('PEXPIRE', caller, idle)
+end
+return 'ok'
+";
+
+/// `DEL`, the session left out of the counts: 1, or 0 without a session.
+const SESSION_REMOVE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+local caller = cjson.decode(v)['principal']
+if type(caller) == 'string' then redis.call('ZREM', ARGV[3] .. caller, ARGV[2]) end
+return 1
+";
 
 impl fmt::Debug for RedisSessionStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisSessionStore")
             .field("store", &self.store)
             .field("idle", &Duration::from_millis(self.idle_ms))
+            .field("cap", &self.cap)
+            .field("per_caller_cap", &self.per_caller_cap)
             .finish()
     }
 }
 
 impl RedisSessionStore {
-    fn read(text: Option<String>) -> Result<Option<SessionRecord>, StoreError> {
-        text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
-            .transpose()
+    /// Default bound on the live sessions in all: 10,000, as
+    /// [`MemorySessionStore::DEFAULT_CAP`](crate::bridge::MemorySessionStore::DEFAULT_CAP).
+    pub const DEFAULT_CAP: usize = crate::bridge::MemorySessionStore::DEFAULT_CAP;
+    /// Default bound on the live sessions of one identified caller: 100.
+    pub const DEFAULT_PER_CALLER_CAP: usize = 100;
+
+    /// Bounds the live sessions in all (at least 1); past it `create` answers
+    /// [`StoreError::Full`]. Default: [`DEFAULT_CAP`](Self::DEFAULT_CAP).
+    pub fn cap(mut self, cap: usize) -> Self {
+        self.cap = cap.max(1);
+        self
     }
 
-    async fn set(&self, id: &str, record: &SessionRecord, mode: &str) -> Result<bool, StoreError> {
-        let text = serde_json::to_string(record).map_err(StoreError::new)?;
-        let mut cmd = ::redis::cmd("SET");
-        cmd.arg(self.store.key("session:", id))
-            .arg(text)
-            .arg(mode)
-            .arg("PX")
-            .arg(self.idle_ms);
-        let set: Option<String> = self.store.query(cmd).await?;
-        Ok(set.is_some())
+    /// Bounds the live sessions of one identified caller (at least 1), so that one caller cannot
+    /// take them all; past it `create` answers [`StoreError::Full`]. Default:
+    /// [`DEFAULT_PER_CALLER_CAP`](Self::DEFAULT_PER_CALLER_CAP).
+    pub fn per_caller_cap(mut self, cap: usize) -> Self {
+        self.per_caller_cap = cap.max(1);
+        self
+    }
+
+    /// Runs one of the session scripts on session `id`.
+    async fn eval<T: ::redis::FromRedisValue>(
+        &self,
+        script: &str,
+        id: &str,
+        more: &[&str],
+    ) -> Result<T, StoreError> {
+        let mut cmd = ::redis::cmd("EVAL");
+        cmd.arg(script)
+            .arg(2)
+            .arg(self.store.key("session:", id))
+            .arg(self.store.key("sessions", ""))
+            .arg(self.idle_ms)
+            .arg(id)
+            .arg(self.store.key("sessions:", ""))
+            .arg(more);
+        self.store.query(cmd).await
     }
 }
 
 impl SessionStore for RedisSessionStore {
     async fn create(&self, id: &str, record: SessionRecord) -> Result<(), StoreError> {
-        if self.set(id, &record, "NX").await? {
-            Ok(())
-        } else {
+        let text = serde_json::to_string(&record).map_err(StoreError::new)?;
+        let (cap, per_caller) = (self.cap.to_string(), self.per_caller_cap.to_string());
+        let caller = record.principal.as_deref().unwrap_or_default();
+        let more = [text.as_str(), &cap, &per_caller, caller];
+        let answer: String = self.eval(SESSION_CREATE, id, &more).await?;
+        match answer.as_str() {
+            "ok" => Ok(()),
+            "full" => Err(StoreError::Full),
             // 128 random bits: never, unless something else writes under the prefix.
-            Err(StoreError::new("a session with this id exists already"))
+            _ => Err(StoreError::new("a session with this id exists already")),
         }
     }
 
     async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let mut cmd = ::redis::cmd("GETEX");
-        cmd.arg(self.store.key("session:", id))
-            .arg("PX")
-            .arg(self.idle_ms);
-        Self::read(self.store.query(cmd).await?)
+        let text: Option<String> = self.eval(SESSION_GET, id, &[]).await?;
+        text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
+            .transpose()
     }
 
     async fn update(&self, id: &str, record: SessionRecord) -> Result<bool, StoreError> {
-        self.set(id, &record, "XX").await
+        let text = serde_json::to_string(&record).map_err(StoreError::new)?;
+        let updated: u8 = self.eval(SESSION_UPDATE, id, &[&text]).await?;
+        Ok(updated == 1)
     }
 
     async fn remove(&self, id: &str) -> Result<bool, StoreError> {
-        let mut cmd = ::redis::cmd("DEL");
-        cmd.arg(self.store.key("session:", id));
-        let removed: u64 = self.store.query(cmd).await?;
-        Ok(removed > 0)
+        let removed: u8 = self.eval(SESSION_REMOVE, id, &[]).await?;
+        Ok(removed == 1)
     }
 }
 

@@ -14,6 +14,29 @@
 //!   [legacy bridge](crate::bridge) needs no sticky routing ([`RedisStore::sessions`],
 //!   [`RedisStore::pending_answers`]).
 //!
+//! # What Redis must be
+//!
+//! Single-use tokens hold only while Redis remembers the spent ids:
+//!
+//! - **No eviction:** `maxmemory-policy noeviction`. `allkeys-*` policies may evict any key,
+//!   `volatile-*` ones the spent ids themselves (they carry their token's expiry). As a
+//!   [`TokenStore`](crate::store::TokenStore), the store reads `CONFIG GET maxmemory-policy` at
+//!   first use, again after a failed command (a reconnection), after Redis lost its data, and at
+//!   most a minute after the last check, and refuses single-use retries (503, the cause logged)
+//!   on any other policy, or on a Redis that does not answer `CONFIG`, unless its builder says
+//!   [`allow_evicting_policy`](RedisStoreBuilder::allow_evicting_policy) or
+//!   [`assume_noeviction`](RedisStoreBuilder::assume_noeviction).
+//! - **Persistence** (AOF, or RDB snapshots), so that a restart does not forget. When Redis
+//!   forgets anyway, the store's epoch notices: `<prefix>epoch`, without expiry, holds when the
+//!   store's memory began (Unix milliseconds, by Redis's clock, written once). Each spend reads
+//!   it in the same script; when it is gone, a new epoch begins, and every single-use token
+//!   sealed before it is refused with the frozen `-32602` (the person starts the flow again).
+//!   Tokens are dated to the second, so a token sealed in the second the new epoch began is
+//!   refused as well; a replica whose clock runs ahead of Redis's by `d` leaves a window of `d`
+//!   before the loss uncaught: keep clocks synchronized (NTP). The first epoch is begun before
+//!   the layer seals its first token, dated a second back, so a fresh Redis refuses none.
+//! - One Redis, not a cluster: the scripts touch several keys of one prefix.
+//!
 //! # Example
 //!
 //! ```no_run

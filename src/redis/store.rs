@@ -1,9 +1,10 @@
 //! [`RedisStore`], its builder, spent token ids (`SET … NX PXAT`) and [`RedisUrlFlows`].
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
@@ -11,12 +12,47 @@ use tokio::sync::OnceCell;
 use crate::BoxError;
 use crate::gate::{GateCall, UrlFlow};
 use crate::store::{Consumed, StoreError, TokenStore};
+use crate::util::time::unix_millis;
+
+/// How long a check of Redis's `maxmemory-policy` is trusted before it is made again (it is made
+/// again at once after a command failed, or once Redis is seen to have lost its data).
+const POLICY_RECHECK: Duration = Duration::from_secs(60);
+
+/// Spends a token id, in one atomic step with reading the store's epoch: `KEYS[1]` the epoch,
+/// `KEYS[2]` the id, `ARGV[1]` until when (Unix ms). No epoch means Redis lost its data (or this
+/// is its first use, which [`BEGIN`] made earlier): a new one begins now, by Redis's clock.
+/// Answers `{fresh (1 or 0), epoch (Unix ms)}`.
+const CONSUME: &str = r"
+local epoch = redis.call('GET', KEYS[1])
+if not epoch then
+  local t = redis.call('TIME')
+  epoch = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  redis.call('SET', KEYS[1], epoch)
+end
+local fresh = redis.call('SET', KEYS[2], '1', 'NX', 'PXAT', ARGV[1])
+if fresh then return {1, tonumber(epoch)} end
+return {0, tonumber(epoch)}
+";
+
+/// The store's epoch (`KEYS[1]`), begun if there is none yet: dated at the start of the second
+/// before now, by Redis's clock, so that a token sealed in this second (dated by its whole
+/// second) by a replica up to a second behind Redis is not older than it.
+const BEGIN: &str = r"
+local epoch = redis.call('GET', KEYS[1])
+if not epoch then
+  local t = redis.call('TIME')
+  epoch = string.format('%.0f', (tonumber(t[1]) - 1) * 1000)
+  redis.call('SET', KEYS[1], epoch)
+end
+return tonumber(epoch)
+";
 
 /// Single-use token ids and URL flows in Redis, shared by every replica that connects to it.
 ///
 /// As a [`TokenStore`], a spent id is one key, `<prefix>jti:<id>`, set with `SET … NX PXAT` at
 /// the token's expiry (plus the tolerated clock skew): one atomic command, so of any number of
-/// concurrent retries with one token, on any replicas, exactly one is forwarded. As the source of
+/// concurrent retries with one token, on any replicas, exactly one is forwarded. Its epoch is
+/// `<prefix>epoch` (see [the module docs](super) for what Redis must be). As the source of
 /// [`RedisUrlFlows`], a flow is one key, `<prefix>flow:<handle>`.
 ///
 /// Clones share the connections.
@@ -50,6 +86,10 @@ struct Inner {
     /// The most one command may take, connecting included.
     deadline: Duration,
     settings: RedisStoreBuilder,
+    /// The latest epoch seen (Unix ms), 0 before the first.
+    epoch_ms: AtomicU64,
+    /// When Redis's `maxmemory-policy` was last found not to evict.
+    policy_checked: Mutex<Option<Instant>>,
 }
 
 /// Options of a [`RedisStore`]; every one has a default.
@@ -60,6 +100,8 @@ pub struct RedisStoreBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     pool_size: usize,
+    allow_evicting_policy: bool,
+    assume_noeviction: bool,
 }
 
 impl RedisStoreBuilder {
@@ -101,6 +143,33 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Lets single-use tokens run on a Redis whose `maxmemory-policy` evicts keys (anything but
+    /// `noeviction`), accepting the risk that a spent token id is evicted and its token then
+    /// accepted again.
+    ///
+    /// Without it, [`TokenStore::consume`] refuses (the retry is answered 503, the cause logged)
+    /// while the policy evicts: `allkeys-*` may evict any key, and `volatile-*` the spent ids
+    /// themselves, which carry their token's expiry. With it, the store's epoch still catches a
+    /// lost epoch key (the tokens sealed before it are refused), but not a spent id evicted while
+    /// the epoch key stays, which under an LRU or LFU policy is the likely case: the epoch key
+    /// is read by every retry.
+    pub fn allow_evicting_policy(mut self) -> Self {
+        self.allow_evicting_policy = true;
+        self
+    }
+
+    /// Trusts that Redis does not evict keys, without asking it: for a Redis where `CONFIG` is
+    /// disabled or renamed (some managed services), which you know runs with
+    /// `maxmemory-policy noeviction`.
+    ///
+    /// Without it, single-use tokens on a Redis that does not answer `CONFIG GET
+    /// maxmemory-policy` are refused (the retry is answered 503, the cause logged), as on an
+    /// evicting one.
+    pub fn assume_noeviction(mut self) -> Self {
+        self.assume_noeviction = true;
+        self
+    }
+
     /// Builds the store. Connections are opened lazily, on the first command, so it builds
     /// outside a Tokio runtime and while Redis is down (calls are answered 503 until it is up).
     ///
@@ -138,6 +207,8 @@ impl RedisStoreBuilder {
                     + self.response_timeout
                     + Duration::from_millis(200),
                 settings: self,
+                epoch_ms: AtomicU64::new(0),
+                policy_checked: Mutex::new(None),
             }),
         })
     }
@@ -156,6 +227,8 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("pool_size", &self.pool_size)
+            .field("allow_evicting_policy", &self.allow_evicting_policy)
+            .field("assume_noeviction", &self.assume_noeviction)
             .finish()
     }
 }
@@ -170,6 +243,8 @@ impl RedisStore {
             connect_timeout: RedisStoreBuilder::DEFAULT_CONNECT_TIMEOUT,
             response_timeout: RedisStoreBuilder::DEFAULT_RESPONSE_TIMEOUT,
             pool_size: RedisStoreBuilder::DEFAULT_POOL_SIZE,
+            allow_evicting_policy: false,
+            assume_noeviction: false,
         }
     }
 
@@ -256,6 +331,87 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// Checks, unless it was checked lately, that Redis does not evict keys: single-use tokens
+    /// refuse to run on a Redis that may forget a spent id (unless the builder said otherwise).
+    async fn check_policy(&self) -> Result<(), StoreError> {
+        let settings = &self.inner.settings;
+        if settings.allow_evicting_policy || settings.assume_noeviction {
+            return Ok(());
+        }
+        let checked = *self.policy_checked();
+        if checked.is_some_and(|at| at.elapsed() < POLICY_RECHECK) {
+            return Ok(());
+        }
+        let mut cmd = ::redis::cmd("CONFIG");
+        cmd.arg("GET").arg("maxmemory-policy");
+        let policy = match self.query::<HashMap<String, String>>(cmd).await {
+            Ok(mut reply) => reply.remove("maxmemory-policy"),
+            Err(error) => {
+                return Err(StoreError::new(format!(
+                    "cannot read Redis's maxmemory-policy ({error}): single-use tokens run only on \
+                     a Redis known not to evict; where CONFIG is disabled and Redis does not \
+                     evict, build the store with assume_noeviction()"
+                )));
+            }
+        };
+        match policy.as_deref() {
+            Some("noeviction") => {
+                *self.policy_checked() = Some(Instant::now());
+                Ok(())
+            }
+            Some(policy) => Err(StoreError::new(format!(
+                "Redis runs with maxmemory-policy {policy}, which may evict spent token ids: \
+                 single-use tokens refuse to run on it; set noeviction, or build the store with \
+                 allow_evicting_policy() to accept replays of evicted ids"
+            ))),
+            None => Err(StoreError::new(
+                "Redis did not say its maxmemory-policy: single-use tokens run only on a Redis \
+                 known not to evict (see assume_noeviction())",
+            )),
+        }
+    }
+
+    fn policy_checked(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.inner
+            .policy_checked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the last check of the policy: the connection may have been made again, to
+    /// another Redis, or to one restarted with another configuration.
+    fn recheck_policy(&self) {
+        *self.policy_checked() = None;
+    }
+
+    /// Keeps the latest epoch seen; a newer one than before means Redis lost its data.
+    fn learn_epoch(&self, epoch_ms: u64) -> u64 {
+        let before = self.inner.epoch_ms.fetch_max(epoch_ms, Ordering::Relaxed);
+        if before != 0 && epoch_ms > before {
+            tracing::warn!(
+                target: "tower_elicitation",
+                "Redis lost its data (a new store epoch began): single-use tokens sealed before \
+                 it are refused; give Redis persistence and maxmemory-policy noeviction"
+            );
+            self.recheck_policy();
+        }
+        before.max(epoch_ms)
+    }
+
+    /// Runs one of the store's scripts, its keys and arguments given.
+    async fn eval<T: ::redis::FromRedisValue>(
+        &self,
+        script: &str,
+        keys: &[&str],
+        args: &[u64],
+    ) -> Result<T, StoreError> {
+        let mut cmd = ::redis::cmd("EVAL");
+        cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
+        self.query(cmd).await.inspect_err(|_| self.recheck_policy())
+    }
+}
+
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("RedisStore")
@@ -264,23 +420,34 @@ impl fmt::Debug for RedisStore {
     }
 }
 
+/// Spent ids, `SET … NX PXAT` in a script that reads the store's epoch in the same step. The
+/// epoch is the key `<prefix>epoch`, without expiry, holding when it began (Unix milliseconds,
+/// by Redis's clock): begun on first use, and begun again by the first retry after Redis lost
+/// it. [`epoch`](TokenStore::epoch) answers the latest epoch a command of this store saw.
 impl TokenStore for RedisStore {
     async fn consume(&self, id: &str, until: SystemTime) -> Result<Consumed, StoreError> {
-        let until_ms = until
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .max(1);
-        let mut cmd = ::redis::cmd("SET");
-        cmd.arg(self.key("jti:", id))
-            .arg(1)
-            .arg("NX")
-            .arg("PXAT")
-            .arg(until_ms);
-        let set: Option<String> = self.query(cmd).await?;
-        Ok(match set {
-            Some(_) => Consumed::Fresh,
-            None => Consumed::Replayed,
+        self.check_policy().await?;
+        let until_ms = unix_millis(until).max(1);
+        let epoch = self.key("epoch", "");
+        let jti = self.key("jti:", id);
+        let (fresh, epoch_ms): (u8, u64) = self.eval(CONSUME, &[&epoch, &jti], &[until_ms]).await?;
+        self.learn_epoch(epoch_ms);
+        Ok(if fresh == 1 {
+            Consumed::Fresh
+        } else {
+            Consumed::Replayed
         })
+    }
+
+    async fn epoch(&self) -> Result<SystemTime, StoreError> {
+        let mut known = self.inner.epoch_ms.load(Ordering::Relaxed);
+        if known == 0 {
+            // The start: before the layer seals its first token.
+            self.check_policy().await?;
+            let epoch_ms: u64 = self.eval(BEGIN, &[&self.key("epoch", "")], &[]).await?;
+            known = self.learn_epoch(epoch_ms);
+        }
+        Ok(UNIX_EPOCH + Duration::from_millis(known))
     }
 }
 

@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::BoxError;
 use crate::util::BoxFuture;
-use crate::util::time::unix_secs;
+use crate::util::time::{unix_millis, unix_secs};
 
 /// What a store said of a token id it was asked to consume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +98,26 @@ pub trait TokenStore: Send + Sync + 'static {
         id: &str,
         until: SystemTime,
     ) -> impl Future<Output = Result<Consumed, StoreError>> + Send;
+
+    /// Returns when the store's present memory of spent ids began (its epoch): a token sealed
+    /// before it may have been spent and then forgotten (a restart without persistence, data
+    /// lost), so the layer refuses it like a spent one, and the person starts the flow again.
+    ///
+    /// The layer asks once before it seals its first single-use token, so that a store that
+    /// starts its epoch on first use does not refuse the tokens sealed after, and again after each
+    /// [`Consumed::Fresh`]. The answer must be no earlier than the start of the memory in which
+    /// that `consume` ran; it may come from what the `consume` just before it learned.
+    ///
+    /// The default, the Unix epoch, says the store never forgets an id before `until`: right for
+    /// a store whose memory is durable. [`MemoryTokenStore`] answers its creation (to the second);
+    /// `RedisStore` (feature `redis`) keeps its epoch in Redis and notices when Redis lost it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot say: the retry is answered `-32603` (HTTP 503).
+    fn epoch(&self) -> impl Future<Output = Result<SystemTime, StoreError>> + Send {
+        std::future::ready(Ok(UNIX_EPOCH))
+    }
 }
 
 /// What the crate's `dyn`-stored stores return: a boxed future of the store's answer.
@@ -105,16 +126,56 @@ pub(crate) type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
 /// [`TokenStore`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedTokenStore: Send + Sync {
     fn consume<'a>(&'a self, id: &'a str, until: SystemTime) -> StoreFuture<'a, Consumed>;
+    fn epoch(&self) -> StoreFuture<'_, SystemTime>;
 }
 
 impl<T: TokenStore> ErasedTokenStore for T {
     fn consume<'a>(&'a self, id: &'a str, until: SystemTime) -> StoreFuture<'a, Consumed> {
         Box::pin(TokenStore::consume(self, id, until))
     }
+
+    fn epoch(&self) -> StoreFuture<'_, SystemTime> {
+        Box::pin(TokenStore::epoch(self))
+    }
+}
+
+/// Whether the layer has asked its store for its epoch yet, before it seals its first single-use
+/// token ([`TokenStore::epoch`]): a store that starts its epoch on first use then dates it before
+/// that token, not after.
+#[derive(Debug, Default)]
+pub(crate) struct EpochBegun {
+    /// `u64::MAX` once asked; else when the last attempt failed (Unix milliseconds), or 0.
+    state: AtomicU64,
+}
+
+impl EpochBegun {
+    /// A failed attempt is not repeated for this long: a store that is down does not slow every
+    /// first round by its timeout.
+    const RETRY_AFTER_MS: u64 = 1000;
+
+    /// Asks `store` for its epoch unless it was asked already (or failed just now). A failure
+    /// is logged and changes nothing else: at worst, a token sealed now is refused later.
+    pub(crate) async fn begin(&self, store: &dyn ErasedTokenStore) {
+        let state = self.state.load(Ordering::Relaxed);
+        let now = unix_millis(SystemTime::now());
+        if state == u64::MAX || now.saturating_sub(state) < Self::RETRY_AFTER_MS {
+            return;
+        }
+        match store.epoch().await {
+            Ok(_) => self.state.store(u64::MAX, Ordering::Relaxed),
+            Err(error) => {
+                tracing::warn!(target: "tower_elicitation", %error, "cannot learn the single-use store's epoch");
+                self.state.store(now, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// The in-process [`TokenStore`], for one replica: spent ids in a map bounded in entries, each
 /// forgotten once its token expired.
+///
+/// Its [epoch](TokenStore::epoch) is its creation, to the second: a token sealed before it (by
+/// the process before a restart, say) is refused, since the ids it spent are gone.
 ///
 /// Over the bound it fails closed rather than forget an id that could still be replayed: a
 /// retry then gets `-32603` (HTTP 503) until entries expire. Each entry takes about 100 bytes,
@@ -126,6 +187,8 @@ impl<T: TokenStore> ErasedTokenStore for T {
 #[derive(Clone)]
 pub struct MemoryTokenStore {
     spent: Arc<Mutex<Spent>>,
+    /// When it was made, in Unix seconds: its epoch.
+    created: u64,
 }
 
 struct Spent {
@@ -153,6 +216,7 @@ impl MemoryTokenStore {
                 capacity: capacity.max(1),
                 earliest: u64::MAX,
             })),
+            created: unix_secs(SystemTime::now()),
         }
     }
 
@@ -218,6 +282,10 @@ impl TokenStore for MemoryTokenStore {
     async fn consume(&self, id: &str, until: SystemTime) -> Result<Consumed, StoreError> {
         self.consume_at(id, unix_secs(until), unix_secs(SystemTime::now()))
     }
+
+    async fn epoch(&self) -> Result<SystemTime, StoreError> {
+        Ok(UNIX_EPOCH + Duration::from_secs(self.created))
+    }
 }
 
 #[cfg(test)]
@@ -257,5 +325,13 @@ mod tests {
         let other = store.clone();
         assert_eq!(store.consume_at("a", 100, 10).unwrap(), Consumed::Fresh);
         assert_eq!(other.consume_at("a", 100, 10).unwrap(), Consumed::Replayed);
+    }
+
+    #[tokio::test]
+    async fn its_epoch_is_its_creation_to_the_second() {
+        let before = unix_secs(SystemTime::now());
+        let store = MemoryTokenStore::new();
+        let epoch = unix_secs(TokenStore::epoch(&store).await.unwrap());
+        assert!(epoch >= before && epoch <= unix_secs(SystemTime::now()));
     }
 }

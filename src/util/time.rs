@@ -11,3 +11,9 @@ pub(crate) fn unix_secs(time: SystemTime) -> u64 {
 pub(crate) fn unix_now() -> u64 {
     unix_secs(SystemTime::now())
 }
+
+/// Unix milliseconds of `time` (0 before the epoch, `u64::MAX` past what it holds).
+pub(crate) fn unix_millis(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
