@@ -1,8 +1,8 @@
 //! **Not public API**: thin wrappers over crate internals, for fuzzing and property tests only.
 //!
-//! `tests/properties.rs` and the targets under `fuzz/` reach the token format, the SSE splitter
+//! `tests/it/properties.rs` and the targets under `fuzz/` reach the token format, the SSE splitter
 //! and the envelope peek through this module, and drive the whole layer synchronously with
-//! [`exchange`](crate::__fuzz::exchange); `tests/cache_bounds.rs` reads what the layer's caches
+//! [`exchange`](crate::__fuzz::exchange); `tests/it/cache_bounds.rs` reads what the layer's caches
 //! weigh with [`cache_weight`](crate::__fuzz::cache_weight). Nothing here is covered by semver:
 //! it may change or disappear in any release, and no application should call it.
 
