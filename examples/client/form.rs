@@ -2,7 +2,7 @@
 //! turns the answers into an `ElicitResult`, without doing any IO itself.
 //!
 //! The caller supplies a [`Prompter`] (the terminal in `main.rs`, a script in
-//! `tests/client_form.rs`) and gets back the `ElicitResult` as JSON:
+//! `tests/it/client_form.rs`) and gets back the `ElicitResult` as JSON:
 //! `{"action": "accept", "content": {...}}`, `{"action": "decline"}` or
 //! `{"action": "cancel"}` (URL mode accepts without `content`).
 //!
