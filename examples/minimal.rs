@@ -19,6 +19,7 @@
 //!   {"name":"curl","version":"0"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}'
 //! ```
 
+use axum::serve::ListenerExt as _;
 use std::collections::BTreeMap;
 
 use rmcp::handler::server::tool::InputResponses;
@@ -85,6 +86,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}/mcp", listener.local_addr()?);
+    // TCP_NODELAY: each event-stream write after the first would otherwise wait ~40 ms.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app(Keyring::from_env_or_ephemeral()?)).await?;
     Ok(())
 }
