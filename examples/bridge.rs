@@ -87,7 +87,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}/mcp", listener.local_addr()?);
-    // TCP_NODELAY: each event-stream write after the first would otherwise wait ~40 ms.
+    // TCP_NODELAY: each event-stream write after the first would otherwise wait ~40 ms. To face
+    // clients you do not trust, bound header and body read times and connections as
+    // `examples/deploy` does (`serve` in `examples/deploy/server.rs`).
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });

@@ -108,7 +108,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "listening on http://{}/mcp, single-use tokens in {url}",
         listener.local_addr()?
     );
-    // TCP_NODELAY: each event-stream write after the first would otherwise wait ~40 ms.
+    // TCP_NODELAY: each event-stream write after the first would otherwise wait ~40 ms. To face
+    // clients you do not trust, bound header and body read times and connections as
+    // `examples/deploy` does (`serve` in `examples/deploy/server.rs`).
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });

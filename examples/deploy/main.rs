@@ -75,15 +75,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("try it (stateless MCP 2026-07-28 tools/call):");
     println!("{}", curl_example(&local.to_string()));
 
-    axum::serve(server::no_delay(listener), app)
-        .with_graceful_shutdown(async {
-            if let Err(error) = tokio::signal::ctrl_c().await {
-                tracing::error!(%error, "cannot listen for Ctrl-C");
-                std::future::pending::<()>().await;
-            }
-            tracing::info!("shutting down");
-        })
-        .await?;
+    // Bounded header and body read times and connections (`server::Limits`), as a server
+    // facing clients it does not trust needs.
+    let shutdown = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+        tracing::info!("shutting down");
+    };
+    server::serve(listener, app, server::Limits::default(), shutdown).await;
     Ok(())
 }
 

@@ -58,13 +58,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         TOKENS.map(|(token, _)| token).join(", ")
     );
 
-    axum::serve(server::no_delay(listener), app)
-        .with_graceful_shutdown(async {
-            if let Err(error) = tokio::signal::ctrl_c().await {
-                tracing::error!(%error, "cannot listen for Ctrl-C");
-                std::future::pending::<()>().await;
-            }
-        })
-        .await?;
+    // Bounded header and body read times and connections (`server::Limits`), as a server
+    // facing clients it does not trust needs.
+    let shutdown = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    server::serve(listener, app, server::Limits::default(), shutdown).await;
     Ok(())
 }

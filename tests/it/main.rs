@@ -28,6 +28,7 @@ mod redis_data_loss;
 mod resource_uris;
 mod rmcp_client;
 mod rmcp_inner;
+mod serving;
 mod single_use;
 
 /// Whether the Redis tests (`bridge_redis`, and `single_use`'s `redis_*`) ran: they need a Redis
