@@ -128,11 +128,15 @@
 //!   by default.
 //! - `redis` (feature `redis`): every store above, and URL flows, shared by all replicas through
 //!   Redis.
+//! - `upstream` (feature `upstream`): `Upstream` fronts any MCP server run as a stdio child
+//!   (2025-era or 2026-07-28) as a 2026-07-28 service; a 2025-era server's own questions become
+//!   `input_required` rounds.
 //!
 //! # Feature flags
 //!
 //! - `schemars` (default): [`Gate::form_for`], a gate's form derived from a Rust type.
 //! - `redis`: the `redis` module.
+//! - `upstream`: the `upstream` module (tokio's `process` and `io-util`).
 //! - `preserve_order`: turns on serde_json's (and schemars') `preserve_order` for the whole build,
 //!   so that a `json!` form given to [`Gate::form`], and [`Gate::form_for`]'s fields, reach the
 //!   client in the order declared. Not needed for a form given as JSON text, nor for the inner
@@ -161,6 +165,9 @@ pub mod redis;
 pub mod store;
 mod texts;
 mod token;
+#[cfg(feature = "upstream")]
+#[cfg_attr(docsrs, doc(cfg(feature = "upstream")))]
+pub mod upstream;
 mod wire;
 
 pub use elicitation::body::{RequestBody, ResponseBody};
