@@ -41,7 +41,10 @@ fn installed(what: &str, entry: &Path, command: impl FnOnce() -> Stdio) -> Optio
 }
 
 fn node_server(package: &str, args: &[&str]) -> Option<Stdio> {
-    let entry = cache().join("node_modules/@modelcontextprotocol").join(package).join("dist/index.js");
+    let entry = cache()
+        .join("node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
     let command = || Stdio::new("node").arg(&entry).args(args);
     installed(package, &entry, command)
 }
@@ -64,6 +67,8 @@ struct Stack {
     http: reqwest::Client,
     upstream: Upstream,
     next_id: std::sync::atomic::AtomicU64,
+    /// The client capabilities each request declares.
+    capabilities: Value,
 }
 
 impl Stack {
@@ -83,18 +88,21 @@ impl Stack {
             http: reqwest::Client::new(),
             upstream,
             next_id: 1.into(),
+            capabilities: json!({"elicitation": {"form": {}, "url": {}}}),
         }
     }
 
-    /// One stateless 2026-07-28 request from `caller` (its `Authorization`), declaring form and
-    /// URL elicitation; the whole JSON-RPC response.
+    /// One stateless 2026-07-28 request from `caller` (its `Authorization`), declaring the
+    /// stack's `capabilities`; the whole JSON-RPC response.
     async fn rpc_as(&self, caller: &str, method: &str, mut params: Value) -> Value {
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
             "io.modelcontextprotocol/clientInfo": {"name": "upstream-test", "version": "0"},
         });
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let response = self
             .http
@@ -160,7 +168,10 @@ fn question(reply: &Value) -> (String, Value, String) {
     assert_eq!(requests.len(), 1, "{result:#}");
     let (key, request) = requests.iter().next().unwrap();
     let state = result["requestState"].as_str().unwrap().to_owned();
-    assert!(state.starts_with("v1.k1."), "the layer seals the adapter's state: {state}");
+    assert!(
+        state.starts_with("v1.k1."),
+        "the layer seals the adapter's state: {state}"
+    );
     (key.clone(), request.clone(), state)
 }
 
@@ -179,7 +190,10 @@ async fn filesystem_lists_reads_and_writes_through_the_adapter() {
     let stack = Stack::start(server, |b| b).await;
 
     let discovered = stack.rpc("server/discover", json!({})).await;
-    assert_eq!(result(&discovered)["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(
+        result(&discovered)["supportedVersions"],
+        json!(["2026-07-28"])
+    );
     assert!(result(&discovered)["capabilities"]["tools"].is_object());
 
     let tools = stack.rpc("tools/list", json!({})).await;
@@ -197,21 +211,40 @@ async fn filesystem_lists_reads_and_writes_through_the_adapter() {
     let file = dir.join("hello.txt");
     let path = file.to_str().unwrap();
     let written = stack
-        .call("write_file", json!({"path": path, "content": "from the adapter\n"}), json!({}))
+        .call(
+            "write_file",
+            json!({"path": path, "content": "from the adapter\n"}),
+            json!({}),
+        )
         .await;
     assert!(text(&written).contains("Successfully wrote"), "{written:#}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "from the adapter\n");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "from the adapter\n"
+    );
 
-    let read = stack.call("read_text_file", json!({"path": path}), json!({})).await;
+    let read = stack
+        .call("read_text_file", json!({"path": path}), json!({}))
+        .await;
     assert_eq!(text(&read), "from the adapter\n");
 
     let listed = stack
-        .call("list_directory", json!({"path": dir.to_str().unwrap()}), json!({}))
+        .call(
+            "list_directory",
+            json!({"path": dir.to_str().unwrap()}),
+            json!({}),
+        )
         .await;
     assert!(text(&listed).contains("[FILE] hello.txt"), "{listed:#}");
 
     // Outside the allowed directory: the server's own error result, carried as it is.
-    let outside = stack.call("read_text_file", json!({"path": "/etc/hostname"}), json!({})).await;
+    let outside = stack
+        .call(
+            "read_text_file",
+            json!({"path": "/etc/hostname"}),
+            json!({}),
+        )
+        .await;
     assert_eq!(result(&outside)["isError"], true, "{outside:#}");
 
     stack.upstream.shutdown().await;
@@ -236,14 +269,28 @@ async fn everything_elicitation_accepted_through_the_reverse_bridge() {
     let (key, request, state) = question(&first);
     assert_eq!(key, "elicitation-1");
     assert_eq!(request["method"], "elicitation/create");
-    assert_eq!(request["params"]["requestedSchema"]["required"], json!(["name"]));
+    assert_eq!(
+        request["params"]["requestedSchema"]["required"],
+        json!(["name"])
+    );
 
     let done = stack
-        .call(ELICIT, json!({}), answer(&key, &state, json!({"action": "accept",
-            "content": {"name": "Ada Lovelace", "check": true, "email": "ada@example.org"}})))
+        .call(
+            ELICIT,
+            json!({}),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept",
+            "content": {"name": "Ada Lovelace", "check": true, "email": "ada@example.org"}}),
+            ),
+        )
         .await;
     let text = text(&done);
-    assert!(text.contains("User provided the requested information"), "{text}");
+    assert!(
+        text.contains("User provided the requested information"),
+        "{text}"
+    );
     assert!(text.contains("- Name: Ada Lovelace"), "{text}");
     assert!(text.contains("- Email: ada@example.org"), "{text}");
     stack.upstream.shutdown().await;
@@ -259,18 +306,37 @@ async fn everything_answers_that_do_not_match_the_schema_are_asked_again() {
 
     // Not an email, and `name` missing: the layer asks again; the upstream never sees it.
     let bad = stack
-        .call(ELICIT, json!({}), answer(&key, &state, json!({"action": "accept",
-            "content": {"email": "not an email"}})))
+        .call(
+            ELICIT,
+            json!({}),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept",
+            "content": {"email": "not an email"}}),
+            ),
+        )
         .await;
     let (again_key, again, state) = question(&bad);
     assert_eq!(again_key, key);
     let message = again["params"]["message"].as_str().unwrap();
     assert!(message.starts_with("Please provide inputs"), "{message}");
-    assert!(message.len() > "Please provide inputs for the following fields:".len(), "a hint: {message}");
+    assert!(
+        message.len() > "Please provide inputs for the following fields:".len(),
+        "a hint: {message}"
+    );
 
     let done = stack
-        .call(ELICIT, json!({}), answer(&key, &state, json!({"action": "accept",
-            "content": {"name": "Grace"}})))
+        .call(
+            ELICIT,
+            json!({}),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept",
+            "content": {"name": "Grace"}}),
+            ),
+        )
         .await;
     assert!(text(&done).contains("- Name: Grace"), "{done:#}");
     stack.upstream.shutdown().await;
@@ -285,10 +351,58 @@ async fn everything_elicitation_declined_and_cancelled() {
         let first = stack.call(ELICIT, json!({}), json!({})).await;
         let (key, _, state) = question(&first);
         let done = stack
-            .call(ELICIT, json!({}), answer(&key, &state, json!({"action": action})))
+            .call(
+                ELICIT,
+                json!({}),
+                answer(&key, &state, json!({"action": action})),
+            )
             .await;
         assert!(text(&done).contains(said), "{action}: {done:#}");
     }
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn everything_sampling_through_the_reverse_bridge() {
+    let Some(mut stack) = everything().await else {
+        return;
+    };
+    // Without the sampling capability the layer refuses the upstream's question: -32021.
+    let refused = stack
+        .call(
+            "trigger-sampling-request",
+            json!({"prompt": "hi"}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused:#}");
+
+    stack.capabilities = json!({"elicitation": {}, "sampling": {}});
+    let first = stack
+        .call(
+            "trigger-sampling-request",
+            json!({"prompt": "hi"}),
+            json!({}),
+        )
+        .await;
+    let (key, request, state) = question(&first);
+    assert_eq!(key, "sampling-1");
+    assert_eq!(request["method"], "sampling/createMessage");
+    assert_eq!(request["params"]["maxTokens"], 100);
+    let sampled = json!({"role": "assistant", "model": "test-model",
+        "content": {"type": "text", "text": "hello from the client"}});
+    let done = stack
+        .call(
+            "trigger-sampling-request",
+            json!({"prompt": "hi"}),
+            answer(&key, &state, sampled),
+        )
+        .await;
+    let text = text(&done);
+    assert!(
+        text.contains("hello from the client") && text.contains("test-model"),
+        "{text}"
+    );
     stack.upstream.shutdown().await;
 }
 
@@ -309,17 +423,41 @@ async fn python_ctx_elicit_is_validated_and_resumed() {
 
     // 20 is over the schema's maximum (8): asked again by the layer, not sent to ctx.elicit.
     let over = stack
-        .call("book", args.clone(), answer(&key, &state, json!({"action": "accept", "content": {"seats": 20}})))
+        .call(
+            "book",
+            args.clone(),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept", "content": {"seats": 20}}),
+            ),
+        )
         .await;
     let (_, _, state) = question(&over);
     let done = stack
-        .call("book", args.clone(), answer(&key, &state, json!({"action": "accept", "content": {"seats": 3}})))
+        .call(
+            "book",
+            args.clone(),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept", "content": {"seats": 3}}),
+            ),
+        )
         .await;
     assert_eq!(text(&done), "booked 3 at Chez Rust");
 
     // The same retry once more: the call is finished, nothing runs twice.
     let replay = stack
-        .call("book", args.clone(), answer(&key, &state, json!({"action": "accept", "content": {"seats": 3}})))
+        .call(
+            "book",
+            args.clone(),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept", "content": {"seats": 3}}),
+            ),
+        )
         .await;
     assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
     let message = replay["error"]["message"].as_str().unwrap();
@@ -336,15 +474,29 @@ async fn python_another_callers_state_never_resumes_the_call() {
     let first = stack.call("book", args.clone(), json!({})).await;
     let (key, _, state) = question(&first);
     let mut params = json!({"name": "book", "arguments": args.clone()});
-    params
-        .as_object_mut()
-        .unwrap()
-        .extend(answer(&key, &state, json!({"action": "accept", "content": {"seats": 2}})).as_object().cloned().unwrap());
+    params.as_object_mut().unwrap().extend(
+        answer(
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"seats": 2}}),
+        )
+        .as_object()
+        .cloned()
+        .unwrap(),
+    );
     let mallory = stack.rpc_as("Bearer mallory", "tools/call", params).await;
     assert_eq!(mallory["error"]["code"], -32602, "{mallory:#}");
     // The rightful caller still can.
     let done = stack
-        .call("book", args, answer(&key, &state, json!({"action": "accept", "content": {"seats": 2}})))
+        .call(
+            "book",
+            args,
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept", "content": {"seats": 2}}),
+            ),
+        )
         .await;
     assert_eq!(text(&done), "booked 2 at Bistro");
     stack.upstream.shutdown().await;
@@ -358,7 +510,9 @@ async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works()
     let crashed = stack.call("crash", json!({}), json!({})).await;
     let message = crashed["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("exited"), "{crashed:#}");
-    let echoed = stack.call("echo", json!({"text": "still here"}), json!({})).await;
+    let echoed = stack
+        .call("echo", json!({"text": "still here"}), json!({}))
+        .await;
     assert_eq!(text(&echoed), "still here");
 
     // A call parked before a crash is gone with the child: a clear error on its retry.
@@ -366,7 +520,15 @@ async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works()
     let (key, _, state) = question(&stack.call("book", args.clone(), json!({})).await);
     let _ = stack.call("crash", json!({}), json!({})).await;
     let retry = stack
-        .call("book", args, answer(&key, &state, json!({"action": "accept", "content": {"seats": 1}})))
+        .call(
+            "book",
+            args,
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept", "content": {"seats": 1}}),
+            ),
+        )
         .await;
     assert_eq!(retry["error"]["code"], -32602, "{retry:#}");
     stack.upstream.shutdown().await;
@@ -374,14 +536,23 @@ async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works()
 
 #[tokio::test]
 async fn python_parked_calls_expire_and_are_bounded() {
-    let Some(stack) = python(|b| b.parked_timeout(Duration::from_millis(500)).max_parked(2)).await else {
+    let Some(stack) = python(|b| b.parked_timeout(Duration::from_millis(500)).max_parked(2)).await
+    else {
         return;
     };
     let args = |n: u32| json!({"restaurant": format!("R{n}")});
     let (key, _, state) = question(&stack.call("book", args(0), json!({})).await);
     tokio::time::sleep(Duration::from_millis(900)).await;
     let late = stack
-        .call("book", args(0), answer(&key, &state, json!({"action": "accept", "content": {"seats": 1}})))
+        .call(
+            "book",
+            args(0),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept", "content": {"seats": 1}}),
+            ),
+        )
         .await;
     assert_eq!(late["error"]["code"], -32602, "{late:#}");
 
@@ -392,7 +563,57 @@ async fn python_parked_calls_expire_and_are_bounded() {
     let message = third["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("Too many calls"), "{third:#}");
     // Other calls still run.
-    assert_eq!(text(&stack.call("echo", json!({"text": "ok"}), json!({})).await), "ok");
+    assert_eq!(
+        text(&stack.call("echo", json!({"text": "ok"}), json!({})).await),
+        "ok"
+    );
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_2026_upstream_is_passed_through_whole() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/mrtr_server.py");
+    let stack = Stack::start(Stdio::new("python3").arg(script), |b| b).await;
+    let discovered = stack.rpc("server/discover", json!({})).await;
+    assert_eq!(
+        result(&discovered)["x-extra"],
+        json!({"kept": true}),
+        "{discovered:#}"
+    );
+
+    let first = stack.call("ask", json!({}), json!({})).await;
+    let (key, request, state) = question(&first);
+    assert_eq!(
+        (key.as_str(), &request["params"]["message"]),
+        ("q", &json!("Go ahead?"))
+    );
+    // Not a boolean: asked again by the layer.
+    let bad = stack
+        .call(
+            "ask",
+            json!({}),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept", "content": {"ok": "yes"}}),
+            ),
+        )
+        .await;
+    let (_, _, state) = question(&bad);
+    let done = stack
+        .call(
+            "ask",
+            json!({}),
+            answer(
+                &key,
+                &state,
+                json!({"action": "accept", "content": {"ok": true}}),
+            ),
+        )
+        .await;
+    // The upstream got its own state back, unsealed by the layer; its unknown field survives.
+    assert_eq!(text(&done), "ok=True state=mine");
+    assert_eq!(result(&done)["x-extra"], json!({"kept": true}));
     stack.upstream.shutdown().await;
 }
 
@@ -408,7 +629,9 @@ async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
         "inputResponses": {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}}});
     let request = http::Request::post("/mcp")
         .header("content-type", "application/json")
-        .body(http_body_util::Full::new(bytes::Bytes::from(body.to_string())))
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
         .unwrap();
     let response = upstream.clone().oneshot(request).await.unwrap();
     use http_body_util::BodyExt;
@@ -416,6 +639,11 @@ async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
     let reply: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(reply["id"], 7);
     assert_eq!(reply["error"]["code"], -32602, "{reply:#}");
-    assert!(reply["error"]["message"].as_str().unwrap().contains("no longer waiting"));
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no longer waiting")
+    );
     upstream.shutdown().await;
 }

@@ -19,9 +19,17 @@ use crate::wire::jsonrpc::{INVALID_PARAMS, INVALID_REQUEST};
 use crate::wire::mcp::Method;
 
 /// Answers one JSON-RPC message from the front; `None` for a notification (HTTP 202).
-pub(crate) async fn handle(core: Arc<Core>, caller: [u8; 32], message: Map<String, Value>) -> Option<Value> {
+pub(crate) async fn handle(
+    core: Arc<Core>,
+    caller: [u8; 32],
+    message: Map<String, Value>,
+) -> Option<Value> {
     let id = message.get("id").cloned()?;
-    let Some(method) = message.get("method").and_then(Value::as_str).map(str::to_owned) else {
+    let Some(method) = message
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
         let error = convert::error(INVALID_REQUEST, "Invalid Request: no method");
         return Some(convert::response(&id, Err(error)));
     };
@@ -62,7 +70,11 @@ async fn permit(core: &Core) -> Result<OwnedSemaphorePermit, Value> {
 }
 
 /// A 2026 upstream: the message as it is, under an id of the adapter's; the response as it is.
-async fn pass_through(core: &Arc<Core>, link: &Arc<Link>, mut message: Map<String, Value>) -> Result<Value, Value> {
+async fn pass_through(
+    core: &Arc<Core>,
+    link: &Arc<Link>,
+    mut message: Map<String, Value>,
+) -> Result<Value, Value> {
     let _permit = permit(core).await?;
     let mut call = Call::start(core, link);
     message.insert("id".to_owned(), json!(call.id));
@@ -76,7 +88,12 @@ async fn pass_through(core: &Arc<Core>, link: &Arc<Link>, mut message: Map<Strin
 }
 
 /// A request other than the three: into the session, and its result made a 2026 one.
-async fn plain(core: &Arc<Core>, link: &Arc<Link>, method: &str, params: Option<Value>) -> Result<Value, Value> {
+async fn plain(
+    core: &Arc<Core>,
+    link: &Arc<Link>,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, Value> {
     let _permit = permit(core).await?;
     let mut call = Call::start(core, link);
     call.send(method, legacy_params(params)).await;
@@ -146,12 +163,12 @@ async fn reverse_bridge(
         }
     }
     if parked.asked.is_empty() {
-        run(core, call, parked, floor).await
+        run(core, call, *parked, floor).await
     } else {
         // Some questions are still unanswered: ask them again (the upstream still waits).
         core.hold_floor(None);
         drop(floor);
-        park(core, call, parked)
+        park(core, call, *parked)
     }
 }
 
@@ -165,7 +182,12 @@ async fn floor(core: &Core) -> Result<OwnedSemaphorePermit, Value> {
 }
 
 /// Waits for the call's result or its next requests; parks it when it asks.
-async fn run(core: &Arc<Core>, mut call: Call, mut parked: Parked, floor: OwnedSemaphorePermit) -> Result<Value, Value> {
+async fn run(
+    core: &Arc<Core>,
+    mut call: Call,
+    mut parked: Parked,
+    floor: OwnedSemaphorePermit,
+) -> Result<Value, Value> {
     let mut wait = core.settings.request_timeout;
     loop {
         let event = call.next(wait).await;
@@ -218,8 +240,8 @@ fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value, Value
         requests.insert(key.clone(), request.clone());
     }
     parked.events = call.park();
-    if let Err(parked) = core.parked.park(id.clone(), parked) {
-        cancel(core, parked, "too many calls waiting for an answer");
+    if let Err(parked) = core.parked.park(id.clone(), Box::new(parked)) {
+        cancel(core, *parked, "too many calls waiting for an answer");
         return Err(failure(texts::UPSTREAM_TOO_MANY_PARKED));
     }
     let timer = Arc::clone(core);
@@ -228,7 +250,7 @@ fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value, Value
         tokio::time::sleep(timer.settings.parked_timeout).await;
         if let Some(parked) = timer.parked.expire(&expiring) {
             tracing::debug!(target: TARGET, "a parked call expired");
-            cancel(&timer, parked, "no answer in time");
+            cancel(&timer, *parked, "no answer in time");
         }
     });
     Ok(json!({"resultType": "input_required", "inputRequests": requests, "requestState": id}))
@@ -299,7 +321,11 @@ impl Call {
     }
 
     /// The response's result through `convert`, or its error as it is.
-    fn finished(mut self, mut response: Map<String, Value>, convert: impl FnOnce(Value) -> Value) -> Result<Value, Value> {
+    fn finished(
+        mut self,
+        mut response: Map<String, Value>,
+        convert: impl FnOnce(Value) -> Value,
+    ) -> Result<Value, Value> {
         self.events = None;
         self.core.forget(self.id);
         match response.remove("result") {

@@ -217,7 +217,12 @@ impl Core {
     }
 
     /// A request of the adapter's own (the handshake), answered or not within the start timeout.
-    pub(crate) async fn ask(&self, link: &mpsc::Sender<Bytes>, method: &str, params: Value) -> Result<Value, Value> {
+    pub(crate) async fn ask(
+        &self,
+        link: &mpsc::Sender<Bytes>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Value> {
         let (id, mut events) = self.register();
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         write(link, &request).await;
@@ -413,7 +418,10 @@ async fn read_lines(core: Arc<Core>, writer: mpsc::Sender<Bytes>, stdout: impl A
     let mut line = Vec::new();
     loop {
         line.clear();
-        let read = (&mut reader).take(limit + 1).read_until(b'\n', &mut line).await;
+        let read = (&mut reader)
+            .take(limit + 1)
+            .read_until(b'\n', &mut line)
+            .await;
         match read {
             Ok(0) | Err(_) => break,
             Ok(_) if line.len() as u64 > limit => {
@@ -423,7 +431,11 @@ async fn read_lines(core: Arc<Core>, writer: mpsc::Sender<Bytes>, stdout: impl A
                 let mut ended = line.ends_with(b"\n");
                 while !ended {
                     rest.clear();
-                    match (&mut reader).take(64 * 1024).read_until(b'\n', &mut rest).await {
+                    match (&mut reader)
+                        .take(64 * 1024)
+                        .read_until(b'\n', &mut rest)
+                        .await
+                    {
                         Ok(0) | Err(_) => return core.child_exited(),
                         Ok(_) => ended = rest.ends_with(b"\n"),
                     }

@@ -34,7 +34,7 @@ pub(crate) struct Parked {
 #[derive(Debug)]
 pub(crate) struct ParkedCalls {
     max: usize,
-    calls: Mutex<HashMap<String, Parked>>,
+    calls: Mutex<HashMap<String, Box<Parked>>>,
 }
 
 impl ParkedCalls {
@@ -45,12 +45,12 @@ impl ParkedCalls {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Box<Parked>>> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Parks `call` under `id`; gives it back when the bound is reached.
-    pub(crate) fn park(&self, id: String, call: Parked) -> Result<(), Parked> {
+    pub(crate) fn park(&self, id: String, call: Box<Parked>) -> Result<(), Box<Parked>> {
         let mut calls = self.lock();
         if calls.len() >= self.max {
             return Err(call);
@@ -66,7 +66,7 @@ impl ParkedCalls {
         caller: &[u8; 32],
         method: Method,
         target: &Value,
-    ) -> Option<Parked> {
+    ) -> Option<Box<Parked>> {
         let mut calls = self.lock();
         let call = calls.get(id)?;
         let same = constant_time_eq::constant_time_eq_32(&call.caller, caller)
@@ -76,7 +76,7 @@ impl ParkedCalls {
     }
 
     /// Takes out the call `id` whatever it is (its time ran out).
-    pub(crate) fn expire(&self, id: &str) -> Option<Parked> {
+    pub(crate) fn expire(&self, id: &str) -> Option<Box<Parked>> {
         self.lock().remove(id)
     }
 
@@ -91,8 +91,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn call(caller: u8) -> Parked {
-        Parked {
+    fn call(caller: u8) -> Box<Parked> {
+        Box::new(Parked {
             caller: [caller; 32],
             method: Method::ToolsCall,
             target: json!("t"),
@@ -100,18 +100,38 @@ mod tests {
             events: mpsc::channel(1).1,
             asked: IndexMap::new(),
             seq: 0,
-        }
+        })
     }
 
     #[test]
     fn a_call_is_taken_once_and_only_by_its_caller() {
         let parked = ParkedCalls::new(2);
         parked.park("a".into(), call(1)).unwrap();
-        assert!(parked.take("a", &[2; 32], Method::ToolsCall, &json!("t")).is_none());
-        assert!(parked.take("a", &[1; 32], Method::PromptsGet, &json!("t")).is_none());
-        assert!(parked.take("a", &[1; 32], Method::ToolsCall, &json!("u")).is_none());
-        assert!(parked.take("a", &[1; 32], Method::ToolsCall, &json!("t")).is_some());
-        assert!(parked.take("a", &[1; 32], Method::ToolsCall, &json!("t")).is_none());
+        assert!(
+            parked
+                .take("a", &[2; 32], Method::ToolsCall, &json!("t"))
+                .is_none()
+        );
+        assert!(
+            parked
+                .take("a", &[1; 32], Method::PromptsGet, &json!("t"))
+                .is_none()
+        );
+        assert!(
+            parked
+                .take("a", &[1; 32], Method::ToolsCall, &json!("u"))
+                .is_none()
+        );
+        assert!(
+            parked
+                .take("a", &[1; 32], Method::ToolsCall, &json!("t"))
+                .is_some()
+        );
+        assert!(
+            parked
+                .take("a", &[1; 32], Method::ToolsCall, &json!("t"))
+                .is_none()
+        );
     }
 
     #[test]

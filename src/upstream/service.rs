@@ -213,7 +213,10 @@ where
     let bytes = match ReadAll::new(Limited::new(body, core.settings.max_body_bytes)).await {
         Ok(bytes) => bytes,
         Err(_) => {
-            let error = convert::error(INVALID_REQUEST, "Invalid Request: body unreadable or too large");
+            let error = convert::error(
+                INVALID_REQUEST,
+                "Invalid Request: body unreadable or too large",
+            );
             let body = convert::response(&Value::Null, Err(error));
             return reply(StatusCode::PAYLOAD_TOO_LARGE, Some(&body));
         }
@@ -221,12 +224,21 @@ where
     let message = match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) => {
-            let error = convert::error(INVALID_REQUEST, "Invalid Request: batches are not supported");
-            return reply(StatusCode::BAD_REQUEST, Some(&convert::response(&Value::Null, Err(error))));
+            let error = convert::error(
+                INVALID_REQUEST,
+                "Invalid Request: batches are not supported",
+            );
+            return reply(
+                StatusCode::BAD_REQUEST,
+                Some(&convert::response(&Value::Null, Err(error))),
+            );
         }
         _ => {
             let error = convert::error(PARSE_ERROR, "Parse error");
-            return reply(StatusCode::BAD_REQUEST, Some(&convert::response(&Value::Null, Err(error))));
+            return reply(
+                StatusCode::BAD_REQUEST,
+                Some(&convert::response(&Value::Null, Err(error))),
+            );
         }
     };
     match call::handle(core, caller, message).await {

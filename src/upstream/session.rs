@@ -29,7 +29,10 @@ fn client_capabilities() -> Value {
 }
 
 /// `server/discover`, then `initialize` (unless the era is pinned).
-pub(crate) async fn handshake(core: &Core, link: &mpsc::Sender<Bytes>) -> Result<Negotiated, String> {
+pub(crate) async fn handshake(
+    core: &Core,
+    link: &mpsc::Sender<Bytes>,
+) -> Result<Negotiated, String> {
     let era = core.settings.era;
     if era != Era::Legacy {
         let meta = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MRTR_VERSION}});
