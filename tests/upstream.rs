@@ -618,6 +618,59 @@ async fn a_2026_upstream_is_passed_through_whole() {
 }
 
 #[tokio::test]
+async fn python_concurrent_calls_each_get_their_own_questions() {
+    let Some(stack) = python(|b| b).await else {
+        return;
+    };
+    let (a, b) = tokio::join!(
+        stack.call("book", json!({"restaurant": "A"}), json!({})),
+        stack.call("book", json!({"restaurant": "B"}), json!({})),
+    );
+    let (key_a, asked_a, state_a) = question(&a);
+    let (key_b, asked_b, state_b) = question(&b);
+    assert_eq!(asked_a["params"]["message"], "How many seats at A?");
+    assert_eq!(asked_b["params"]["message"], "How many seats at B?");
+    // Answered in the other order, each resumes its own call.
+    let seats = |n: u32| json!({"action": "accept", "content": {"seats": n}});
+    let done_b = stack
+        .call(
+            "book",
+            json!({"restaurant": "B"}),
+            answer(&key_b, &state_b, seats(2)),
+        )
+        .await;
+    let done_a = stack
+        .call(
+            "book",
+            json!({"restaurant": "A"}),
+            answer(&key_a, &state_a, seats(1)),
+        )
+        .await;
+    assert_eq!(text(&done_b), "booked 2 at B");
+    assert_eq!(text(&done_a), "booked 1 at A");
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_an_upstream_that_never_answers_times_out_and_the_next_call_works() {
+    let Some(stack) = python(|b| b.request_timeout(Duration::from_millis(800))).await else {
+        return;
+    };
+    let hung = stack.call("hang", json!({}), json!({})).await;
+    let message = hung["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did not answer in time"), "{hung:#}");
+    assert_eq!(
+        text(
+            &stack
+                .call("echo", json!({"text": "after"}), json!({}))
+                .await
+        ),
+        "after"
+    );
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
 async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
     let Some(server) = python_server() else {
         return;

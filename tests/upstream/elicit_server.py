@@ -7,6 +7,8 @@ response to its server-to-client request.
 
 import os
 
+import anyio
+
 from pydantic import BaseModel, Field
 
 from mcp.server.fastmcp import Context, FastMCP
@@ -31,6 +33,13 @@ async def book(ctx: Context, restaurant: str) -> str:
 def crash() -> str:
     """Exits the process in the middle of the call (a server that dies mid-call)."""
     os._exit(3)
+
+
+@mcp.tool()
+async def hang() -> str:
+    """Never answers (an upstream that hangs)."""
+    await anyio.sleep_forever()
+    return "unreachable"
 
 
 @mcp.tool()
