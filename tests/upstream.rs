@@ -141,6 +141,21 @@ impl Stack {
     }
 }
 
+impl Stack {
+    /// The retry of `tool` with `arguments`: `answer` to `key`, and the state echoed.
+    async fn retry(
+        &self,
+        tool: &str,
+        arguments: Value,
+        key: &str,
+        state: &str,
+        answer: Value,
+    ) -> Value {
+        self.call(tool, arguments, self::answer(key, state, answer))
+            .await
+    }
+}
+
 /// The result of a reply, which must not be an error.
 fn result(reply: &Value) -> &Value {
     assert!(reply.get("error").is_none(), "{reply:#}");
@@ -275,15 +290,13 @@ async fn everything_elicitation_accepted_through_the_reverse_bridge() {
     );
 
     let done = stack
-        .call(
+        .retry(
             ELICIT,
             json!({}),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept",
+            &key,
+            &state,
+            json!({"action": "accept",
             "content": {"name": "Ada Lovelace", "check": true, "email": "ada@example.org"}}),
-            ),
         )
         .await;
     let text = text(&done);
@@ -306,15 +319,13 @@ async fn everything_answers_that_do_not_match_the_schema_are_asked_again() {
 
     // Not an email, and `name` missing: the layer asks again; the upstream never sees it.
     let bad = stack
-        .call(
+        .retry(
             ELICIT,
             json!({}),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept",
+            &key,
+            &state,
+            json!({"action": "accept",
             "content": {"email": "not an email"}}),
-            ),
         )
         .await;
     let (again_key, again, state) = question(&bad);
@@ -327,15 +338,13 @@ async fn everything_answers_that_do_not_match_the_schema_are_asked_again() {
     );
 
     let done = stack
-        .call(
+        .retry(
             ELICIT,
             json!({}),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept",
+            &key,
+            &state,
+            json!({"action": "accept",
             "content": {"name": "Grace"}}),
-            ),
         )
         .await;
     assert!(text(&done).contains("- Name: Grace"), "{done:#}");
@@ -351,11 +360,7 @@ async fn everything_elicitation_declined_and_cancelled() {
         let first = stack.call(ELICIT, json!({}), json!({})).await;
         let (key, _, state) = question(&first);
         let done = stack
-            .call(
-                ELICIT,
-                json!({}),
-                answer(&key, &state, json!({"action": action})),
-            )
+            .retry(ELICIT, json!({}), &key, &state, json!({"action": action}))
             .await;
         assert!(text(&done).contains(said), "{action}: {done:#}");
     }
@@ -392,10 +397,12 @@ async fn everything_sampling_through_the_reverse_bridge() {
     let sampled = json!({"role": "assistant", "model": "test-model",
         "content": {"type": "text", "text": "hello from the client"}});
     let done = stack
-        .call(
+        .retry(
             "trigger-sampling-request",
             json!({"prompt": "hi"}),
-            answer(&key, &state, sampled),
+            &key,
+            &state,
+            sampled,
         )
         .await;
     let text = text(&done);
@@ -423,40 +430,34 @@ async fn python_ctx_elicit_is_validated_and_resumed() {
 
     // 20 is over the schema's maximum (8): asked again by the layer, not sent to ctx.elicit.
     let over = stack
-        .call(
+        .retry(
             "book",
             args.clone(),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept", "content": {"seats": 20}}),
-            ),
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"seats": 20}}),
         )
         .await;
     let (_, _, state) = question(&over);
     let done = stack
-        .call(
+        .retry(
             "book",
             args.clone(),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept", "content": {"seats": 3}}),
-            ),
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"seats": 3}}),
         )
         .await;
     assert_eq!(text(&done), "booked 3 at Chez Rust");
 
     // The same retry once more: the call is finished, nothing runs twice.
     let replay = stack
-        .call(
+        .retry(
             "book",
             args.clone(),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept", "content": {"seats": 3}}),
-            ),
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"seats": 3}}),
         )
         .await;
     assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
@@ -488,14 +489,12 @@ async fn python_another_callers_state_never_resumes_the_call() {
     assert_eq!(mallory["error"]["code"], -32602, "{mallory:#}");
     // The rightful caller still can.
     let done = stack
-        .call(
+        .retry(
             "book",
             args,
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept", "content": {"seats": 2}}),
-            ),
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"seats": 2}}),
         )
         .await;
     assert_eq!(text(&done), "booked 2 at Bistro");
@@ -520,14 +519,12 @@ async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works()
     let (key, _, state) = question(&stack.call("book", args.clone(), json!({})).await);
     let _ = stack.call("crash", json!({}), json!({})).await;
     let retry = stack
-        .call(
+        .retry(
             "book",
             args,
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept", "content": {"seats": 1}}),
-            ),
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"seats": 1}}),
         )
         .await;
     assert_eq!(retry["error"]["code"], -32602, "{retry:#}");
@@ -544,14 +541,12 @@ async fn python_parked_calls_expire_and_are_bounded() {
     let (key, _, state) = question(&stack.call("book", args(0), json!({})).await);
     tokio::time::sleep(Duration::from_millis(900)).await;
     let late = stack
-        .call(
+        .retry(
             "book",
             args(0),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept", "content": {"seats": 1}}),
-            ),
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"seats": 1}}),
         )
         .await;
     assert_eq!(late["error"]["code"], -32602, "{late:#}");
@@ -589,26 +584,22 @@ async fn a_2026_upstream_is_passed_through_whole() {
     );
     // Not a boolean: asked again by the layer.
     let bad = stack
-        .call(
+        .retry(
             "ask",
             json!({}),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept", "content": {"ok": "yes"}}),
-            ),
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"ok": "yes"}}),
         )
         .await;
     let (_, _, state) = question(&bad);
     let done = stack
-        .call(
+        .retry(
             "ask",
             json!({}),
-            answer(
-                &key,
-                &state,
-                json!({"action": "accept", "content": {"ok": true}}),
-            ),
+            &key,
+            &state,
+            json!({"action": "accept", "content": {"ok": true}}),
         )
         .await;
     // The upstream got its own state back, unsealed by the layer; its unknown field survives.
@@ -633,17 +624,21 @@ async fn python_concurrent_calls_each_get_their_own_questions() {
     // Answered in the other order, each resumes its own call.
     let seats = |n: u32| json!({"action": "accept", "content": {"seats": n}});
     let done_b = stack
-        .call(
+        .retry(
             "book",
             json!({"restaurant": "B"}),
-            answer(&key_b, &state_b, seats(2)),
+            &key_b,
+            &state_b,
+            seats(2),
         )
         .await;
     let done_a = stack
-        .call(
+        .retry(
             "book",
             json!({"restaurant": "A"}),
-            answer(&key_a, &state_a, seats(1)),
+            &key_a,
+            &state_a,
+            seats(1),
         )
         .await;
     assert_eq!(text(&done_b), "booked 2 at B");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::child::{Core, Event, Link, State, TARGET, failure};
 use super::config::GATHER;
@@ -60,9 +60,10 @@ pub(crate) async fn handle(
     Some(convert::response(&id, outcome))
 }
 
-/// The in-flight bound: a permit, waited for no longer than a request may take.
-async fn permit(core: &Core) -> Result<OwnedSemaphorePermit, Value> {
-    let acquire = Arc::clone(&core.in_flight).acquire_owned();
+/// A permit of `semaphore` (the in-flight bound, or the floor), waited for no longer than a
+/// request may take.
+async fn acquire(core: &Core, semaphore: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, Value> {
+    let acquire = Arc::clone(semaphore).acquire_owned();
     match tokio::time::timeout(core.settings.request_timeout, acquire).await {
         Ok(Ok(permit)) => Ok(permit),
         _ => Err(failure(texts::UPSTREAM_TIMEOUT)),
@@ -75,16 +76,11 @@ async fn pass_through(
     link: &Arc<Link>,
     mut message: Map<String, Value>,
 ) -> Result<Value, Value> {
-    let _permit = permit(core).await?;
-    let mut call = Call::start(core, link);
+    let _permit = acquire(core, &core.in_flight).await?;
+    let call = Call::start(core, link);
     message.insert("id".to_owned(), json!(call.id));
     link.send(&Value::Object(message)).await;
-    match call.next(core.settings.request_timeout).await {
-        Some(Event::Response(response)) => call.finished(response, |r| r),
-        Some(Event::Request(_)) => Err(failure(texts::UPSTREAM_EXITED)),
-        Some(Event::Exited) => Err(call.exited()),
-        None => Err(call.timed_out()),
-    }
+    call.answer(|result| result).await
 }
 
 /// A request other than the three: into the session, and its result made a 2026 one.
@@ -94,15 +90,10 @@ async fn plain(
     method: &str,
     params: Option<Value>,
 ) -> Result<Value, Value> {
-    let _permit = permit(core).await?;
-    let mut call = Call::start(core, link);
+    let _permit = acquire(core, &core.in_flight).await?;
+    let call = Call::start(core, link);
     call.send(method, legacy_params(params)).await;
-    match call.next(core.settings.request_timeout).await {
-        Some(Event::Response(response)) => call.finished(response, modern_result),
-        Some(Event::Request(_)) => Err(failure(texts::UPSTREAM_EXITED)),
-        Some(Event::Exited) => Err(call.exited()),
-        None => Err(call.timed_out()),
-    }
+    call.answer(modern_result).await
 }
 
 /// `tools/call`, `prompts/get` or `resources/read` into a 2025-era session.
@@ -123,8 +114,9 @@ async fn reverse_bridge(
         .and_then(|p| p.get("requestState"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let _permit = permit(core).await?;
-    let floor = floor(core).await?;
+    let _permit = acquire(core, &core.in_flight).await?;
+    // The floor a call holds while it runs in a 2025-era session (its requests name no call).
+    let floor = acquire(core, &core.floor).await?;
     let Some(state) = state else {
         let call = Call::start(core, link);
         core.hold_floor(Some(call.id));
@@ -169,15 +161,6 @@ async fn reverse_bridge(
         core.hold_floor(None);
         drop(floor);
         park(core, call, *parked)
-    }
-}
-
-/// The floor a call holds while it runs in a 2025-era session (its requests name no call).
-async fn floor(core: &Core) -> Result<OwnedSemaphorePermit, Value> {
-    let acquire = Arc::clone(&core.floor).acquire_owned();
-    match tokio::time::timeout(core.settings.request_timeout, acquire).await {
-        Ok(Ok(permit)) => Ok(permit),
-        _ => Err(failure(texts::UPSTREAM_TIMEOUT)),
     }
 }
 
@@ -317,6 +300,19 @@ impl Call {
             Ok(Some(event)) => Some(event),
             Ok(None) => Some(Event::Exited),
             Err(_) => None,
+        }
+    }
+
+    /// Waits for the response (a call that holds no floor gets no requests), its result through
+    /// `convert`.
+    async fn answer(mut self, convert: impl FnOnce(Value) -> Value) -> Result<Value, Value> {
+        loop {
+            return match self.next(self.core.settings.request_timeout).await {
+                Some(Event::Response(response)) => self.finished(response, convert),
+                Some(Event::Request(_)) => continue,
+                Some(Event::Exited) => Err(self.exited()),
+                None => Err(self.timed_out()),
+            };
         }
     }
 
