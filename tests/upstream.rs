@@ -190,6 +190,11 @@ fn question(reply: &Value) -> (String, Value, String) {
     (key.clone(), request.clone(), state)
 }
 
+/// An accepted form answer with `content`.
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
 fn answer(key: &str, state: &str, answer: Value) -> Value {
     json!({"requestState": state, "inputResponses": {key: answer}})
 }
@@ -295,8 +300,7 @@ async fn everything_elicitation_accepted_through_the_reverse_bridge() {
             json!({}),
             &key,
             &state,
-            json!({"action": "accept",
-            "content": {"name": "Ada Lovelace", "check": true, "email": "ada@example.org"}}),
+            accept(json!({"name": "Ada Lovelace", "check": true, "email": "ada@example.org"})),
         )
         .await;
     let text = text(&done);
@@ -324,8 +328,7 @@ async fn everything_answers_that_do_not_match_the_schema_are_asked_again() {
             json!({}),
             &key,
             &state,
-            json!({"action": "accept",
-            "content": {"email": "not an email"}}),
+            accept(json!({"email": "not an email"})),
         )
         .await;
     let (again_key, again, state) = question(&bad);
@@ -343,8 +346,7 @@ async fn everything_answers_that_do_not_match_the_schema_are_asked_again() {
             json!({}),
             &key,
             &state,
-            json!({"action": "accept",
-            "content": {"name": "Grace"}}),
+            accept(json!({"name": "Grace"})),
         )
         .await;
     assert!(text(&done).contains("- Name: Grace"), "{done:#}");
@@ -435,7 +437,7 @@ async fn python_ctx_elicit_is_validated_and_resumed() {
             args.clone(),
             &key,
             &state,
-            json!({"action": "accept", "content": {"seats": 20}}),
+            accept(json!({"seats": 20})),
         )
         .await;
     let (_, _, state) = question(&over);
@@ -445,7 +447,7 @@ async fn python_ctx_elicit_is_validated_and_resumed() {
             args.clone(),
             &key,
             &state,
-            json!({"action": "accept", "content": {"seats": 3}}),
+            accept(json!({"seats": 3})),
         )
         .await;
     assert_eq!(text(&done), "booked 3 at Chez Rust");
@@ -457,7 +459,7 @@ async fn python_ctx_elicit_is_validated_and_resumed() {
             args.clone(),
             &key,
             &state,
-            json!({"action": "accept", "content": {"seats": 3}}),
+            accept(json!({"seats": 3})),
         )
         .await;
     assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
@@ -476,26 +478,16 @@ async fn python_another_callers_state_never_resumes_the_call() {
     let (key, _, state) = question(&first);
     let mut params = json!({"name": "book", "arguments": args.clone()});
     params.as_object_mut().unwrap().extend(
-        answer(
-            &key,
-            &state,
-            json!({"action": "accept", "content": {"seats": 2}}),
-        )
-        .as_object()
-        .cloned()
-        .unwrap(),
+        answer(&key, &state, accept(json!({"seats": 2})))
+            .as_object()
+            .cloned()
+            .unwrap(),
     );
     let mallory = stack.rpc_as("Bearer mallory", "tools/call", params).await;
     assert_eq!(mallory["error"]["code"], -32602, "{mallory:#}");
     // The rightful caller still can.
     let done = stack
-        .retry(
-            "book",
-            args,
-            &key,
-            &state,
-            json!({"action": "accept", "content": {"seats": 2}}),
-        )
+        .retry("book", args, &key, &state, accept(json!({"seats": 2})))
         .await;
     assert_eq!(text(&done), "booked 2 at Bistro");
     stack.upstream.shutdown().await;
@@ -519,13 +511,7 @@ async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works()
     let (key, _, state) = question(&stack.call("book", args.clone(), json!({})).await);
     let _ = stack.call("crash", json!({}), json!({})).await;
     let retry = stack
-        .retry(
-            "book",
-            args,
-            &key,
-            &state,
-            json!({"action": "accept", "content": {"seats": 1}}),
-        )
+        .retry("book", args, &key, &state, accept(json!({"seats": 1})))
         .await;
     assert_eq!(retry["error"]["code"], -32602, "{retry:#}");
     stack.upstream.shutdown().await;
@@ -541,13 +527,7 @@ async fn python_parked_calls_expire_and_are_bounded() {
     let (key, _, state) = question(&stack.call("book", args(0), json!({})).await);
     tokio::time::sleep(Duration::from_millis(900)).await;
     let late = stack
-        .retry(
-            "book",
-            args(0),
-            &key,
-            &state,
-            json!({"action": "accept", "content": {"seats": 1}}),
-        )
+        .retry("book", args(0), &key, &state, accept(json!({"seats": 1})))
         .await;
     assert_eq!(late["error"]["code"], -32602, "{late:#}");
 
@@ -584,23 +564,11 @@ async fn a_2026_upstream_is_passed_through_whole() {
     );
     // Not a boolean: asked again by the layer.
     let bad = stack
-        .retry(
-            "ask",
-            json!({}),
-            &key,
-            &state,
-            json!({"action": "accept", "content": {"ok": "yes"}}),
-        )
+        .retry("ask", json!({}), &key, &state, accept(json!({"ok": "yes"})))
         .await;
     let (_, _, state) = question(&bad);
     let done = stack
-        .retry(
-            "ask",
-            json!({}),
-            &key,
-            &state,
-            json!({"action": "accept", "content": {"ok": true}}),
-        )
+        .retry("ask", json!({}), &key, &state, accept(json!({"ok": true})))
         .await;
     // The upstream got its own state back, unsealed by the layer; its unknown field survives.
     assert_eq!(text(&done), "ok=True state=mine");
@@ -622,7 +590,7 @@ async fn python_concurrent_calls_each_get_their_own_questions() {
     assert_eq!(asked_a["params"]["message"], "How many seats at A?");
     assert_eq!(asked_b["params"]["message"], "How many seats at B?");
     // Answered in the other order, each resumes its own call.
-    let seats = |n: u32| json!({"action": "accept", "content": {"seats": n}});
+    let seats = |n: u32| accept(json!({"seats": n}));
     let done_b = stack
         .retry(
             "book",

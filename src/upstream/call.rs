@@ -8,9 +8,9 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use super::child::{Core, Event, Link, State, TARGET, failure};
+use super::child::{Core, Link, State, TARGET, failure};
 use super::config::GATHER;
-use super::parked::Parked;
+use super::parked::{Event, Parked};
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
 use crate::bridge::convert;
 use crate::bridge::ids::uuid_v4;

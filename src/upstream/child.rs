@@ -14,27 +14,19 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Semaphore, mpsc, watch};
 
+use super::config::Era;
 use super::config::{FIRST_BACKOFF, MAX_BACKOFF, STABLE_RUN, Settings};
-use super::parked::ParkedCalls;
-use super::session::{self, Negotiated};
+use super::parked::{Event, ParkedCalls};
+use super::session::{Negotiated, client_capabilities, speaks_mrtr};
 use crate::bridge::convert;
+use crate::bridge::convert::LEGACY_VERSIONS;
 use crate::wire::jsonrpc::INTERNAL_ERROR;
+use crate::wire::mcp::MRTR_VERSION;
 
 /// `METHOD_NOT_FOUND`: what a server-to-client request no call can take is answered.
 const METHOD_NOT_FOUND: i64 = -32601;
 /// How many messages wait for the child's stdin, and for one call, before back-pressure.
 const QUEUE: usize = 256;
-
-/// What reaches a call from the child.
-#[derive(Debug)]
-pub(crate) enum Event {
-    /// The response to the call's own request.
-    Response(Map<String, Value>),
-    /// A server-to-client request made while the call held the floor.
-    Request(Map<String, Value>),
-    /// The child exited: no response will come.
-    Exited,
-}
 
 /// Where the adapter stands with the child.
 #[derive(Clone, Debug)]
@@ -258,6 +250,46 @@ async fn write(link: &mpsc::Sender<Bytes>, message: &Value) {
     let _ = link.send(Bytes::from(line)).await;
 }
 
+/// `server/discover`, then `initialize` (unless the era is pinned).
+async fn handshake(core: &Core, link: &mpsc::Sender<Bytes>) -> Result<Negotiated, String> {
+    let era = core.settings.era;
+    if era != Era::Legacy {
+        let meta = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MRTR_VERSION}});
+        match core.ask(link, "server/discover", meta).await {
+            Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::Mrtr),
+            Ok(_) | Err(_) if era == Era::Mrtr => {
+                return Err("it did not answer server/discover as a 2026-07-28 server".to_owned());
+            }
+            _ => {}
+        }
+    }
+    let (name, version) = &core.settings.client_info;
+    let params = json!({
+        "protocolVersion": LEGACY_VERSIONS[0],
+        "capabilities": client_capabilities(),
+        "clientInfo": {"name": name, "version": version},
+    });
+    let initialized = core
+        .ask(link, "initialize", params)
+        .await
+        .map_err(|error| format!("it refused initialize ({error})"))?;
+    let version = initialized
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .filter(|v| LEGACY_VERSIONS.contains(v))
+        .ok_or_else(|| {
+            format!(
+                "it answered initialize with a protocol version the adapter does not speak ({})",
+                initialized.get("protocolVersion").unwrap_or(&Value::Null)
+            )
+        })?
+        .to_owned();
+    Ok(Negotiated::Legacy {
+        version,
+        initialized,
+    })
+}
+
 /// Starts the child (so that a command that cannot run is an error at once), then supervises it
 /// in a task: handshake, restarts with back-off, and the kill when `shutdown` turns true.
 pub(crate) fn start(core: &Arc<Core>, shutdown: watch::Receiver<bool>) -> std::io::Result<()> {
@@ -339,7 +371,7 @@ async fn run(core: &Arc<Core>, mut child: Child, shutdown: &mut watch::Receiver<
     tokio::spawn(log_lines(stderr));
     let reader = tokio::spawn(read_lines(Arc::clone(core), writer.clone(), stdout));
 
-    let handshake = session::handshake(core, &writer);
+    let handshake = handshake(core, &writer);
     let negotiated = tokio::select! {
         negotiated = handshake => Some(negotiated),
         status = child.wait() => {

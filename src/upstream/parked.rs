@@ -5,11 +5,21 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use indexmap::IndexMap;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use super::child::Event;
 use crate::wire::mcp::Method;
+
+/// What reaches a call from the child.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// The response to the call's own request.
+    Response(Map<String, Value>),
+    /// A server-to-client request made while the call held the floor.
+    Request(Map<String, Value>),
+    /// The child exited: no response will come.
+    Exited,
+}
 
 /// One parked call.
 #[derive(Debug)]

@@ -1,13 +1,8 @@
-//! The upstream's era, found at each start, and the 2026 ⇄ 2025 shapes of what goes through a
-//! 2025-era session. Pure JSON but for the handshake itself.
+//! What the upstream turned out to be at its handshake, and the 2026 ⇄ 2025 shapes of what goes
+//! through a 2025-era session. Pure JSON: no I/O.
 
-use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
-use super::child::Core;
-use super::config::Era;
-use crate::bridge::convert::LEGACY_VERSIONS;
 use crate::wire::mcp::MRTR_VERSION;
 use crate::wire::mcp::meta::{PREFIX as META_PREFIX, SERVER_INFO as META_SERVER_INFO};
 
@@ -24,54 +19,11 @@ pub(crate) enum Negotiated {
 /// The capabilities the adapter declares to a 2025-era upstream: everything a 2026 client in
 /// front can be asked through `input_required` (each request's own capabilities are checked by
 /// `ElicitationLayer` in front, which refuses with `-32021` what a client did not declare).
-fn client_capabilities() -> Value {
+pub(crate) fn client_capabilities() -> Value {
     json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}})
 }
 
-/// `server/discover`, then `initialize` (unless the era is pinned).
-pub(crate) async fn handshake(
-    core: &Core,
-    link: &mpsc::Sender<Bytes>,
-) -> Result<Negotiated, String> {
-    let era = core.settings.era;
-    if era != Era::Legacy {
-        let meta = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MRTR_VERSION}});
-        match core.ask(link, "server/discover", meta).await {
-            Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::Mrtr),
-            Ok(_) | Err(_) if era == Era::Mrtr => {
-                return Err("it did not answer server/discover as a 2026-07-28 server".to_owned());
-            }
-            _ => {}
-        }
-    }
-    let (name, version) = &core.settings.client_info;
-    let params = json!({
-        "protocolVersion": LEGACY_VERSIONS[0],
-        "capabilities": client_capabilities(),
-        "clientInfo": {"name": name, "version": version},
-    });
-    let initialized = core
-        .ask(link, "initialize", params)
-        .await
-        .map_err(|error| format!("it refused initialize ({error})"))?;
-    let version = initialized
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .filter(|v| LEGACY_VERSIONS.contains(v))
-        .ok_or_else(|| {
-            format!(
-                "it answered initialize with a protocol version the adapter does not speak ({})",
-                initialized.get("protocolVersion").unwrap_or(&Value::Null)
-            )
-        })?
-        .to_owned();
-    Ok(Negotiated::Legacy {
-        version,
-        initialized,
-    })
-}
-
-fn speaks_mrtr(discovered: &Value) -> bool {
+pub(crate) fn speaks_mrtr(discovered: &Value) -> bool {
     discovered
         .get("supportedVersions")
         .and_then(Value::as_array)
