@@ -633,16 +633,10 @@ async fn python_an_upstream_that_never_answers_times_out_and_the_next_call_works
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
-async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
-    let Some(server) = python_server() else {
-        return;
-    };
+/// One request straight to the adapter (no layer, no socket); its JSON-RPC reply.
+async fn oneshot(upstream: &Upstream, body: Value) -> Value {
+    use http_body_util::BodyExt;
     use tower::ServiceExt;
-    let upstream = Upstream::builder(server).spawn().unwrap();
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "book", "arguments": {"restaurant": "X"}, "requestState": "not-a-parked-call",
-        "inputResponses": {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}}});
     let request = http::Request::post("/mcp")
         .header("content-type", "application/json")
         .body(http_body_util::Full::new(bytes::Bytes::from(
@@ -650,9 +644,51 @@ async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
         )))
         .unwrap();
     let response = upstream.clone().oneshot(request).await.unwrap();
-    use http_body_util::BodyExt;
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let reply: Value = serde_json::from_slice(&bytes).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[tokio::test]
+async fn the_child_is_killed_when_the_last_clone_is_dropped() {
+    let Some(server) = python_server() else {
+        return;
+    };
+    let upstream = Upstream::builder(server).spawn().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "pid", "arguments": {}}});
+    let reply = oneshot(&upstream, body).await;
+    let pid = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc.exists(), "{reply:#}");
+    let clone = upstream.clone();
+    drop(upstream);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(proc.exists(), "a clone still holds the child");
+    drop(clone);
+    let gone = async {
+        // Gone, or a zombie (killed, not reaped yet).
+        while std::fs::read_to_string(proc.join("stat")).is_ok_and(|stat| !stat.contains(") Z ")) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), gone)
+        .await
+        .expect("the child is killed with the adapter");
+}
+
+#[tokio::test]
+async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
+    let Some(server) = python_server() else {
+        return;
+    };
+    let upstream = Upstream::builder(server).spawn().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "book", "arguments": {"restaurant": "X"}, "requestState": "not-a-parked-call",
+        "inputResponses": {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}}});
+    let reply = oneshot(&upstream, body).await;
     assert_eq!(reply["id"], 7);
     assert_eq!(reply["error"]["code"], -32602, "{reply:#}");
     assert!(

@@ -43,6 +43,12 @@ async def hang() -> str:
 
 
 @mcp.tool()
+def pid() -> str:
+    """The server's process id (to see that it is gone once the adapter is)."""
+    return str(os.getpid())
+
+
+@mcp.tool()
 def echo(text: str) -> str:
     """Echoes the text."""
     return text
