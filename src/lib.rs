@@ -124,6 +124,9 @@
 //!   by default.
 //! - `redis` (feature `redis`): every store above, and URL flows, shared by all replicas through
 //!   Redis, and what Redis must be for single-use to hold.
+//! - `upstream` (feature `upstream`): `Upstream` fronts any MCP server run as a stdio child
+//!   (2025-era or 2026-07-28) as a 2026-07-28 service; a 2025-era server's own questions become
+//!   `input_required` rounds.
 //! - [`ElicitationLayer`]: [every option](ElicitationLayer#configuration) and
 //!   [what the client gets](ElicitationLayer#what-the-client-gets) in each case.
 //! - [`Gate`] and [`UrlFlow`]: approval retrofitted onto any server, and URL flows checked on your
@@ -134,6 +137,8 @@
 //! - `schemars` (default): [`Gate::form_for`], a gate's form derived from a Rust type.
 //! - `redis` (off by default, so the default build has no Redis code): the `redis` module,
 //!   `RedisStore`, `RedisUrlFlows`, `RedisSessionStore` and `RedisPendingAnswers`.
+//! - `upstream` (off by default): the `upstream` module, `Upstream` and its builder (tokio's
+//!   `process` and `io-util`).
 //! - `preserve_order`: turns on serde_json's (and schemars') `preserve_order` for the whole build,
 //!   so that a `json!` form given to [`Gate::form`], and [`Gate::form_for`]'s fields, reach the
 //!   client in the order declared. Not needed for a form given as JSON text, nor for the inner
@@ -167,6 +172,9 @@ pub mod redis;
 pub mod store;
 mod texts;
 mod token;
+#[cfg(feature = "upstream")]
+#[cfg_attr(docsrs, doc(cfg(feature = "upstream")))]
+pub mod upstream;
 mod wire;
 
 pub use elicitation::body::{RequestBody, ResponseBody};

@@ -44,6 +44,30 @@ pub(crate) const BRIDGE_SESSION_ENDED: &str =
 /// Why the bridge's open requests of that call are cancelled.
 pub(crate) const BRIDGE_SESSION_ENDED_CANCEL: &str = "The session ended.";
 
+/// The upstream adapter's errors (feature `upstream`): a retry whose call is no longer waiting.
+#[cfg(feature = "upstream")]
+pub(crate) const UPSTREAM_CALL_GONE: &str = "This call is no longer waiting for an answer: it finished, expired, or the server restarted. Make the request again.";
+
+/// The upstream adapter's error when the server process exited during the call.
+#[cfg(feature = "upstream")]
+pub(crate) const UPSTREAM_EXITED: &str =
+    "The server exited while handling this request; it is being restarted. Make the request again.";
+
+/// The upstream adapter's error when the server is not running (starting, or failing to start).
+#[cfg(feature = "upstream")]
+pub(crate) fn upstream_unavailable(why: &str) -> String {
+    format!("The server is not available: {why}.")
+}
+
+/// The upstream adapter's error when the server did not answer in time.
+#[cfg(feature = "upstream")]
+pub(crate) const UPSTREAM_TIMEOUT: &str = "The server did not answer in time.";
+
+/// The upstream adapter's error when too many calls wait for an answer already.
+#[cfg(feature = "upstream")]
+pub(crate) const UPSTREAM_TOO_MANY_PARKED: &str =
+    "Too many calls are waiting for an answer; answer or abandon one, then try again.";
+
 /// What was wrong with one answered field (or with a form answer as a whole), as the hint says it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Problem<'a> {

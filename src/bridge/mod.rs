@@ -4,9 +4,9 @@
 
 mod body;
 mod config;
-mod convert;
+pub(crate) mod convert;
 mod future;
-mod ids;
+pub(crate) mod ids;
 mod inner;
 mod layer;
 mod pending;

@@ -1,0 +1,361 @@
+//! One 2026-07-28 request through the adapter: passed through to a 2026 upstream, forwarded into
+//! a 2025-era session, and for `tools/call`, `prompts/get` and `resources/read` the reverse
+//! bridge: the upstream's own requests parked as `input_required` rounds, resumed on the retry.
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+use super::child::{Core, Link, State, TARGET, failure};
+use super::config::GATHER;
+use super::parked::{Event, Parked};
+use super::session::{Negotiated, discover_result, legacy_params, modern_result};
+use crate::bridge::convert;
+use crate::bridge::ids::uuid_v4;
+use crate::texts;
+use crate::wire::jsonrpc::{INVALID_PARAMS, INVALID_REQUEST};
+use crate::wire::mcp::Method;
+
+/// Answers one JSON-RPC message from the front; `None` for a notification (HTTP 202).
+pub(crate) async fn handle(
+    core: Arc<Core>,
+    caller: [u8; 32],
+    message: Map<String, Value>,
+) -> Option<Value> {
+    let id = message.get("id").cloned()?;
+    let Some(method) = message
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        let error = convert::error(INVALID_REQUEST, "Invalid Request: no method");
+        return Some(convert::response(&id, Err(error)));
+    };
+    let link = match core.link().await {
+        Ok(link) => link,
+        Err(why) => {
+            let error = failure(&texts::upstream_unavailable(&why));
+            return Some(convert::response(&id, Err(error)));
+        }
+    };
+    let outcome = match &link.negotiated {
+        Negotiated::Mrtr => pass_through(&core, &link, message).await,
+        Negotiated::Legacy { initialized, .. } => {
+            let params = message.get("params").cloned();
+            match method.as_str() {
+                "server/discover" => Ok(discover_result(initialized)),
+                "initialize" => Err(convert::error(
+                    INVALID_REQUEST,
+                    "Invalid Request: the adapter holds the upstream's session; send 2026-07-28 requests",
+                )),
+                _ => match Method::parse(&method) {
+                    Some(kind) => reverse_bridge(&core, &link, caller, kind, params).await,
+                    None => plain(&core, &link, &method, params).await,
+                },
+            }
+        }
+    };
+    Some(convert::response(&id, outcome))
+}
+
+/// A permit of `semaphore` (the in-flight bound, or the floor), waited for no longer than a
+/// request may take.
+async fn acquire(core: &Core, semaphore: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, Value> {
+    let acquire = Arc::clone(semaphore).acquire_owned();
+    match tokio::time::timeout(core.settings.request_timeout, acquire).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => Err(failure(texts::UPSTREAM_TIMEOUT)),
+    }
+}
+
+/// A 2026 upstream: the message as it is, under an id of the adapter's; the response as it is.
+async fn pass_through(
+    core: &Arc<Core>,
+    link: &Arc<Link>,
+    mut message: Map<String, Value>,
+) -> Result<Value, Value> {
+    let _permit = acquire(core, &core.in_flight).await?;
+    let call = Call::start(core, link);
+    message.insert("id".to_owned(), json!(call.id));
+    link.send(&Value::Object(message)).await;
+    call.answer(|result| result).await
+}
+
+/// A request other than the three: into the session, and its result made a 2026 one.
+async fn plain(
+    core: &Arc<Core>,
+    link: &Arc<Link>,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, Value> {
+    let _permit = acquire(core, &core.in_flight).await?;
+    let call = Call::start(core, link);
+    call.send(method, legacy_params(params)).await;
+    call.answer(modern_result).await
+}
+
+/// `tools/call`, `prompts/get` or `resources/read` into a 2025-era session.
+async fn reverse_bridge(
+    core: &Arc<Core>,
+    link: &Arc<Link>,
+    caller: [u8; 32],
+    method: Method,
+    params: Option<Value>,
+) -> Result<Value, Value> {
+    let target = params
+        .as_ref()
+        .and_then(|p| p.get(method.target_field()))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let state = params
+        .as_ref()
+        .and_then(|p| p.get("requestState"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let _permit = acquire(core, &core.in_flight).await?;
+    // The floor a call holds while it runs in a 2025-era session (its requests name no call).
+    let floor = acquire(core, &core.floor).await?;
+    let Some(state) = state else {
+        let call = Call::start(core, link);
+        core.hold_floor(Some(call.id));
+        call.send(method.as_str(), legacy_params(params)).await;
+        let parked = Parked {
+            caller,
+            method,
+            target,
+            upstream_id: call.id,
+            events: mpsc::channel(1).1,
+            asked: IndexMap::new(),
+            seq: 0,
+        };
+        return run(core, call, parked, floor).await;
+    };
+    let Some(mut parked) = core.parked.take(&state, &caller, method, &target) else {
+        tracing::debug!(target: TARGET, "a retry for a call that is not parked here");
+        return Err(convert::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
+    };
+    let answers = params
+        .as_ref()
+        .and_then(|p| p.get("inputResponses"))
+        .and_then(Value::as_object);
+    let call = Call::resume(core, link, &mut parked);
+    core.hold_floor(Some(call.id));
+    let asked = std::mem::take(&mut parked.asked);
+    for (key, (request_id, request)) in asked {
+        match answers.and_then(|a| a.get(&key)) {
+            Some(answer) => {
+                let response = convert::response(&request_id, Ok(answer.clone()));
+                link.send(&response).await;
+            }
+            None => {
+                parked.asked.insert(key, (request_id, request));
+            }
+        }
+    }
+    if parked.asked.is_empty() {
+        run(core, call, *parked, floor).await
+    } else {
+        // Some questions are still unanswered: ask them again (the upstream still waits).
+        core.hold_floor(None);
+        drop(floor);
+        park(core, call, *parked)
+    }
+}
+
+/// Waits for the call's result or its next requests; parks it when it asks.
+async fn run(
+    core: &Arc<Core>,
+    mut call: Call,
+    mut parked: Parked,
+    floor: OwnedSemaphorePermit,
+) -> Result<Value, Value> {
+    let mut wait = core.settings.request_timeout;
+    loop {
+        let event = call.next(wait).await;
+        match event {
+            Some(Event::Response(response)) => {
+                core.hold_floor(None);
+                return call.finished(response, modern_result);
+            }
+            Some(Event::Request(request)) => {
+                let request_id = request.get("id").cloned().unwrap_or(Value::Null);
+                let method = request.get("method").cloned().unwrap_or(Value::Null);
+                let mut asked = json!({"method": method});
+                if let Some(params) = request.get("params") {
+                    asked["params"] = params.clone();
+                }
+                parked.seq += 1;
+                let key = format!("{}-{}", key_kind(method.as_str()), parked.seq);
+                parked.asked.insert(key, (request_id, asked));
+                // Gather the requests the call makes at the same time, then ask them all.
+                wait = GATHER;
+            }
+            Some(Event::Exited) => return Err(call.exited()),
+            None if !parked.asked.is_empty() => {
+                core.hold_floor(None);
+                drop(floor);
+                return park(core, call, parked);
+            }
+            None => {
+                core.hold_floor(None);
+                return Err(call.timed_out());
+            }
+        }
+    }
+}
+
+fn key_kind(method: Option<&str>) -> &'static str {
+    match method {
+        Some("elicitation/create") => "elicitation",
+        Some("sampling/createMessage") => "sampling",
+        Some("roots/list") => "roots",
+        _ => "request",
+    }
+}
+
+/// Parks the call under a fresh random id and answers `input_required` with its questions.
+fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value, Value> {
+    let id = uuid_v4();
+    let mut requests = Map::new();
+    for (key, (_, request)) in &parked.asked {
+        requests.insert(key.clone(), request.clone());
+    }
+    parked.events = call.park();
+    if let Err(parked) = core.parked.park(id.clone(), Box::new(parked)) {
+        cancel(core, *parked, "too many calls waiting for an answer");
+        return Err(failure(texts::UPSTREAM_TOO_MANY_PARKED));
+    }
+    let timer = Arc::clone(core);
+    let expiring = id.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(timer.settings.parked_timeout).await;
+        if let Some(parked) = timer.parked.expire(&expiring) {
+            tracing::debug!(target: TARGET, "a parked call expired");
+            cancel(&timer, *parked, "no answer in time");
+        }
+    });
+    Ok(json!({"resultType": "input_required", "inputRequests": requests, "requestState": id}))
+}
+
+/// Ends a parked call at the upstream: `notifications/cancelled`, and an error for each of its
+/// requests still waiting (so that nothing there waits for ever).
+fn cancel(core: &Core, parked: Parked, reason: &str) {
+    core.forget(parked.upstream_id);
+    let State::Ready(link) = core.state.borrow().clone() else {
+        return;
+    };
+    let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": parked.upstream_id, "reason": reason}});
+    link.send_now(&cancelled);
+    for (request_id, _) in parked.asked.into_values() {
+        link.send_now(&convert::response(&request_id, Err(failure(reason))));
+    }
+}
+
+/// A request of the front's in the upstream's session, until it is answered. Dropped before
+/// that (the front gave up, or it timed out), it is cancelled at the upstream.
+struct Call {
+    core: Arc<Core>,
+    link: Arc<Link>,
+    id: u64,
+    events: Option<mpsc::Receiver<Event>>,
+}
+
+impl Call {
+    fn start(core: &Arc<Core>, link: &Arc<Link>) -> Self {
+        let (id, events) = core.register();
+        Self {
+            core: Arc::clone(core),
+            link: Arc::clone(link),
+            id,
+            events: Some(events),
+        }
+    }
+
+    /// A parked call running again: its id and its events.
+    fn resume(core: &Arc<Core>, link: &Arc<Link>, parked: &mut Parked) -> Self {
+        let events = std::mem::replace(&mut parked.events, mpsc::channel(1).1);
+        Self {
+            core: Arc::clone(core),
+            link: Arc::clone(link),
+            id: parked.upstream_id,
+            events: Some(events),
+        }
+    }
+
+    async fn send(&self, method: &str, params: Option<Value>) {
+        let mut request = json!({"jsonrpc": "2.0", "id": self.id, "method": method});
+        if let Some(params) = params {
+            request["params"] = params;
+        }
+        self.link.send(&request).await;
+    }
+
+    /// The next event, or `None` when `wait` passed first.
+    async fn next(&mut self, wait: std::time::Duration) -> Option<Event> {
+        let events = self.events.as_mut()?;
+        match tokio::time::timeout(wait, events.recv()).await {
+            Ok(Some(event)) => Some(event),
+            Ok(None) => Some(Event::Exited),
+            Err(_) => None,
+        }
+    }
+
+    /// Waits for the response (a call that holds no floor gets no requests), its result through
+    /// `convert`.
+    async fn answer(mut self, convert: impl FnOnce(Value) -> Value) -> Result<Value, Value> {
+        loop {
+            return match self.next(self.core.settings.request_timeout).await {
+                Some(Event::Response(response)) => self.finished(response, convert),
+                Some(Event::Request(_)) => continue,
+                Some(Event::Exited) => Err(self.exited()),
+                None => Err(self.timed_out()),
+            };
+        }
+    }
+
+    /// The response's result through `convert`, or its error as it is.
+    fn finished(
+        mut self,
+        mut response: Map<String, Value>,
+        convert: impl FnOnce(Value) -> Value,
+    ) -> Result<Value, Value> {
+        self.events = None;
+        self.core.forget(self.id);
+        match response.remove("result") {
+            Some(result) => Ok(convert(result)),
+            None => Err(response
+                .remove("error")
+                .unwrap_or_else(|| failure("the server answered without result or error"))),
+        }
+    }
+
+    fn exited(mut self) -> Value {
+        self.events = None;
+        self.core.forget(self.id);
+        failure(texts::UPSTREAM_EXITED)
+    }
+
+    fn timed_out(self) -> Value {
+        // Dropped armed: cancelled at the upstream.
+        failure(texts::UPSTREAM_TIMEOUT)
+    }
+
+    /// The call leaves the front's hands, still alive at the upstream: its events go with it.
+    fn park(mut self) -> mpsc::Receiver<Event> {
+        self.events.take().unwrap_or_else(|| mpsc::channel(1).1)
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if self.events.take().is_some() {
+            self.core.forget(self.id);
+            let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": self.id, "reason": "the client gave up"}});
+            self.link.send_now(&cancelled);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What the adapter runs and how: the command of a stdio server, its era, and the bounds.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A server run as a child process speaking newline-delimited JSON-RPC on its stdin and stdout
+/// (MCP's stdio transport). Its stderr lines go to `tracing` (target `tower_elicitation::upstream`).
+///
+/// ```
+/// use tower_elicitation::upstream::Stdio;
+///
+/// let server = Stdio::new("npx")
+///     .args(["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"])
+///     .env("NODE_ENV", "production")
+///     .current_dir("/srv");
+/// # let _ = server;
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Stdio {
+    pub(crate) command: OsString,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) cwd: Option<PathBuf>,
+}
+
+impl Stdio {
+    /// The program to run (looked up on `PATH` as `std::process::Command` does).
+    pub fn new(command: impl Into<OsString>) -> Self {
+        Self {
+            command: command.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+        }
+    }
+
+    /// One more argument.
+    #[must_use]
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// More arguments.
+    #[must_use]
+    pub fn args<I, A>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// An environment variable for the child, on top of the adapter's own environment.
+    #[must_use]
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The child's working directory.
+    #[must_use]
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+}
+
+/// Which protocol era the upstream server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Era {
+    /// Find out: `server/discover` first (a 2026-07-28 server answers it), otherwise
+    /// `initialize` offering 2025-11-25 (and taking 2025-06-18 or 2025-03-26).
+    #[default]
+    Detect,
+    /// A 2026-07-28 server: requests pass through as they are, stateless.
+    Mrtr,
+    /// A 2025-era server: the adapter holds one session (`initialize` without `server/discover`
+    /// first).
+    Legacy,
+}
+
+/// The adapter's settings, fixed when it is built.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) stdio: Stdio,
+    pub(crate) era: Era,
+    pub(crate) max_in_flight: usize,
+    pub(crate) max_parked: usize,
+    pub(crate) parked_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) start_timeout: Duration,
+    pub(crate) max_message_bytes: usize,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) client_info: (String, String),
+}
+
+impl Settings {
+    pub(crate) fn new(stdio: Stdio) -> Self {
+        Self {
+            stdio,
+            era: Era::Detect,
+            max_in_flight: 64,
+            max_parked: 256,
+            parked_timeout: Duration::from_secs(600),
+            request_timeout: Duration::from_secs(300),
+            start_timeout: Duration::from_secs(30),
+            max_message_bytes: 16 * 1024 * 1024,
+            max_body_bytes: crate::util::body::DEFAULT_MAX_BODY_BYTES,
+            client_info: (
+                "tower-elicitation-upstream".to_owned(),
+                env!("CARGO_PKG_VERSION").to_owned(),
+            ),
+        }
+    }
+}
+
+/// The first wait before a child that exited is started again; it doubles up to
+/// [`MAX_BACKOFF`], and starts over once a child has run for [`STABLE_RUN`].
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(10);
+pub(crate) const STABLE_RUN: Duration = Duration::from_secs(30);
+/// How long the adapter waits, after a server-to-client request, for more of the same call's
+/// requests before it answers `input_required` with all of them.
+pub(crate) const GATHER: Duration = Duration::from_millis(25);

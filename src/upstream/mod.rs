@@ -1,0 +1,95 @@
+//! Fronts any MCP server run as a stdio child, 2025-era or 2026-07-28, as a 2026-07-28 multi
+//! round-trip service: the upstream adapter (feature `upstream`).
+//!
+//! [`Upstream`] is a leaf Tower service (`Service<http::Request<B>>`, JSON-RPC over HTTP POST,
+//! `application/json` answers) that [`ElicitationLayer`](crate::ElicitationLayer) and the
+//! [legacy bridge](crate::bridge) go in front of, as they go in front of an rmcp
+//! `StreamableHttpService`. Behind it is a real server process:
+//!
+//! - **stdio**: it spawns the child ([`Stdio`]: command, args, env, working directory) and speaks
+//!   newline-delimited JSON-RPC on its stdin and stdout; the child's stderr lines go to `tracing`
+//!   (target `tower_elicitation::upstream`). A child that exits is restarted with back-off
+//!   (100 ms doubling to 10 s); the calls in flight get a JSON-RPC error (`-32603`, "The server
+//!   exited while handling this request…"). The child is killed when the last clone of the
+//!   service is dropped (and `kill_on_drop` when the runtime goes), or at
+//!   [`Upstream::shutdown`]. Requests in flight are bounded
+//!   ([`UpstreamBuilder::max_in_flight`]).
+//! - **era** ([`Era`]): `server/discover` first; a server that does not answer it as a
+//!   2026-07-28 one gets `initialize` offering 2025-11-25 (2025-06-18 and 2025-03-26 are taken
+//!   too); or the era is pinned. A 2026 upstream's requests pass through as they are, under an id
+//!   of the adapter's. A 2025-era upstream is held in one session (`initialize` declaring
+//!   elicitation form and URL, sampling and roots, then `notifications/initialized`), into which
+//!   each stateless request is forwarded with a fresh id; the `_meta` keys the protocol reserves
+//!   are taken out (other `_meta` entries stay), results gain `resultType: "complete"`, and
+//!   `server/discover` is answered from the `InitializeResult`.
+//! - **the reverse bridge**: while a forwarded `tools/call`, `prompts/get` or `resources/read`
+//!   runs, a 2025-era upstream may send `elicitation/create`, `sampling/createMessage` or
+//!   `roots/list`. The adapter parks the call and answers `input_required`: the upstream's
+//!   requests are its `inputRequests` under stable keys (`elicitation-1`, `sampling-2`, …), and
+//!   its `requestState` is the parked call's random id (122 bits). On the retry each
+//!   `inputResponses` answer goes to the upstream as the response to its request; the answer to
+//!   the retry is the next round of questions, or the result. A parked call is bound to the
+//!   caller (a keyed tag of the `Authorization` header), the method and the target; it is taken
+//!   out once, so nothing runs twice; a retry for a call that is not parked (finished, expired,
+//!   another caller's, the child restarted) gets `-32602` with a clear message. Parked calls
+//!   expire ([`UpstreamBuilder::parked_timeout`]: the upstream gets `notifications/cancelled`)
+//!   and their number is bounded ([`UpstreamBuilder::max_parked`]).
+//!
+//! Put [`ElicitationLayer`](crate::ElicitationLayer) in front: it seals the adapter's
+//! `requestState` (binding it to the caller, the call and its arguments, with an expiry),
+//! validates each answer against the schema the upstream asked with and asks again when it does
+//! not match (which no 2025-era SDK does strictly), and refuses with `-32021` a question the
+//! client did not declare the capability for. The adapter alone does none of that.
+//!
+//! A 2025-era server's requests to the client name no call on stdio, so the adapter lets one
+//! `tools/call`, `prompts/get` or `resources/read` run in the session at a time (the others wait
+//! their turn; parked calls do not hold it), and refuses a server-to-client request made while
+//! none runs. Other requests run concurrently.
+//!
+//! # Why not rmcp's client transports
+//!
+//! rmcp's `TokioChildProcess` and streamable HTTP client carry typed messages
+//! (`ServerJsonRpcMessage`): a result is decoded into rmcp's model (`CallToolResult`, …) and
+//! encoded again, which drops every field the model does not name (unknown result fields, parts
+//! of MCP Apps resources), and ties the adapter to rmcp's version of the protocol. The adapter
+//! must carry messages whole, so it frames them itself over `tokio::process`: one JSON object a
+//! line, bounded in size.
+//!
+//! # Example
+//!
+//! A gate before `write_file` of the reference filesystem server:
+//!
+//! ```no_run
+//! use tower::ServiceBuilder;
+//! use tower_elicitation::upstream::{Stdio, Upstream};
+//! use tower_elicitation::{ElicitationLayer, Gate, GateTarget, Keyring};
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//!     let server = Stdio::new("npx")
+//!         .args(["-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/srv/data"]);
+//!     let upstream = Upstream::builder(server).spawn()?;
+//!     let approval = Gate::form(
+//!         "write-approval",
+//!         r#"{"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]}"#,
+//!     )?
+//!     .require(|answer, _call| answer["approve"] == true);
+//!     let layer = ElicitationLayer::new(Keyring::from_env()?)
+//!         .gate(GateTarget::tool("write_file"), approval)?;
+//!     let mcp = ServiceBuilder::new().layer(layer).service(upstream);
+//!     let app = axum::Router::new().route_service("/mcp", mcp);
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//!     axum::serve(listener, app).await?;
+//!     Ok(())
+//! }
+//! ```
+
+mod call;
+mod child;
+mod config;
+mod parked;
+mod service;
+mod session;
+
+pub use config::{Era, Stdio};
+pub use service::{ResponseBody, ResponseFuture, Upstream, UpstreamBuilder};

@@ -1,0 +1,157 @@
+//! Calls parked while the client answers the upstream's questions: named by a random id, bound
+//! to the caller, the method and the target, bounded in number, taken out exactly once.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::wire::mcp::Method;
+
+/// What reaches a call from the child.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// The response to the call's own request.
+    Response(Map<String, Value>),
+    /// A server-to-client request made while the call held the floor.
+    Request(Map<String, Value>),
+    /// The child exited: no response will come.
+    Exited,
+}
+
+/// One parked call.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    /// The keyed tag of the caller that made the call.
+    pub(crate) caller: [u8; 32],
+    pub(crate) method: Method,
+    /// The tool or prompt name, or the resource URI.
+    pub(crate) target: Value,
+    /// The id the call has in the upstream's session.
+    pub(crate) upstream_id: u64,
+    /// Where the rest of the call's messages come.
+    pub(crate) events: mpsc::Receiver<Event>,
+    /// The upstream's requests not answered yet, by the key they were asked under: the
+    /// upstream's request id, and the request as asked (`{method, params}`).
+    pub(crate) asked: IndexMap<String, (Value, Value)>,
+    /// How many requests the call has made (the keys' numbers).
+    pub(crate) seq: u64,
+}
+
+/// The parked calls of one adapter.
+#[derive(Debug)]
+pub(crate) struct ParkedCalls {
+    max: usize,
+    calls: Mutex<HashMap<String, Box<Parked>>>,
+}
+
+impl ParkedCalls {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            max,
+            calls: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Box<Parked>>> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Parks `call` under `id`; gives it back when the bound is reached.
+    pub(crate) fn park(&self, id: String, call: Box<Parked>) -> Result<(), Box<Parked>> {
+        let mut calls = self.lock();
+        if calls.len() >= self.max {
+            return Err(call);
+        }
+        calls.insert(id, call);
+        Ok(())
+    }
+
+    /// Takes out the call `id` if it was made by `caller` for the same method and target: once.
+    pub(crate) fn take(
+        &self,
+        id: &str,
+        caller: &[u8; 32],
+        method: Method,
+        target: &Value,
+    ) -> Option<Box<Parked>> {
+        let mut calls = self.lock();
+        let call = calls.get(id)?;
+        let same = constant_time_eq::constant_time_eq_32(&call.caller, caller)
+            && call.method == method
+            && &call.target == target;
+        if same { calls.remove(id) } else { None }
+    }
+
+    /// Takes out the call `id` whatever it is (its time ran out).
+    pub(crate) fn expire(&self, id: &str) -> Option<Box<Parked>> {
+        self.lock().remove(id)
+    }
+
+    /// Forgets every parked call (the child that ran them exited).
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(caller: u8) -> Box<Parked> {
+        Box::new(Parked {
+            caller: [caller; 32],
+            method: Method::ToolsCall,
+            target: json!("t"),
+            upstream_id: 1,
+            events: mpsc::channel(1).1,
+            asked: IndexMap::new(),
+            seq: 0,
+        })
+    }
+
+    #[test]
+    fn a_call_is_taken_once_and_only_by_its_caller() {
+        let parked = ParkedCalls::new(2);
+        parked.park("a".into(), call(1)).unwrap();
+        assert!(
+            parked
+                .take("a", &[2; 32], Method::ToolsCall, &json!("t"))
+                .is_none()
+        );
+        assert!(
+            parked
+                .take("a", &[1; 32], Method::PromptsGet, &json!("t"))
+                .is_none()
+        );
+        assert!(
+            parked
+                .take("a", &[1; 32], Method::ToolsCall, &json!("u"))
+                .is_none()
+        );
+        assert!(
+            parked
+                .take("a", &[1; 32], Method::ToolsCall, &json!("t"))
+                .is_some()
+        );
+        assert!(
+            parked
+                .take("a", &[1; 32], Method::ToolsCall, &json!("t"))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_number_of_parked_calls_is_bounded() {
+        let parked = ParkedCalls::new(1);
+        parked.park("a".into(), call(1)).unwrap();
+        assert!(parked.park("b".into(), call(1)).is_err());
+        assert!(parked.expire("a").is_some());
+        parked.park("b".into(), call(1)).unwrap();
+        parked.clear();
+        assert!(parked.expire("b").is_none());
+    }
+}

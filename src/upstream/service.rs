@@ -1,0 +1,287 @@
+//! `Upstream`: the Tower service in front of the child, speaking 2026-07-28 JSON-RPC over HTTP.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
+use http::{Method as HttpMethod, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{Full, Limited};
+use serde_json::Value;
+use tokio::sync::watch;
+use tower_service::Service;
+
+use super::call;
+use super::child::{self, Core, State};
+use super::config::{Era, Settings, Stdio};
+use crate::BoxError;
+use crate::bridge::convert;
+use crate::util::BoxFuture;
+use crate::util::body::ReadAll;
+use crate::util::principal::Principal;
+use crate::wire::jsonrpc::{INVALID_REQUEST, PARSE_ERROR};
+
+opaque_body! {
+    /// The body of the adapter's responses: one JSON-RPC message, in memory. It cannot fail.
+    #[derive(Debug, Default)]
+    pub struct ResponseBody(inner: Full<Bytes>) -> Error = Infallible
+}
+
+/// The future of [`Upstream`]'s response.
+pub struct ResponseFuture {
+    inner: BoxFuture<'static, Response<ResponseBody>>,
+}
+
+impl std::fmt::Debug for ResponseFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl Future for ResponseFuture {
+    type Output = Result<Response<ResponseBody>, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx).map(Ok)
+    }
+}
+
+/// Makes an MCP server run as a child process look like a 2026-07-28 multi round-trip server
+/// behind HTTP: a leaf Tower service to put [`ElicitationLayer`](crate::ElicitationLayer) in
+/// front of. Cheap to clone; the child is killed when the last clone is dropped, or at
+/// [`shutdown`](Self::shutdown). Built with [`Upstream::builder`]. See the [module](super).
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    core: Arc<Core>,
+    handle: Arc<Handle>,
+}
+
+/// The last clone's drop stops the child.
+#[derive(Debug)]
+struct Handle {
+    shutdown: watch::Sender<bool>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+impl Upstream {
+    /// The adapter for `server`, with the default settings; [`UpstreamBuilder::spawn`] starts it.
+    pub fn builder(server: Stdio) -> UpstreamBuilder {
+        UpstreamBuilder {
+            settings: Settings::new(server),
+        }
+    }
+
+    /// Stops the child (killed if it does not exit) and waits until it is gone. Requests after
+    /// it are answered with an error; clones stop with it.
+    pub async fn shutdown(&self) {
+        self.handle.shutdown.send_replace(true);
+        let mut state = self.core.state.subscribe();
+        let _ = state.wait_for(|s| matches!(s, State::Stopped)).await;
+    }
+}
+
+/// The settings of an [`Upstream`], then [`spawn`](Self::spawn).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct UpstreamBuilder {
+    settings: Settings,
+}
+
+impl UpstreamBuilder {
+    /// The upstream's era: found out by default ([`Era::Detect`]).
+    pub fn era(mut self, era: Era) -> Self {
+        self.settings.era = era;
+        self
+    }
+
+    /// Requests sent to the child at the same time (default 64); more wait their turn.
+    pub fn max_in_flight(mut self, max: usize) -> Self {
+        self.settings.max_in_flight = max;
+        self
+    }
+
+    /// Calls parked for the client's answers at the same time (default 256); one more is
+    /// cancelled at the upstream and answered with an error.
+    pub fn max_parked(mut self, max: usize) -> Self {
+        self.settings.max_parked = max;
+        self
+    }
+
+    /// How long a parked call waits for the retry with the answers (default 600 s, the layer's
+    /// token lifetime); then the upstream gets `notifications/cancelled`.
+    pub fn parked_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.parked_timeout = timeout;
+        self
+    }
+
+    /// How long the child may take to answer one request (default 300 s); then it is cancelled.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.request_timeout = timeout;
+        self
+    }
+
+    /// How long a request waits for a child that is (re)starting (default 30 s), and how long
+    /// the handshake may take.
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.start_timeout = timeout;
+        self
+    }
+
+    /// The largest request body read from the front (default 4 MiB; 413 above).
+    pub fn max_body_bytes(mut self, max: usize) -> Self {
+        self.settings.max_body_bytes = max;
+        self
+    }
+
+    /// The largest line read from the child (default 16 MiB); a longer one is skipped.
+    pub fn max_message_bytes(mut self, max: usize) -> Self {
+        self.settings.max_message_bytes = max;
+        self
+    }
+
+    /// The `clientInfo` given to a 2025-era upstream's `initialize` (default
+    /// `tower-elicitation-upstream` and the crate's version).
+    pub fn client_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.settings.client_info = (name.into(), version.into());
+        self
+    }
+
+    /// Starts the child and the task that supervises it (handshake, restarts); requests wait
+    /// for the handshake. Call it inside a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// When the command cannot be started (not found, not executable, a bad working directory).
+    /// A child that starts and then exits, or fails its handshake, is restarted with back-off;
+    /// requests meanwhile get a JSON-RPC error saying why.
+    pub fn spawn(self) -> std::io::Result<Upstream> {
+        let core = Core::new(self.settings);
+        let (shutdown, stop) = watch::channel(false);
+        child::start(&core, stop)?;
+        Ok(Upstream {
+            core,
+            handle: Arc::new(Handle { shutdown }),
+        })
+    }
+}
+
+impl<B> Service<Request<B>> for Upstream
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    #[inline]
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        ResponseFuture {
+            inner: Box::pin(serve(Arc::clone(&self.core), request)),
+        }
+    }
+}
+
+async fn serve<B>(core: Arc<Core>, request: Request<B>) -> Response<ResponseBody>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    if request.method() != HttpMethod::POST {
+        let mut response = reply(StatusCode::METHOD_NOT_ALLOWED, None);
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("POST"));
+        return response;
+    }
+    let (parts, body) = request.into_parts();
+    let caller = caller_tag(&core.caller_key, Principal::default().of(&parts).as_deref());
+    let bytes = match ReadAll::new(Limited::new(body, core.settings.max_body_bytes)).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            let error = convert::error(
+                INVALID_REQUEST,
+                "Invalid Request: body unreadable or too large",
+            );
+            let body = convert::response(&Value::Null, Err(error));
+            return reply(StatusCode::PAYLOAD_TOO_LARGE, Some(&body));
+        }
+    };
+    let message = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(message)) => message,
+        Ok(Value::Array(_)) => {
+            let error = convert::error(
+                INVALID_REQUEST,
+                "Invalid Request: batches are not supported",
+            );
+            return reply(
+                StatusCode::BAD_REQUEST,
+                Some(&convert::response(&Value::Null, Err(error))),
+            );
+        }
+        _ => {
+            let error = convert::error(PARSE_ERROR, "Parse error");
+            return reply(
+                StatusCode::BAD_REQUEST,
+                Some(&convert::response(&Value::Null, Err(error))),
+            );
+        }
+    };
+    match call::handle(core, caller, message).await {
+        Some(response) => reply(StatusCode::OK, Some(&response)),
+        None => reply(StatusCode::ACCEPTED, None),
+    }
+}
+
+/// The keyed tag of the caller (its `Authorization` header) a parked call is bound to.
+fn caller_tag(key: &[u8; 32], principal: Option<&[u8]>) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new_keyed(key);
+    match principal {
+        Some(principal) => hasher.update(b"caller:").update(principal),
+        None => hasher.update(b"anonymous"),
+    };
+    *hasher.finalize().as_bytes()
+}
+
+fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
+    let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+    let mut response = Response::new(ResponseBody {
+        inner: Full::new(bytes),
+    });
+    *response.status_mut() = status;
+    if body.is_some() {
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callers_are_told_apart_and_never_kept_raw() {
+        let key = [3u8; 32];
+        let a = caller_tag(&key, Some(b"Bearer a"));
+        assert_eq!(a, caller_tag(&key, Some(b"Bearer a")));
+        assert_ne!(a, caller_tag(&key, Some(b"Bearer b")));
+        assert_ne!(a, caller_tag(&key, None));
+        assert_ne!(a, caller_tag(&[4u8; 32], Some(b"Bearer a")));
+    }
+}

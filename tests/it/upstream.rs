@@ -1,0 +1,701 @@
+//! The upstream adapter in front of real MCP servers run as stdio children, behind
+//! `ElicitationLayer`, served by axum on a loopback socket and driven with an HTTP client:
+//!
+//! - `@modelcontextprotocol/server-filesystem` (TypeScript SDK 1.x, 2025-era): list, read, write;
+//! - `@modelcontextprotocol/server-everything` (TypeScript SDK 1.x): its elicitation tool through
+//!   the reverse bridge (accepted, asked again when the answer does not match its schema,
+//!   declined, cancelled);
+//! - `tests/upstream/elicit_server.py` (Python `mcp` 1.30 FastMCP): `ctx.elicit(...)`, a child
+//!   that dies mid-call, replays, another caller's state, expiry and a flood of parked calls.
+//!
+//! The servers are installed, pinned, by `scripts/upstream-servers.sh` under `.cache/upstream`.
+//! Without them each test prints why it skips, unless `MCP_REQUIRE_UPSTREAMS=1` (then it fails).
+//! Self-contained: nothing from `tests/support`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tower_elicitation::upstream::{Stdio, Upstream, UpstreamBuilder};
+use tower_elicitation::{ElicitationLayer, Keyring};
+
+/// Where `scripts/upstream-servers.sh` installs the servers.
+fn cache() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/upstream")
+}
+
+/// The server's command when it is installed; `None` (the test skips) or a panic when not.
+fn installed(what: &str, entry: &Path, command: impl FnOnce() -> Stdio) -> Option<Stdio> {
+    if entry.exists() {
+        return Some(command());
+    }
+    let why = format!(
+        "{what} is not installed ({} is missing): run scripts/upstream-servers.sh",
+        entry.display()
+    );
+    if std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() == Ok("1") {
+        panic!("MCP_REQUIRE_UPSTREAMS=1: {why}");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+fn node_server(package: &str, args: &[&str]) -> Option<Stdio> {
+    let entry = cache()
+        .join("node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
+    let command = || Stdio::new("node").arg(&entry).args(args);
+    installed(package, &entry, command)
+}
+
+fn python_server() -> Option<Stdio> {
+    let python = cache().join("venv/bin/python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/elicit_server.py");
+    let command = || Stdio::new(&python).arg(&script);
+    installed("the Python mcp 1.x venv", &python, command)
+}
+
+/// The layer the tests put in front: the test key, defaults otherwise.
+fn layer() -> ElicitationLayer {
+    ElicitationLayer::new(Keyring::new("k1", [7u8; 32]).expect("a valid key"))
+}
+
+/// `ElicitationLayer` → `Upstream` → the child, on `http://127.0.0.1:<port>/mcp`.
+struct Stack {
+    url: String,
+    http: reqwest::Client,
+    upstream: Upstream,
+    next_id: std::sync::atomic::AtomicU64,
+    /// The client capabilities each request declares.
+    capabilities: Value,
+}
+
+impl Stack {
+    async fn start(server: Stdio, tune: impl FnOnce(UpstreamBuilder) -> UpstreamBuilder) -> Self {
+        let upstream = tune(Upstream::builder(server).start_timeout(Duration::from_secs(60)))
+            .spawn()
+            .expect("the server starts");
+        let service = tower::ServiceBuilder::new()
+            .layer(layer())
+            .service(upstream.clone());
+        let app = axum::Router::new().route_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            url: format!("http://{address}/mcp"),
+            http: reqwest::Client::new(),
+            upstream,
+            next_id: 1.into(),
+            capabilities: json!({"elicitation": {"form": {}, "url": {}}}),
+        }
+    }
+
+    /// One stateless 2026-07-28 request from `caller` (its `Authorization`), declaring the
+    /// stack's `capabilities`; the whole JSON-RPC response.
+    async fn rpc_as(&self, caller: &str, method: &str, mut params: Value) -> Value {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "upstream-test", "version": "0"},
+        });
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let response = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("authorization", caller)
+            .body(body.to_string())
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .expect("the stack answers");
+        let text = response.text().await.unwrap();
+        let text = text
+            .lines()
+            .find_map(|line| line.strip_prefix("data: "))
+            .unwrap_or(&text)
+            .to_owned();
+        let reply: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(reply["id"], id, "{reply:#}");
+        reply
+    }
+
+    async fn rpc(&self, method: &str, params: Value) -> Value {
+        self.rpc_as("Bearer alice", method, params).await
+    }
+
+    async fn call(&self, tool: &str, arguments: Value, extra: Value) -> Value {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        self.rpc("tools/call", params).await
+    }
+}
+
+impl Stack {
+    /// The retry of `tool` with `arguments`: `answer` to `key`, and the state echoed.
+    async fn retry(
+        &self,
+        tool: &str,
+        arguments: Value,
+        key: &str,
+        state: &str,
+        answer: Value,
+    ) -> Value {
+        self.call(tool, arguments, self::answer(key, state, answer))
+            .await
+    }
+}
+
+/// The result of a reply, which must not be an error.
+fn result(reply: &Value) -> &Value {
+    assert!(reply.get("error").is_none(), "{reply:#}");
+    &reply["result"]
+}
+
+/// Every text block of a complete tool result, joined.
+fn text(reply: &Value) -> String {
+    let result = result(reply);
+    assert_eq!(result["resultType"], "complete", "{result:#}");
+    result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// An `input_required` result's one question: its key, the question, and the sealed state.
+fn question(reply: &Value) -> (String, Value, String) {
+    let result = result(reply);
+    assert_eq!(result["resultType"], "input_required", "{result:#}");
+    let requests = result["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{result:#}");
+    let (key, request) = requests.iter().next().unwrap();
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        state.starts_with("v1.k1."),
+        "the layer seals the adapter's state: {state}"
+    );
+    (key.clone(), request.clone(), state)
+}
+
+/// An accepted form answer with `content`.
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+fn answer(key: &str, state: &str, answer: Value) -> Value {
+    json!({"requestState": state, "inputResponses": {key: answer}})
+}
+
+#[tokio::test]
+async fn filesystem_lists_reads_and_writes_through_the_adapter() {
+    let dir = std::env::temp_dir().join(format!("upstream-fs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let Some(server) = node_server("server-filesystem", &[dir.to_str().unwrap()]) else {
+        return;
+    };
+    let stack = Stack::start(server, |b| b).await;
+
+    let discovered = stack.rpc("server/discover", json!({})).await;
+    assert_eq!(
+        result(&discovered)["supportedVersions"],
+        json!(["2026-07-28"])
+    );
+    assert!(result(&discovered)["capabilities"]["tools"].is_object());
+
+    let tools = stack.rpc("tools/list", json!({})).await;
+    let names: Vec<&str> = result(&tools)["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for name in ["read_text_file", "write_file", "list_directory"] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    assert_eq!(result(&tools)["resultType"], "complete");
+
+    let file = dir.join("hello.txt");
+    let path = file.to_str().unwrap();
+    let written = stack
+        .call(
+            "write_file",
+            json!({"path": path, "content": "from the adapter\n"}),
+            json!({}),
+        )
+        .await;
+    assert!(text(&written).contains("Successfully wrote"), "{written:#}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "from the adapter\n"
+    );
+
+    let read = stack
+        .call("read_text_file", json!({"path": path}), json!({}))
+        .await;
+    assert_eq!(text(&read), "from the adapter\n");
+
+    let listed = stack
+        .call(
+            "list_directory",
+            json!({"path": dir.to_str().unwrap()}),
+            json!({}),
+        )
+        .await;
+    assert!(text(&listed).contains("[FILE] hello.txt"), "{listed:#}");
+
+    // Outside the allowed directory: the server's own error result, carried as it is.
+    let outside = stack
+        .call(
+            "read_text_file",
+            json!({"path": "/etc/hostname"}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(result(&outside)["isError"], true, "{outside:#}");
+
+    stack.upstream.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// server-everything's `trigger-elicitation-request` asks for a form whose one required field is
+/// `name` (and an `email` with `format: email`).
+const ELICIT: &str = "trigger-elicitation-request";
+
+async fn everything() -> Option<Stack> {
+    let server = node_server("server-everything", &["stdio"])?;
+    Some(Stack::start(server, |b| b).await)
+}
+
+#[tokio::test]
+async fn everything_elicitation_accepted_through_the_reverse_bridge() {
+    let Some(stack) = everything().await else {
+        return;
+    };
+    let first = stack.call(ELICIT, json!({}), json!({})).await;
+    let (key, request, state) = question(&first);
+    assert_eq!(key, "elicitation-1");
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(
+        request["params"]["requestedSchema"]["required"],
+        json!(["name"])
+    );
+
+    let done = stack
+        .retry(
+            ELICIT,
+            json!({}),
+            &key,
+            &state,
+            accept(json!({"name": "Ada Lovelace", "check": true, "email": "ada@example.org"})),
+        )
+        .await;
+    let text = text(&done);
+    assert!(
+        text.contains("User provided the requested information"),
+        "{text}"
+    );
+    assert!(text.contains("- Name: Ada Lovelace"), "{text}");
+    assert!(text.contains("- Email: ada@example.org"), "{text}");
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn everything_answers_that_do_not_match_the_schema_are_asked_again() {
+    let Some(stack) = everything().await else {
+        return;
+    };
+    let first = stack.call(ELICIT, json!({}), json!({})).await;
+    let (key, _, state) = question(&first);
+
+    // Not an email, and `name` missing: the layer asks again; the upstream never sees it.
+    let bad = stack
+        .retry(
+            ELICIT,
+            json!({}),
+            &key,
+            &state,
+            accept(json!({"email": "not an email"})),
+        )
+        .await;
+    let (again_key, again, state) = question(&bad);
+    assert_eq!(again_key, key);
+    let message = again["params"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Please provide inputs"), "{message}");
+    assert!(
+        message.len() > "Please provide inputs for the following fields:".len(),
+        "a hint: {message}"
+    );
+
+    let done = stack
+        .retry(
+            ELICIT,
+            json!({}),
+            &key,
+            &state,
+            accept(json!({"name": "Grace"})),
+        )
+        .await;
+    assert!(text(&done).contains("- Name: Grace"), "{done:#}");
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn everything_elicitation_declined_and_cancelled() {
+    let Some(stack) = everything().await else {
+        return;
+    };
+    for (action, said) in [("decline", "declined"), ("cancel", "cancelled")] {
+        let first = stack.call(ELICIT, json!({}), json!({})).await;
+        let (key, _, state) = question(&first);
+        let done = stack
+            .retry(ELICIT, json!({}), &key, &state, json!({"action": action}))
+            .await;
+        assert!(text(&done).contains(said), "{action}: {done:#}");
+    }
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn everything_sampling_through_the_reverse_bridge() {
+    let Some(mut stack) = everything().await else {
+        return;
+    };
+    // Without the sampling capability the layer refuses the upstream's question: -32021.
+    let refused = stack
+        .call(
+            "trigger-sampling-request",
+            json!({"prompt": "hi"}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused:#}");
+
+    stack.capabilities = json!({"elicitation": {}, "sampling": {}});
+    let first = stack
+        .call(
+            "trigger-sampling-request",
+            json!({"prompt": "hi"}),
+            json!({}),
+        )
+        .await;
+    let (key, request, state) = question(&first);
+    assert_eq!(key, "sampling-1");
+    assert_eq!(request["method"], "sampling/createMessage");
+    assert_eq!(request["params"]["maxTokens"], 100);
+    let sampled = json!({"role": "assistant", "model": "test-model",
+        "content": {"type": "text", "text": "hello from the client"}});
+    let done = stack
+        .retry(
+            "trigger-sampling-request",
+            json!({"prompt": "hi"}),
+            &key,
+            &state,
+            sampled,
+        )
+        .await;
+    let text = text(&done);
+    assert!(
+        text.contains("hello from the client") && text.contains("test-model"),
+        "{text}"
+    );
+    stack.upstream.shutdown().await;
+}
+
+async fn python(tune: impl FnOnce(UpstreamBuilder) -> UpstreamBuilder) -> Option<Stack> {
+    let server = python_server()?;
+    Some(Stack::start(server, tune).await)
+}
+
+#[tokio::test]
+async fn python_ctx_elicit_is_validated_and_resumed() {
+    let Some(stack) = python(|b| b).await else {
+        return;
+    };
+    let args = json!({"restaurant": "Chez Rust"});
+    let first = stack.call("book", args.clone(), json!({})).await;
+    let (key, request, state) = question(&first);
+    assert_eq!(request["params"]["message"], "How many seats at Chez Rust?");
+
+    // 20 is over the schema's maximum (8): asked again by the layer, not sent to ctx.elicit.
+    let over = stack
+        .retry(
+            "book",
+            args.clone(),
+            &key,
+            &state,
+            accept(json!({"seats": 20})),
+        )
+        .await;
+    let (_, _, state) = question(&over);
+    let done = stack
+        .retry(
+            "book",
+            args.clone(),
+            &key,
+            &state,
+            accept(json!({"seats": 3})),
+        )
+        .await;
+    assert_eq!(text(&done), "booked 3 at Chez Rust");
+
+    // The same retry once more: the call is finished, nothing runs twice.
+    let replay = stack
+        .retry(
+            "book",
+            args.clone(),
+            &key,
+            &state,
+            accept(json!({"seats": 3})),
+        )
+        .await;
+    assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
+    let message = replay["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no longer waiting"), "{message}");
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_another_callers_state_never_resumes_the_call() {
+    let Some(stack) = python(|b| b).await else {
+        return;
+    };
+    let args = json!({"restaurant": "Bistro"});
+    let first = stack.call("book", args.clone(), json!({})).await;
+    let (key, _, state) = question(&first);
+    let mut params = json!({"name": "book", "arguments": args.clone()});
+    params.as_object_mut().unwrap().extend(
+        answer(&key, &state, accept(json!({"seats": 2})))
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let mallory = stack.rpc_as("Bearer mallory", "tools/call", params).await;
+    assert_eq!(mallory["error"]["code"], -32602, "{mallory:#}");
+    // The rightful caller still can.
+    let done = stack
+        .retry("book", args, &key, &state, accept(json!({"seats": 2})))
+        .await;
+    assert_eq!(text(&done), "booked 2 at Bistro");
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works() {
+    let Some(stack) = python(|b| b).await else {
+        return;
+    };
+    let crashed = stack.call("crash", json!({}), json!({})).await;
+    let message = crashed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("exited"), "{crashed:#}");
+    let echoed = stack
+        .call("echo", json!({"text": "still here"}), json!({}))
+        .await;
+    assert_eq!(text(&echoed), "still here");
+
+    // A call parked before a crash is gone with the child: a clear error on its retry.
+    let args = json!({"restaurant": "Gone"});
+    let (key, _, state) = question(&stack.call("book", args.clone(), json!({})).await);
+    let _ = stack.call("crash", json!({}), json!({})).await;
+    let retry = stack
+        .retry("book", args, &key, &state, accept(json!({"seats": 1})))
+        .await;
+    assert_eq!(retry["error"]["code"], -32602, "{retry:#}");
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_parked_calls_expire_and_are_bounded() {
+    let Some(stack) = python(|b| b.parked_timeout(Duration::from_millis(500)).max_parked(2)).await
+    else {
+        return;
+    };
+    let args = |n: u32| json!({"restaurant": format!("R{n}")});
+    let (key, _, state) = question(&stack.call("book", args(0), json!({})).await);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let late = stack
+        .retry("book", args(0), &key, &state, accept(json!({"seats": 1})))
+        .await;
+    assert_eq!(late["error"]["code"], -32602, "{late:#}");
+
+    // Two park; the third is refused (and cancelled at the upstream), with a clear error.
+    question(&stack.call("book", args(1), json!({})).await);
+    question(&stack.call("book", args(2), json!({})).await);
+    let third = stack.call("book", args(3), json!({})).await;
+    let message = third["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("Too many calls"), "{third:#}");
+    // Other calls still run.
+    assert_eq!(
+        text(&stack.call("echo", json!({"text": "ok"}), json!({})).await),
+        "ok"
+    );
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_2026_upstream_is_passed_through_whole() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/mrtr_server.py");
+    let stack = Stack::start(Stdio::new("python3").arg(script), |b| b).await;
+    let discovered = stack.rpc("server/discover", json!({})).await;
+    assert_eq!(
+        result(&discovered)["x-extra"],
+        json!({"kept": true}),
+        "{discovered:#}"
+    );
+
+    let first = stack.call("ask", json!({}), json!({})).await;
+    let (key, request, state) = question(&first);
+    assert_eq!(
+        (key.as_str(), &request["params"]["message"]),
+        ("q", &json!("Go ahead?"))
+    );
+    // Not a boolean: asked again by the layer.
+    let bad = stack
+        .retry("ask", json!({}), &key, &state, accept(json!({"ok": "yes"})))
+        .await;
+    let (_, _, state) = question(&bad);
+    let done = stack
+        .retry("ask", json!({}), &key, &state, accept(json!({"ok": true})))
+        .await;
+    // The upstream got its own state back, unsealed by the layer; its unknown field survives.
+    assert_eq!(text(&done), "ok=True state=mine");
+    assert_eq!(result(&done)["x-extra"], json!({"kept": true}));
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_concurrent_calls_each_get_their_own_questions() {
+    let Some(stack) = python(|b| b).await else {
+        return;
+    };
+    let (a, b) = tokio::join!(
+        stack.call("book", json!({"restaurant": "A"}), json!({})),
+        stack.call("book", json!({"restaurant": "B"}), json!({})),
+    );
+    let (key_a, asked_a, state_a) = question(&a);
+    let (key_b, asked_b, state_b) = question(&b);
+    assert_eq!(asked_a["params"]["message"], "How many seats at A?");
+    assert_eq!(asked_b["params"]["message"], "How many seats at B?");
+    // Answered in the other order, each resumes its own call.
+    let seats = |n: u32| accept(json!({"seats": n}));
+    let done_b = stack
+        .retry(
+            "book",
+            json!({"restaurant": "B"}),
+            &key_b,
+            &state_b,
+            seats(2),
+        )
+        .await;
+    let done_a = stack
+        .retry(
+            "book",
+            json!({"restaurant": "A"}),
+            &key_a,
+            &state_a,
+            seats(1),
+        )
+        .await;
+    assert_eq!(text(&done_b), "booked 2 at B");
+    assert_eq!(text(&done_a), "booked 1 at A");
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_an_upstream_that_never_answers_times_out_and_the_next_call_works() {
+    let Some(stack) = python(|b| b.request_timeout(Duration::from_millis(800))).await else {
+        return;
+    };
+    let hung = stack.call("hang", json!({}), json!({})).await;
+    let message = hung["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did not answer in time"), "{hung:#}");
+    assert_eq!(
+        text(
+            &stack
+                .call("echo", json!({"text": "after"}), json!({}))
+                .await
+        ),
+        "after"
+    );
+    stack.upstream.shutdown().await;
+}
+
+/// One request straight to the adapter (no layer, no socket); its JSON-RPC reply.
+async fn oneshot(upstream: &Upstream, body: Value) -> Value {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let request = http::Request::post("/mcp")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap();
+    let response = upstream.clone().oneshot(request).await.unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[tokio::test]
+async fn the_child_is_killed_when_the_last_clone_is_dropped() {
+    let Some(server) = python_server() else {
+        return;
+    };
+    let upstream = Upstream::builder(server).spawn().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "pid", "arguments": {}}});
+    let reply = oneshot(&upstream, body).await;
+    let pid = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc.exists(), "{reply:#}");
+    let clone = upstream.clone();
+    drop(upstream);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(proc.exists(), "a clone still holds the child");
+    drop(clone);
+    let gone = async {
+        // Gone, or a zombie (killed, not reaped yet).
+        while std::fs::read_to_string(proc.join("stat")).is_ok_and(|stat| !stat.contains(") Z ")) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), gone)
+        .await
+        .expect("the child is killed with the adapter");
+}
+
+#[tokio::test]
+async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
+    let Some(server) = python_server() else {
+        return;
+    };
+    let upstream = Upstream::builder(server).spawn().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "book", "arguments": {"restaurant": "X"}, "requestState": "not-a-parked-call",
+        "inputResponses": {"elicitation-1": {"action": "accept", "content": {"seats": 1}}}}});
+    let reply = oneshot(&upstream, body).await;
+    assert_eq!(reply["id"], 7);
+    assert_eq!(reply["error"]["code"], -32602, "{reply:#}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no longer waiting")
+    );
+    upstream.shutdown().await;
+}

@@ -1,0 +1,58 @@
+"""A 2025-era FastMCP server (Python `mcp` 1.x, stdio) whose tool asks with `ctx.elicit(...)`.
+
+tests/upstream.rs starts it through the upstream adapter: its question comes back to the
+2026-07-28 client as an `input_required` round, and the answer reaches `ctx.elicit` as the
+response to its server-to-client request.
+"""
+
+import os
+
+import anyio
+
+from pydantic import BaseModel, Field
+
+from mcp.server.fastmcp import Context, FastMCP
+
+mcp = FastMCP("elicit-fixture")
+
+
+class Booking(BaseModel):
+    seats: int = Field(description="How many seats", ge=1, le=8)
+
+
+@mcp.tool()
+async def book(ctx: Context, restaurant: str) -> str:
+    """Books a table, asking how many seats."""
+    answer = await ctx.elicit(message=f"How many seats at {restaurant}?", schema=Booking)
+    if answer.action == "accept":
+        return f"booked {answer.data.seats} at {restaurant}"
+    return f"not booked: {answer.action}"
+
+
+@mcp.tool()
+def crash() -> str:
+    """Exits the process in the middle of the call (a server that dies mid-call)."""
+    os._exit(3)
+
+
+@mcp.tool()
+async def hang() -> str:
+    """Never answers (an upstream that hangs)."""
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+@mcp.tool()
+def pid() -> str:
+    """The server's process id (to see that it is gone once the adapter is)."""
+    return str(os.getpid())
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Echoes the text."""
+    return text
+
+
+if __name__ == "__main__":
+    mcp.run("stdio")
