@@ -44,6 +44,59 @@ pub(crate) const BRIDGE_SESSION_ENDED: &str =
 /// Why the bridge's open requests of that call are cancelled.
 pub(crate) const BRIDGE_SESSION_ENDED_CANCEL: &str = "The session ended.";
 
+/// The end of a bridged call whose server kept asking for input, `rounds` times, without finishing.
+pub(crate) fn bridge_too_many_rounds(rounds: u32) -> String {
+    format!(
+        "This request asked for more input {} and still did not finish, so it was stopped. Try it again.",
+        count(u64::from(rounds), "time", "times")
+    )
+}
+
+/// The end of a bridged call whose URL flow (a step in the browser) the person accepted but did
+/// not finish within `waited`.
+pub(crate) fn bridge_url_not_finished(waited: std::time::Duration) -> String {
+    format!(
+        "The step in the browser was not finished within {}, so the request was stopped. Start it again, and finish the step in the browser before you continue.",
+        duration(waited)
+    )
+}
+
+/// The end of a bridged call whose question got no answer within `waited`.
+pub(crate) fn bridge_no_answer(waited: std::time::Duration) -> String {
+    format!(
+        "You did not answer within {}, so the request was stopped. Make the request again.",
+        duration(waited)
+    )
+}
+
+/// Why the bridge's open requests are cancelled when their answer did not come in time.
+pub(crate) const BRIDGE_NO_ANSWER_CANCEL: &str = "The server stopped waiting for an answer.";
+
+/// Why the bridge's open requests are cancelled when another request of the same call failed.
+pub(crate) const BRIDGE_OTHER_FAILED_CANCEL: &str = "Another request of the call failed.";
+
+/// Why the bridge's open requests are cancelled when the client cancelled their call.
+pub(crate) const BRIDGE_CALL_CANCELLED: &str = "The request they belong to was cancelled.";
+
+/// The refusal of a bridged call that needs an answer while too many calls wait for one.
+pub(crate) const BRIDGE_TOO_MANY_WAITING: &str =
+    "Too many calls are waiting for an answer; try again later.";
+
+/// A length of time as a person says it: `10 minutes`, `90 seconds`, `1 second`, `200
+/// milliseconds`.
+fn duration(length: std::time::Duration) -> String {
+    let seconds = length.as_secs();
+    match seconds {
+        0 => count(
+            u64::try_from(length.as_millis()).unwrap_or(0),
+            "millisecond",
+            "milliseconds",
+        ),
+        s if s % 60 == 0 => count(s / 60, "minute", "minutes"),
+        s => count(s, "second", "seconds"),
+    }
+}
+
 /// The upstream adapter's errors (feature `upstream`): a retry whose call is no longer waiting.
 #[cfg(feature = "upstream")]
 pub(crate) const UPSTREAM_CALL_GONE: &str = "This call is no longer waiting for an answer: it finished, expired, or the server restarted. Make the request again.";
@@ -308,6 +361,30 @@ mod tests {
         let lines = ["A: x.".to_owned(), "B: y.".to_owned()];
         assert_eq!(after_message("Deploy?", &lines), "Deploy?\n\nA: x.\nB: y.");
         assert_eq!(after_message("", &lines[..1]), "A: x.");
+    }
+
+    #[test]
+    fn the_bridges_endings_say_what_happened_in_plain_words() {
+        use std::time::Duration;
+        assert_eq!(
+            bridge_too_many_rounds(8),
+            "This request asked for more input 8 times and still did not finish, so it was stopped. Try it again."
+        );
+        assert!(bridge_url_not_finished(Duration::from_secs(600)).contains("within 10 minutes"));
+        assert!(bridge_no_answer(Duration::from_secs(90)).contains("within 90 seconds"));
+        assert!(bridge_no_answer(Duration::from_secs(1)).contains("within 1 second,"));
+        assert!(bridge_no_answer(Duration::from_millis(200)).contains("within 200 milliseconds,"));
+        for text in [
+            bridge_too_many_rounds(1),
+            bridge_url_not_finished(Duration::from_secs(5)),
+            bridge_no_answer(Duration::from_secs(5)),
+        ] {
+            assert!(
+                !text.contains('`') && !text.contains("input_required"),
+                "{text}"
+            );
+            assert!(text.ends_with('.'), "{text}");
+        }
     }
 
     #[test]

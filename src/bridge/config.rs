@@ -16,6 +16,8 @@ use crate::util::principal::Principal;
 pub(crate) const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 pub(crate) const DEFAULT_MAX_ROUNDS: u32 = 8;
 pub(crate) const DEFAULT_MAX_PENDING: usize = 1024;
+pub(crate) const DEFAULT_URL_WAIT_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_URL_GRACE: Duration = Duration::from_secs(5);
 use crate::util::body::DEFAULT_MAX_BODY_BYTES;
 /// How often an SSE comment goes out while a call waits on a person.
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -29,6 +31,11 @@ pub(crate) struct Settings {
     /// The first wait before asking the inner service again about a URL flow the client has
     /// consented to; it doubles up to ten times this.
     pub(crate) url_retry: Duration,
+    /// How long a URL flow may stay incomplete after the person first accepted it.
+    pub(crate) url_wait_timeout: Duration,
+    /// How long the bridge re-checks an accepted, incomplete URL flow before it asks the person
+    /// again, with the same URL and the "not finished" hint.
+    pub(crate) url_grace: Duration,
     pub(crate) sessions: Arc<dyn ErasedSessionStore>,
     pub(crate) pending: Arc<dyn ErasedPendingAnswers>,
     /// One permit per call waiting for the client.
@@ -53,6 +60,8 @@ impl Settings {
             max_pending: DEFAULT_MAX_PENDING,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             url_retry: Duration::from_secs(1),
+            url_wait_timeout: DEFAULT_URL_WAIT_TIMEOUT,
+            url_grace: DEFAULT_URL_GRACE,
             sessions: Arc::new(MemorySessionStore::default()),
             pending: Arc::new(MemoryPendingAnswers::default()),
             waiting: Arc::new(Semaphore::new(DEFAULT_MAX_PENDING)),
@@ -80,6 +89,9 @@ impl fmt::Debug for Settings {
             .field("max_rounds", &self.max_rounds)
             .field("max_pending", &self.max_pending)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("url_retry", &self.url_retry)
+            .field("url_wait_timeout", &self.url_wait_timeout)
+            .field("url_grace", &self.url_grace)
             .field("principal", &self.principal)
             .finish_non_exhaustive()
     }

@@ -40,6 +40,11 @@ impl LegacyBridgeLayer {
     pub const DEFAULT_MAX_ROUNDS: u32 = config::DEFAULT_MAX_ROUNDS;
     /// Default bound on calls waiting for the client at once: 1,024.
     pub const DEFAULT_MAX_PENDING: usize = config::DEFAULT_MAX_PENDING;
+    /// Default wait for a URL flow the person accepted to complete: 600 seconds.
+    pub const DEFAULT_URL_WAIT_TIMEOUT: Duration = config::DEFAULT_URL_WAIT_TIMEOUT;
+    /// Default time the bridge re-checks an accepted URL flow before asking the person again: 5
+    /// seconds.
+    pub const DEFAULT_URL_GRACE: Duration = config::DEFAULT_URL_GRACE;
 
     /// Creates a bridge for `layer`, with in-process sessions and pending answers and every
     /// option at its default.
@@ -77,7 +82,9 @@ impl LegacyBridgeLayer {
     }
 
     /// Sets the most `input_required` rounds the bridge runs for one call before it ends it with an
-    /// error. Default: [`DEFAULT_MAX_ROUNDS`](Self::DEFAULT_MAX_ROUNDS).
+    /// error. The bridge's re-checks of a URL flow the person accepted, and its re-asks of that
+    /// flow, are not rounds: [`url_wait_timeout`](Self::url_wait_timeout) bounds them.
+    /// Default: [`DEFAULT_MAX_ROUNDS`](Self::DEFAULT_MAX_ROUNDS).
     pub fn max_rounds(mut self, max: u32) -> Self {
         self.settings.max_rounds = max;
         self
@@ -130,6 +137,27 @@ impl LegacyBridgeLayer {
     /// times this. Default: one second.
     pub fn url_retry_delay(mut self, delay: Duration) -> Self {
         self.settings.url_retry = delay;
+        self
+    }
+
+    /// Sets how long a URL flow may stay incomplete after the person first accepted it (clicked
+    /// that they finished it), re-asks included. Past it, the call ends with an error saying the
+    /// step in the browser was not finished. These waits are not `input_required` rounds: they do
+    /// not count against [`max_rounds`](Self::max_rounds). A re-ask still open at that moment is
+    /// bounded by [`answer_timeout`](Self::answer_timeout), as every question is.
+    /// Default: [`DEFAULT_URL_WAIT_TIMEOUT`](Self::DEFAULT_URL_WAIT_TIMEOUT).
+    pub fn url_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.url_wait_timeout = timeout;
+        self
+    }
+
+    /// Sets how long the bridge quietly asks the server again about a URL flow the person accepted
+    /// before it is complete. Past it, the person is asked again: the same URL and
+    /// `elicitationId`, the message followed by "Not finished yet: complete it in the browser,
+    /// then continue.", as a 2026-07-28 client is asked by the elicitation layer.
+    /// Default: [`DEFAULT_URL_GRACE`](Self::DEFAULT_URL_GRACE).
+    pub fn url_grace(mut self, grace: Duration) -> Self {
+        self.settings.url_grace = grace;
         self
     }
 }

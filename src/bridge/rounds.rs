@@ -11,6 +11,7 @@ use http::request::Parts;
 use http::{Request, Response};
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::time::Instant;
 use tower_service::Service;
 
 use super::body::{RequestBody, ResponseBody};
@@ -172,11 +173,8 @@ where
         let _ = pending.unsubscribe(key).await;
         // The client cancelled its call: its open requests (dialogs) are cancelled too.
         if was_cancelled && let Ok(id) = serde_json::from_str::<Value>(&key.request) {
-            out.send(&cancellation(
-                id,
-                "The request they belong to was cancelled.",
-            ))
-            .await;
+            out.send(&cancellation(id, texts::BRIDGE_CALL_CANCELLED))
+                .await;
         }
     }
     if let Some(response) = outcome {
@@ -226,11 +224,18 @@ fn cancellation(id: Value, reason: &str) -> Value {
         "params": {"requestId": id, "reason": reason}})
 }
 
-/// A URL flow the client consented to, for as long as the inner service asks it.
+/// A URL flow asked of the client, for as long as the inner service asks it.
 struct UrlLeg {
     url: Value,
     elicitation_id: String,
+    /// The message it was first asked with (a re-ask adds the "not finished" hint to it).
+    message: Value,
+    /// The client's answer while it is an accept (consent to the flow); `None` otherwise.
     answer: Option<Value>,
+    /// When the person first accepted this flow: the URL wait is timed from it.
+    first_accepted: Option<Instant>,
+    /// When the person last accepted it: the grace before a re-ask is timed from it.
+    accepted_at: Option<Instant>,
 }
 
 /// Runs the rounds; the JSON-RPC response that ends the call.
@@ -276,6 +281,13 @@ where
     let settings = &call.settings;
     let mut params = call.params.clone();
     let mut round = 0u32;
+    let count_round = |round: &mut u32| {
+        *round += 1;
+        if *round > settings.max_rounds {
+            return Err(texts::bridge_too_many_rounds(settings.max_rounds));
+        }
+        Ok(())
+    };
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut urls: HashMap<String, UrlLeg> = HashMap::new();
     let mut url_wait = settings.url_retry;
@@ -288,13 +300,6 @@ where
             }
             InnerAnswer::InputRequired(result) => result,
         };
-        round += 1;
-        if round > settings.max_rounds {
-            return Err(format!(
-                "input_required not resolved after {} rounds",
-                settings.max_rounds
-            ));
-        }
         let requests = result
             .get("inputRequests")
             .and_then(Value::as_object)
@@ -304,6 +309,7 @@ where
         // A URL flow the inner no longer asks about has completed.
         complete_urls(out, &mut urls, |key| !requests.contains_key(key)).await;
         let responses = if requests.is_empty() {
+            count_round(&mut round)?;
             if state.is_none() {
                 return Err("The inner service asked for input without any input request".into());
             }
@@ -313,19 +319,79 @@ where
             let RoundInputs {
                 mut responses,
                 asks,
+                waiting,
             } = sort_input_requests(call, &requests, &urls)?;
-            if asks.is_empty() {
-                tokio::time::sleep(url_wait).await;
-                url_wait = (url_wait * 2).min(settings.url_retry * 10);
+            let asks = if asks.is_empty() {
+                // Only URL flows the person accepted that are not complete yet: the person's
+                // wait, not a round.
+                url_wait_step(settings, &urls, waiting, &mut url_wait).await?
             } else {
+                count_round(&mut round)?;
+                asks
+            };
+            if !asks.is_empty() {
                 hold_waiting_permit(settings, &mut permit)?;
                 let answers = ask_client(call, out, legs, asks, &mut urls).await?;
                 responses.extend(answers);
+                url_wait = settings.url_retry;
             }
             responses
         };
         params = retry_params(call, responses, state);
     }
+}
+
+/// One step of the wait for URL flows the person accepted but the inner service still asks
+/// (`waiting`): past [`Settings::url_wait_timeout`] the call ends; the flows accepted longer than
+/// [`Settings::url_grace`] ago are returned, to be asked again with the "not finished" hint;
+/// otherwise it sleeps (1, 2, 4… times `url_retry`, never past the grace) and returns none.
+async fn url_wait_step(
+    settings: &Settings,
+    urls: &HashMap<String, UrlLeg>,
+    waiting: Vec<(String, Value)>,
+    url_wait: &mut Duration,
+) -> Result<Vec<(String, Value)>, String> {
+    let now = Instant::now();
+    let mut next = now + *url_wait;
+    let mut due = Vec::new();
+    for (key, request) in waiting {
+        let Some(leg) = urls.get(&key) else { continue };
+        let (Some(first), Some(last)) = (leg.first_accepted, leg.accepted_at) else {
+            continue;
+        };
+        let deadline = first + settings.url_wait_timeout;
+        if now >= deadline {
+            return Err(texts::bridge_url_not_finished(settings.url_wait_timeout));
+        }
+        let grace_ends = last + settings.url_grace;
+        if now >= grace_ends {
+            due.push((key, not_finished(request, leg)));
+        } else {
+            next = next.min(grace_ends).min(deadline);
+        }
+    }
+    if due.is_empty() {
+        tokio::time::sleep_until(next).await;
+        *url_wait = (*url_wait * 2).min(settings.url_retry * 10);
+    }
+    Ok(due)
+}
+
+/// The URL request asked again: its message gains the "not finished" hint, unless the inner
+/// service already changed it (a gate's own re-ask says so itself).
+fn not_finished(mut request: Value, leg: &UrlLeg) -> Value {
+    if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
+        let message = params.get("message").cloned().unwrap_or(Value::Null);
+        if message == leg.message || message.is_null() {
+            let text = message.as_str().unwrap_or_default();
+            let hint = [texts::URL_NOT_FINISHED.to_owned()];
+            params.insert(
+                "message".to_owned(),
+                Value::String(texts::after_message(text, &hint)),
+            );
+        }
+    }
+    request
 }
 
 /// What the inner service answered a round with.
@@ -365,6 +431,8 @@ struct RoundInputs {
     responses: Map<String, Value>,
     /// The requests to ask the client, by key.
     asks: Vec<(String, Value)>,
+    /// The URL requests of flows the person accepted, asked again by the inner service, by key.
+    waiting: Vec<(String, Value)>,
 }
 
 /// Down-levels a round's input requests: answers from consented URL flows, and the ones to ask.
@@ -375,6 +443,7 @@ fn sort_input_requests(
 ) -> Result<RoundInputs, String> {
     let mut responses = Map::new();
     let mut asks = Vec::new();
+    let mut waiting = Vec::new();
     for (key, request) in requests {
         if let Some(missing) = missing_capability(request, &call.record.client_capabilities) {
             return Err(format!(
@@ -390,11 +459,16 @@ fn sort_input_requests(
             && let Some(answer) = &leg.answer
         {
             responses.insert(key.clone(), answer.clone());
+            waiting.push((key.clone(), request));
             continue;
         }
         asks.push((key.clone(), request));
     }
-    Ok(RoundInputs { responses, asks })
+    Ok(RoundInputs {
+        responses,
+        asks,
+        waiting,
+    })
 }
 
 /// Takes one of the places of the calls waiting for a client's answer, unless the call holds one.
@@ -404,9 +478,7 @@ fn hold_waiting_permit(
 ) -> Result<(), String> {
     if permit.is_none() {
         let Ok(acquired) = Arc::clone(&settings.waiting).try_acquire_owned() else {
-            return Err(
-                "Too many calls are waiting for a client's answer; try again later.".into(),
-            );
+            return Err(texts::BRIDGE_TOO_MANY_WAITING.to_owned());
         };
         *permit = Some(acquired);
     }
@@ -448,7 +520,8 @@ fn inner_error(call: &BridgedCall, error: &Map<String, Value>) -> Value {
     )
 }
 
-/// Tells the client the URL flows for which `done` holds are complete.
+/// Tells the client the URL flows for which `done` holds, and that the person accepted, are
+/// complete. A flow declined or cancelled is forgotten without a word: it did not complete.
 async fn complete_urls(
     out: &CallStream,
     urls: &mut HashMap<String, UrlLeg>,
@@ -525,21 +598,28 @@ fn start_url_flow(key: &str, request: &mut Value, urls: &mut HashMap<String, Url
         .pointer("/params/url")
         .cloned()
         .unwrap_or(Value::Null);
-    let elicitation_id = match urls.get(key) {
-        Some(leg) if leg.url == url => leg.elicitation_id.clone(),
-        _ => uuid_v4(),
+    let leg = match urls.remove(key) {
+        // The same flow asked again: its id, first message and wait carry on.
+        Some(leg) if leg.url == url => UrlLeg {
+            answer: None,
+            ..leg
+        },
+        _ => UrlLeg {
+            url,
+            elicitation_id: uuid_v4(),
+            message: request
+                .pointer("/params/message")
+                .cloned()
+                .unwrap_or(Value::Null),
+            answer: None,
+            first_accepted: None,
+            accepted_at: None,
+        },
     };
     if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
-        params.insert("elicitationId".to_owned(), json!(elicitation_id));
+        params.insert("elicitationId".to_owned(), json!(leg.elicitation_id));
     }
-    urls.insert(
-        key.to_owned(),
-        UrlLeg {
-            url,
-            elicitation_id,
-            answer: None,
-        },
-    );
+    urls.insert(key.to_owned(), leg);
 }
 
 /// Subscribes to the answer to the request `id`, then sends the request on the call's stream.
@@ -613,17 +693,8 @@ async fn wait_for_answers(
         };
         let Some((index, answer)) = ready else {
             // Out of time: every request still open is cancelled.
-            cancel_all(
-                settings,
-                out,
-                open,
-                "The server stopped waiting for an answer.",
-            )
-            .await;
-            return Err(format!(
-                "The client did not answer within {} seconds.",
-                settings.answer_timeout.as_secs_f64()
-            ));
+            cancel_all(settings, out, open, texts::BRIDGE_NO_ANSWER_CANCEL).await;
+            return Err(texts::bridge_no_answer(settings.answer_timeout));
         };
         let OpenRequest {
             key,
@@ -638,12 +709,21 @@ async fn wait_for_answers(
         let result = match answer_result(&method, answer) {
             Ok(result) => result,
             Err(text) => {
-                cancel_all(settings, out, open, "Another request of the call failed.").await;
+                cancel_all(settings, out, open, texts::BRIDGE_OTHER_FAILED_CANCEL).await;
                 return Err(text);
             }
         };
-        if let Some(url) = urls.get_mut(&key) {
-            url.answer = Some(result.clone());
+        if let Some(leg) = urls.get_mut(&key) {
+            // Only an accept is consent to the flow; a decline or cancel goes to the inner
+            // service, which decides, and the flow is not waited for.
+            if result.get("action").and_then(Value::as_str) == Some("accept") {
+                let now = Instant::now();
+                leg.answer = Some(result.clone());
+                leg.first_accepted.get_or_insert(now);
+                leg.accepted_at = Some(now);
+            } else {
+                leg.answer = None;
+            }
         }
         answers.insert(key, result);
     }

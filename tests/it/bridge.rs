@@ -797,6 +797,131 @@ async fn a_url_flow_in_progress_is_asked_of_the_server_not_the_person() {
     assert_eq!(result_text(&events.next().await.unwrap()), "flow done");
 }
 
+/// Waits until the inner service has seen at least `n` `tools/call` requests.
+async fn until_calls(server: &Server, n: usize) {
+    tokio::time::timeout(WAIT, async {
+        while server.seen.calls.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the inner service is asked again");
+}
+
+#[tokio::test]
+async fn a_url_flow_accepted_before_it_completes_is_asked_again_with_the_hint() {
+    let bridge = bridge()
+        .url_retry_delay(Duration::from_millis(5))
+        .url_grace(Duration::from_millis(50));
+    let server = serve(bridge).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 26, "url_slow").await;
+    let leg = events.request("elicitation/create").await;
+    assert_eq!(leg["params"]["message"], "Sign in");
+    // The person says they finished before they did.
+    server
+        .reply(&session, None, &leg["id"], json!({"action": "accept"}))
+        .await;
+    // After the grace the person is asked again: the same flow, with the "not finished" hint.
+    let again = events.request("elicitation/create").await;
+    assert_ne!(again["id"], leg["id"]);
+    assert_eq!(again["params"]["mode"], "url");
+    assert_eq!(again["params"]["url"], "https://example.com/slow");
+    assert_eq!(
+        again["params"]["elicitationId"],
+        leg["params"]["elicitationId"]
+    );
+    assert_eq!(
+        again["params"]["message"],
+        "Sign in\n\nNot finished yet: complete it in the browser, then continue."
+    );
+    // Now they finish it, and say so.
+    server.seen.flow_done.store(true, Ordering::SeqCst);
+    server
+        .reply(&session, None, &again["id"], json!({"action": "accept"}))
+        .await;
+    let complete = events.next().await.unwrap();
+    assert_eq!(
+        complete["method"], "notifications/elicitation/complete",
+        "{complete}"
+    );
+    assert_eq!(
+        complete["params"]["elicitationId"],
+        leg["params"]["elicitationId"]
+    );
+    let done = events.next().await.unwrap();
+    assert_eq!(done["id"], 26);
+    assert_eq!(result_text(&done), "flow done", "{done}");
+    assert!(events.next().await.is_none());
+}
+
+#[tokio::test]
+async fn re_checks_of_an_accepted_url_flow_are_not_rounds() {
+    let bridge = bridge()
+        .max_rounds(1)
+        .url_retry_delay(Duration::from_millis(5));
+    let server = serve(bridge).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 27, "url_slow").await;
+    let leg = events.request("elicitation/create").await;
+    server
+        .reply(&session, None, &leg["id"], json!({"action": "accept"}))
+        .await;
+    // Far more re-checks than `max_rounds`, and the call still waits.
+    until_calls(&server, 6).await;
+    server.seen.flow_done.store(true, Ordering::SeqCst);
+    let complete = events.next().await.unwrap();
+    assert_eq!(
+        complete["method"], "notifications/elicitation/complete",
+        "{complete}"
+    );
+    assert_eq!(result_text(&events.next().await.unwrap()), "flow done");
+}
+
+#[tokio::test]
+async fn a_url_flow_not_finished_within_its_wait_ends_the_call_in_words() {
+    let bridge = bridge()
+        .max_rounds(1)
+        .url_retry_delay(Duration::from_millis(5))
+        .url_grace(Duration::from_secs(60))
+        .url_wait_timeout(Duration::from_millis(300));
+    let server = serve(bridge).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    let mut events = server.call(&session, None, 28, "url_slow").await;
+    let leg = events.request("elicitation/create").await;
+    server
+        .reply(&session, None, &leg["id"], json!({"action": "accept"}))
+        .await;
+    // No completion: the call's end, in plain words.
+    let done = events.next().await.unwrap();
+    assert_eq!(done["id"], 28, "{done}");
+    assert_eq!(done["result"]["isError"], true);
+    assert_eq!(
+        result_text(&done),
+        "The step in the browser was not finished within 300 milliseconds, so the request was stopped. Start it again, and finish the step in the browser before you continue.",
+    );
+    assert!(events.next().await.is_none());
+    server.until_nothing_waits().await;
+}
+
+#[tokio::test]
+async fn a_declined_or_cancelled_url_flow_is_not_said_to_complete() {
+    let server = serve(bridge()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    for (id, action) in [(29, "decline"), (30, "cancel")] {
+        let mut events = server.call(&session, None, id, "url").await;
+        let leg = events.request("elicitation/create").await;
+        server
+            .reply(&session, None, &leg["id"], json!({"action": action}))
+            .await;
+        // The inner service decides (this one finishes anyway); no completion is claimed.
+        let done = events.next().await.unwrap();
+        assert_eq!(done["id"], id, "{action}: {done}");
+        assert_eq!(result_text(&done), "flow done");
+        assert!(events.next().await.is_none(), "{action}");
+    }
+}
+
 #[tokio::test]
 async fn prompts_that_need_what_the_client_lacks_get_a_json_rpc_error() {
     let server = serve(bridge()).await;
@@ -854,7 +979,11 @@ async fn the_round_cap_ends_a_call_that_never_completes() {
     }
     let done = events.next().await.unwrap();
     assert_eq!(done["result"]["isError"], true);
-    assert!(result_text(&done).contains("after 2 rounds"), "{done}");
+    assert_eq!(
+        result_text(&done),
+        "This request asked for more input 2 times and still did not finish, so it was stopped. Try it again.",
+        "{done}"
+    );
     assert_eq!(server.seen.calls.load(Ordering::SeqCst), 3);
 }
 
