@@ -24,6 +24,13 @@
 # flow's call goes to the other replica than the flow before, and its answers are POSTed to the
 # replica that does not hold the call's stream.
 #
+# With MCP_REDIS_URL set (or LOAD_CHAOS=1), the two-replica runs are then repeated against a Redis
+# of the load generator's own (`--chaos`: `redis-server` on a free port), which is stopped for
+# 3 s, frozen for 3 s and restarted empty while the flows run: such a run fails on any accepted
+# replay, any deployment without a verified answer, any stranded call after the run, or a replica
+# that did not recover on its own; it prints the recovery time after each fault.
+#   LOAD_CHAOS=1 LOAD_REPLICAS=2 scripts/load.sh           # only the chaos runs
+#
 # Prints the example's one line (flows/s, p50 and p99 latency per request, errors, RSS after
 # the warm-up and after the run) and fails on any error, or when the peak RSS after the run
 # exceeds the RSS after the warm-up by more than LOAD_MAX_RSS_GROWTH (default 0.20 = 20 %).
@@ -49,6 +56,21 @@ if [ -n "${MCP_REDIS_URL:-}" ] || [ "${LOAD_REPLICAS:-1}" = 2 ]; then
     redis="${MCP_REDIS_URL:-redis://127.0.0.1:6379}"
     modes+=("--replicas 2 --single-use redis --replay --redis $redis")
     modes+=("--legacy --replicas 2 --single-use redis --redis $redis")
+fi
+if [ -n "${MCP_REDIS_URL:-}" ] || [ "${LOAD_CHAOS:-}" = 1 ]; then
+    if [ "${LOAD_CHAOS:-}" = 1 ] && [ "${LOAD_REPLICAS:-1}" = 2 ]; then
+        modes=()
+    fi
+    if ! command -v redis-server >/dev/null 2>&1; then
+        if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+            (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >&2
+        else
+            echo "load.sh: the chaos runs need redis-server on PATH (Debian: apt-get install redis-server)" >&2
+            exit 1
+        fi
+    fi
+    modes+=("--replicas 2 --single-use redis --replay --chaos")
+    modes+=("--legacy --replicas 2 --chaos")
 fi
 for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086 # a mode is a list of options

@@ -35,6 +35,15 @@
 //! prefix): each worker opens its session on one replica and confirms it on the other, each flow's
 //! call goes to the other replica than the flow before, and both of its answers are POSTed to the
 //! replica that does not hold the call's stream.
+//! `--chaos` (with `--replicas 2`, and `--single-use redis` or `--legacy`): the replicas share a
+//! Redis of the run's own (`redis-server`, or `--redis-server PATH`, on a free loopback port),
+//! which is stopped, frozen and restarted empty while the flows run for as long as that takes
+//! (`--flows` is not used; see the `chaos` module). Each worker is a caller of its own. Errors
+//! while Redis is away are expected and counted, not failures; the run fails on a deployment the
+//! clients did not see verified (a replay accepted, an invalid answer taken, or the servers
+//! counting more deployments than the clients saw), a flow still running after 60 s, tasks still
+//! alive after the run, or a fault the replicas do not recover from on their own within 30 s. It
+//! prints one line, with the recovery time after each fault.
 //! It exits 1 on any error. A server that takes `approve: "yes"` fails every flow, as one that
 //! does not deploy on `approve: true` does. The in-process server listens on 127.0.0.1 only, with
 //! `TCP_NODELAY` on its sockets as every example server sets it.
@@ -48,6 +57,9 @@
 //! worker POSTs `approve: "yes"` (202), gets the re-ask with the hint on the same stream, POSTs
 //! `approve: true`, and reads the result at the end of the stream. Latency is per round (the
 //! call or an answer POSTed, until the next request or the result arrives on the stream).
+
+#[path = "load/chaos.rs"]
+mod chaos;
 
 // The `deploy` example's server, shared with the integration tests; this binary uses part of it.
 #[allow(dead_code)]
@@ -81,6 +93,8 @@ struct Options {
     single_use: SingleUse,
     redis: String,
     replay: bool,
+    chaos: bool,
+    redis_server: String,
 }
 
 /// Where single-use token ids are consumed, if tokens are single-use.
@@ -119,6 +133,8 @@ impl Options {
             redis: std::env::var("MCP_REDIS_URL")
                 .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
             replay: false,
+            chaos: false,
+            redis_server: "redis-server".to_owned(),
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -147,6 +163,8 @@ impl Options {
                 }
                 "--redis" => options.redis = value()?,
                 "--replay" => options.replay = true,
+                "--chaos" => options.chaos = true,
+                "--redis-server" => options.redis_server = value()?,
                 other => return Err(format!("unknown option {other}")),
             }
         }
@@ -163,6 +181,13 @@ impl Options {
         }
         if options.replicas > 1 && options.url.is_some() {
             return Err("--replicas serves its replicas in this process: not with --url".into());
+        }
+        if options.chaos
+            && (options.replicas < 2
+                || options.url.is_some()
+                || (!options.legacy && options.single_use != SingleUse::Redis))
+        {
+            return Err("--chaos needs --replicas 2, with --single-use redis or --legacy".into());
         }
         if options.warmup == usize::MAX {
             options.warmup = (options.flows / 10).min(2000);
@@ -200,6 +225,22 @@ struct Client {
     legacy: bool,
     replay: bool,
     replays_refused: Arc<AtomicUsize>,
+    /// Deployments the clients saw, each on a verified answer.
+    deploys_seen: Arc<AtomicUsize>,
+    /// Deployments on an answer that was not verified: a replay, or `approve: "yes"`.
+    violations: Arc<AtomicUsize>,
+    /// The caller's `Authorization` header, if it has one of its own (`--chaos`: each worker).
+    authorization: Option<Arc<str>>,
+    /// Where each flow's last token (and its environment) goes once it was spent, to be replayed
+    /// at the end of the run (`--chaos`).
+    spent: Option<Arc<std::sync::Mutex<Vec<Spent>>>>,
+}
+
+/// A token a flow spent, with the caller that spent it and the environment it was for.
+struct Spent {
+    state: String,
+    authorization: Option<Arc<str>>,
+    environment: &'static str,
 }
 
 impl Client {
@@ -212,8 +253,7 @@ impl Client {
         body: &Value,
     ) -> reqwest::RequestBuilder {
         let request = self
-            .http
-            .post(&self.urls[replica % self.urls.len()])
+            .authorized(self.http.post(&self.urls[replica % self.urls.len()]))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(body.to_string());
@@ -223,6 +263,23 @@ impl Client {
                 .header("mcp-protocol-version", "2025-11-25"),
             None => request,
         }
+    }
+
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.authorization {
+            Some(authorization) => request.header("authorization", &**authorization),
+            None => request,
+        }
+    }
+
+    /// Ends a 2025-11-25 session (DELETE), as a client does before it opens another; an answer
+    /// other than 200 is not an error (the session may be gone already).
+    async fn close(&self, session: &str) {
+        let request = self
+            .authorized(self.http.delete(&*self.urls[0]))
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-11-25");
+        let _ = request.send().await;
     }
 
     /// Opens a 2025-11-25 session: `initialize` on the first replica, then
@@ -279,8 +336,7 @@ impl Client {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         let started = Instant::now();
         let response = self
-            .http
-            .post(&self.urls[(id as usize) % self.urls.len()])
+            .authorized(self.http.post(&self.urls[(id as usize) % self.urls.len()]))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
@@ -378,6 +434,7 @@ async fn flow(
         .await?;
     record(latency);
     if reask["result"]["structuredContent"]["deployed"] == true {
+        client.violations.fetch_add(1, Ordering::Relaxed);
         return Err(format!(
             "the server took `approve: \"yes\"` and deployed: {reask}"
         ));
@@ -402,6 +459,14 @@ async fn flow(
     if done["result"]["structuredContent"]["deployed"] != true {
         return Err(format!("expected a deployment, got {done}"));
     }
+    client.deploys_seen.fetch_add(1, Ordering::Relaxed);
+    if let Some(Ok(mut spent)) = client.spent.as_ref().map(|spent| spent.lock()) {
+        spent.push(Spent {
+            state: state.clone(),
+            authorization: client.authorization.clone(),
+            environment,
+        });
+    }
     if client.replay {
         // The same token and answer again, on the other replica: refused, never deployed.
         let (replayed, _) = client
@@ -411,6 +476,9 @@ async fn flow(
                 json!({"requestState": state, "inputResponses": right}),
             )
             .await?;
+        if replayed["result"]["structuredContent"]["deployed"] == true {
+            client.violations.fetch_add(1, Ordering::Relaxed);
+        }
         if replayed["error"]["code"] != -32602
             || replayed["error"]["message"] != "Invalid or expired requestState"
         {
@@ -498,6 +566,9 @@ async fn legacy_flow(
     client.accepted(answers_on, session, &wrong).await?;
     let reask = stream.next().await?;
     record(started);
+    if reask["result"]["structuredContent"]["deployed"] == true {
+        client.violations.fetch_add(1, Ordering::Relaxed);
+    }
     if reask["method"] != "elicitation/create" {
         return Err(format!("expected the re-ask, got {reask}"));
     }
@@ -514,6 +585,7 @@ async fn legacy_flow(
     if done["id"] != id || done["result"]["structuredContent"]["deployed"] != true {
         return Err(format!("expected a deployment, got {done}"));
     }
+    client.deploys_seen.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
@@ -669,6 +741,303 @@ fn percentile_ms(sorted: &[u32], p: f64) -> f64 {
     f64::from(sorted[rank.clamp(1, sorted.len()) - 1]) / 1000.0
 }
 
+/// A flow still running this long after it began is stranded (`--chaos`).
+const STRANDED: Duration = Duration::from_secs(60);
+
+/// What the `--chaos` workers counted.
+#[derive(Default)]
+struct Tally {
+    completed: usize,
+    errors: usize,
+    stranded: usize,
+}
+
+/// `--chaos` flows from `concurrency` clients, each with a caller of its own, until `stop`. A
+/// worker that meets an error waits 50 ms, and a 2025-era one closes its session and opens
+/// another, as a client that lost its session does.
+async fn chaos_workers(
+    client: &Client,
+    concurrency: usize,
+    hint: &Arc<str>,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+    successes: &Arc<chaos::Successes>,
+) -> Tally {
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..concurrency)
+        .map(|worker| {
+            let mut client = client.clone();
+            client.authorization = Some(format!("Bearer load-chaos-{worker}").into());
+            let (next, hint, stop, successes) =
+                (next.clone(), hint.clone(), stop.clone(), successes.clone());
+            tokio::spawn(async move {
+                let mut tally = Tally::default();
+                let mut session: Option<String> = None;
+                let mut latencies = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    if client.legacy && session.is_none() {
+                        match client.initialize().await {
+                            Ok(opened) => session = Some(opened),
+                            Err(_) => {
+                                tally.errors += 1;
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        }
+                    }
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    let began = Instant::now();
+                    latencies.clear();
+                    let one = async {
+                        match &session {
+                            Some(session) => {
+                                legacy_flow(&client, session, n, &hint, &mut latencies).await
+                            }
+                            None => flow(&client, n, &hint, &mut latencies).await,
+                        }
+                    };
+                    match tokio::time::timeout(STRANDED, one).await {
+                        Ok(Ok(())) => {
+                            tally.completed += 1;
+                            if let Ok(mut successes) = successes.lock() {
+                                successes.push((began, Instant::now()));
+                            }
+                        }
+                        Ok(Err(_)) => {
+                            tally.errors += 1;
+                            if let Some(lost) = session.take() {
+                                client.close(&lost).await;
+                            }
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        Err(_) => {
+                            eprintln!("load: flow {n} was still running after {STRANDED:?}");
+                            tally.stranded += 1;
+                            session = None;
+                        }
+                    }
+                }
+                if let Some(session) = session {
+                    client.close(&session).await;
+                }
+                tally
+            })
+        })
+        .collect();
+    let mut tally = Tally::default();
+    for worker in workers {
+        match worker.await {
+            Ok(one) => {
+                tally.completed += one.completed;
+                tally.errors += one.errors;
+                tally.stranded += one.stranded;
+            }
+            Err(_) => tally.stranded += 1,
+        }
+    }
+    tally
+}
+
+/// Replays each of `spent` once, as the caller that spent it, from `concurrency` clients; a
+/// deployment counts as a violation. Returns how many were replayed.
+async fn replay_all(client: &Client, spent: Vec<Spent>, concurrency: usize) -> usize {
+    let count = spent.len();
+    let spent = Arc::new(std::sync::Mutex::new(spent));
+    let sweepers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (mut client, spent) = (client.clone(), spent.clone());
+            tokio::spawn(async move {
+                let right =
+                    json!({APPROVAL_KEY: {"action": "accept", "content": {"approve": true}}});
+                loop {
+                    let next = spent.lock().expect("no sweeper panicked").pop();
+                    let Some(Spent {
+                        state,
+                        authorization,
+                        environment,
+                    }) = next
+                    else {
+                        break;
+                    };
+                    client.authorization = authorization;
+                    let again = json!({"requestState": state, "inputResponses": right});
+                    if let Ok((replayed, _)) = client.call(1, environment, again).await
+                        && replayed["result"]["structuredContent"]["deployed"] == true
+                    {
+                        client.violations.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for sweeper in sweepers {
+        let _ = sweeper.await;
+    }
+    count
+}
+
+/// `--chaos`: the two replicas on a Redis of the run's own, which is stopped, frozen and
+/// restarted empty while the flows run (see [`chaos`]).
+///
+/// Fails on an accepted replay or any deployment the clients did not see verified (the servers
+/// count their own), a flow stranded for [`STRANDED`], tasks still alive after the run beyond
+/// those before it, or a fault the replicas did not recover from on their own.
+async fn chaos_main(mut options: Options) -> ExitCode {
+    let fail = |error: String| {
+        eprintln!("load: FAILED: {error}");
+        ExitCode::FAILURE
+    };
+    let mut redis = match chaos::OwnRedis::start(&options.redis_server) {
+        Ok(redis) => redis,
+        Err(error) => return fail(error),
+    };
+    options.redis = redis.url();
+    let (urls, states) = match serve(&options).await {
+        Ok(served) => served,
+        Err(error) => return fail(error),
+    };
+    let client_for = |urls: &[String]| Client {
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(options.concurrency * 2)
+            .build()
+            .expect("an HTTP client"),
+        urls: urls.to_vec().into(),
+        legacy: options.legacy,
+        replay: options.replay,
+        replays_refused: Arc::default(),
+        deploys_seen: Arc::default(),
+        violations: Arc::default(),
+        authorization: None,
+        spent: None,
+    };
+    let hint: Arc<str> = options.reask_hint.as_str().into();
+
+    // A healthy warm-up, whose client (and its connections) is gone before the count of live
+    // tasks is taken.
+    let warmup = client_for(&urls);
+    let warm = run(
+        &warmup,
+        options.concurrency * 4,
+        options.concurrency,
+        Instant::now() + Duration::from_secs(120),
+        &hint,
+        false,
+    )
+    .await;
+    if warm.errors > 0 {
+        return fail(format!(
+            "{} errors in the warm-up, before any fault",
+            warm.errors
+        ));
+    }
+    let warm_deploys = warmup.deploys_seen.load(Ordering::Relaxed);
+    drop(warmup);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let tasks_before = metrics.num_alive_tasks();
+
+    let mut client = client_for(&urls);
+    if !options.legacy {
+        client.spent = Some(Arc::default());
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let successes: Arc<chaos::Successes> = Arc::default();
+    let timeline = {
+        let (stop, successes) = (stop.clone(), successes.clone());
+        tokio::task::spawn_blocking(move || {
+            let recoveries = chaos::drive(&mut redis, &successes);
+            stop.store(true, Ordering::Relaxed);
+            (redis, recoveries)
+        })
+    };
+    let started = Instant::now();
+    let tally = chaos_workers(&client, options.concurrency, &hint, &stop, &successes).await;
+    let elapsed = started.elapsed();
+    let (redis, recoveries) = match timeline.await {
+        Ok(done) => done,
+        Err(_) => return fail("the chaos timeline panicked".into()),
+    };
+
+    // Every token spent in the run, before each fault and after, is replayed now that Redis has
+    // forgotten what it knew before the last one: each must be refused.
+    let swept = match &client.spent {
+        Some(spent) => {
+            let spent = std::mem::take(&mut *spent.lock().expect("no worker panicked"));
+            replay_all(&client, spent, options.concurrency).await
+        }
+        None => 0,
+    };
+
+    // Every call the run made has ended once its client is gone: the servers' tasks come back
+    // to what they were before the faults (connections close, the bridges' waiting calls end).
+    let (deploys_seen, violations, replays_refused) = (
+        client.deploys_seen.load(Ordering::Relaxed) + warm_deploys,
+        client.violations.load(Ordering::Relaxed),
+        client.replays_refused.load(Ordering::Relaxed),
+    );
+    drop(client);
+    let settle = Instant::now();
+    let mut tasks_left = metrics.num_alive_tasks().saturating_sub(tasks_before);
+    while tasks_left > 0 && settle.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tasks_left = metrics.num_alive_tasks().saturating_sub(tasks_before);
+    }
+    drop(redis);
+
+    let deploys: usize = states.iter().map(DeployState::deploys).sum();
+    let recovery_ms = |fault: &str| {
+        recoveries.as_ref().ok().and_then(|all| {
+            all.iter()
+                .find(|r| r.fault == fault)
+                .map(|r| r.took.as_millis())
+        })
+    };
+    let shown = |ms: Option<u128>| ms.map_or_else(|| "-".to_owned(), |ms| ms.to_string());
+    println!(
+        "load: chaos mode={} replicas={} concurrency={} secs={:.1} flows={} errors={} \
+         stranded={} deploys={deploys} deploys_seen={deploys_seen} unverified_deploys={} \
+         replays_accepted={violations} replays_refused={replays_refused} swept_replays={swept} tasks_left={tasks_left} recovery_ms: stopped={} \
+         frozen={} restarted_empty={}",
+        if options.legacy { "legacy" } else { "json" },
+        urls.len(),
+        options.concurrency,
+        elapsed.as_secs_f64(),
+        tally.completed,
+        tally.errors,
+        tally.stranded,
+        deploys.saturating_sub(deploys_seen),
+        shown(recovery_ms("stopped")),
+        shown(recovery_ms("frozen")),
+        shown(recovery_ms("restarted empty")),
+    );
+    let mut problems = Vec::new();
+    if let Err(error) = &recoveries {
+        problems.push(error.clone());
+    }
+    if violations > 0 {
+        problems.push(format!("{violations} replays or invalid answers deployed"));
+    }
+    if deploys != deploys_seen {
+        problems.push(format!(
+            "the servers deployed {deploys} times, the clients saw {deploys_seen} deployments"
+        ));
+    }
+    if tally.stranded > 0 {
+        problems.push(format!("{} flows stranded", tally.stranded));
+    }
+    if tasks_left > 0 {
+        problems.push(format!("{tasks_left} tasks still alive 15 s after the run"));
+    }
+    if tally.completed == 0 {
+        problems.push("no flow completed".into());
+    }
+    if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        fail(problems.join("; "))
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let options = match Options::parse() {
@@ -678,6 +1047,9 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if options.chaos {
+        return chaos_main(options).await;
+    }
     let (urls, states) = match &options.url {
         Some(url) => (vec![url.clone()], None),
         None => match serve(&options).await {
@@ -699,6 +1071,10 @@ async fn main() -> ExitCode {
         legacy: options.legacy,
         replay: options.replay,
         replays_refused: Arc::default(),
+        deploys_seen: Arc::default(),
+        violations: Arc::default(),
+        authorization: None,
+        spent: None,
     };
     let deadline = Instant::now() + Duration::from_secs(options.max_secs);
     let hint: Arc<str> = options.reask_hint.as_str().into();
