@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+use super::hosts::AllowedHosts;
 use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
 use super::session::{ErasedSessionStore, MemorySessionStore};
 use crate::token::Keyring;
@@ -36,6 +37,8 @@ pub(crate) struct Settings {
     /// How long the bridge re-checks an accepted, incomplete URL flow before it asks the person
     /// again, with the same URL and the "not finished" hint.
     pub(crate) url_grace: Duration,
+    /// The names requests may be addressed to (`Host`, `Origin`).
+    pub(crate) hosts: AllowedHosts,
     pub(crate) sessions: Arc<dyn ErasedSessionStore>,
     pub(crate) pending: Arc<dyn ErasedPendingAnswers>,
     /// One permit per call waiting for the client.
@@ -62,6 +65,7 @@ impl Settings {
             url_retry: Duration::from_secs(1),
             url_wait_timeout: DEFAULT_URL_WAIT_TIMEOUT,
             url_grace: DEFAULT_URL_GRACE,
+            hosts: AllowedHosts::default(),
             sessions: Arc::new(MemorySessionStore::default()),
             pending: Arc::new(MemoryPendingAnswers::default()),
             waiting: Arc::new(Semaphore::new(DEFAULT_MAX_PENDING)),
@@ -92,6 +96,7 @@ impl fmt::Debug for Settings {
             .field("url_retry", &self.url_retry)
             .field("url_wait_timeout", &self.url_wait_timeout)
             .field("url_grace", &self.url_grace)
+            .field("hosts", &self.hosts)
             .field("principal", &self.principal)
             .finish_non_exhaustive()
     }

@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 use tower_layer::Layer;
 
 use super::config::{self, Settings};
+use super::hosts::AllowedHosts;
 use super::pending::PendingAnswers;
 use super::service::LegacyBridge;
 use super::session::{MemorySessionStore, SessionStore};
@@ -158,6 +159,39 @@ impl LegacyBridgeLayer {
     /// Default: [`DEFAULT_URL_GRACE`](Self::DEFAULT_URL_GRACE).
     pub fn url_grace(mut self, grace: Duration) -> Self {
         self.settings.url_grace = grace;
+        self
+    }
+
+    /// Sets the names the bridge answers to, replacing the default loopback names (`localhost`,
+    /// `127.0.0.1`, `::1`). A request whose `Host`, or whose `Origin` when a browser sent one,
+    /// names another host gets HTTP 403 before anything is read: a page on another site cannot
+    /// reach a server on the person's machine through the browser (DNS rebinding). An entry
+    /// without a port allows every port; one with a port (`mcp.example.com:8443`) only that one.
+    ///
+    /// A server reached under a public name lists it:
+    ///
+    /// ```
+    /// use tower_elicitation::bridge::LegacyBridgeLayer;
+    /// use tower_elicitation::{ElicitationLayer, Keyring};
+    ///
+    /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?);
+    /// let bridge = LegacyBridgeLayer::new(&layer).allowed_hosts(["mcp.example.com", "localhost"]);
+    /// # let _ = bridge;
+    /// # Ok::<(), tower_elicitation::KeyringError>(())
+    /// ```
+    pub fn allowed_hosts<I, H>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = H>,
+        H: AsRef<str>,
+    {
+        self.settings.hosts = AllowedHosts::list(hosts);
+        self
+    }
+
+    /// Turns the `Host` and `Origin` check of [`allowed_hosts`](Self::allowed_hosts) off, for a
+    /// deployment where something in front (a reverse proxy, a gateway) checks them.
+    pub fn allow_any_host(mut self) -> Self {
+        self.settings.hosts = AllowedHosts::any();
         self
     }
 }

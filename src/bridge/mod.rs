@@ -6,6 +6,7 @@ mod body;
 mod config;
 pub(crate) mod convert;
 mod future;
+mod hosts;
 pub(crate) mod ids;
 mod inner;
 mod layer;

@@ -129,6 +129,10 @@ where
     ResBody: InnerBody + Send + 'static,
 {
     let (parts, body) = request.into_parts();
+    if let Some(refusal) = settings.hosts.refusal(&parts) {
+        let error = convert::error(INVALID_REQUEST, refusal);
+        return Ok(json(StatusCode::FORBIDDEN, &id_less(error)));
+    }
     let session = header(&parts, &SESSION_ID).map(str::to_owned);
     if parts.method != Method::POST
         && let Some(session) = &session
