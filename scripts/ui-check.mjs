@@ -3,6 +3,8 @@
 // installs everything and starts both servers; the environment says where they are:
 //
 //   UI_CHECK_INSPECTOR  the Inspector's page, with its API token (`…/?MCP_INSPECTOR_API_TOKEN=…`)
+//   UI_CHECK_ERA        the Inspector's protocol era: `modern` (MCP 2026-07-28, the default) or
+//                       `legacy` (MCP 2025-11-25, through the example's bridge)
 //   UI_CHECK_RESULTS    where screenshots go
 //   UI_CHECK_CHROMIUM   the browser (default /usr/bin/chromium)
 //   UI_CHECK_MODULES    the node_modules that hold playwright-core
@@ -22,6 +24,9 @@ const env = (name, fallback) => {
   return value;
 };
 const inspector = env('UI_CHECK_INSPECTOR');
+const era = env('UI_CHECK_ERA', 'modern');
+const PROTOCOL = { modern: 'MCP 2026-07-28', legacy: 'MCP 2025-11-25' }[era];
+if (PROTOCOL === undefined) throw new Error(`UI_CHECK_ERA: no such era: ${era}`);
 const results = env('UI_CHECK_RESULTS');
 const require = createRequire(join(env('UI_CHECK_MODULES'), '/'));
 const { chromium } = require('playwright-core');
@@ -133,7 +138,7 @@ const flows = {
     await resultWith('"deployed": true');
   },
 
-  async 'deploy: a 300-character note is asked again, approve pre-filled'() {
+  async 'deploy: a 300-character note is asked again, the problem on the note, approve pre-filled'() {
     await openTool('deploy');
     await page.getByRole('textbox', { name: 'Environment' }).click();
     await page.getByRole('option', { name: 'production' }).click();
@@ -147,8 +152,11 @@ const flows = {
     await page.keyboard.insertText(JSON.stringify({ approve: true, note: 'n'.repeat(300) }));
     await dialog.getByRole('button', { name: 'Submit' }).click();
 
-    const hint = 'Note: use at most 200 characters (you entered 300).';
-    const again = await dialogWith(hint);
+    // The problem on the note itself (before its own description); the message names the field.
+    const line = 'Please correct: Note.';
+    const hint = 'Use at most 200 characters (you entered 300).';
+    const again = await dialogWith(line);
+    await again.getByText(line).waitFor({ state: 'visible' });
     await again.getByText(hint).waitFor({ state: 'visible' });
     const approve = again.getByRole('checkbox', { name: 'Approve' });
     await approve.waitFor();
@@ -157,7 +165,7 @@ const flows = {
     expect((await note.inputValue()) === '', 'the invalid note was pre-filled');
     await shot(again, 'deploy-reask');
     await again.getByRole('button', { name: 'Submit' }).click();
-    await closed(hint);
+    await closed(line);
     await resultWith('"environment": "production"');
   },
 
@@ -190,7 +198,7 @@ const flows = {
     await resultWith('Connected octocat');
   },
 
-  async 'delete_branch: a typo is asked again; the right name deletes'() {
+  async 'delete_branch: a typo is asked again, the hint on the name; the right name deletes'() {
     await openTool('delete_branch');
     await page.getByRole('textbox', { name: 'name' }).fill('dev');
     await page.getByRole('button', { name: 'Execute Tool' }).click();
@@ -200,15 +208,18 @@ const flows = {
     await dialog.getByRole('textbox', { name: 'Branch name' }).fill('main');
     await dialog.getByRole('button', { name: 'Submit' }).click();
 
+    // The gate's retry hint on its form's one field; the message names the field.
+    const line = 'Please correct: Branch name.';
     const hint = 'That is not the branch name.';
-    const again = await dialogWith(hint);
+    const again = await dialogWith(line);
+    await again.getByText(line).waitFor({ state: 'visible' });
     await again.getByText(hint).waitFor({ state: 'visible' });
     const name = again.getByRole('textbox', { name: 'Branch name' });
     expect((await name.inputValue()) === '', 'the wrong name was pre-filled');
     await name.fill('dev');
     await shot(again, 'delete-retry');
     await again.getByRole('button', { name: 'Submit' }).click();
-    await closed(hint);
+    await closed(line);
     await resultWith('Deleted branch dev');
   },
 };
@@ -218,17 +229,17 @@ let failed = 0;
 try {
   await page.goto(inspector);
   await page.getByRole('switch', { name: /Connect or disconnect/ }).check({ force: true });
-  await page.getByText('MCP 2026-07-28').waitFor();
+  await page.getByText(PROTOCOL).waitFor();
   await page.getByText('Tools', { exact: true }).first().click();
   for (const [name, flow] of Object.entries(flows)) {
     try {
       await flow();
       passed += 1;
-      console.log(`ok   ${name}`);
+      console.log(`ok   [${era}] ${name}`);
     } catch (error) {
       failed += 1;
       const why = error instanceof Failed ? error.message : String(error).split('\n')[0];
-      console.log(`FAIL ${name}: ${why}`);
+      console.log(`FAIL [${era}] ${name}: ${why}`);
       await page.screenshot({ path: join(results, `failed-${passed + failed}.png`) }).catch(() => {});
       // Leave no dialog open for the next flow.
       await page.keyboard.press('Escape').catch(() => {});
@@ -236,12 +247,12 @@ try {
   }
 } catch (error) {
   failed += 1;
-  console.log(`FAIL connecting the Inspector: ${String(error).split('\n')[0]}`);
+  console.log(`FAIL [${era}] connecting the Inspector: ${String(error).split('\n')[0]}`);
   await page.screenshot({ path: join(results, 'failed-connect.png') }).catch(() => {});
 } finally {
   await context.close();
   rmSync(profile, { recursive: true, force: true });
   clearTimeout(watchdog);
 }
-console.log(`ui-check: ${passed} passed, ${failed} failed`);
+console.log(`ui-check [${era}]: ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);

@@ -2,9 +2,10 @@
 //!
 //! Everything the layer writes for the user of a host (as opposed to the JSON-RPC errors it writes
 //! for programs) is made here, in plain text without Markdown, so that a translation has one
-//! module to replace. A hint is one short sentence per problem, naming the field by the `title`
-//! the form shows (its key when it has none), saying what to do in words that do not assume the
-//! reader knows JSON; it never repeats what was entered, at most how long it was.
+//! module to replace. A hint is one short sentence per problem, saying what to do in words that do
+//! not assume the reader knows JSON; it never repeats what was entered, at most how long it was.
+//! On the field itself (its `description` in a re-ask) the sentence is about that field; in the
+//! message it names the field by the `title` the form shows (its key when it has none).
 
 use serde_json::Value;
 
@@ -17,6 +18,24 @@ pub(crate) fn after_message(message: &str, lines: &[String]) -> String {
     } else {
         format!("{message}\n\n{lines}")
     }
+}
+
+/// The `description` of a field answered wrongly when it is asked again: `problem`, the sentence
+/// that says what to do ([`problem`] without a field), then the field's own description, if any.
+/// The problem comes first: forms show a description in small print under the field's name, or
+/// as the placeholder of an empty input, where the first words are the ones read (and the last
+/// ones may be cut off).
+pub(crate) fn on_field(description: Option<&str>, problem: &str) -> String {
+    match description.map(str::trim) {
+        Some(description) if !description.is_empty() => format!("{problem} {description}"),
+        _ => problem.to_owned(),
+    }
+}
+
+/// The line a re-asked form's message gains when the problems are on its fields: `names` are
+/// those fields, as the form names them.
+pub(crate) fn correct_fields(names: &[&str]) -> String {
+    format!("Please correct: {}.", names.join(", "))
 }
 
 /// The line a URL gate's question gains when it is asked again because its flow is not complete.
@@ -361,6 +380,22 @@ mod tests {
         let lines = ["A: x.".to_owned(), "B: y.".to_owned()];
         assert_eq!(after_message("Deploy?", &lines), "Deploy?\n\nA: x.\nB: y.");
         assert_eq!(after_message("", &lines[..1]), "A: x.");
+    }
+
+    #[test]
+    fn a_problem_on_a_field_comes_before_its_description() {
+        let problem = "Use at most 200 characters (you entered 300).";
+        assert_eq!(
+            on_field(Some("Why, for the log."), problem),
+            format!("{problem} Why, for the log.")
+        );
+        assert_eq!(on_field(None, problem), problem);
+        assert_eq!(on_field(Some("  "), problem), problem);
+        assert_eq!(correct_fields(&["Note"]), "Please correct: Note.");
+        assert_eq!(
+            correct_fields(&["Approve", "Note"]),
+            "Please correct: Approve, Note."
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::form::validate::{QuestionError, ReadQuestion, Rejection};
+use crate::form::validate::{FieldProblem, QuestionError, ReadQuestion, Rejection};
 use crate::token::claims::Questions;
 use crate::wire::edit::{edit_member, edit_object, member};
 use crate::wire::json::{Object, ObjectOr};
@@ -21,8 +21,9 @@ pub(super) enum Checked {
     Complete(Map<String, Value>),
     /// Some answers are missing or invalid.
     Reask {
-        /// What to ask now: the original requests as they were shown, with a hint in the message
-        /// of invalid ones and, in an invalid form, each valid field pre-filled as its `default`.
+        /// What to ask now: the original requests as they were shown; in an invalid form, each
+        /// problem on its field (its `description`), a line in the message naming those fields,
+        /// and each valid field pre-filled as its `default`.
         ask: Questions,
         /// Every question as asked now, without the hints: what was asked before, the pre-filled
         /// defaults added. The same schemas, so the next answers are checked as these were.
@@ -62,8 +63,8 @@ pub(super) fn check(
             }
             Err(rejection) => {
                 let prefilled = prefilled(question, &rejection.valid);
-                let lines = rejection.lines(&fields(&prefilled));
-                ask.insert(key.clone(), with_hint(&prefilled, &lines));
+                let problems = rejection.in_order(&fields(&prefilled));
+                ask.insert(key.clone(), with_problems(&prefilled, &problems));
                 asked.insert(key, prefilled);
             }
         }
@@ -172,6 +173,77 @@ fn hinted(question: &RawValue, lines: &[String]) -> Option<String> {
         let message = serde_json::to_string(&crate::texts::after_message(&message, lines)).ok()?;
         edit_object(params.get(), Some(("message", &message)), |key, _| {
             (key == "message").then(|| message.clone())
+        })
+    })
+}
+
+/// The form `question` as shown again after `problems`: each problem of a field it shows goes on
+/// that field (its `description`), and the message gains one line naming those fields; a problem
+/// of the answer as a whole (or of a field it does not show) is a line of the message. The text
+/// as it was, but for those members.
+fn with_problems(question: &RawValue, problems: &[&FieldProblem]) -> Box<RawValue> {
+    let shown = fields(question);
+    let (on_fields, others): (Vec<&FieldProblem>, Vec<&FieldProblem>) = problems
+        .iter()
+        .partition(|problem| problem.field.as_ref().is_some_and(|f| shown.contains(f)));
+    let mut lines: Vec<String> = others.iter().map(|problem| problem.line.clone()).collect();
+    if !on_fields.is_empty() {
+        let names: Vec<&str> = on_fields
+            .iter()
+            .filter_map(|problem| problem.name.as_deref())
+            .collect();
+        lines.push(crate::texts::correct_fields(&names));
+    }
+    let described = with_descriptions(question.get(), &on_fields)
+        .and_then(|text| RawValue::from_string(text).ok())
+        .unwrap_or_else(|| question.to_owned());
+    with_hint(&described, &lines)
+}
+
+/// A gate's form `question` asked again after its check refused the answer: a form of one field
+/// shows `hint` on that field, as [`with_problems`] shows a problem; any other after the message.
+pub(super) fn with_retry_hint(question: &RawValue, hint: &str) -> Box<RawValue> {
+    let shown = fields(question);
+    let [field] = shown.as_slice() else {
+        return with_hint(question, &[hint.to_owned()]);
+    };
+    let title = member(question.get(), "params")
+        .and_then(|params| member(params.get(), "requestedSchema"))
+        .and_then(|schema| member(schema.get(), "properties"))
+        .and_then(|properties| member(properties.get(), field))
+        .and_then(|property| member(property.get(), "title"))
+        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+        .map(|title| title.trim().to_owned())
+        .filter(|title| !title.is_empty());
+    let problem = FieldProblem {
+        field: Some(field.clone()),
+        name: Some(title.unwrap_or_else(|| field.clone())),
+        line: hint.to_owned(),
+        alone: hint.to_owned(),
+    };
+    with_problems(question, &[&problem])
+}
+
+fn with_descriptions(question: &str, problems: &[&FieldProblem]) -> Option<String> {
+    if problems.is_empty() {
+        return None;
+    }
+    edit_member(question, "params", |params| {
+        edit_member(params.get(), "requestedSchema", |schema| {
+            edit_member(schema.get(), "properties", |properties| {
+                edit_object(properties.get(), None, |field, property| {
+                    let problem = problems
+                        .iter()
+                        .find(|problem| problem.field.as_deref() == Some(field))?;
+                    let own = member(property.get(), "description")
+                        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+                    let description = crate::texts::on_field(own.as_deref(), &problem.alone);
+                    let text = serde_json::to_string(&description).ok()?;
+                    edit_object(property.get(), Some(("description", &text)), |key, _| {
+                        (key == "description").then(|| text.clone())
+                    })
+                })
+            })
         })
     })
 }
@@ -421,17 +493,25 @@ mod tests {
             asked["approval"].get(),
             form(prefilled, r#"["approve"]"#).get()
         );
-        // What is shown is that, with the hint after the message.
+        // What is shown is that, with the problem on the note (which had no description) and
+        // the message naming it.
         let shown: Value = serde_json::from_str(ask["approval"].get()).unwrap();
         assert_eq!(
             shown["params"]["message"],
-            "Deploy to staging?\n\nNote: use at most 200 characters (you entered 300)."
+            "Deploy to staging?\n\nPlease correct: Note."
         );
         assert_eq!(
-            ask["approval"].get().replace(
-                "\\n\\nNote: use at most 200 characters (you entered 300).",
-                ""
-            ),
+            shown["params"]["requestedSchema"]["properties"]["note"]["description"],
+            "Use at most 200 characters (you entered 300)."
+        );
+        assert_eq!(
+            ask["approval"]
+                .get()
+                .replace(
+                    r#","description":"Use at most 200 characters (you entered 300).""#,
+                    ""
+                )
+                .replace("\\n\\nPlease correct: Note.", ""),
             asked["approval"].get()
         );
     }
@@ -442,13 +522,19 @@ mod tests {
         let questions = one_question("approval", form(properties, r#"["approve"]"#));
         let answer = json!({"approval": {"action": "accept", "content": {"approve": "yes", "note": "long"}}});
         let (ask, asked, _) = reask_of(&questions, &Map::new(), answer, &ValidatorCache::default());
-        // Not a byte changed but the message: the invalid values are not pre-filled, and the
+        // Not a byte changed but what is shown: the invalid values are not pre-filled, and the
         // author's own defaults stay.
         assert_eq!(asked["approval"].get(), questions["approval"].get());
         let shown: Value = serde_json::from_str(ask["approval"].get()).unwrap();
         assert_eq!(
             shown["params"]["message"],
-            "Deploy to staging?\n\napprove: answer yes or no.\nnote: use at most 3 characters (you entered 4)."
+            "Deploy to staging?\n\nPlease correct: approve, note."
+        );
+        let fields = &shown["params"]["requestedSchema"]["properties"];
+        assert_eq!(fields["approve"]["description"], "Answer yes or no.");
+        assert_eq!(
+            fields["note"]["description"],
+            "Use at most 3 characters (you entered 4)."
         );
         // A valid answer replaces the author's default.
         let answer =
@@ -461,7 +547,7 @@ mod tests {
     }
 
     #[test]
-    fn the_hint_lists_the_fields_in_the_order_the_form_shows_them() {
+    fn the_message_names_the_fields_in_the_order_the_form_shows_them() {
         let properties = r#"{"zeta":{"type":"boolean","title":"First shown"},"alpha":{"type":"string","minLength":2}}"#;
         let questions = one_question("q", form(properties, r#"["zeta"]"#));
         let answer = json!({"q": {"action": "accept", "content": {"alpha": "a"}}});
@@ -469,8 +555,86 @@ mod tests {
         let shown: Value = serde_json::from_str(ask["q"].get()).unwrap();
         assert_eq!(
             shown["params"]["message"],
-            "Deploy to staging?\n\nFirst shown: this field is required.\nalpha: use at least 2 characters (you entered 1)."
+            "Deploy to staging?\n\nPlease correct: First shown, alpha."
         );
+        let fields = &shown["params"]["requestedSchema"]["properties"];
+        assert_eq!(fields["zeta"]["description"], "This field is required.");
+        assert_eq!(
+            fields["alpha"]["description"],
+            "Use at least 2 characters (you entered 1)."
+        );
+    }
+
+    #[test]
+    fn a_problem_goes_before_the_fields_own_description_and_nothing_else_changes() {
+        let properties = r#"{"note":{"description":"Why, for the log.","type":"string","maxLength":3},"flag":{"type":"boolean"}}"#;
+        let questions = one_question("q", form(properties, r#"["flag"]"#));
+        let answer = json!({"q": {"action": "accept", "content": {"note": "long", "flag": "x"}}});
+        let (ask, asked, _) = reask_of(&questions, &Map::new(), answer, &ValidatorCache::default());
+        // The sealed question carries no problem: the next answer is checked against it.
+        assert_eq!(asked["q"].get(), questions["q"].get());
+        let shown = r#"{"note":{"description":"Use at most 3 characters (you entered 4). Why, for the log.","type":"string","maxLength":3},"flag":{"type":"boolean","description":"Answer yes or no."}}"#;
+        let message = r#""message":"Deploy to staging?""#;
+        assert_eq!(
+            ask["q"].get(),
+            form(shown, r#"["flag"]"#).get().replace(
+                message,
+                r#""message":"Deploy to staging?\n\nPlease correct: note, flag.""#
+            )
+        );
+    }
+
+    #[test]
+    fn a_retry_hint_goes_on_a_forms_one_field_else_after_the_message() {
+        let one = form(
+            r#"{"confirm":{"type":"string","title":"Branch name","description":"Type it."}}"#,
+            r#"["confirm"]"#,
+        );
+        let shown: Value =
+            serde_json::from_str(with_retry_hint(&one, "That is not it.").get()).unwrap();
+        assert_eq!(
+            shown["params"]["message"],
+            "Deploy to staging?\n\nPlease correct: Branch name."
+        );
+        assert_eq!(
+            shown["params"]["requestedSchema"]["properties"]["confirm"]["description"],
+            "That is not it. Type it."
+        );
+        // Untitled: named by its key.
+        let untitled = form(r#"{"confirm":{"type":"string"}}"#, "[]");
+        let shown: Value = serde_json::from_str(with_retry_hint(&untitled, "No.").get()).unwrap();
+        assert_eq!(
+            shown["params"]["message"],
+            "Deploy to staging?\n\nPlease correct: confirm."
+        );
+        // Two fields: which one is wrong is the gate's to say, in the message.
+        let two = form(APPROVAL, "[]");
+        assert_eq!(
+            with_retry_hint(&two, "No.").get(),
+            with_hint(&two, &["No.".to_owned()]).get()
+        );
+    }
+
+    #[test]
+    fn a_problem_of_no_field_shown_stays_in_the_message() {
+        // Not a form at all, and a required field the form does not show: no field to put them on.
+        let properties = r#"{"a":{"type":"string"}}"#;
+        let questions = one_question("q", form(properties, r#"["hidden"]"#));
+        for (content, message) in [
+            (
+                json!("text"),
+                "Deploy to staging?\n\nThe answer was not a filled-in form; please answer again.",
+            ),
+            (
+                json!({"a": 1}),
+                "Deploy to staging?\n\nhidden: this field is required.\nPlease correct: a.",
+            ),
+        ] {
+            let answer = json!({"q": {"action": "accept", "content": content}});
+            let (ask, _, _) = reask_of(&questions, &Map::new(), answer, &ValidatorCache::default());
+            let shown: Value = serde_json::from_str(ask["q"].get()).unwrap();
+            assert_eq!(shown["params"]["message"], message, "{content}");
+        }
     }
 
     #[test]

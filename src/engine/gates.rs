@@ -386,7 +386,7 @@ impl<'c> GateRound<'c> {
                 })?;
                 Ok(Verdict::AskAgain {
                     key: &gate.key,
-                    shown: answers::with_hint(&question, slice::from_ref(hint)),
+                    shown: answers::with_retry_hint(&question, hint),
                     asked: question,
                 })
             }

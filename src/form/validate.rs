@@ -457,25 +457,57 @@ pub(crate) struct FormValidator {
 /// Why accepted form content was not accepted: what was wrong, field by field, and what was right.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Rejection {
-    /// One sentence for the user per problem ([`crate::texts::problem`]), each with the key of
-    /// the field it is about (`None`: the answer as a whole), fields in key order.
-    pub(crate) problems: Vec<(Option<String>, String)>,
+    /// One per problem, fields in key order.
+    pub(crate) problems: Vec<FieldProblem>,
     /// The answered fields that are valid, as they would be forwarded: what a re-ask pre-fills.
     pub(crate) valid: Map<String, Value>,
 }
 
+/// One problem of an answer, said for the user ([`crate::texts::problem`]) two ways.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FieldProblem {
+    /// The key of the field it is about; `None`: the answer as a whole.
+    pub(crate) field: Option<String>,
+    /// How the form names the field: its title, else its key; `None` with no field.
+    pub(crate) name: Option<String>,
+    /// The sentence that names the field: `Note: use at most 200 characters (you entered 300).`
+    pub(crate) line: String,
+    /// The sentence as the field itself says it: `Use at most 200 characters (you entered 300).`
+    pub(crate) alone: String,
+}
+
+impl FieldProblem {
+    fn new(field: Option<String>, name: Option<&str>, problem: &Problem<'_>) -> Self {
+        Self {
+            line: texts::problem(name, problem),
+            alone: texts::problem(None, problem),
+            name: name.map(str::to_owned),
+            field,
+        }
+    }
+}
+
 impl Rejection {
-    /// The problems' sentences, fields in the order of `fields` (the form as shown), any others
-    /// after them.
-    pub(crate) fn lines(&self, fields: &[String]) -> Vec<String> {
+    /// The problems, fields in the order of `fields` (the form as shown), any others after them,
+    /// a problem of the answer as a whole first.
+    pub(crate) fn in_order(&self, fields: &[String]) -> Vec<&FieldProblem> {
         let place = |field: &Option<String>| match field {
             None => 0,
             Some(key) => 1 + fields.iter().position(|f| f == key).unwrap_or(fields.len()),
         };
         let mut problems: Vec<_> = self.problems.iter().collect();
         // Stable: fields the form does not list keep their key order.
-        problems.sort_by_key(|(field, _)| place(field));
-        problems.into_iter().map(|(_, line)| line.clone()).collect()
+        problems.sort_by_key(|problem| place(&problem.field));
+        problems
+    }
+
+    /// The problems' sentences, in the order of [`Rejection::in_order`].
+    #[cfg(test)]
+    pub(crate) fn lines(&self, fields: &[String]) -> Vec<String> {
+        self.in_order(fields)
+            .into_iter()
+            .map(|problem| problem.line.clone())
+            .collect()
     }
 
     /// The hint: the sentences one a line, fields in key order.
@@ -486,7 +518,7 @@ impl Rejection {
 
     fn of_answer(problem: &Problem<'_>) -> Self {
         Self {
-            problems: vec![(None, texts::problem(None, problem))],
+            problems: vec![FieldProblem::new(None, None, problem)],
             valid: Map::new(),
         }
     }
@@ -578,13 +610,13 @@ impl FormValidator {
     fn rejection(&self, content: Value) -> Rejection {
         // The first problem of each field, by rank: missing, then of the field's value, then of
         // one of its items (a count before the options counted).
-        let mut first: BTreeMap<Option<String>, (u8, String)> = BTreeMap::new();
+        let mut first: BTreeMap<Option<String>, (u8, FieldProblem)> = BTreeMap::new();
         for error in self.validator.iter_errors(&content) {
-            let (field, rank, sentence) = self.describe(&error);
-            match first.get(&field) {
+            let (rank, problem) = self.describe(&error);
+            match first.get(&problem.field) {
                 Some((best, _)) if *best <= rank => {}
                 _ => {
-                    first.insert(field, (rank, sentence));
+                    first.insert(problem.field.clone(), (rank, problem));
                 }
             }
         }
@@ -598,17 +630,13 @@ impl FormValidator {
         valid.retain(|key, _| !first.contains_key(&Some(key.clone())));
         self.integers_as_integers(&mut valid);
         Rejection {
-            problems: first
-                .into_iter()
-                .map(|(field, (_, sentence))| (field, sentence))
-                .collect(),
+            problems: first.into_values().map(|(_, problem)| problem).collect(),
             valid,
         }
     }
 
-    /// The field an error is about (`None`: the answer as a whole), its rank among the field's
-    /// errors, and the sentence that says it.
-    fn describe(&self, error: &ValidationError<'_>) -> (Option<String>, u8, String) {
+    /// An error's rank among its field's errors, and the problem it says.
+    fn describe(&self, error: &ValidationError<'_>) -> (u8, FieldProblem) {
         // The instance path is `/<field>` or `/<field>/<index>`; read the first segment raw
         // (a field named "007" must not turn into the index 7).
         let path = error.instance_path().as_str();
@@ -635,25 +663,26 @@ impl FormValidator {
             (_, false) => 2,
             (_, true) => 3,
         };
-        let sentence = texts::problem(Some(self.name(&field)), &problem);
-        (Some(field), rank, sentence)
+        let name = self.name(&field).to_owned();
+        (rank, FieldProblem::new(Some(field), Some(&name), &problem))
     }
 
     /// What is wrong with the answer as a whole (not one field): a required field missing, or
     /// not an object at all.
-    fn describe_whole(&self, error: &ValidationError<'_>) -> (Option<String>, u8, String) {
-        match error.kind() {
+    fn describe_whole(&self, error: &ValidationError<'_>) -> (u8, FieldProblem) {
+        let problem = match error.kind() {
             ValidationErrorKind::Required { property } => match property.as_str() {
-                Some(field) => (
+                Some(field) => FieldProblem::new(
                     Some(field.to_owned()),
-                    0,
-                    texts::problem(Some(self.name(field)), &Problem::Missing),
+                    Some(self.name(field)),
+                    &Problem::Missing,
                 ),
-                None => (None, 0, texts::problem(None, &Problem::DoesNotFit)),
+                None => FieldProblem::new(None, None, &Problem::DoesNotFit),
             },
-            ValidationErrorKind::Type { .. } => (None, 0, texts::problem(None, &Problem::NotAForm)),
-            _ => (None, 0, texts::problem(None, &Problem::DoesNotFit)),
-        }
+            ValidationErrorKind::Type { .. } => FieldProblem::new(None, None, &Problem::NotAForm),
+            _ => FieldProblem::new(None, None, &Problem::DoesNotFit),
+        };
+        (0, problem)
     }
 
     /// How a hint names a field: its title, else its key.
@@ -1025,7 +1054,7 @@ mod tests {
         let fields: Vec<_> = rejection
             .problems
             .iter()
-            .map(|(field, _)| field.as_deref())
+            .map(|problem| problem.field.as_deref())
             .collect();
         assert_eq!(fields, [Some("approve"), Some("note"), Some("tags")]);
         assert_eq!(

@@ -253,8 +253,10 @@ impl Gate {
     }
 
     /// When the [`require`](Self::require) predicate refuses an answer, asks the question again
-    /// instead of refusing the call: the same form, its message followed by a blank line and
-    /// `text` (such as `That is not the branch name.`), nothing pre-filled. It asks again while
+    /// instead of refusing the call: the same form, nothing pre-filled, with `text` (such as
+    /// `That is not the branch name.`) where a form shows a problem when it has one field (first
+    /// in that field's `description`, the message followed by a blank line and `Please correct:`
+    /// with the field's title), else after its message and a blank line. It asks again while
     /// the call has rounds left ([`ElicitationLayer::max_rounds`](crate::ElicitationLayer::max_rounds));
     /// the answer after the last one is refused with the [`refusal`](Self::refusal). A decline
     /// or a cancel is still refused at once. Without it, a failed predicate ends the call.

@@ -151,18 +151,21 @@ def assert_first_round(rnd: Round, environment: str = "staging") -> None:
 def assert_reask(
     rnd: Round, field_title: str, environment: str = "staging", prefilled: dict[str, Any] | None = None
 ) -> None:
-    """The layer's re-ask: same key and form but for the valid fields pre-filled as `default`s,
-    message = original + a blank line + a hint naming the field by its title."""
+    """The layer's re-ask: same key and form but for the valid fields pre-filled as `default`s
+    and the problem on the wrong field (a sentence before its own description); message =
+    original + a blank line + a line naming the field by its title."""
     assert rnd.key == APPROVAL_KEY
     schema = json.loads(json.dumps(rnd.requested_schema))
     defaults = {name: prop.pop("default") for name, prop in schema["properties"].items() if "default" in prop}
-    assert schema == EXPECTED_SCHEMA
     assert defaults == (prefilled or {})
+    (key,) = [name for name, prop in EXPECTED_SCHEMA["properties"].items() if prop["title"] == field_title]
+    own = EXPECTED_SCHEMA["properties"][key]["description"]
+    shown = schema["properties"][key]["description"]
+    assert shown.endswith(". " + own), shown
+    schema["properties"][key]["description"] = own
+    assert schema == EXPECTED_SCHEMA
     original = f"Deploy to '{environment}'?"
-    assert rnd.message.startswith(original + HINT_PREFIX), rnd.message
-    hint = rnd.message[len(original + HINT_PREFIX) :]
-    assert hint.startswith(f"{field_title}: "), hint
-    assert hint.endswith("."), hint
+    assert rnd.message == f"{original}{HINT_PREFIX}Please correct: {field_title}.", rnd.message
 
 
 def assert_deployed(result: types.CallToolResult, environment: str) -> None:

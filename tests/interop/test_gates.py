@@ -101,7 +101,8 @@ async def test_delete_branch_asks_again_when_the_typed_name_differs(url: str) ->
     asked = "Delete the branch 'dev'? Type its name to confirm."
     assert [(r.key, r.mode, r.message) for r in user.rounds] == [
         (CONFIRM_KEY, "form", asked),
-        (CONFIRM_KEY, "form", asked + "\n\nThat is not the branch name."),
+        # The retry hint is on the form's one field; the message names it.
+        (CONFIRM_KEY, "form", asked + "\n\nPlease correct: Branch name."),
     ]
     assert "dev" in await branches(url)
 

@@ -61,6 +61,15 @@ fn message_of(reply: &Value, key: &str) -> String {
         .to_owned()
 }
 
+/// The `description` of field `field` of question `key` in an `input_required` reply.
+fn description_of(reply: &Value, key: &str, field: &str) -> String {
+    reply["result"]["inputRequests"][key]["params"]["requestedSchema"]["properties"][field]
+        ["description"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no description for {key}.{field} in {reply}"))
+        .to_owned()
+}
+
 /// The JSON of the one `data:` line in an event stream, as text.
 fn sse_data(bytes: &[u8]) -> String {
     let text = std::str::from_utf8(bytes).expect("UTF-8");
@@ -111,18 +120,24 @@ async fn titled_single_and_multi_selects_are_validated() {
             {"const": "eu", "title": "Europe"}, {"const": "us", "title": "Americas"}]}}
     });
     let question = form(properties, &["env", "regions"]);
-    for (content, hint) in [
+    for (content, field, name, hint) in [
         (
             json!({"env": "dev", "regions": ["eu"]}),
-            "Environment: choose one of Staging, Production.",
+            "env",
+            "Environment",
+            "Choose one of Staging, Production.",
         ),
         (
             json!({"env": "prd", "regions": ["eu", "mars"]}),
-            "Regions: choose only from Europe, Americas.",
+            "regions",
+            "Regions",
+            "Choose only from Europe, Americas.",
         ),
         (
             json!({"env": "prd", "regions": []}),
-            "Regions: choose at least 1 option.",
+            "regions",
+            "Regions",
+            "Choose at least 1 option.",
         ),
     ] {
         let h = Harness::new(layer(), asking("details", question.clone()));
@@ -134,9 +149,10 @@ async fn titled_single_and_multi_selects_are_validated() {
             .json();
         assert_eq!(
             message_of(&reask, "details"),
-            format!("Details?\n\n{hint}"),
+            format!("Details?\n\nPlease correct: {name}."),
             "{content}"
         );
+        assert_eq!(description_of(&reask, "details", field), hint, "{content}");
         assert_eq!(h.fake.calls(), 1, "{content}");
 
         let token = reask["result"]["requestState"].as_str().unwrap();
@@ -242,10 +258,17 @@ async fn meta_in_an_elicitations_params_reaches_the_client() {
             .json();
         let again = &reask["result"]["inputRequests"]["details"];
         assert_eq!(again["params"]["_meta"], meta, "{transport:?}");
+        // The same form, but for the problem on the field.
+        let mut schema = again["params"]["requestedSchema"].clone();
+        let problem = schema["properties"]["name"]
+            .as_object_mut()
+            .unwrap()
+            .remove("description");
         assert_eq!(
-            again["params"]["requestedSchema"],
-            question["params"]["requestedSchema"]
+            problem,
+            Some(json!("Use at least 2 characters (you entered 1)."))
         );
+        assert_eq!(schema, question["params"]["requestedSchema"]);
         // Asked for nothing this time: the question comes back as it was, `_meta` and all.
         let token = reask["result"]["requestState"].as_str().unwrap();
         let reask = h
@@ -466,11 +489,9 @@ async fn a_form_reaches_the_client_in_the_inners_order_in_a_json_response() {
         "email": "not an address"}))});
     let reask = h.call(&deploy().id(2).state(&token).answers(answer)).await;
     assert_eq!(h.fake.calls(), 1);
-    assert!(
-        message_of(&reask.json(), "profile")
-            .ends_with("Email: enter an email address, such as name@example.com."),
-        "{:?}",
-        reask.json()
+    assert_eq!(
+        description_of(&reask.json(), "profile", "email"),
+        "Enter an email address, such as name@example.com.",
     );
     let reply = h
         .call(
@@ -536,8 +557,9 @@ async fn a_reask_shows_the_form_in_the_inners_order() {
         .await;
     let text = std::str::from_utf8(&reask.bytes).unwrap().to_owned();
     assert_eq!(form_order(&text, "profile"), profile_order(), "{text}");
-    assert!(
-        message_of(&reask.json(), "profile").contains("First name: this field cannot be empty."),
+    assert_eq!(
+        description_of(&reask.json(), "profile", "first_name"),
+        "This field cannot be empty.",
         "{text}"
     );
 
@@ -546,9 +568,14 @@ async fn a_reask_shows_the_form_in_the_inners_order() {
         .await;
     let text = std::str::from_utf8(&missing.bytes).unwrap();
     assert_eq!(form_order(text, "profile"), profile_order(), "{text}");
-    // Asked as it was last asked: the inner's text, with the valid answers pre-filled.
+    // Asked as it was last asked: the inner's text, with the valid answers pre-filled (and no
+    // problem on the field that had one).
     let mut shown = reask.json()["result"]["inputRequests"]["profile"].clone();
     shown["params"]["message"] = json!("Your profile?");
+    shown["params"]["requestedSchema"]["properties"]["first_name"]
+        .as_object_mut()
+        .unwrap()
+        .remove("description");
     assert_eq!(
         missing.json()["result"]["inputRequests"]["profile"],
         shown,
@@ -597,7 +624,7 @@ async fn a_gate_form_reaches_the_client_in_its_declared_order() {
     let text = std::str::from_utf8(&reask.bytes).unwrap();
     assert_eq!(form_order(text, "profile"), profile_order(), "{text}");
     assert!(
-        message_of(&reask.json(), "profile").contains("is required"),
+        description_of(&reask.json(), "profile", "last_name").contains("is required"),
         "{text}"
     );
     assert_eq!(h.fake.calls(), 0);

@@ -265,10 +265,13 @@ async fn delete_branch_refusals_keep_the_branch(mode: Mode) {
         .delete(&Caller::new(), "dev", answering(&asked.state, wrong))
         .await
         .asked();
+    // On the form's one field, where a form shows a problem.
+    let params = again.only(CONFIRM_DELETE_KEY);
     assert!(
-        again.only(CONFIRM_DELETE_KEY)["message"]
+        params["requestedSchema"]["properties"]["confirm"]["description"]
             .as_str()
-            .is_some_and(|m| m.ends_with(&format!("\n\n{NOT_THE_BRANCH}")))
+            .is_some_and(|d| d.starts_with(&format!("{NOT_THE_BRANCH} "))),
+        "{params}"
     );
     assert_eq!(deploy.state.branches(), ALL_BRANCHES);
 }
@@ -307,7 +310,8 @@ async fn delete_branch_missing_or_invalid_answer_is_reasked(mode: Mode) {
     );
     assert_ne!(missing.state, asked.state, "a re-ask is sealed anew");
 
-    // Content that does not match the form: asked again, with a hint naming the field.
+    // Content that does not match the form: asked again, the problem on the field and the
+    // field named by its title in the message.
     let invalid = deploy
         .delete(
             &Caller::new(),
@@ -319,16 +323,19 @@ async fn delete_branch_missing_or_invalid_answer_is_reasked(mode: Mode) {
         )
         .await
         .asked();
-    let message = invalid.only(CONFIRM_DELETE_KEY)["message"]
-        .as_str()
-        .expect("a message");
+    let params = invalid.only(CONFIRM_DELETE_KEY);
+    let message = params["message"].as_str().expect("a message");
     assert!(
         message.starts_with("Delete the branch 'dev'? Type its name to confirm."),
         "{message:?}"
     );
     assert!(
-        message.ends_with("\n\nBranch name: enter text."),
-        "the hint should name `confirm` by its title: {message:?}"
+        message.ends_with("\n\nPlease correct: Branch name."),
+        "the message should name `confirm` by its title: {message:?}"
+    );
+    assert_eq!(
+        params["requestedSchema"]["properties"]["confirm"]["description"],
+        "Enter text. Type the name of the branch to delete, exactly as it is written."
     );
     assert_eq!(deploy.listed_branches().await, ALL_BRANCHES);
 

@@ -338,16 +338,18 @@ async fn invalid_content_is_asked_again_for_that_key_only() {
     let cases = [
         (
             json!({"approve": "yes"}),
-            "approve: answer yes or no.",
+            "approve",
+            "Answer yes or no.",
             json!({"approve": true}),
         ),
         (
             json!({"approve": true, "note": long_note}),
-            "note: use at most 200 characters (you entered 300).",
+            "note",
+            "Use at most 200 characters (you entered 300).",
             json!({"approve": true, "note": "short"}),
         ),
     ];
-    for (invalid, hint, valid) in cases {
+    for (invalid, field, hint, valid) in cases {
         let questions = json!({"approval": approval(), "who": name_question()});
         let h = Harness::new(layer(), asking(Transport::Json, questions, Some("inner-1")));
         let token = first_round(&h, &deploy()).await;
@@ -360,7 +362,10 @@ async fn invalid_content_is_asked_again_for_that_key_only() {
             .json();
         let token2 = take_state(&mut reask);
         let mut asked_again = approval();
-        asked_again["params"]["message"] = json!(format!("Deploy to staging?\n\n{hint}"));
+        // The problem on the field, the field named in the message.
+        asked_again["params"]["message"] =
+            json!(format!("Deploy to staging?\n\nPlease correct: {field}."));
+        asked_again["params"]["requestedSchema"]["properties"][field]["description"] = json!(hint);
         // What was valid comes back pre-filled.
         if invalid["approve"] == true {
             asked_again["params"]["requestedSchema"]["properties"]["approve"]["default"] =

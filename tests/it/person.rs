@@ -50,6 +50,13 @@ fn defaults(params: &Value) -> Value {
         .into()
 }
 
+/// The `description` of a form question's field `key`.
+fn description<'p>(params: &'p Value, key: &str) -> &'p str {
+    params["requestedSchema"]["properties"][key]["description"]
+        .as_str()
+        .unwrap_or_default()
+}
+
 fn tool_text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()
 }
@@ -86,8 +93,8 @@ impl Deploy {
     }
 }
 
-/// A 300-character note comes back as a re-ask that says what was wrong, by the field's title,
-/// after a blank line, with `approve` pre-filled and the note not; the next answer is checked as
+/// A 300-character note comes back as a re-ask that says what was wrong on the field itself, and
+/// names the field in the message, with `approve` pre-filled and the note not; the next answer is checked as
 /// the first was, and the handler only ever sees the valid one.
 async fn a_reask_keeps_what_was_right_and_says_what_was_wrong(mode: Mode) {
     let deploy = Deploy::new(mode);
@@ -99,17 +106,28 @@ async fn a_reask_keeps_what_was_right_and_says_what_was_wrong(mode: Mode) {
     let long = json!({APPROVAL_KEY: accept(json!({"approve": true, "note": "n".repeat(300)}))});
     let reask = deploy.deploy(answering(&state, long)).await;
     let (again, state) = asked(&reask, APPROVAL_KEY);
+    // The problem is on the field, before its own description; the message names the field.
     assert_eq!(
         again["message"],
-        "Deploy to 'staging'?\n\nNote: use at most 200 characters (you entered 300)."
+        "Deploy to 'staging'?\n\nPlease correct: Note."
+    );
+    assert_eq!(
+        description(again, "note"),
+        "Use at most 200 characters (you entered 300). Optional: why, for the deployment log (at most 200 characters)."
+    );
+    assert_eq!(
+        description(again, "approve"),
+        description(question, "approve")
     );
     assert_eq!(defaults(again), json!({"approve": true}));
-    // But for the defaults and the message, the form as it was asked.
+    // But for the defaults, the note's description and the message, the form as it was asked.
     let mut unfilled = again.clone();
     unfilled["requestedSchema"]["properties"]["approve"]
         .as_object_mut()
         .unwrap()
         .remove("default");
+    unfilled["requestedSchema"]["properties"]["note"]["description"] =
+        question["requestedSchema"]["properties"]["note"]["description"].clone();
     unfilled["message"] = question["message"].clone();
     assert_eq!(&unfilled, question);
 
@@ -119,7 +137,15 @@ async fn a_reask_keeps_what_was_right_and_says_what_was_wrong(mode: Mode) {
     let (again, state) = asked(&reask, APPROVAL_KEY);
     assert_eq!(
         again["message"],
-        "Deploy to 'staging'?\n\nApprove: answer yes or no.\nNote: enter text."
+        "Deploy to 'staging'?\n\nPlease correct: Approve, Note."
+    );
+    assert_eq!(
+        description(again, "approve"),
+        "Answer yes or no. Tick to deploy the current build."
+    );
+    assert_eq!(
+        description(again, "note"),
+        "Enter text. Optional: why, for the deployment log (at most 200 characters)."
     );
     assert_eq!(deploy.state.deploys(), 0);
 
@@ -132,8 +158,8 @@ async fn a_reask_keeps_what_was_right_and_says_what_was_wrong(mode: Mode) {
     assert_eq!(deploy.state.deploys(), 1);
 }
 
-/// A typed name that is not the branch's asks again with the gate's retry hint, nothing
-/// pre-filled; the right name then deletes it; a decline after a typo still refuses.
+/// A typed name that is not the branch's asks again with the gate's retry hint on the form's one
+/// field, nothing pre-filled; the right name then deletes it; a decline after a typo still refuses.
 async fn a_typo_in_the_branch_name_can_be_corrected(mode: Mode) {
     let deploy = Deploy::new(mode);
     let delete = |extra| deploy.call("delete_branch", json!({"name": "dev"}), extra);
@@ -149,14 +175,24 @@ async fn a_typo_in_the_branch_name_can_be_corrected(mode: Mode) {
     let (again, retry) = asked(&reask, CONFIRM_DELETE_KEY);
     assert_eq!(
         again["message"],
-        format!("Delete the branch 'dev'? Type its name to confirm.\n\n{NOT_THE_BRANCH}")
+        "Delete the branch 'dev'? Type its name to confirm.\n\nPlease correct: Branch name."
+    );
+    assert_eq!(
+        description(again, "confirm"),
+        format!(
+            "{NOT_THE_BRANCH} Type the name of the branch to delete, exactly as it is written."
+        )
     );
     assert_eq!(
         defaults(again),
         json!({}),
         "a refused answer is not pre-filled"
     );
-    assert_eq!(again["requestedSchema"], question["requestedSchema"]);
+    // But for that description, the gate's own form.
+    let mut undescribed = again["requestedSchema"].clone();
+    undescribed["properties"]["confirm"]["description"] =
+        question["requestedSchema"]["properties"]["confirm"]["description"].clone();
+    assert_eq!(undescribed, question["requestedSchema"]);
     assert_eq!(deploy.state.branches(), ["main", "dev", "feature-x"]);
 
     // Declining now still refuses.
@@ -312,7 +348,8 @@ async fn without_a_retry_hint_a_failed_predicate_refuses() {
     assert_eq!(h.fake.calls(), 0);
 }
 
-/// With it, the gate asks again, as many times as the round cap allows; then it refuses.
+/// With it, the gate asks again, as many times as the round cap allows, the hint on its form's
+/// one field; then it refuses.
 #[tokio::test]
 async fn a_retry_hint_asks_again_within_the_round_cap() {
     let gate = confirm_gate().retry_hint("That is not the name.");
@@ -323,7 +360,13 @@ async fn a_retry_hint_asks_again_within_the_round_cap() {
         reply = type_name(&h, &reply, id, "user").await;
         assert_eq!(
             message_of(&reply, "confirm"),
-            "Type 'users' to go on.\n\nThat is not the name.",
+            "Type 'users' to go on.\n\nPlease correct: Name.",
+            "round {id}"
+        );
+        let params = &reply.json()["result"]["inputRequests"]["confirm"]["params"];
+        assert_eq!(
+            description(params, "name"),
+            "That is not the name.",
             "round {id}"
         );
     }
@@ -387,7 +430,11 @@ async fn a_gate_form_is_prefilled_but_a_refused_answer_is_not() {
     let question = &invalid.json()["result"]["inputRequests"]["confirm"]["params"];
     assert_eq!(
         question["message"],
-        "Allow drop?\n\nReason: use at least 3 characters (you entered 2)."
+        "Allow drop?\n\nPlease correct: Reason."
+    );
+    assert_eq!(
+        description(question, "reason"),
+        "Use at least 3 characters (you entered 2)."
     );
     assert_eq!(defaults(question), json!({"name": "users"}));
 
@@ -442,9 +489,10 @@ async fn gate_answers_are_untouched_by_a_prefilled_reask() {
         )
         .await;
     let question = &reask.json()["result"]["inputRequests"]["details"]["params"];
+    assert_eq!(question["message"], "Details?\n\nPlease correct: When.");
     assert_eq!(
-        question["message"],
-        "Details?\n\nWhen: enter a date as year-month-day, such as 2026-07-28."
+        description(question, "when"),
+        "Enter a date as year-month-day, such as 2026-07-28."
     );
     assert_eq!(defaults(question), json!({"count": 3}));
     assert!(
