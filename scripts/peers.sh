@@ -106,8 +106,8 @@ servers=(
     "python-sdk|Deploy to ||exec '$python' '$root/benches/peers/python-sdk/server.py'"
     "rmcp-hand-sse|Deploy to |--sse|MCP_ADDR=127.0.0.1:\$PORT exec '$tools/peers-rmcp-handwritten'"
     "rmcp-hand-json|Deploy to ||MCP_JSON_RESPONSE=1 MCP_ADDR=127.0.0.1:\$PORT exec '$tools/peers-rmcp-handwritten'"
-    "deploy-sse|Approve: |--sse|RUST_LOG=warn MCP_REQUEST_STATE_KEYS='$deploy_keys' MCP_ADDR=127.0.0.1:\$PORT exec '$bin/deploy'"
-    "deploy-json|Approve: ||MCP_JSON_RESPONSE=1 RUST_LOG=warn MCP_REQUEST_STATE_KEYS='$deploy_keys' MCP_ADDR=127.0.0.1:\$PORT exec '$bin/deploy'"
+    "deploy-sse|Please correct: Approve.|--sse|RUST_LOG=warn MCP_REQUEST_STATE_KEYS='$deploy_keys' MCP_ADDR=127.0.0.1:\$PORT exec '$bin/deploy'"
+    "deploy-json|Please correct: Approve.||MCP_JSON_RESPONSE=1 RUST_LOG=warn MCP_REQUEST_STATE_KEYS='$deploy_keys' MCP_ADDR=127.0.0.1:\$PORT exec '$bin/deploy'"
 )
 selected=()
 for entry in "${servers[@]}"; do

@@ -20,9 +20,9 @@
 //! this client's, and deployments are counted from the answers only), `--duration S` (measure
 //! for S seconds, however many flows that is, instead of `--flows` flows; the warm-up is still
 //! `--warmup` flows), `--reask-hint TEXT` (what the re-ask's message must contain; default the
-//! question followed by a blank line and the layer's hint naming the wrong field,
-//! `"?\n\nApprove: "`. A server with no hint of its own re-asks its question as it was:
-//! `--reask-hint "Deploy to "`).
+//! question followed by a blank line and the layer's line naming the wrong field,
+//! `"?\n\nPlease correct: Approve."`, the problem itself being on the field's description). A
+//! server with no hint of its own re-asks its question as it was: `--reask-hint "Deploy to "`).
 //! `--replicas 2` serves two replicas in this process, on two ports, sharing the keys (and, with
 //! `--single-use redis`, one Redis), and sends each request of a flow to the other replica than
 //! the one before. `--single-use memory|redis` makes tokens single-use, their ids consumed in
@@ -126,7 +126,7 @@ impl Options {
             max_rss_growth: None,
             url: None,
             duration: None,
-            reask_hint: "?\n\nApprove: ".to_owned(),
+            reask_hint: "?\n\nPlease correct: Approve.".to_owned(),
             legacy: false,
             replicas: 1,
             single_use: SingleUse::Off,
