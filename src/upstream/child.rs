@@ -74,8 +74,6 @@ pub(crate) struct Core {
     pub(crate) in_flight: Arc<Semaphore>,
     pub(crate) state: watch::Sender<State>,
     pub(crate) parked: ParkedCalls,
-    /// The key of the callers' tags (a fresh one per adapter).
-    pub(crate) caller_key: [u8; 32],
 }
 
 impl Core {
@@ -91,7 +89,6 @@ impl Core {
             in_flight: Arc::new(Semaphore::new(max_in_flight)),
             state: watch::Sender::new(State::Starting),
             parked: ParkedCalls::new(max_parked),
-            caller_key: crate::util::random::bytes(),
         })
     }
 

@@ -29,7 +29,9 @@
 //!   its `requestState` is the parked call's random id (122 bits). On the retry each
 //!   `inputResponses` answer goes to the upstream as the response to its request; the answer to
 //!   the retry is the next round of questions, or the result. A parked call is bound to the
-//!   caller (a keyed tag of the `Authorization` header), the method and the target; it is taken
+//!   caller, the method and the target (the caller as the layer takes it, by a keyed tag made
+//!   with the layer's keyring, given [`UpstreamBuilder::caller_from`]; else a keyed tag of the
+//!   `Authorization` header); it is taken
 //!   out once, so nothing runs twice; a retry for a call that is not parked (finished, expired,
 //!   another caller's, the child restarted) gets `-32602` with a clear message. Parked calls
 //!   expire ([`UpstreamBuilder::parked_timeout`]: the upstream gets `notifications/cancelled`)
@@ -68,7 +70,6 @@
 //! async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //!     let server = Stdio::new("npx")
 //!         .args(["-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/srv/data"]);
-//!     let upstream = Upstream::builder(server).spawn()?;
 //!     let approval = Gate::form(
 //!         "write-approval",
 //!         r#"{"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]}"#,
@@ -76,6 +77,8 @@
 //!     .require(|answer, _call| answer["approve"] == true);
 //!     let layer = ElicitationLayer::new(Keyring::from_env()?)
 //!         .gate(GateTarget::tool("write_file"), approval)?;
+//!     // Parked calls bound to the caller as the layer identifies it, with its keys.
+//!     let upstream = Upstream::builder(server).caller_from(&layer).spawn()?;
 //!     let mcp = ServiceBuilder::new().layer(layer).service(upstream);
 //!     let app = axum::Router::new().route_service("/mcp", mcp);
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;

@@ -11,20 +11,19 @@ use bytes::Bytes;
 use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::{Method as HttpMethod, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{Full, Limited};
+use http_body_util::Full;
 use serde_json::Value;
 use tokio::sync::watch;
 use tower_service::Service;
 
 use super::call;
 use super::child::{self, Core, State};
-use super::config::{Era, Settings, Stdio};
-use crate::BoxError;
+use super::config::{Callers, Era, Settings, Stdio};
 use crate::bridge::convert;
 use crate::util::BoxFuture;
-use crate::util::body::ReadAll;
-use crate::util::principal::Principal;
+use crate::util::body::{parse_strict, read_limited};
 use crate::wire::jsonrpc::{INVALID_REQUEST, PARSE_ERROR};
+use crate::{BoxError, ElicitationLayer};
 
 opaque_body! {
     /// The body of the adapter's responses: one JSON-RPC message, in memory. It cannot fail.
@@ -137,7 +136,23 @@ impl UpstreamBuilder {
         self
     }
 
-    /// The largest request body read from the front (default 4 MiB; 413 above).
+    /// Takes the caller's identity as `layer` does (the `Authorization` header, or
+    /// [`ElicitationLayer::principal_from`]), and binds each parked call to a keyed tag of it made
+    /// with `layer`'s keyring, as the layer binds its tokens and the
+    /// [legacy bridge](crate::bridge::LegacyBridgeLayer::new) its sessions: one identity,
+    /// configured once. Give it the finished layer (options set on `layer` afterwards do not
+    /// reach the adapter). Without it the adapter binds parked calls to the `Authorization`
+    /// header, under a key of its own: with a layer that takes the principal from elsewhere (a
+    /// proxy's header, an extension), call this, or a retry is taken as the caller the header
+    /// names rather than the one the layer checked.
+    pub fn caller_from(mut self, layer: &ElicitationLayer) -> Self {
+        let (keyring, principal) = layer.caller_binding();
+        self.settings.callers = Callers { keyring, principal };
+        self
+    }
+
+    /// The largest request body read from the front (default 4 MiB; 413 above, 400 for a body
+    /// that fails while it is read).
     pub fn max_body_bytes(mut self, max: usize) -> Self {
         self.settings.max_body_bytes = max;
         self
@@ -209,19 +224,16 @@ where
         return response;
     }
     let (parts, body) = request.into_parts();
-    let caller = caller_tag(&core.caller_key, Principal::default().of(&parts).as_deref());
-    let bytes = match ReadAll::new(Limited::new(body, core.settings.max_body_bytes)).await {
+    let caller = core.settings.callers.tag(&parts);
+    let bytes = match read_limited(body, core.settings.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(_) => {
-            let error = convert::error(
-                INVALID_REQUEST,
-                "Invalid Request: body unreadable or too large",
-            );
-            let body = convert::response(&Value::Null, Err(error));
-            return reply(StatusCode::PAYLOAD_TOO_LARGE, Some(&body));
+        Err(failed) => {
+            let (code, message) = failed.code_and_message();
+            let body = convert::response(&Value::Null, Err(convert::error(code, message)));
+            return reply(failed.status(), Some(&body));
         }
     };
-    let message = match serde_json::from_slice::<Value>(&bytes) {
+    let message = match parse_strict(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) => {
             let error = convert::error(
@@ -247,16 +259,6 @@ where
     }
 }
 
-/// The keyed tag of the caller (its `Authorization` header) a parked call is bound to.
-fn caller_tag(key: &[u8; 32], principal: Option<&[u8]>) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new_keyed(key);
-    match principal {
-        Some(principal) => hasher.update(b"caller:").update(principal),
-        None => hasher.update(b"anonymous"),
-    };
-    *hasher.finalize().as_bytes()
-}
-
 fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
     let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
     let mut response = Response::new(ResponseBody {
@@ -269,19 +271,4 @@ fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn callers_are_told_apart_and_never_kept_raw() {
-        let key = [3u8; 32];
-        let a = caller_tag(&key, Some(b"Bearer a"));
-        assert_eq!(a, caller_tag(&key, Some(b"Bearer a")));
-        assert_ne!(a, caller_tag(&key, Some(b"Bearer b")));
-        assert_ne!(a, caller_tag(&key, None));
-        assert_ne!(a, caller_tag(&[4u8; 32], Some(b"Bearer a")));
-    }
 }

@@ -73,11 +73,13 @@ struct Stack {
 
 impl Stack {
     async fn start(server: Stdio, tune: impl FnOnce(UpstreamBuilder) -> UpstreamBuilder) -> Self {
-        let upstream = tune(Upstream::builder(server).start_timeout(Duration::from_secs(60)))
-            .spawn()
-            .expect("the server starts");
+        let layer = layer();
+        let builder = Upstream::builder(server)
+            .caller_from(&layer)
+            .start_timeout(Duration::from_secs(60));
+        let upstream = tune(builder).spawn().expect("the server starts");
         let service = tower::ServiceBuilder::new()
-            .layer(layer())
+            .layer(layer)
             .service(upstream.clone());
         let app = axum::Router::new().route_service("/mcp", service);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -697,5 +699,139 @@ async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
             .unwrap()
             .contains("no longer waiting")
     );
+    upstream.shutdown().await;
+}
+
+/// One request straight to the adapter with `headers` and `body` as they are: the status and the
+/// JSON-RPC reply.
+async fn send<B>(
+    upstream: &Upstream,
+    headers: &[(&str, &str)],
+    body: B,
+) -> (http::StatusCode, Value)
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut request = http::Request::post("/mcp").header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = upstream
+        .clone()
+        .oneshot(request.body(body).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let reply = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, reply)
+}
+
+fn full(body: &Value) -> http_body_util::Full<bytes::Bytes> {
+    http_body_util::Full::new(bytes::Bytes::from(body.to_string()))
+}
+
+#[tokio::test]
+async fn parked_calls_are_bound_to_the_layers_principal() {
+    let Some(server) = python_server() else {
+        return;
+    };
+    // The layer takes the caller from `x-user`; the adapter, given the layer, does the same.
+    let layer = layer().principal_from(|parts| {
+        parts
+            .headers
+            .get("x-user")
+            .map(|value| value.as_bytes().to_vec())
+    });
+    let upstream = Upstream::builder(server)
+        .caller_from(&layer)
+        .start_timeout(Duration::from_secs(60))
+        .spawn()
+        .unwrap();
+    let book = |extra: Value| {
+        let mut params = json!({"name": "book", "arguments": {"restaurant": "Chez X"}});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    };
+    let alice = [("x-user", "alice"), ("authorization", "Bearer shared")];
+    let (_, first) = send(&upstream, &alice, full(&book(json!({})))).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first:#}");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let retry = book(answer("elicitation-1", &state, accept(json!({"seats": 2}))));
+
+    // The same `Authorization`, another principal: not the caller that parked the call.
+    let mallory = [("x-user", "mallory"), ("authorization", "Bearer shared")];
+    let (_, refused) = send(&upstream, &mallory, full(&retry)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused:#}");
+    let (_, anonymous) = send(
+        &upstream,
+        &[("authorization", "Bearer shared")],
+        full(&retry),
+    )
+    .await;
+    assert_eq!(anonymous["error"]["code"], -32602, "{anonymous:#}");
+
+    // The principal, whatever its `Authorization`: the call resumes.
+    let again = [("x-user", "alice"), ("authorization", "Bearer other")];
+    let (_, done) = send(&upstream, &again, full(&retry)).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "booked 2 at Chez X",
+        "{done:#}"
+    );
+    upstream.shutdown().await;
+}
+
+/// An adapter whose child never finishes its handshake: the body is read and refused before
+/// any of it would reach the server.
+fn idle_upstream(max_body_bytes: usize) -> Upstream {
+    Upstream::builder(Stdio::new("sleep").arg("60"))
+        .max_body_bytes(max_body_bytes)
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_body_naming_a_key_twice_is_a_parse_error() {
+    let upstream = idle_upstream(4096);
+    let twice = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "method": "ping"}"#;
+    let body = http_body_util::Full::new(bytes::Bytes::from_static(twice.as_bytes()));
+    let (status, reply) = send(&upstream, &[], body).await;
+    assert_eq!(status, http::StatusCode::BAD_REQUEST);
+    assert_eq!(reply["error"]["code"], -32700, "{reply:#}");
+    let nested = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "a", "arguments": {"x": 1, "x": 2}}}"#;
+    let body = http_body_util::Full::new(bytes::Bytes::from_static(nested.as_bytes()));
+    let (status, reply) = send(&upstream, &[], body).await;
+    assert_eq!(status, http::StatusCode::BAD_REQUEST);
+    assert_eq!(reply["error"]["code"], -32700, "{reply:#}");
+    upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_body_over_the_bound_is_413_and_a_broken_one_400() {
+    let upstream = idle_upstream(64);
+    let large =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x".repeat(200)}});
+    let (status, reply) = send(&upstream, &[], full(&large)).await;
+    assert_eq!(status, http::StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(reply["error"]["code"], -32600, "{reply:#}");
+
+    let frames: Vec<Result<http_body::Frame<bytes::Bytes>, std::io::Error>> = vec![
+        Ok(http_body::Frame::data(bytes::Bytes::from_static(
+            b"{\"jsonrpc\"",
+        ))),
+        Err(std::io::Error::other("the connection broke")),
+    ];
+    let broken = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+    let (status, reply) = send(&upstream, &[], broken).await;
+    assert_eq!(status, http::StatusCode::BAD_REQUEST);
+    assert_eq!(reply["error"]["code"], -32700, "{reply:#}");
     upstream.shutdown().await;
 }
