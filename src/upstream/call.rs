@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use super::child::{Core, Link, State, TARGET, failure};
 use super::config::GATHER;
+use super::core::{Core, Link, State, TARGET, failure};
 use super::parked::{Event, Parked};
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
 use crate::bridge::convert;
@@ -335,7 +335,7 @@ impl Call {
     fn exited(mut self) -> Value {
         self.events = None;
         self.core.forget(self.id);
-        failure(texts::UPSTREAM_EXITED)
+        failure(self.core.lost_text())
     }
 
     fn timed_out(self) -> Value {

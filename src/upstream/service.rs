@@ -17,8 +17,11 @@ use tokio::sync::watch;
 use tower_service::Service;
 
 use super::call;
-use super::child::{self, Core, State};
-use super::config::{Callers, Era, Settings, Stdio};
+use super::child;
+use super::config::{Callers, Era, Server, Settings};
+use super::core::{Core, State};
+#[cfg(feature = "upstream-http")]
+use super::streamable;
 use crate::bridge::convert;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
@@ -50,9 +53,10 @@ impl Future for ResponseFuture {
     }
 }
 
-/// Makes an MCP server run as a child process look like a 2026-07-28 multi round-trip server
-/// behind HTTP: a leaf Tower service to put [`ElicitationLayer`](crate::ElicitationLayer) in
-/// front of. Cheap to clone; the child is killed when the last clone is dropped, or at
+/// Makes an MCP server (a child process, or a Streamable HTTP endpoint) look like a 2026-07-28
+/// multi round-trip server behind HTTP: a leaf Tower service to put
+/// [`ElicitationLayer`](crate::ElicitationLayer) in front of. Cheap to clone; the child is
+/// killed (an HTTP session ended) when the last clone is dropped, or at
 /// [`shutdown`](Self::shutdown). Built with [`Upstream::builder`]. See the [module](super).
 #[derive(Clone, Debug)]
 pub struct Upstream {
@@ -73,14 +77,17 @@ impl Drop for Handle {
 }
 
 impl Upstream {
-    /// The adapter for `server`, with the default settings; [`UpstreamBuilder::spawn`] starts it.
-    pub fn builder(server: Stdio) -> UpstreamBuilder {
+    /// Creates the builder of the adapter for `server` (a [`Stdio`](super::Stdio) child, or an
+    /// [`Http`](super::Http) endpoint with feature `upstream-http`), every setting at its
+    /// default; [`UpstreamBuilder::spawn`] starts it.
+    pub fn builder(server: impl Into<Server>) -> UpstreamBuilder {
         UpstreamBuilder {
-            settings: Settings::new(server),
+            settings: Settings::new(server.into()),
         }
     }
 
-    /// Stops the child (killed if it does not exit) and waits until it is gone. Requests after
+    /// Stops the child (killed if it does not exit), or ends the HTTP session, and waits until
+    /// it is gone. Requests after
     /// it are answered with an error; clones stop with it.
     pub async fn shutdown(&self) {
         self.handle.shutdown.send_replace(true);
@@ -158,7 +165,9 @@ impl UpstreamBuilder {
         self
     }
 
-    /// The largest line read from the child (default 16 MiB); a longer one is skipped.
+    /// The largest message read from the server (default 16 MiB): a line from a child (a longer
+    /// one is skipped), an HTTP answer's JSON body (skipped) or one of its events (the stream is
+    /// left).
     pub fn max_message_bytes(mut self, max: usize) -> Self {
         self.settings.max_message_bytes = max;
         self
@@ -171,18 +180,25 @@ impl UpstreamBuilder {
         self
     }
 
-    /// Starts the child and the task that supervises it (handshake, restarts); requests wait
-    /// for the handshake. Call it inside a Tokio runtime.
+    /// Starts the child, or the HTTP connection, and the task that supervises it (handshake,
+    /// restarts, new sessions); requests wait for the handshake. Call it inside a Tokio runtime.
     ///
     /// # Errors
     ///
-    /// When the command cannot be started (not found, not executable, a bad working directory).
-    /// A child that starts and then exits, or fails its handshake, is restarted with back-off;
+    /// When the command cannot be started (not found, not executable, a bad working directory);
+    /// for an HTTP server, when its URL is not a valid `http://` URL or a header given is not
+    /// valid (`InvalidInput`). A child that starts and then exits, or fails its handshake, is
+    /// restarted with back-off, as is the handshake with an HTTP server that cannot be reached;
     /// requests meanwhile get a JSON-RPC error saying why.
     pub fn spawn(self) -> std::io::Result<Upstream> {
+        let server = self.settings.server.clone();
         let core = Core::new(self.settings);
         let (shutdown, stop) = watch::channel(false);
-        child::start(&core, stop)?;
+        match server {
+            Server::Stdio(stdio) => child::start(&core, stdio, stop)?,
+            #[cfg(feature = "upstream-http")]
+            Server::Http(http) => streamable::start(&core, http, stop)?,
+        }
         Ok(Upstream {
             core,
             handle: Arc::new(Handle { shutdown }),

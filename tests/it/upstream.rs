@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tower_elicitation::upstream::{Stdio, Upstream, UpstreamBuilder};
+use tower_elicitation::upstream::{Http, Server, Stdio, Upstream, UpstreamBuilder};
 use tower_elicitation::{ElicitationLayer, Keyring};
 
 /// Where `scripts/upstream-servers.sh` installs the servers.
@@ -72,7 +72,10 @@ struct Stack {
 }
 
 impl Stack {
-    async fn start(server: Stdio, tune: impl FnOnce(UpstreamBuilder) -> UpstreamBuilder) -> Self {
+    async fn start(
+        server: impl Into<Server>,
+        tune: impl FnOnce(UpstreamBuilder) -> UpstreamBuilder,
+    ) -> Self {
         let layer = layer();
         let builder = Upstream::builder(server)
             .caller_from(&layer)
@@ -834,4 +837,169 @@ async fn a_body_over_the_bound_is_413_and_a_broken_one_400() {
     assert_eq!(status, http::StatusCode::BAD_REQUEST);
     assert_eq!(reply["error"]["code"], -32700, "{reply:#}");
     upstream.shutdown().await;
+}
+
+/// A server listening on a loopback port of its own, killed when dropped.
+struct Listening {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl Listening {
+    /// Starts `command` (given the port) and waits until the port takes connections.
+    async fn start(command: impl Fn(u16) -> tokio::process::Command, port: Option<u16>) -> Self {
+        let port = port.unwrap_or_else(|| {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        });
+        let child = command(port)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the server starts");
+        let listening = async {
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), listening)
+            .await
+            .expect("the server listens");
+        Self { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    async fn stop(mut self) -> u16 {
+        let _ = self.child.kill().await;
+        self.port
+    }
+}
+
+/// server-everything in its Streamable HTTP mode (`PORT` in its environment), when installed.
+async fn everything_over_http() -> Option<Listening> {
+    let entry = cache().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    installed("server-everything", &entry, || Stdio::new("node"))?;
+    let command = |port: u16| {
+        let mut command = tokio::process::Command::new("node");
+        command
+            .arg(&entry)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string());
+        command
+    };
+    Some(Listening::start(command, None).await)
+}
+
+/// `tests/upstream/elicit_server.py --http <port>`, when the venv is installed.
+async fn python_over_http(port: Option<u16>) -> Option<Listening> {
+    let python = cache().join("venv/bin/python");
+    installed("the Python mcp 1.x venv", &python, || Stdio::new(&python))?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/elicit_server.py");
+    let command = |port: u16| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&script).arg("--http").arg(port.to_string());
+        command
+    };
+    Some(Listening::start(command, port).await)
+}
+
+#[tokio::test]
+async fn everything_over_http_a_plain_tool_and_its_elicitation_through_the_reverse_bridge() {
+    let Some(server) = everything_over_http().await else {
+        return;
+    };
+    let stack = Stack::start(Http::new(server.url()), |b| b).await;
+    let discovered = stack.rpc("server/discover", json!({})).await;
+    assert_eq!(
+        result(&discovered)["supportedVersions"],
+        json!(["2026-07-28"])
+    );
+    let echoed = stack
+        .call("echo", json!({"message": "over HTTP"}), json!({}))
+        .await;
+    assert_eq!(text(&echoed), "Echo: over HTTP");
+
+    // The elicitation comes on the POST's event stream; the answer is POSTed back.
+    let first = stack.call(ELICIT, json!({}), json!({})).await;
+    let (key, request, state) = question(&first);
+    assert_eq!(key, "elicitation-1");
+    assert_eq!(request["method"], "elicitation/create");
+    let done = stack
+        .retry(
+            ELICIT,
+            json!({}),
+            &key,
+            &state,
+            accept(json!({"name": "Ada Lovelace", "email": "ada@example.org"})),
+        )
+        .await;
+    assert!(text(&done).contains("- Name: Ada Lovelace"), "{done:#}");
+    stack.upstream.shutdown().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn python_over_http_headers_elicitation_and_a_lost_session() {
+    let Some(server) = python_over_http(None).await else {
+        return;
+    };
+    let upstream = Http::new(server.url())
+        .header("x-upstream-token", "s3cret")
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30));
+    let stack = Stack::start(upstream, |b| b).await;
+
+    // The user's header reaches the upstream; the front's own `Authorization` does not.
+    let header = |name: &str| json!({"name": name});
+    let token = stack
+        .call("header", header("x-upstream-token"), json!({}))
+        .await;
+    assert_eq!(text(&token), "s3cret");
+    let auth = stack
+        .call("header", header("authorization"), json!({}))
+        .await;
+    assert_eq!(text(&auth), "(absent)");
+
+    let args = json!({"restaurant": "Over HTTP"});
+    let (key, _, state) = question(&stack.call("book", args.clone(), json!({})).await);
+    let done = stack
+        .retry("book", args, &key, &state, accept(json!({"seats": 4})))
+        .await;
+    assert_eq!(text(&done), "booked 4 at Over HTTP");
+
+    // The server restarts on the same port and knows the session no more (404): the adapter
+    // starts a new one, and calls work again.
+    let port = server.stop().await;
+    let server = python_over_http(Some(port)).await.unwrap();
+    let mut errors = Vec::new();
+    let echoed = loop {
+        let reply = stack
+            .call("echo", json!({"text": "again"}), json!({}))
+            .await;
+        if reply.get("error").is_none() {
+            break reply;
+        }
+        errors.push(reply["error"]["message"].clone());
+        assert!(errors.len() < 20, "{errors:#?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(text(&echoed), "again", "after {errors:?}");
+    // What the calls in between were told: the server unreachable, or its session lost.
+    for error in &errors {
+        let error = error.as_str().unwrap_or_default();
+        assert!(
+            error.contains("could not be reached") || error.contains("lost the session"),
+            "{error}"
+        );
+    }
+    eprintln!("before the new session: {errors:?}");
+    stack.upstream.shutdown().await;
+    server.stop().await;
 }
