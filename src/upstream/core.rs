@@ -246,6 +246,12 @@ impl Core {
     /// Every call in flight learns that the server is gone (the child exited, the session was
     /// lost); parked calls are gone with it.
     pub(crate) fn connection_lost(&self) {
+        self.connection_lost_but(|_| false);
+    }
+
+    /// [`connection_lost`](Self::connection_lost), but the calls `keep` names still wait (the
+    /// server never saw their request: it is sent again in the new session).
+    pub(crate) fn connection_lost_but(&self, keep: impl Fn(u64) -> bool) {
         // New requests wait for the restart rather than write to a closed pipe.
         self.state.send_if_modified(|state| {
             let ready = matches!(state, State::Ready(_));
@@ -254,7 +260,14 @@ impl Core {
             }
             ready
         });
-        let waiters = std::mem::take(&mut *lock(&self.waiters));
+        let waiters = {
+            let mut waiters = lock(&self.waiters);
+            let all = std::mem::take(&mut *waiters);
+            let (kept, gone): (HashMap<_, _>, HashMap<_, _>) =
+                all.into_iter().partition(|(id, _)| keep(*id));
+            *waiters = kept;
+            gone
+        };
         for waiter in waiters.into_values() {
             let _ = waiter.try_send(Event::Exited);
         }

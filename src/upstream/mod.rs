@@ -25,9 +25,10 @@
 //!   front's are not passed on. A 2025-era server's `Mcp-Session-Id` (from its `initialize`
 //!   answer) is sent back with `MCP-Protocol-Version`; when the server no longer knows the
 //!   session (404, or the 400 naming the session that the TypeScript SDK's example servers
-//!   answer), the calls in flight get a JSON-RPC error (`-32603`, "The server lost the
-//!   session…"), parked calls are gone, and a new session is opened; at shutdown it is ended
-//!   with `DELETE`. A server that cannot be reached fails the request with an error saying so; a
+//!   answer), a new session is opened and the requests it refused so (which never ran there)
+//!   are sent again in it, once; the calls that were running in the old session get a JSON-RPC
+//!   error (`-32603`, "The server lost the session…"), and parked calls are gone with it. At
+//!   shutdown the session is ended with `DELETE`. A server that cannot be reached fails the request with an error saying so; a
 //!   failed handshake is tried again with back-off. `Http::connect_timeout` bounds each
 //!   connection and `Http::timeout` the wait for an answer's head; an event stream stays open
 //!   as long as its call may run and wait. Only `http://` (no TLS in this build), and no

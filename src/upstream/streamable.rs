@@ -3,6 +3,7 @@
 //! own requests before the response) is routed by the [core](super::core). A 2025-era server's
 //! session id is kept, and a new session is started when the server no longer knows it.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ const ACCEPTS: HeaderValue = HeaderValue::from_static("application/json, text/ev
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// How much of an error answer's body is read (to find a JSON-RPC error in it).
 const ERROR_BODY_BYTES: usize = 64 * 1024;
+/// How often a silent event stream checks that its call still waits for it.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// How long the `DELETE` that ends the session at shutdown may take.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -37,6 +40,8 @@ struct Connection {
     session: Mutex<Session>,
     /// Woken when the server says it does not know the session.
     lost: Notify,
+    /// The requests the server refused for the lost session: sent again in the new one.
+    retrying: Mutex<HashSet<u64>>,
     writer: mpsc::Sender<Value>,
 }
 
@@ -79,6 +84,7 @@ pub(crate) fn start(
         timeout: server.timeout,
         session: Mutex::default(),
         lost: Notify::new(),
+        retrying: Mutex::default(),
         writer,
     });
     tokio::spawn(send_all(Arc::clone(&connection), queue, shutdown.clone()));
@@ -134,7 +140,8 @@ async fn supervise(connection: Arc<Connection>, mut shutdown: watch::Receiver<bo
                 tokio::select! {
                     () = connection.lost.notified() => {
                         tracing::warn!(target: TARGET, "the server lost the session: starting a new one");
-                        core.connection_lost();
+                        let retrying = lock(&connection.retrying).clone();
+                        core.connection_lost_but(|id| retrying.contains(&id));
                     }
                     () = stopped(&mut shutdown) => break,
                 }
@@ -195,11 +202,49 @@ impl Connection {
     }
 }
 
-/// One message POSTed, and its answer routed.
+/// One message POSTed, and its answer routed. A request the server refuses because it lost the
+/// session (it never ran) is sent once more, in the new session.
 async fn post(connection: Arc<Connection>, message: Value) {
     let origin = request_id(&message);
+    let Some(lost) = exchange(&connection, &message, origin, true).await else {
+        return;
+    };
+    let again = new_session(&connection, &lost).await;
+    if let Some(id) = origin {
+        lock(&connection.retrying).remove(&id);
+        if again && connection.core.is_waiting(id) {
+            exchange(&connection, &message, origin, false).await;
+        } else {
+            connection.fail(origin, texts::UPSTREAM_SESSION_LOST);
+        }
+    }
+}
+
+/// Whether a session other than `lost` is ready (waited for no longer than a start may take).
+async fn new_session(connection: &Connection, lost: &Session) -> bool {
+    let mut state = connection.core.state.subscribe();
+    let ready = state.wait_for(|state| match state {
+        State::Ready(_) => lock(&connection.session).id != lost.id,
+        State::Down(_) | State::Stopped => true,
+        State::Starting => false,
+    });
+    let timeout = connection.core.settings.start_timeout;
+    match tokio::time::timeout(timeout, ready).await {
+        Ok(Ok(state)) => matches!(*state, State::Ready(_)),
+        _ => false,
+    }
+}
+
+/// One POST and its answer. `Some(session)`: the server had lost that session and the request
+/// `origin` is to be sent again (only when `may_retry`); else the request is answered.
+async fn exchange(
+    connection: &Arc<Connection>,
+    message: &Value,
+    origin: Option<u64>,
+    may_retry: bool,
+) -> Option<Session> {
     let session = lock(&connection.session).clone();
-    let version = meta_version(&message).or(session.version.clone());
+    let version = meta_version(message).or(session.version.clone());
     let mut request = connection
         .client
         .post(connection.url.clone())
@@ -218,9 +263,13 @@ async fn post(connection: Arc<Connection>, message: Value) {
         Ok(Err(error)) => {
             tracing::warn!(target: TARGET, %error, "the server could not be reached");
             let why = format!("The server could not be reached ({error}).");
-            return connection.fail(origin, &why);
+            connection.fail(origin, &why);
+            return None;
         }
-        Err(_) => return connection.fail(origin, texts::UPSTREAM_TIMEOUT),
+        Err(_) => {
+            connection.fail(origin, texts::UPSTREAM_TIMEOUT);
+            return None;
+        }
     };
     let status = response.status();
     // The session is the one `initialize` opened (a server may name one in other answers too,
@@ -234,7 +283,9 @@ async fn post(connection: Arc<Connection>, message: Value) {
     }
     if !status.is_success() {
         let body = read_bounded(&mut response, ERROR_BODY_BYTES).await;
-        return refused(&connection, origin, &session, status, &body).await;
+        let retry = origin.is_some() && may_retry;
+        let lost = refused(connection, origin, &session, status, &body, retry).await;
+        return lost.then_some(session);
     }
     let event_stream = response
         .headers()
@@ -243,7 +294,7 @@ async fn post(connection: Arc<Connection>, message: Value) {
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
     let limit = connection.core.settings.max_message_bytes;
     if event_stream {
-        read_events(&connection, response, origin).await;
+        read_events(connection, response, origin).await;
     } else {
         let body = read_bounded(&mut response, limit + 1).await;
         if body.len() > limit {
@@ -258,6 +309,7 @@ async fn post(connection: Arc<Connection>, message: Value) {
     if origin.is_some_and(|id| connection.core.is_waiting(id)) {
         connection.fail(origin, texts::UPSTREAM_NO_RESPONSE);
     }
+    None
 }
 
 /// An answer that is not a success: a lost session (404, or the 400 the TypeScript SDK's
@@ -268,7 +320,8 @@ async fn refused(
     session: &Session,
     status: StatusCode,
     body: &[u8],
-) {
+    retry: bool,
+) -> bool {
     let says_session = || {
         String::from_utf8_lossy(body)
             .to_ascii_lowercase()
@@ -278,11 +331,18 @@ async fn refused(
         && (status == StatusCode::NOT_FOUND
             || (status == StatusCode::BAD_REQUEST && says_session()));
     if lost {
+        if let (Some(id), true) = (origin, retry) {
+            // Kept waiting through the loss, to be sent again.
+            lock(&connection.retrying).insert(id);
+        }
         // Only the current session's loss starts a new one (not a late answer to an old one).
         if lock(&connection.session).id == session.id {
             connection.lost.notify_one();
         }
-        return connection.fail(origin, texts::UPSTREAM_SESSION_LOST);
+        if !retry {
+            connection.fail(origin, texts::UPSTREAM_SESSION_LOST);
+        }
+        return retry;
     }
     tracing::warn!(target: TARGET, %status, "the server refused a request");
     if let (Some(id), Ok(Value::Object(mut error))) = (origin, serde_json::from_slice(body))
@@ -291,10 +351,11 @@ async fn refused(
         // The server's own JSON-RPC error (often with `id: null`): the request's answer.
         error.insert("id".to_owned(), json!(id));
         connection.core.route(&connection.writer, error, None).await;
-        return;
+        return false;
     }
     let why = format!("The server answered HTTP {status}.");
     connection.fail(origin, &why);
+    false
 }
 
 /// The body, no more than `limit` bytes of it (the rest is not read).
@@ -313,7 +374,8 @@ async fn read_bounded(response: &mut reqwest::Response, limit: usize) -> Vec<u8>
 
 /// Routes each event of an event stream as it comes: the server's requests and notifications,
 /// then the response. The stream is left when it ends, when it stays silent longer than a call
-/// may take and wait, when an event is over the bound, or once its call no longer waits.
+/// may take and wait, when an event is over the bound, or once its call no longer waits (it was
+/// answered, cancelled, expired; checked every second while the stream is silent).
 async fn read_events(
     connection: &Connection,
     mut response: reqwest::Response,
@@ -323,19 +385,25 @@ async fn read_events(
     let idle = settings.request_timeout + settings.parked_timeout;
     let limit = settings.max_message_bytes;
     let mut splitter = sse::Splitter::default();
+    let mut heard = tokio::time::Instant::now();
     loop {
-        let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+        let chunk = match tokio::time::timeout(CHECK_EVERY, response.chunk()).await {
             Ok(Ok(Some(chunk))) => chunk,
             Ok(Ok(None)) => break,
             Ok(Err(error)) => {
                 tracing::debug!(target: TARGET, %error, "the server's event stream broke");
                 break;
             }
-            Err(_) => {
+            // Silent: still wanted while its call waits (a person may be answering), and
+            // not longer than a call may take and wait.
+            Err(_) if origin.is_some_and(|id| !connection.core.is_waiting(id)) => break,
+            Err(_) if heard.elapsed() >= idle => {
                 tracing::debug!(target: TARGET, "the server's event stream stayed silent too long");
                 break;
             }
+            Err(_) => continue,
         };
+        heard = tokio::time::Instant::now();
         splitter.push(&chunk);
         while let Some(event) = splitter.next_event() {
             if let Some(data) = sse::data(&event)

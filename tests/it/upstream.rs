@@ -975,7 +975,7 @@ async fn python_over_http_headers_elicitation_and_a_lost_session() {
     assert_eq!(text(&done), "booked 4 at Over HTTP");
 
     // The server restarts on the same port and knows the session no more (404): the adapter
-    // starts a new one, and calls work again.
+    // starts a new one.
     let port = server.stop().await;
     let server = python_over_http(Some(port)).await.unwrap();
     let mut errors = Vec::new();
@@ -991,15 +991,9 @@ async fn python_over_http_headers_elicitation_and_a_lost_session() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     assert_eq!(text(&echoed), "again", "after {errors:?}");
-    // What the calls in between were told: the server unreachable, or its session lost.
-    for error in &errors {
-        let error = error.as_str().unwrap_or_default();
-        assert!(
-            error.contains("could not be reached") || error.contains("lost the session"),
-            "{error}"
-        );
-    }
-    eprintln!("before the new session: {errors:?}");
+    // The request the server refused for the lost session never ran there: it is sent again
+    // in the new session, and the caller sees no error at all.
+    assert!(errors.is_empty(), "{errors:#?}");
     stack.upstream.shutdown().await;
     server.stop().await;
 }
