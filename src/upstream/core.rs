@@ -333,7 +333,13 @@ pub(crate) async fn handshake(
     let initialized = core
         .ask(writer, "initialize", params)
         .await
-        .map_err(|error| format!("it refused initialize ({error})"))?;
+        .map_err(|error| match error.get("message").and_then(Value::as_str) {
+            // The transport's own failure (the server could not be reached, …), as it says it.
+            Some(message) if error.get("code") == Some(&json!(INTERNAL_ERROR)) => {
+                format!("its initialize failed: {}", message.trim_end_matches('.'))
+            }
+            _ => format!("it refused initialize ({error})"),
+        })?;
     let version = initialized
         .get("protocolVersion")
         .and_then(Value::as_str)

@@ -71,8 +71,11 @@ pub(crate) fn start(
             server.url
         )));
     }
+    // A redirect is not followed: a POSTed JSON-RPC message has one endpoint (and the user's
+    // headers, often a credential, go to it only).
     let client = reqwest::Client::builder()
         .connect_timeout(server.connect_timeout)
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(std::io::Error::other)?;
     let (writer, queue) = mpsc::channel(QUEUE);

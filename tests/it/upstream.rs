@@ -997,3 +997,57 @@ async fn python_over_http_headers_elicitation_and_a_lost_session() {
     stack.upstream.shutdown().await;
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_http_server_not_there_yet_is_a_clear_error_then_served_once_it_listens() {
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let stack = Stack::start(Http::new(url), |b| b.start_timeout(Duration::from_secs(5))).await;
+    let early = stack
+        .call("echo", json!({"text": "early"}), json!({}))
+        .await;
+    let message = early["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not available") && message.contains("could not be reached"),
+        "{early:#}"
+    );
+    // The handshake is tried again with back-off: once the server listens, calls are served.
+    let Some(server) = python_over_http(Some(port)).await else {
+        return;
+    };
+    let served = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let reply = stack.call("echo", json!({"text": "late"}), json!({})).await;
+            if reply.get("error").is_none() {
+                break reply;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("served once the server listens");
+    assert_eq!(text(&served), "late");
+    stack.upstream.shutdown().await;
+    server.stop().await;
+}
+
+#[test]
+fn an_http_server_needs_an_http_url_and_valid_headers() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = runtime.enter();
+    for server in [
+        Http::new("not a url"),
+        Http::new("https://example.org/mcp"),
+        Http::new("http://127.0.0.1:1/mcp").header("bad header", "x"),
+        Http::new("http://127.0.0.1:1/mcp").header("x-ok", "line\nbreak"),
+    ] {
+        let error = Upstream::builder(server).spawn().unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{error}");
+    }
+}
