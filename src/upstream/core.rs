@@ -4,7 +4,7 @@
 //! A transport carries whole JSON-RPC messages: it reads them from the server into
 //! [`Core::route`], and writes what comes on its [`Link`]'s queue.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -64,6 +64,9 @@ pub(crate) struct Core {
     waiters: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
     /// The upstream id of the call that takes server-to-client requests now.
     floor_holder: Mutex<Option<u64>>,
+    /// The calls that may be asked (the reverse bridge's, once they held the floor): a request
+    /// that comes in the answer to another call's POST is refused, not given to them.
+    askers: Mutex<HashSet<u64>>,
     /// One call at a time may be asked questions by a 2025-era upstream: its requests name no
     /// call, so only the one running call can be their author.
     pub(crate) floor: Arc<Semaphore>,
@@ -81,6 +84,7 @@ impl Core {
             next_id: AtomicU64::new(1),
             waiters: Mutex::default(),
             floor_holder: Mutex::default(),
+            askers: Mutex::default(),
             floor: Arc::new(Semaphore::new(1)),
             in_flight: Arc::new(Semaphore::new(max_in_flight)),
             state: watch::Sender::new(State::Starting),
@@ -99,6 +103,7 @@ impl Core {
     /// Forgets the call `id` (answered, given up, or expired).
     pub(crate) fn forget(&self, id: u64) {
         lock(&self.waiters).remove(&id);
+        lock(&self.askers).remove(&id);
         let mut holder = lock(&self.floor_holder);
         if *holder == Some(id) {
             *holder = None;
@@ -107,6 +112,9 @@ impl Core {
 
     /// Makes `id` the call the server's requests go to (`None`: no call).
     pub(crate) fn hold_floor(&self, id: Option<u64>) {
+        if let Some(id) = id {
+            lock(&self.askers).insert(id);
+        }
         *lock(&self.floor_holder) = id;
     }
 
@@ -200,14 +208,13 @@ impl Core {
                     let _ = writer.send(convert::response(&id, Ok(json!({})))).await;
                     return;
                 }
-                let waiter = {
-                    let waiters = lock(&self.waiters);
-                    let holder = *lock(&self.floor_holder);
-                    origin
-                        .and_then(|o| waiters.get(&o))
-                        .or_else(|| holder.and_then(|h| waiters.get(&h)))
-                        .cloned()
+                // The call whose answer carried the request, if it may be asked (a parked one
+                // takes it when it resumes); else, with no such answer (stdio), the floor's.
+                let author = match origin {
+                    Some(origin) => lock(&self.askers).contains(&origin).then_some(origin),
+                    None => *lock(&self.floor_holder),
                 };
+                let waiter = author.and_then(|id| lock(&self.waiters).get(&id).cloned());
                 let delivered = match waiter {
                     Some(waiter) => waiter.try_send(Event::Request(message)).is_ok(),
                     None => false,
@@ -268,6 +275,7 @@ impl Core {
             *waiters = kept;
             gone
         };
+        lock(&self.askers).retain(|id| keep(*id));
         for waiter in waiters.into_values() {
             let _ = waiter.try_send(Event::Exited);
         }
@@ -365,4 +373,51 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 /// A JSON-RPC error for a call the server could not finish.
 pub(crate) fn failure(message: &str) -> Value {
     convert::error(INTERNAL_ERROR, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::Stdio;
+    use super::*;
+
+    fn request(id: u64) -> Map<String, Value> {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create"});
+        request.as_object().cloned().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_goes_to_the_call_whose_answer_carried_it_if_it_may_be_asked() {
+        let core = Core::new(Settings::new(Server::Stdio(Stdio::new("unused"))));
+        let (writer, mut written) = mpsc::channel(8);
+        let (asking, mut asking_events) = core.register();
+        let (plain, mut plain_events) = core.register();
+        // A reverse-bridge call held the floor, then was parked (the floor is free again).
+        core.hold_floor(Some(asking));
+        core.hold_floor(None);
+
+        core.route(&writer, request(100), Some(asking)).await;
+        assert!(matches!(asking_events.try_recv(), Ok(Event::Request(_))));
+
+        // In the answer to a call that may not be asked: refused, given to no one.
+        core.route(&writer, request(101), Some(plain)).await;
+        assert!(plain_events.try_recv().is_err());
+        assert!(asking_events.try_recv().is_err());
+        let refused = written.try_recv().unwrap();
+        assert_eq!(
+            (refused["id"].as_u64(), refused["error"]["code"].as_i64()),
+            (Some(101), Some(METHOD_NOT_FOUND))
+        );
+
+        // With no answer to come in (stdio): the floor's, and nobody holds it.
+        core.route(&writer, request(102), None).await;
+        assert_eq!(written.try_recv().unwrap()["id"], 102);
+        core.hold_floor(Some(asking));
+        core.route(&writer, request(103), None).await;
+        assert!(matches!(asking_events.try_recv(), Ok(Event::Request(_))));
+
+        // A forgotten call is asked nothing more.
+        core.forget(asking);
+        core.route(&writer, request(104), Some(asking)).await;
+        assert_eq!(written.try_recv().unwrap()["id"], 104);
+    }
 }
