@@ -125,6 +125,15 @@ pub(crate) const UPSTREAM_CALL_GONE: &str = "This call is no longer waiting for 
 pub(crate) const UPSTREAM_EXITED: &str =
     "The server exited while handling this request; it is being restarted. Make the request again.";
 
+/// The upstream adapter's error when the HTTP server lost the session during the call.
+#[cfg(feature = "upstream-http")]
+pub(crate) const UPSTREAM_SESSION_LOST: &str = "The server lost the session while handling this request; a new one is being started. Make the request again.";
+
+/// The upstream adapter's error when the server's answer to a request ended without its response.
+#[cfg(feature = "upstream-http")]
+pub(crate) const UPSTREAM_NO_RESPONSE: &str =
+    "The server's answer ended without a response to this request. Make the request again.";
+
 /// The upstream adapter's error when the server is not running (starting, or failing to start).
 #[cfg(feature = "upstream")]
 pub(crate) fn upstream_unavailable(why: &str) -> String {

@@ -9,7 +9,6 @@ use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{LengthLimitError, Limited};
 use serde_json::{Map, Value, json};
 use tower_service::Service;
 
@@ -25,8 +24,7 @@ use super::session::SessionRecord;
 use crate::BoxError;
 use crate::store::StoreError;
 use crate::token;
-use crate::util::body::ReadAll;
-use crate::wire::json::StrictValue;
+use crate::util::body::{parse_strict, read_limited};
 use crate::wire::jsonrpc::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR, SESSION_NOT_FOUND,
 };
@@ -146,7 +144,7 @@ where
     if parts.method != Method::POST {
         return forward(inner, parts, bytes).await;
     }
-    let message = match serde_json::from_slice::<StrictValue>(&bytes).map(|s| s.0) {
+    let message = match parse_strict(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) if session.is_some() => {
             let error = convert::error(INVALID_REQUEST, "batch requests are not supported");
@@ -178,17 +176,12 @@ where
     ReqBody: Body<Data = Bytes>,
     ReqBody::Error: Into<BoxError>,
 {
-    match ReadAll::new(Limited::new(body, settings.max_body_bytes)).await {
-        Ok(bytes) => Ok(bytes),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
-            let error = convert::error(INVALID_REQUEST, "Request body too large");
-            Err(json(StatusCode::PAYLOAD_TOO_LARGE, &id_less(error)))
-        }
-        Err(_) => {
-            let error = convert::error(PARSE_ERROR, "Cannot read the request body");
-            Err(json(StatusCode::BAD_REQUEST, &id_less(error)))
-        }
-    }
+    read_limited(body, settings.max_body_bytes)
+        .await
+        .map_err(|failed| {
+            let (code, message) = failed.code_and_message();
+            json(failed.status(), &id_less(convert::error(code, message)))
+        })
 }
 
 /// A POSTed JSON-RPC message on its way through the bridge, with the service it goes to, the

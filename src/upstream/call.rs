@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use super::child::{Core, Link, State, TARGET, failure};
 use super::config::GATHER;
+use super::core::{Core, Link, State, TARGET, failure};
 use super::parked::{Event, Parked};
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
 use crate::bridge::convert;
@@ -21,7 +21,7 @@ use crate::wire::mcp::Method;
 /// Answers one JSON-RPC message from the front; `None` for a notification (HTTP 202).
 pub(crate) async fn handle(
     core: Arc<Core>,
-    caller: [u8; 32],
+    caller: Option<String>,
     message: Map<String, Value>,
 ) -> Option<Value> {
     let id = message.get("id").cloned()?;
@@ -100,7 +100,7 @@ async fn plain(
 async fn reverse_bridge(
     core: &Arc<Core>,
     link: &Arc<Link>,
-    caller: [u8; 32],
+    caller: Option<String>,
     method: Method,
     params: Option<Value>,
 ) -> Result<Value, Value> {
@@ -132,7 +132,7 @@ async fn reverse_bridge(
         };
         return run(core, call, parked, floor).await;
     };
-    let Some(mut parked) = core.parked.take(&state, &caller, method, &target) else {
+    let Some(mut parked) = core.parked.take(&state, caller.as_deref(), method, &target) else {
         tracing::debug!(target: TARGET, "a retry for a call that is not parked here");
         return Err(convert::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
     };
@@ -335,7 +335,7 @@ impl Call {
     fn exited(mut self) -> Value {
         self.events = None;
         self.core.forget(self.id);
-        failure(texts::UPSTREAM_EXITED)
+        failure(self.core.lost_text())
     }
 
     fn timed_out(self) -> Value {

@@ -1,305 +1,33 @@
-//! The child process: spawned, framed (one JSON-RPC message a line), restarted with back-off when
-//! it exits, killed when the adapter goes. Its messages are routed here: responses to the call
-//! waiting on their id, server-to-client requests to the call that holds the floor.
+//! The stdio transport: the child process spawned, framed (one JSON-RPC message a line),
+//! restarted with back-off when it exits, killed when the adapter goes. Its lines are routed by
+//! the [core](super::core).
 
-use std::collections::HashMap;
 use std::process::Stdio as Pipe;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 
-use super::config::Era;
-use super::config::{FIRST_BACKOFF, MAX_BACKOFF, STABLE_RUN, Settings};
-use super::parked::{Event, ParkedCalls};
-use super::session::{Negotiated, client_capabilities, speaks_mrtr};
-use crate::bridge::convert;
-use crate::bridge::convert::LEGACY_VERSIONS;
-use crate::wire::jsonrpc::INTERNAL_ERROR;
-use crate::wire::mcp::MRTR_VERSION;
-
-/// `METHOD_NOT_FOUND`: what a server-to-client request no call can take is answered.
-const METHOD_NOT_FOUND: i64 = -32601;
-/// How many messages wait for the child's stdin, and for one call, before back-pressure.
-const QUEUE: usize = 256;
-
-/// Where the adapter stands with the child.
-#[derive(Clone, Debug)]
-pub(crate) enum State {
-    Starting,
-    Ready(Arc<Link>),
-    Down(String),
-    Stopped,
-}
-
-/// A running, handshaken child: where to write, and what it is.
-#[derive(Debug)]
-pub(crate) struct Link {
-    writer: mpsc::Sender<Bytes>,
-    pub(crate) negotiated: Negotiated,
-}
-
-impl Link {
-    /// Writes one message (a line).
-    pub(crate) async fn send(&self, message: &Value) -> bool {
-        let mut line = message.to_string().into_bytes();
-        line.push(b'\n');
-        self.writer.send(Bytes::from(line)).await.is_ok()
-    }
-
-    /// Writes one message if the queue has room (from a `Drop`, or a timer); else it is lost.
-    pub(crate) fn send_now(&self, message: &Value) {
-        let mut line = message.to_string().into_bytes();
-        line.push(b'\n');
-        let _ = self.writer.try_send(Bytes::from(line));
-    }
-}
-
-/// Everything the service's clones and the child's tasks share.
-#[derive(Debug)]
-pub(crate) struct Core {
-    pub(crate) settings: Settings,
-    next_id: AtomicU64,
-    waiters: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
-    /// The upstream id of the call that takes server-to-client requests now.
-    floor_holder: Mutex<Option<u64>>,
-    /// One call at a time may be asked questions by a 2025-era upstream: its requests name no
-    /// call, so only the one running call can be their author.
-    pub(crate) floor: Arc<Semaphore>,
-    pub(crate) in_flight: Arc<Semaphore>,
-    pub(crate) state: watch::Sender<State>,
-    pub(crate) parked: ParkedCalls,
-    /// The key of the callers' tags (a fresh one per adapter).
-    pub(crate) caller_key: [u8; 32],
-}
-
-impl Core {
-    pub(crate) fn new(settings: Settings) -> Arc<Self> {
-        let max_in_flight = settings.max_in_flight.max(1);
-        let max_parked = settings.max_parked;
-        Arc::new(Self {
-            settings,
-            next_id: AtomicU64::new(1),
-            waiters: Mutex::default(),
-            floor_holder: Mutex::default(),
-            floor: Arc::new(Semaphore::new(1)),
-            in_flight: Arc::new(Semaphore::new(max_in_flight)),
-            state: watch::Sender::new(State::Starting),
-            parked: ParkedCalls::new(max_parked),
-            caller_key: crate::util::random::bytes(),
-        })
-    }
-
-    /// A fresh JSON-RPC id for a request to the child, and the channel its events come on.
-    pub(crate) fn register(&self) -> (u64, mpsc::Receiver<Event>) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel(QUEUE);
-        lock(&self.waiters).insert(id, tx);
-        (id, rx)
-    }
-
-    /// Forgets the call `id` (answered, given up, or expired).
-    pub(crate) fn forget(&self, id: u64) {
-        lock(&self.waiters).remove(&id);
-        let mut holder = lock(&self.floor_holder);
-        if *holder == Some(id) {
-            *holder = None;
-        }
-    }
-
-    /// Makes `id` the call the child's requests go to (`None`: no call).
-    pub(crate) fn hold_floor(&self, id: Option<u64>) {
-        *lock(&self.floor_holder) = id;
-    }
-
-    /// The running link, waiting for a start in progress (bounded by the start timeout).
-    pub(crate) async fn link(&self) -> Result<Arc<Link>, String> {
-        let mut state = self.state.subscribe();
-        let wait = state.wait_for(|s| !matches!(s, State::Starting));
-        match tokio::time::timeout(self.settings.start_timeout, wait).await {
-            Err(_) => Err("it is still starting".to_owned()),
-            Ok(Err(_)) => Err("it was shut down".to_owned()),
-            Ok(Ok(state)) => match &*state {
-                State::Ready(link) => Ok(Arc::clone(link)),
-                State::Down(why) => Err(why.clone()),
-                State::Stopped => Err("it was shut down".to_owned()),
-                State::Starting => Err("it is still starting".to_owned()),
-            },
-        }
-    }
-
-    /// Routes one line from the child.
-    async fn route(&self, link: &mpsc::Sender<Bytes>, line: &[u8]) {
-        let message: Map<String, Value> = match serde_json::from_slice(line) {
-            Ok(Value::Object(message)) => message,
-            _ => {
-                tracing::warn!(target: TARGET, "the server wrote a line that is not a JSON-RPC message");
-                return;
-            }
-        };
-        let method = message
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        match (method.as_deref(), message.get("id")) {
-            (Some(method), Some(id)) => {
-                let id = id.clone();
-                if method == "ping" {
-                    write(link, &convert::response(&id, Ok(json!({})))).await;
-                    return;
-                }
-                let holder = *lock(&self.floor_holder);
-                let waiter = holder.and_then(|h| lock(&self.waiters).get(&h).cloned());
-                let delivered = match waiter {
-                    Some(waiter) => waiter.try_send(Event::Request(message)).is_ok(),
-                    None => false,
-                };
-                if !delivered {
-                    tracing::debug!(target: TARGET, method, "a server-to-client request outside any call: refused");
-                    let error = convert::error(
-                        METHOD_NOT_FOUND,
-                        "no call is running that could carry this request to the client",
-                    );
-                    write(link, &convert::response(&id, Err(error))).await;
-                }
-            }
-            (Some(method), None) => match method {
-                "notifications/message" => {
-                    let params = message.get("params").cloned().unwrap_or(Value::Null);
-                    tracing::info!(target: TARGET, %params, "the server logged");
-                }
-                _ => tracing::debug!(target: TARGET, method, "a notification from the server"),
-            },
-            (None, Some(id)) => {
-                let waiter = id.as_u64().and_then(|id| lock(&self.waiters).remove(&id));
-                match waiter {
-                    Some(waiter) => {
-                        let _ = waiter.try_send(Event::Response(message));
-                    }
-                    None => tracing::debug!(target: TARGET, %id, "a response no call waits for"),
-                }
-            }
-            (None, None) => {
-                tracing::warn!(target: TARGET, "the server wrote a message without method or id");
-            }
-        }
-    }
-
-    /// Every call in flight learns that the child exited; parked calls are gone with it.
-    fn child_exited(&self) {
-        // New requests wait for the restart rather than write to a closed pipe.
-        self.state.send_if_modified(|state| {
-            let ready = matches!(state, State::Ready(_));
-            if ready {
-                *state = State::Starting;
-            }
-            ready
-        });
-        let waiters = std::mem::take(&mut *lock(&self.waiters));
-        for waiter in waiters.into_values() {
-            let _ = waiter.try_send(Event::Exited);
-        }
-        self.hold_floor(None);
-        self.parked.clear();
-    }
-
-    /// A request of the adapter's own (the handshake), answered or not within the start timeout.
-    pub(crate) async fn ask(
-        &self,
-        link: &mpsc::Sender<Bytes>,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, Value> {
-        let (id, mut events) = self.register();
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        write(link, &request).await;
-        let outcome = tokio::time::timeout(self.settings.start_timeout, events.recv()).await;
-        self.forget(id);
-        match outcome {
-            Ok(Some(Event::Response(mut response))) => match response.remove("result") {
-                Some(result) => Ok(result),
-                None => Err(response.remove("error").unwrap_or(Value::Null)),
-            },
-            Ok(_) => Err(json!("the server exited")),
-            Err(_) => Err(json!("no answer in time")),
-        }
-    }
-
-    /// Tells the child about a notification of the adapter's own.
-    pub(crate) async fn notify(link: &Link, method: &str, params: Value) {
-        link.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
-            .await;
-    }
-}
-
-/// The target of the adapter's `tracing` events.
-pub(crate) const TARGET: &str = "tower_elicitation::upstream";
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-async fn write(link: &mpsc::Sender<Bytes>, message: &Value) {
-    let mut line = message.to_string().into_bytes();
-    line.push(b'\n');
-    let _ = link.send(Bytes::from(line)).await;
-}
-
-/// `server/discover`, then `initialize` (unless the era is pinned).
-async fn handshake(core: &Core, link: &mpsc::Sender<Bytes>) -> Result<Negotiated, String> {
-    let era = core.settings.era;
-    if era != Era::Legacy {
-        let meta = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MRTR_VERSION}});
-        match core.ask(link, "server/discover", meta).await {
-            Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::Mrtr),
-            Ok(_) | Err(_) if era == Era::Mrtr => {
-                return Err("it did not answer server/discover as a 2026-07-28 server".to_owned());
-            }
-            _ => {}
-        }
-    }
-    let (name, version) = &core.settings.client_info;
-    let params = json!({
-        "protocolVersion": LEGACY_VERSIONS[0],
-        "capabilities": client_capabilities(),
-        "clientInfo": {"name": name, "version": version},
-    });
-    let initialized = core
-        .ask(link, "initialize", params)
-        .await
-        .map_err(|error| format!("it refused initialize ({error})"))?;
-    let version = initialized
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .filter(|v| LEGACY_VERSIONS.contains(v))
-        .ok_or_else(|| {
-            format!(
-                "it answered initialize with a protocol version the adapter does not speak ({})",
-                initialized.get("protocolVersion").unwrap_or(&Value::Null)
-            )
-        })?
-        .to_owned();
-    Ok(Negotiated::Legacy {
-        version,
-        initialized,
-    })
-}
+use super::config::{FIRST_BACKOFF, MAX_BACKOFF, STABLE_RUN, Stdio};
+use super::core::{Core, Link, QUEUE, State, TARGET, handshake, stopped};
+use super::session::Negotiated;
 
 /// Starts the child (so that a command that cannot run is an error at once), then supervises it
 /// in a task: handshake, restarts with back-off, and the kill when `shutdown` turns true.
-pub(crate) fn start(core: &Arc<Core>, shutdown: watch::Receiver<bool>) -> std::io::Result<()> {
-    let child = spawn(&core.settings)?;
-    tokio::spawn(supervise(Arc::clone(core), child, shutdown));
+pub(crate) fn start(
+    core: &Arc<Core>,
+    stdio: Stdio,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let child = spawn(&stdio)?;
+    tokio::spawn(supervise(Arc::clone(core), stdio, child, shutdown));
     Ok(())
 }
 
-fn spawn(settings: &Settings) -> std::io::Result<Child> {
-    let stdio = &settings.stdio;
+fn spawn(stdio: &Stdio) -> std::io::Result<Child> {
     let mut command = Command::new(&stdio.command);
     command
         .args(&stdio.args)
@@ -314,13 +42,18 @@ fn spawn(settings: &Settings) -> std::io::Result<Child> {
     command.spawn()
 }
 
-async fn supervise(core: Arc<Core>, first: Child, mut shutdown: watch::Receiver<bool>) {
+async fn supervise(
+    core: Arc<Core>,
+    stdio: Stdio,
+    first: Child,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut next = Some(first);
     let mut backoff = FIRST_BACKOFF;
     loop {
         let child = match next.take() {
             Some(child) => Ok(child),
-            None => spawn(&core.settings),
+            None => spawn(&stdio),
         };
         let started = Instant::now();
         match child {
@@ -348,7 +81,7 @@ async fn supervise(core: Arc<Core>, first: Child, mut shutdown: watch::Receiver<
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
-    core.child_exited();
+    core.connection_lost();
     core.state.send_replace(State::Stopped);
 }
 
@@ -414,23 +147,20 @@ async fn run(core: &Arc<Core>, mut child: Child, shutdown: &mut watch::Receiver<
     ended
 }
 
-/// Resolves once the adapter is shut down (its last clone dropped, or `shutdown`).
-async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
-}
-
 /// Kills the child (if it still runs), and ends its reader.
 async fn stop(core: &Core, mut child: Child, reader: tokio::task::JoinHandle<()>) -> Ended {
     let _ = child.start_kill();
     let _ = child.wait().await;
     reader.abort();
     let _ = reader.await;
-    core.child_exited();
+    core.connection_lost();
     Ended::Shutdown
 }
 
-async fn write_lines(mut stdin: ChildStdin, mut queue: mpsc::Receiver<Bytes>) {
-    while let Some(line) = queue.recv().await {
+async fn write_lines(mut stdin: ChildStdin, mut queue: mpsc::Receiver<Value>) {
+    while let Some(message) = queue.recv().await {
+        let mut line = message.to_string().into_bytes();
+        line.push(b'\n');
         if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
             break;
         }
@@ -444,7 +174,7 @@ async fn log_lines(stderr: impl AsyncRead + Unpin) {
     }
 }
 
-async fn read_lines(core: Arc<Core>, writer: mpsc::Sender<Bytes>, stdout: impl AsyncRead + Unpin) {
+async fn read_lines(core: Arc<Core>, writer: mpsc::Sender<Value>, stdout: impl AsyncRead + Unpin) {
     let limit = core.settings.max_message_bytes as u64;
     let mut reader = BufReader::new(stdout);
     let mut line = Vec::new();
@@ -468,7 +198,7 @@ async fn read_lines(core: Arc<Core>, writer: mpsc::Sender<Bytes>, stdout: impl A
                         .read_until(b'\n', &mut rest)
                         .await
                     {
-                        Ok(0) | Err(_) => return core.child_exited(),
+                        Ok(0) | Err(_) => return core.connection_lost(),
                         Ok(_) => ended = rest.ends_with(b"\n"),
                     }
                 }
@@ -476,15 +206,10 @@ async fn read_lines(core: Arc<Core>, writer: mpsc::Sender<Bytes>, stdout: impl A
             Ok(_) => {
                 let text = line.trim_ascii();
                 if !text.is_empty() {
-                    core.route(&writer, text).await;
+                    core.route_bytes(&writer, text, None).await;
                 }
             }
         }
     }
-    core.child_exited();
-}
-
-/// A JSON-RPC error for a call the child could not finish.
-pub(crate) fn failure(message: &str) -> Value {
-    convert::error(INTERNAL_ERROR, message)
+    core.connection_lost();
 }

@@ -1,8 +1,15 @@
-//! What the adapter runs and how: the command of a stdio server, its era, and the bounds.
+//! What the adapter fronts and how: a stdio server's command or a Streamable HTTP server's URL,
+//! its era, and the bounds.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use http::request::Parts;
+
+use crate::Keyring;
+use crate::token;
+use crate::util::principal::Principal;
 
 /// A server run as a child process speaking newline-delimited JSON-RPC on its stdin and stdout
 /// (MCP's stdio transport). Its stderr lines go to `tracing` (target `tower_elicitation::upstream`).
@@ -69,6 +76,115 @@ impl Stdio {
     }
 }
 
+/// The server an [`Upstream`](super::Upstream) fronts: a [`Stdio`] child, or (feature
+/// `upstream-http`) an [`Http`] endpoint. [`Upstream::builder`](super::Upstream::builder) takes
+/// either.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Server {
+    /// A child process speaking on its stdin and stdout.
+    Stdio(Stdio),
+    /// A Streamable HTTP endpoint.
+    #[cfg(feature = "upstream-http")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "upstream-http")))]
+    Http(Http),
+}
+
+impl From<Stdio> for Server {
+    fn from(stdio: Stdio) -> Self {
+        Self::Stdio(stdio)
+    }
+}
+
+#[cfg(feature = "upstream-http")]
+impl From<Http> for Server {
+    fn from(http: Http) -> Self {
+        Self::Http(http)
+    }
+}
+
+/// A server reached over MCP's Streamable HTTP transport (feature `upstream-http`): each
+/// message is POSTed to `url` (`Accept: application/json, text/event-stream`) and answered with
+/// JSON or an event stream; a 2025-era server's `Mcp-Session-Id` is kept and sent back.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_elicitation::upstream::Http;
+///
+/// let server = Http::new("http://127.0.0.1:3001/mcp")
+///     .header("authorization", "Bearer the-upstreams-token")
+///     .connect_timeout(Duration::from_secs(5))
+///     .timeout(Duration::from_secs(120));
+/// # let _ = server;
+/// ```
+#[cfg(feature = "upstream-http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "upstream-http")))]
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Http {
+    pub(crate) url: String,
+    pub(crate) headers: http::HeaderMap,
+    /// The first header given that is not a valid name or value: refused at `spawn`.
+    pub(crate) invalid_header: Option<String>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) timeout: Duration,
+}
+
+#[cfg(feature = "upstream-http")]
+impl Http {
+    /// Creates the server at `url` (`http://host:port/path`; checked when the adapter is
+    /// spawned), with no headers of the user's and the default timeouts.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            headers: http::HeaderMap::new(),
+            invalid_header: None,
+            connect_timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// Adds a header sent with every request to the server (its `Authorization`, say); given again,
+    /// one more value. The adapter's own headers (`Content-Type`, `Accept`, `Mcp-Session-Id`,
+    /// `MCP-Protocol-Version`) are set over these. A name or value that is not valid is an error
+    /// at [`spawn`](super::UpstreamBuilder::spawn).
+    #[must_use]
+    pub fn header<K, V>(mut self, name: K, value: V) -> Self
+    where
+        K: TryInto<http::HeaderName>,
+        V: TryInto<http::HeaderValue>,
+    {
+        match (name.try_into(), value.try_into()) {
+            (Ok(name), Ok(mut value)) => {
+                // Kept out of `Debug` output and logs: a header here is often a credential.
+                value.set_sensitive(true);
+                self.headers.append(name, value);
+            }
+            _ => {
+                self.invalid_header
+                    .get_or_insert_with(|| "a header name or value is not valid".to_owned());
+            }
+        }
+        self
+    }
+
+    /// Sets how long connecting to the server may take (default 10 s).
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets how long the server may take to begin its answer to one POST, its status and headers
+    /// (default 300 s). An answer that is an event stream then stays open as long as its call
+    /// does (it may wait for a person): bounded by the adapter's request and parked timeouts.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
 /// Which protocol era the upstream server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -87,7 +203,7 @@ pub enum Era {
 /// The adapter's settings, fixed when it is built.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
-    pub(crate) stdio: Stdio,
+    pub(crate) server: Server,
     pub(crate) era: Era,
     pub(crate) max_in_flight: usize,
     pub(crate) max_parked: usize,
@@ -97,12 +213,40 @@ pub(crate) struct Settings {
     pub(crate) max_message_bytes: usize,
     pub(crate) max_body_bytes: usize,
     pub(crate) client_info: (String, String),
+    pub(crate) callers: Callers,
+}
+
+/// Who a caller is, and the keyed tag of it a parked call is bound to: the layer's principal and
+/// keyring ([`UpstreamBuilder::caller_from`](super::UpstreamBuilder::caller_from)), else the
+/// `Authorization` header and a key of the adapter's own.
+#[derive(Debug, Clone)]
+pub(crate) struct Callers {
+    pub(crate) keyring: Keyring,
+    pub(crate) principal: Principal,
+}
+
+impl Callers {
+    /// The tag of the request's caller (`token::session_tag`, as the legacy bridge binds its
+    /// sessions); `None` for an anonymous caller.
+    pub(crate) fn tag(&self, parts: &Parts) -> Option<String> {
+        let principal = self.principal.of(parts)?;
+        Some(token::session_tag(&self.keyring, &principal))
+    }
+
+    /// Whether two tags name the same caller (anonymous is one caller); in constant time.
+    pub(crate) fn same(a: Option<&str>, b: Option<&str>) -> bool {
+        match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => constant_time_eq::constant_time_eq(a.as_bytes(), b.as_bytes()),
+            _ => false,
+        }
+    }
 }
 
 impl Settings {
-    pub(crate) fn new(stdio: Stdio) -> Self {
+    pub(crate) fn new(server: Server) -> Self {
         Self {
-            stdio,
+            server,
             era: Era::Detect,
             max_in_flight: 64,
             max_parked: 256,
@@ -115,11 +259,15 @@ impl Settings {
                 "tower-elicitation-upstream".to_owned(),
                 env!("CARGO_PKG_VERSION").to_owned(),
             ),
+            callers: Callers {
+                keyring: Keyring::ephemeral(),
+                principal: Principal::default(),
+            },
         }
     }
 }
 
-/// The first wait before a child that exited is started again; it doubles up to
+/// The first wait before a child that exited (or a server whose handshake failed) is started again; it doubles up to
 /// [`MAX_BACKOFF`], and starts over once a child has run for [`STABLE_RUN`].
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(10);

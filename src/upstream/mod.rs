@@ -1,10 +1,12 @@
-//! Fronts any MCP server run as a stdio child, 2025-era or 2026-07-28, as a 2026-07-28 multi
-//! round-trip service: the upstream adapter (feature `upstream`).
+//! Fronts any MCP server, 2025-era or 2026-07-28, run as a stdio child or (feature
+//! `upstream-http`) reached over Streamable HTTP, as a 2026-07-28 multi round-trip service: the
+//! upstream adapter (feature `upstream`).
 //!
 //! [`Upstream`] is a leaf Tower service (`Service<http::Request<B>>`, JSON-RPC over HTTP POST,
 //! `application/json` answers) that [`ElicitationLayer`](crate::ElicitationLayer) and the
 //! [legacy bridge](crate::bridge) go in front of, as they go in front of an rmcp
-//! `StreamableHttpService`. Behind it is a real server process:
+//! `StreamableHttpService`. Behind it is a real server ([`Server`]: a [`Stdio`] child, or an
+//! `Http` endpoint):
 //!
 //! - **stdio**: it spawns the child ([`Stdio`]: command, args, env, working directory) and speaks
 //!   newline-delimited JSON-RPC on its stdin and stdout; the child's stderr lines go to `tracing`
@@ -14,6 +16,24 @@
 //!   service is dropped (and `kill_on_drop` when the runtime goes), or at
 //!   [`Upstream::shutdown`]. Requests in flight are bounded
 //!   ([`UpstreamBuilder::max_in_flight`]).
+//! - **Streamable HTTP** (feature `upstream-http`, `upstream::Http`: URL, headers, timeouts): each
+//!   message is POSTed to the URL with `Accept: application/json, text/event-stream`; the answer
+//!   is JSON or an event stream, whose events before the response may be the server's own
+//!   requests (`elicitation/create`, …: they go through the reverse bridge below, to the call
+//!   whose POST carried them, and their answers are POSTed back). The headers given
+//!   (`Http::header`, e.g. the upstream's own `Authorization`) go with every request; the
+//!   front's are not passed on. A 2025-era server's `Mcp-Session-Id` (from its `initialize`
+//!   answer) is sent back with `MCP-Protocol-Version`; when the server no longer knows the
+//!   session (404, or the 400 naming the session that the TypeScript SDK's example servers
+//!   answer), a new session is opened and the requests it refused so (which never ran there)
+//!   are sent again in it, once; the calls that were running in the old session get a JSON-RPC
+//!   error (`-32603`, "The server lost the session…"), and parked calls are gone with it. At
+//!   shutdown the session is ended with `DELETE`. A server that cannot be reached fails the request with an error saying so; a
+//!   failed handshake is tried again with back-off. `Http::connect_timeout` bounds each
+//!   connection and `Http::timeout` the wait for an answer's head; an event stream stays open
+//!   as long as its call may run and wait. Redirects are not followed. Only `http://` (no TLS in
+//!   this build), and no standalone `GET` stream: what a server sends outside any POST's answer
+//!   is not read.
 //! - **era** ([`Era`]): `server/discover` first; a server that does not answer it as a
 //!   2026-07-28 one gets `initialize` offering 2025-11-25 (2025-06-18 and 2025-03-26 are taken
 //!   too); or the era is pinned. A 2026 upstream's requests pass through as they are, under an id
@@ -29,7 +49,9 @@
 //!   its `requestState` is the parked call's random id (122 bits). On the retry each
 //!   `inputResponses` answer goes to the upstream as the response to its request; the answer to
 //!   the retry is the next round of questions, or the result. A parked call is bound to the
-//!   caller (a keyed tag of the `Authorization` header), the method and the target; it is taken
+//!   caller, the method and the target (the caller as the layer takes it, by a keyed tag made
+//!   with the layer's keyring, given [`UpstreamBuilder::caller_from`]; else a keyed tag of the
+//!   `Authorization` header); it is taken
 //!   out once, so nothing runs twice; a retry for a call that is not parked (finished, expired,
 //!   another caller's, the child restarted) gets `-32602` with a clear message. Parked calls
 //!   expire ([`UpstreamBuilder::parked_timeout`]: the upstream gets `notifications/cancelled`)
@@ -41,7 +63,8 @@
 //! not match (which no 2025-era SDK does strictly), and refuses with `-32021` a question the
 //! client did not declare the capability for. The adapter alone does none of that.
 //!
-//! A 2025-era server's requests to the client name no call on stdio, so the adapter lets one
+//! A 2025-era server's requests to the client name no call on stdio (over HTTP they come in
+//! the answer to their call's POST, but the session is one all the same), so the adapter lets one
 //! `tools/call`, `prompts/get` or `resources/read` run in the session at a time (the others wait
 //! their turn; parked calls do not hold it), and refuses a server-to-client request made while
 //! none runs. Other requests run concurrently.
@@ -52,8 +75,9 @@
 //! (`ServerJsonRpcMessage`): a result is decoded into rmcp's model (`CallToolResult`, …) and
 //! encoded again, which drops every field the model does not name (unknown result fields, parts
 //! of MCP Apps resources), and ties the adapter to rmcp's version of the protocol. The adapter
-//! must carry messages whole, so it frames them itself over `tokio::process`: one JSON object a
-//! line, bounded in size.
+//! must carry messages whole, so it frames them itself: over `tokio::process`, one JSON object a
+//! line; over HTTP, a `reqwest` POST whose JSON or events are read as they are. Both bounded in
+//! size ([`UpstreamBuilder::max_message_bytes`]).
 //!
 //! # Example
 //!
@@ -68,7 +92,6 @@
 //! async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //!     let server = Stdio::new("npx")
 //!         .args(["-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/srv/data"]);
-//!     let upstream = Upstream::builder(server).spawn()?;
 //!     let approval = Gate::form(
 //!         "write-approval",
 //!         r#"{"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]}"#,
@@ -76,6 +99,8 @@
 //!     .require(|answer, _call| answer["approve"] == true);
 //!     let layer = ElicitationLayer::new(Keyring::from_env()?)
 //!         .gate(GateTarget::tool("write_file"), approval)?;
+//!     // Parked calls bound to the caller as the layer identifies it, with its keys.
+//!     let upstream = Upstream::builder(server).caller_from(&layer).spawn()?;
 //!     let mcp = ServiceBuilder::new().layer(layer).service(upstream);
 //!     let app = axum::Router::new().route_service("/mcp", mcp);
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
@@ -87,9 +112,14 @@
 mod call;
 mod child;
 mod config;
+mod core;
 mod parked;
 mod service;
 mod session;
+#[cfg(feature = "upstream-http")]
+mod streamable;
 
-pub use config::{Era, Stdio};
+#[cfg(feature = "upstream-http")]
+pub use config::Http;
+pub use config::{Era, Server, Stdio};
 pub use service::{ResponseBody, ResponseFuture, Upstream, UpstreamBuilder};

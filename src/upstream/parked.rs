@@ -8,6 +8,7 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
+use super::config::Callers;
 use crate::wire::mcp::Method;
 
 /// What reaches a call from the child.
@@ -24,8 +25,8 @@ pub(crate) enum Event {
 /// One parked call.
 #[derive(Debug)]
 pub(crate) struct Parked {
-    /// The keyed tag of the caller that made the call.
-    pub(crate) caller: [u8; 32],
+    /// The keyed tag of the caller that made the call (`None`: anonymous).
+    pub(crate) caller: Option<String>,
     pub(crate) method: Method,
     /// The tool or prompt name, or the resource URI.
     pub(crate) target: Value,
@@ -73,13 +74,13 @@ impl ParkedCalls {
     pub(crate) fn take(
         &self,
         id: &str,
-        caller: &[u8; 32],
+        caller: Option<&str>,
         method: Method,
         target: &Value,
     ) -> Option<Box<Parked>> {
         let mut calls = self.lock();
         let call = calls.get(id)?;
-        let same = constant_time_eq::constant_time_eq_32(&call.caller, caller)
+        let same = Callers::same(call.caller.as_deref(), caller)
             && call.method == method
             && &call.target == target;
         if same { calls.remove(id) } else { None }
@@ -103,7 +104,7 @@ mod tests {
 
     fn call(caller: u8) -> Box<Parked> {
         Box::new(Parked {
-            caller: [caller; 32],
+            caller: Some(format!("k.{caller}")),
             method: Method::ToolsCall,
             target: json!("t"),
             upstream_id: 1,
@@ -119,27 +120,27 @@ mod tests {
         parked.park("a".into(), call(1)).unwrap();
         assert!(
             parked
-                .take("a", &[2; 32], Method::ToolsCall, &json!("t"))
+                .take("a", Some("k.2"), Method::ToolsCall, &json!("t"))
                 .is_none()
         );
         assert!(
             parked
-                .take("a", &[1; 32], Method::PromptsGet, &json!("t"))
+                .take("a", Some("k.1"), Method::PromptsGet, &json!("t"))
                 .is_none()
         );
         assert!(
             parked
-                .take("a", &[1; 32], Method::ToolsCall, &json!("u"))
+                .take("a", Some("k.1"), Method::ToolsCall, &json!("u"))
                 .is_none()
         );
         assert!(
             parked
-                .take("a", &[1; 32], Method::ToolsCall, &json!("t"))
+                .take("a", Some("k.1"), Method::ToolsCall, &json!("t"))
                 .is_some()
         );
         assert!(
             parked
-                .take("a", &[1; 32], Method::ToolsCall, &json!("t"))
+                .take("a", Some("k.1"), Method::ToolsCall, &json!("t"))
                 .is_none()
         );
     }

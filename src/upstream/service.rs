@@ -11,20 +11,22 @@ use bytes::Bytes;
 use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::{Method as HttpMethod, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{Full, Limited};
+use http_body_util::Full;
 use serde_json::Value;
 use tokio::sync::watch;
 use tower_service::Service;
 
 use super::call;
-use super::child::{self, Core, State};
-use super::config::{Era, Settings, Stdio};
-use crate::BoxError;
+use super::child;
+use super::config::{Callers, Era, Server, Settings};
+use super::core::{Core, State};
+#[cfg(feature = "upstream-http")]
+use super::streamable;
 use crate::bridge::convert;
 use crate::util::BoxFuture;
-use crate::util::body::ReadAll;
-use crate::util::principal::Principal;
+use crate::util::body::{parse_strict, read_limited};
 use crate::wire::jsonrpc::{INVALID_REQUEST, PARSE_ERROR};
+use crate::{BoxError, ElicitationLayer};
 
 opaque_body! {
     /// The body of the adapter's responses: one JSON-RPC message, in memory. It cannot fail.
@@ -51,9 +53,10 @@ impl Future for ResponseFuture {
     }
 }
 
-/// Makes an MCP server run as a child process look like a 2026-07-28 multi round-trip server
-/// behind HTTP: a leaf Tower service to put [`ElicitationLayer`](crate::ElicitationLayer) in
-/// front of. Cheap to clone; the child is killed when the last clone is dropped, or at
+/// Makes an MCP server (a child process, or a Streamable HTTP endpoint) look like a 2026-07-28
+/// multi round-trip server behind HTTP: a leaf Tower service to put
+/// [`ElicitationLayer`](crate::ElicitationLayer) in front of. Cheap to clone; the child is
+/// killed (an HTTP session ended) when the last clone is dropped, or at
 /// [`shutdown`](Self::shutdown). Built with [`Upstream::builder`]. See the [module](super).
 #[derive(Clone, Debug)]
 pub struct Upstream {
@@ -74,14 +77,17 @@ impl Drop for Handle {
 }
 
 impl Upstream {
-    /// The adapter for `server`, with the default settings; [`UpstreamBuilder::spawn`] starts it.
-    pub fn builder(server: Stdio) -> UpstreamBuilder {
+    /// Creates the builder of the adapter for `server` (a [`Stdio`](super::Stdio) child, or an
+    /// [`Http`](super::Http) endpoint with feature `upstream-http`), every setting at its
+    /// default; [`UpstreamBuilder::spawn`] starts it.
+    pub fn builder(server: impl Into<Server>) -> UpstreamBuilder {
         UpstreamBuilder {
-            settings: Settings::new(server),
+            settings: Settings::new(server.into()),
         }
     }
 
-    /// Stops the child (killed if it does not exit) and waits until it is gone. Requests after
+    /// Stops the child (killed if it does not exit), or ends the HTTP session, and waits until
+    /// it is gone. Requests after
     /// it are answered with an error; clones stop with it.
     pub async fn shutdown(&self) {
         self.handle.shutdown.send_replace(true);
@@ -137,13 +143,31 @@ impl UpstreamBuilder {
         self
     }
 
-    /// The largest request body read from the front (default 4 MiB; 413 above).
+    /// Takes the caller's identity as `layer` does (the `Authorization` header, or
+    /// [`ElicitationLayer::principal_from`]), and binds each parked call to a keyed tag of it made
+    /// with `layer`'s keyring, as the layer binds its tokens and the
+    /// [legacy bridge](crate::bridge::LegacyBridgeLayer::new) its sessions: one identity,
+    /// configured once. Give it the finished layer (options set on `layer` afterwards do not
+    /// reach the adapter). Without it the adapter binds parked calls to the `Authorization`
+    /// header, under a key of its own: with a layer that takes the principal from elsewhere (a
+    /// proxy's header, an extension), call this, or a retry is taken as the caller the header
+    /// names rather than the one the layer checked.
+    pub fn caller_from(mut self, layer: &ElicitationLayer) -> Self {
+        let (keyring, principal) = layer.caller_binding();
+        self.settings.callers = Callers { keyring, principal };
+        self
+    }
+
+    /// The largest request body read from the front (default 4 MiB; 413 above, 400 for a body
+    /// that fails while it is read).
     pub fn max_body_bytes(mut self, max: usize) -> Self {
         self.settings.max_body_bytes = max;
         self
     }
 
-    /// The largest line read from the child (default 16 MiB); a longer one is skipped.
+    /// The largest message read from the server (default 16 MiB): a line from a child (a longer
+    /// one is skipped), an HTTP answer's JSON body (skipped) or one of its events (the stream is
+    /// left).
     pub fn max_message_bytes(mut self, max: usize) -> Self {
         self.settings.max_message_bytes = max;
         self
@@ -156,18 +180,25 @@ impl UpstreamBuilder {
         self
     }
 
-    /// Starts the child and the task that supervises it (handshake, restarts); requests wait
-    /// for the handshake. Call it inside a Tokio runtime.
+    /// Starts the child, or the HTTP connection, and the task that supervises it (handshake,
+    /// restarts, new sessions); requests wait for the handshake. Call it inside a Tokio runtime.
     ///
     /// # Errors
     ///
-    /// When the command cannot be started (not found, not executable, a bad working directory).
-    /// A child that starts and then exits, or fails its handshake, is restarted with back-off;
+    /// When the command cannot be started (not found, not executable, a bad working directory);
+    /// for an HTTP server, when its URL is not a valid `http://` URL or a header given is not
+    /// valid (`InvalidInput`). A child that starts and then exits, or fails its handshake, is
+    /// restarted with back-off, as is the handshake with an HTTP server that cannot be reached;
     /// requests meanwhile get a JSON-RPC error saying why.
     pub fn spawn(self) -> std::io::Result<Upstream> {
+        let server = self.settings.server.clone();
         let core = Core::new(self.settings);
         let (shutdown, stop) = watch::channel(false);
-        child::start(&core, stop)?;
+        match server {
+            Server::Stdio(stdio) => child::start(&core, stdio, stop)?,
+            #[cfg(feature = "upstream-http")]
+            Server::Http(http) => streamable::start(&core, http, stop)?,
+        }
         Ok(Upstream {
             core,
             handle: Arc::new(Handle { shutdown }),
@@ -209,19 +240,16 @@ where
         return response;
     }
     let (parts, body) = request.into_parts();
-    let caller = caller_tag(&core.caller_key, Principal::default().of(&parts).as_deref());
-    let bytes = match ReadAll::new(Limited::new(body, core.settings.max_body_bytes)).await {
+    let caller = core.settings.callers.tag(&parts);
+    let bytes = match read_limited(body, core.settings.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(_) => {
-            let error = convert::error(
-                INVALID_REQUEST,
-                "Invalid Request: body unreadable or too large",
-            );
-            let body = convert::response(&Value::Null, Err(error));
-            return reply(StatusCode::PAYLOAD_TOO_LARGE, Some(&body));
+        Err(failed) => {
+            let (code, message) = failed.code_and_message();
+            let body = convert::response(&Value::Null, Err(convert::error(code, message)));
+            return reply(failed.status(), Some(&body));
         }
     };
-    let message = match serde_json::from_slice::<Value>(&bytes) {
+    let message = match parse_strict(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) => {
             let error = convert::error(
@@ -247,16 +275,6 @@ where
     }
 }
 
-/// The keyed tag of the caller (its `Authorization` header) a parked call is bound to.
-fn caller_tag(key: &[u8; 32], principal: Option<&[u8]>) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new_keyed(key);
-    match principal {
-        Some(principal) => hasher.update(b"caller:").update(principal),
-        None => hasher.update(b"anonymous"),
-    };
-    *hasher.finalize().as_bytes()
-}
-
 fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
     let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
     let mut response = Response::new(ResponseBody {
@@ -269,19 +287,4 @@ fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn callers_are_told_apart_and_never_kept_raw() {
-        let key = [3u8; 32];
-        let a = caller_tag(&key, Some(b"Bearer a"));
-        assert_eq!(a, caller_tag(&key, Some(b"Bearer a")));
-        assert_ne!(a, caller_tag(&key, Some(b"Bearer b")));
-        assert_ne!(a, caller_tag(&key, None));
-        assert_ne!(a, caller_tag(&[4u8; 32], Some(b"Bearer a")));
-    }
 }

@@ -1,11 +1,20 @@
-//! Reading a whole body: the one reader both wings use, and the one default bound.
+//! Reading a whole body: the one reader both wings use, the one default bound, and the one
+//! strict read of a JSON-RPC request body (within its bound, no key given twice) that the bridge
+//! and the upstream adapter share.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
+use http::StatusCode;
 use http_body::Body;
+use http_body_util::{LengthLimitError, Limited};
 use pin_project_lite::pin_project;
+use serde_json::Value;
+
+use crate::BoxError;
+use crate::wire::json::StrictValue;
+use crate::wire::jsonrpc::{INVALID_REQUEST, PARSE_ERROR};
 
 /// Default bound on a request body either layer reads: 4 MiB.
 pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -60,6 +69,57 @@ impl<B: Body<Data = Bytes>> std::future::Future for ReadAll<B> {
             }
         }
     }
+}
+
+/// Why a request body could not be read: what to answer, as HTTP and as JSON-RPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyError {
+    /// Over the bound: 413, `-32600`.
+    TooLarge,
+    /// The body failed while it was read (the connection broke, a bad chunk): 400, `-32700`.
+    Unreadable,
+}
+
+impl BodyError {
+    pub(crate) fn status(self) -> StatusCode {
+        match self {
+            Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unreadable => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// The JSON-RPC error code and message of the answer.
+    pub(crate) fn code_and_message(self) -> (i64, &'static str) {
+        match self {
+            Self::TooLarge => (INVALID_REQUEST, "Request body too large"),
+            Self::Unreadable => (PARSE_ERROR, "Cannot read the request body"),
+        }
+    }
+}
+
+/// Reads the whole request body, no more than `max` bytes of it.
+pub(crate) async fn read_limited<B>(body: B, max: usize) -> Result<Bytes, BodyError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    match ReadAll::new(Limited::new(body, max)).await {
+        Ok(bytes) => Ok(bytes),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(BodyError::TooLarge)
+        }
+        Err(_) => Err(BodyError::Unreadable),
+    }
+}
+
+/// Reads a body's bytes as JSON, refusing an object that names a key twice (at any depth): one
+/// reading of the message for every part of the crate that looks at it.
+///
+/// # Errors
+///
+/// When the bytes are not JSON, or repeat a key.
+pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice::<StrictValue>(bytes).map(|strict| strict.0)
 }
 
 #[cfg(test)]

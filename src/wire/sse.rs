@@ -67,6 +67,12 @@ impl Splitter {
     pub(crate) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
+
+    /// How many bytes wait to be returned as an event.
+    #[cfg_attr(not(feature = "upstream-http"), allow(dead_code))]
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
 }
 
 /// The event's `data`, its `data:` lines joined by `\n` (borrowed when there is one line);

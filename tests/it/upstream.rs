@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tower_elicitation::upstream::{Stdio, Upstream, UpstreamBuilder};
+use tower_elicitation::upstream::{Http, Server, Stdio, Upstream, UpstreamBuilder};
 use tower_elicitation::{ElicitationLayer, Keyring};
 
 /// Where `scripts/upstream-servers.sh` installs the servers.
@@ -72,12 +72,17 @@ struct Stack {
 }
 
 impl Stack {
-    async fn start(server: Stdio, tune: impl FnOnce(UpstreamBuilder) -> UpstreamBuilder) -> Self {
-        let upstream = tune(Upstream::builder(server).start_timeout(Duration::from_secs(60)))
-            .spawn()
-            .expect("the server starts");
+    async fn start(
+        server: impl Into<Server>,
+        tune: impl FnOnce(UpstreamBuilder) -> UpstreamBuilder,
+    ) -> Self {
+        let layer = layer();
+        let builder = Upstream::builder(server)
+            .caller_from(&layer)
+            .start_timeout(Duration::from_secs(60));
+        let upstream = tune(builder).spawn().expect("the server starts");
         let service = tower::ServiceBuilder::new()
-            .layer(layer())
+            .layer(layer)
             .service(upstream.clone());
         let app = axum::Router::new().route_service("/mcp", service);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -698,4 +703,351 @@ async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
             .contains("no longer waiting")
     );
     upstream.shutdown().await;
+}
+
+/// One request straight to the adapter with `headers` and `body` as they are: the status and the
+/// JSON-RPC reply.
+async fn send<B>(
+    upstream: &Upstream,
+    headers: &[(&str, &str)],
+    body: B,
+) -> (http::StatusCode, Value)
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut request = http::Request::post("/mcp").header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = upstream
+        .clone()
+        .oneshot(request.body(body).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let reply = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, reply)
+}
+
+fn full(body: &Value) -> http_body_util::Full<bytes::Bytes> {
+    http_body_util::Full::new(bytes::Bytes::from(body.to_string()))
+}
+
+#[tokio::test]
+async fn parked_calls_are_bound_to_the_layers_principal() {
+    let Some(server) = python_server() else {
+        return;
+    };
+    // The layer takes the caller from `x-user`; the adapter, given the layer, does the same.
+    let layer = layer().principal_from(|parts| {
+        parts
+            .headers
+            .get("x-user")
+            .map(|value| value.as_bytes().to_vec())
+    });
+    let upstream = Upstream::builder(server)
+        .caller_from(&layer)
+        .start_timeout(Duration::from_secs(60))
+        .spawn()
+        .unwrap();
+    let book = |extra: Value| {
+        let mut params = json!({"name": "book", "arguments": {"restaurant": "Chez X"}});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    };
+    let alice = [("x-user", "alice"), ("authorization", "Bearer shared")];
+    let (_, first) = send(&upstream, &alice, full(&book(json!({})))).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first:#}");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let retry = book(answer("elicitation-1", &state, accept(json!({"seats": 2}))));
+
+    // The same `Authorization`, another principal: not the caller that parked the call.
+    let mallory = [("x-user", "mallory"), ("authorization", "Bearer shared")];
+    let (_, refused) = send(&upstream, &mallory, full(&retry)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused:#}");
+    let (_, anonymous) = send(
+        &upstream,
+        &[("authorization", "Bearer shared")],
+        full(&retry),
+    )
+    .await;
+    assert_eq!(anonymous["error"]["code"], -32602, "{anonymous:#}");
+
+    // The principal, whatever its `Authorization`: the call resumes.
+    let again = [("x-user", "alice"), ("authorization", "Bearer other")];
+    let (_, done) = send(&upstream, &again, full(&retry)).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "booked 2 at Chez X",
+        "{done:#}"
+    );
+    upstream.shutdown().await;
+}
+
+/// An adapter whose child never finishes its handshake: the body is read and refused before
+/// any of it would reach the server.
+fn idle_upstream(max_body_bytes: usize) -> Upstream {
+    Upstream::builder(Stdio::new("sleep").arg("60"))
+        .max_body_bytes(max_body_bytes)
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_body_naming_a_key_twice_is_a_parse_error() {
+    let upstream = idle_upstream(4096);
+    let twice = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "method": "ping"}"#;
+    let body = http_body_util::Full::new(bytes::Bytes::from_static(twice.as_bytes()));
+    let (status, reply) = send(&upstream, &[], body).await;
+    assert_eq!(status, http::StatusCode::BAD_REQUEST);
+    assert_eq!(reply["error"]["code"], -32700, "{reply:#}");
+    let nested = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "a", "arguments": {"x": 1, "x": 2}}}"#;
+    let body = http_body_util::Full::new(bytes::Bytes::from_static(nested.as_bytes()));
+    let (status, reply) = send(&upstream, &[], body).await;
+    assert_eq!(status, http::StatusCode::BAD_REQUEST);
+    assert_eq!(reply["error"]["code"], -32700, "{reply:#}");
+    upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_body_over_the_bound_is_413_and_a_broken_one_400() {
+    let upstream = idle_upstream(64);
+    let large =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x".repeat(200)}});
+    let (status, reply) = send(&upstream, &[], full(&large)).await;
+    assert_eq!(status, http::StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(reply["error"]["code"], -32600, "{reply:#}");
+
+    let frames: Vec<Result<http_body::Frame<bytes::Bytes>, std::io::Error>> = vec![
+        Ok(http_body::Frame::data(bytes::Bytes::from_static(
+            b"{\"jsonrpc\"",
+        ))),
+        Err(std::io::Error::other("the connection broke")),
+    ];
+    let broken = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+    let (status, reply) = send(&upstream, &[], broken).await;
+    assert_eq!(status, http::StatusCode::BAD_REQUEST);
+    assert_eq!(reply["error"]["code"], -32700, "{reply:#}");
+    upstream.shutdown().await;
+}
+
+/// A server listening on a loopback port of its own, killed when dropped.
+struct Listening {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl Listening {
+    /// Starts `command` (given the port) and waits until the port takes connections.
+    async fn start(command: impl Fn(u16) -> tokio::process::Command, port: Option<u16>) -> Self {
+        let port = port.unwrap_or_else(|| {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        });
+        let child = command(port)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the server starts");
+        let listening = async {
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), listening)
+            .await
+            .expect("the server listens");
+        Self { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    async fn stop(mut self) -> u16 {
+        let _ = self.child.kill().await;
+        self.port
+    }
+}
+
+/// server-everything in its Streamable HTTP mode (`PORT` in its environment), when installed.
+async fn everything_over_http() -> Option<Listening> {
+    let entry = cache().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    installed("server-everything", &entry, || Stdio::new("node"))?;
+    let command = |port: u16| {
+        let mut command = tokio::process::Command::new("node");
+        command
+            .arg(&entry)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string());
+        command
+    };
+    Some(Listening::start(command, None).await)
+}
+
+/// `tests/upstream/elicit_server.py --http <port>`, when the venv is installed.
+async fn python_over_http(port: Option<u16>) -> Option<Listening> {
+    let python = cache().join("venv/bin/python");
+    installed("the Python mcp 1.x venv", &python, || Stdio::new(&python))?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/elicit_server.py");
+    let command = |port: u16| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&script).arg("--http").arg(port.to_string());
+        command
+    };
+    Some(Listening::start(command, port).await)
+}
+
+#[tokio::test]
+async fn everything_over_http_a_plain_tool_and_its_elicitation_through_the_reverse_bridge() {
+    let Some(server) = everything_over_http().await else {
+        return;
+    };
+    let stack = Stack::start(Http::new(server.url()), |b| b).await;
+    let discovered = stack.rpc("server/discover", json!({})).await;
+    assert_eq!(
+        result(&discovered)["supportedVersions"],
+        json!(["2026-07-28"])
+    );
+    let echoed = stack
+        .call("echo", json!({"message": "over HTTP"}), json!({}))
+        .await;
+    assert_eq!(text(&echoed), "Echo: over HTTP");
+
+    // The elicitation comes on the POST's event stream; the answer is POSTed back.
+    let first = stack.call(ELICIT, json!({}), json!({})).await;
+    let (key, request, state) = question(&first);
+    assert_eq!(key, "elicitation-1");
+    assert_eq!(request["method"], "elicitation/create");
+    let done = stack
+        .retry(
+            ELICIT,
+            json!({}),
+            &key,
+            &state,
+            accept(json!({"name": "Ada Lovelace", "email": "ada@example.org"})),
+        )
+        .await;
+    assert!(text(&done).contains("- Name: Ada Lovelace"), "{done:#}");
+    stack.upstream.shutdown().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn python_over_http_headers_elicitation_and_a_lost_session() {
+    let Some(server) = python_over_http(None).await else {
+        return;
+    };
+    let upstream = Http::new(server.url())
+        .header("x-upstream-token", "s3cret")
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30));
+    let stack = Stack::start(upstream, |b| b).await;
+
+    // The user's header reaches the upstream; the front's own `Authorization` does not.
+    let header = |name: &str| json!({"name": name});
+    let token = stack
+        .call("header", header("x-upstream-token"), json!({}))
+        .await;
+    assert_eq!(text(&token), "s3cret");
+    let auth = stack
+        .call("header", header("authorization"), json!({}))
+        .await;
+    assert_eq!(text(&auth), "(absent)");
+
+    let args = json!({"restaurant": "Over HTTP"});
+    let (key, _, state) = question(&stack.call("book", args.clone(), json!({})).await);
+    let done = stack
+        .retry("book", args, &key, &state, accept(json!({"seats": 4})))
+        .await;
+    assert_eq!(text(&done), "booked 4 at Over HTTP");
+
+    // The server restarts on the same port and knows the session no more (404): the adapter
+    // starts a new one.
+    let port = server.stop().await;
+    let server = python_over_http(Some(port)).await.unwrap();
+    let mut errors = Vec::new();
+    let echoed = loop {
+        let reply = stack
+            .call("echo", json!({"text": "again"}), json!({}))
+            .await;
+        if reply.get("error").is_none() {
+            break reply;
+        }
+        errors.push(reply["error"]["message"].clone());
+        assert!(errors.len() < 20, "{errors:#?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(text(&echoed), "again", "after {errors:?}");
+    // The request the server refused for the lost session never ran there: it is sent again
+    // in the new session, and the caller sees no error at all.
+    assert!(errors.is_empty(), "{errors:#?}");
+    stack.upstream.shutdown().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_http_server_not_there_yet_is_a_clear_error_then_served_once_it_listens() {
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let stack = Stack::start(Http::new(url), |b| b.start_timeout(Duration::from_secs(5))).await;
+    let early = stack
+        .call("echo", json!({"text": "early"}), json!({}))
+        .await;
+    let message = early["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not available") && message.contains("could not be reached"),
+        "{early:#}"
+    );
+    // The handshake is tried again with back-off: once the server listens, calls are served.
+    let Some(server) = python_over_http(Some(port)).await else {
+        return;
+    };
+    let served = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let reply = stack.call("echo", json!({"text": "late"}), json!({})).await;
+            if reply.get("error").is_none() {
+                break reply;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("served once the server listens");
+    assert_eq!(text(&served), "late");
+    stack.upstream.shutdown().await;
+    server.stop().await;
+}
+
+#[test]
+fn an_http_server_needs_an_http_url_and_valid_headers() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = runtime.enter();
+    for server in [
+        Http::new("not a url"),
+        Http::new("https://example.org/mcp"),
+        Http::new("http://127.0.0.1:1/mcp").header("bad header", "x"),
+        Http::new("http://127.0.0.1:1/mcp").header("x-ok", "line\nbreak"),
+    ] {
+        let error = Upstream::builder(server).spawn().unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{error}");
+    }
 }

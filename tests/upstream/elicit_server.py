@@ -1,4 +1,7 @@
-"""A 2025-era FastMCP server (Python `mcp` 1.x, stdio) whose tool asks with `ctx.elicit(...)`.
+"""A 2025-era FastMCP server (Python `mcp` 1.x) whose tool asks with `ctx.elicit(...)`.
+
+On stdio by default; `--http PORT` serves it over Streamable HTTP on 127.0.0.1:PORT at `/mcp`
+(a session per client, answers as event streams).
 
 tests/upstream.rs starts it through the upstream adapter: its question comes back to the
 2026-07-28 client as an `input_required` round, and the answer reaches `ctx.elicit` as the
@@ -54,5 +57,21 @@ def echo(text: str) -> str:
     return text
 
 
+@mcp.tool()
+def header(ctx: Context, name: str) -> str:
+    """The value of one header of the HTTP request that carried the call."""
+    request = ctx.request_context.request
+    if request is None:
+        return "(not over HTTP)"
+    return request.headers.get(name, "(absent)")
+
+
 if __name__ == "__main__":
-    mcp.run("stdio")
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        mcp.settings.host = "127.0.0.1"
+        mcp.settings.port = int(sys.argv[2])
+        mcp.run("streamable-http")
+    else:
+        mcp.run("stdio")

@@ -1,0 +1,423 @@
+//! What every transport shares: where the adapter stands with the server, the calls waiting on
+//! their ids, the routing of the server's messages (responses to the call waiting on their id,
+//! server-to-client requests to the call that made them or holds the floor), and the handshake.
+//! A transport carries whole JSON-RPC messages: it reads them from the server into
+//! [`Core::route`], and writes what comes on its [`Link`]'s queue.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use super::config::{Era, Server, Settings};
+use super::parked::{Event, ParkedCalls};
+use super::session::{Negotiated, client_capabilities, speaks_mrtr};
+use crate::bridge::convert;
+use crate::bridge::convert::LEGACY_VERSIONS;
+use crate::texts;
+use crate::wire::jsonrpc::INTERNAL_ERROR;
+use crate::wire::mcp::MRTR_VERSION;
+
+/// `METHOD_NOT_FOUND`: what a server-to-client request no call can take is answered.
+const METHOD_NOT_FOUND: i64 = -32601;
+/// How many messages wait for the transport, and for one call, before back-pressure.
+pub(crate) const QUEUE: usize = 256;
+
+/// The target of the adapter's `tracing` events.
+pub(crate) const TARGET: &str = "tower_elicitation::upstream";
+
+/// Where the adapter stands with the server.
+#[derive(Clone, Debug)]
+pub(crate) enum State {
+    Starting,
+    Ready(Arc<Link>),
+    Down(String),
+    Stopped,
+}
+
+/// A handshaken server: where to write, and what it is.
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub(crate) writer: mpsc::Sender<Value>,
+    pub(crate) negotiated: Negotiated,
+}
+
+impl Link {
+    /// Sends one message.
+    pub(crate) async fn send(&self, message: &Value) -> bool {
+        self.writer.send(message.clone()).await.is_ok()
+    }
+
+    /// Sends one message if the queue has room (from a `Drop`, or a timer); else it is lost.
+    pub(crate) fn send_now(&self, message: &Value) {
+        let _ = self.writer.try_send(message.clone());
+    }
+}
+
+/// Everything the service's clones and the transport's tasks share.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) settings: Settings,
+    next_id: AtomicU64,
+    waiters: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
+    /// The upstream id of the call that takes server-to-client requests now.
+    floor_holder: Mutex<Option<u64>>,
+    /// The calls that may be asked (the reverse bridge's, once they held the floor): a request
+    /// that comes in the answer to another call's POST is refused, not given to them.
+    askers: Mutex<HashSet<u64>>,
+    /// One call at a time may be asked questions by a 2025-era upstream: its requests name no
+    /// call, so only the one running call can be their author.
+    pub(crate) floor: Arc<Semaphore>,
+    pub(crate) in_flight: Arc<Semaphore>,
+    pub(crate) state: watch::Sender<State>,
+    pub(crate) parked: ParkedCalls,
+}
+
+impl Core {
+    pub(crate) fn new(settings: Settings) -> Arc<Self> {
+        let max_in_flight = settings.max_in_flight.max(1);
+        let max_parked = settings.max_parked;
+        Arc::new(Self {
+            settings,
+            next_id: AtomicU64::new(1),
+            waiters: Mutex::default(),
+            floor_holder: Mutex::default(),
+            askers: Mutex::default(),
+            floor: Arc::new(Semaphore::new(1)),
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            state: watch::Sender::new(State::Starting),
+            parked: ParkedCalls::new(max_parked),
+        })
+    }
+
+    /// A fresh JSON-RPC id for a request to the server, and the channel its events come on.
+    pub(crate) fn register(&self) -> (u64, mpsc::Receiver<Event>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(QUEUE);
+        lock(&self.waiters).insert(id, tx);
+        (id, rx)
+    }
+
+    /// Forgets the call `id` (answered, given up, or expired).
+    pub(crate) fn forget(&self, id: u64) {
+        lock(&self.waiters).remove(&id);
+        lock(&self.askers).remove(&id);
+        let mut holder = lock(&self.floor_holder);
+        if *holder == Some(id) {
+            *holder = None;
+        }
+    }
+
+    /// Makes `id` the call the server's requests go to (`None`: no call).
+    pub(crate) fn hold_floor(&self, id: Option<u64>) {
+        if let Some(id) = id {
+            lock(&self.askers).insert(id);
+        }
+        *lock(&self.floor_holder) = id;
+    }
+
+    /// What a call in flight is told when the server went away: the child exited, or the
+    /// HTTP server lost the session.
+    pub(crate) fn lost_text(&self) -> &'static str {
+        match &self.settings.server {
+            Server::Stdio(_) => texts::UPSTREAM_EXITED,
+            #[cfg(feature = "upstream-http")]
+            Server::Http(_) => texts::UPSTREAM_SESSION_LOST,
+        }
+    }
+
+    /// Whether the call `id` still waits for its response.
+    #[cfg_attr(not(feature = "upstream-http"), allow(dead_code))]
+    pub(crate) fn is_waiting(&self, id: u64) -> bool {
+        lock(&self.waiters).contains_key(&id)
+    }
+
+    /// Ends the call `id` with `error` as its response, if it still waits (the transport could
+    /// not deliver the request, or its answer ended without a response).
+    #[cfg_attr(not(feature = "upstream-http"), allow(dead_code))]
+    pub(crate) fn fail(&self, id: u64, error: Value) {
+        let waiter = lock(&self.waiters).remove(&id);
+        if let Some(waiter) = waiter {
+            let mut response = Map::new();
+            response.insert("jsonrpc".to_owned(), json!("2.0"));
+            response.insert("id".to_owned(), json!(id));
+            response.insert("error".to_owned(), error);
+            let _ = waiter.try_send(Event::Response(response));
+        }
+    }
+
+    /// The running link, waiting for a start in progress (bounded by the start timeout).
+    pub(crate) async fn link(&self) -> Result<Arc<Link>, String> {
+        let mut state = self.state.subscribe();
+        let wait = state.wait_for(|s| !matches!(s, State::Starting));
+        match tokio::time::timeout(self.settings.start_timeout, wait).await {
+            Err(_) => Err("it is still starting".to_owned()),
+            Ok(Err(_)) => Err("it was shut down".to_owned()),
+            Ok(Ok(state)) => match &*state {
+                State::Ready(link) => Ok(Arc::clone(link)),
+                State::Down(why) => Err(why.clone()),
+                State::Stopped => Err("it was shut down".to_owned()),
+                State::Starting => Err("it is still starting".to_owned()),
+            },
+        }
+    }
+
+    /// Routes one message from the server, as bytes (a line, an event's data, a body).
+    pub(crate) async fn route_bytes(
+        &self,
+        writer: &mpsc::Sender<Value>,
+        bytes: &[u8],
+        origin: Option<u64>,
+    ) {
+        match serde_json::from_slice(bytes) {
+            Ok(Value::Object(message)) => self.route(writer, message, origin).await,
+            Ok(Value::Array(batch)) => {
+                for message in batch {
+                    match message {
+                        Value::Object(message) => self.route(writer, message, origin).await,
+                        _ => {
+                            tracing::warn!(target: TARGET, "the server sent a batch member that is not a JSON-RPC message")
+                        }
+                    }
+                }
+            }
+            _ => {
+                tracing::warn!(target: TARGET, "the server sent something that is not a JSON-RPC message");
+            }
+        }
+    }
+
+    /// Routes one message from the server. `origin`: the call whose answer carried it (an event
+    /// stream in answer to a POST), which takes its requests before whoever holds the floor.
+    pub(crate) async fn route(
+        &self,
+        writer: &mpsc::Sender<Value>,
+        message: Map<String, Value>,
+        origin: Option<u64>,
+    ) {
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        match (method.as_deref(), message.get("id")) {
+            (Some(method), Some(id)) => {
+                let id = id.clone();
+                if method == "ping" {
+                    let _ = writer.send(convert::response(&id, Ok(json!({})))).await;
+                    return;
+                }
+                // The call whose answer carried the request, if it may be asked (a parked one
+                // takes it when it resumes); else, with no such answer (stdio), the floor's.
+                let author = match origin {
+                    Some(origin) => lock(&self.askers).contains(&origin).then_some(origin),
+                    None => *lock(&self.floor_holder),
+                };
+                let waiter = author.and_then(|id| lock(&self.waiters).get(&id).cloned());
+                let delivered = match waiter {
+                    Some(waiter) => waiter.try_send(Event::Request(message)).is_ok(),
+                    None => false,
+                };
+                if !delivered {
+                    tracing::debug!(target: TARGET, method, "a server-to-client request outside any call: refused");
+                    let error = convert::error(
+                        METHOD_NOT_FOUND,
+                        "no call is running that could carry this request to the client",
+                    );
+                    let _ = writer.send(convert::response(&id, Err(error))).await;
+                }
+            }
+            (Some(method), None) => match method {
+                "notifications/message" => {
+                    let params = message.get("params").cloned().unwrap_or(Value::Null);
+                    tracing::info!(target: TARGET, %params, "the server logged");
+                }
+                _ => tracing::debug!(target: TARGET, method, "a notification from the server"),
+            },
+            (None, Some(id)) => {
+                let waiter = id.as_u64().and_then(|id| lock(&self.waiters).remove(&id));
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.try_send(Event::Response(message));
+                    }
+                    None => tracing::debug!(target: TARGET, %id, "a response no call waits for"),
+                }
+            }
+            (None, None) => {
+                tracing::warn!(target: TARGET, "the server sent a message without method or id");
+            }
+        }
+    }
+
+    /// Every call in flight learns that the server is gone (the child exited, the session was
+    /// lost); parked calls are gone with it.
+    pub(crate) fn connection_lost(&self) {
+        self.connection_lost_but(|_| false);
+    }
+
+    /// [`connection_lost`](Self::connection_lost), but the calls `keep` names still wait (the
+    /// server never saw their request: it is sent again in the new session).
+    pub(crate) fn connection_lost_but(&self, keep: impl Fn(u64) -> bool) {
+        // New requests wait for the restart rather than write to a closed pipe.
+        self.state.send_if_modified(|state| {
+            let ready = matches!(state, State::Ready(_));
+            if ready {
+                *state = State::Starting;
+            }
+            ready
+        });
+        let waiters = {
+            let mut waiters = lock(&self.waiters);
+            let all = std::mem::take(&mut *waiters);
+            let (kept, gone): (HashMap<_, _>, HashMap<_, _>) =
+                all.into_iter().partition(|(id, _)| keep(*id));
+            *waiters = kept;
+            gone
+        };
+        lock(&self.askers).retain(|id| keep(*id));
+        for waiter in waiters.into_values() {
+            let _ = waiter.try_send(Event::Exited);
+        }
+        self.hold_floor(None);
+        self.parked.clear();
+    }
+
+    /// A request of the adapter's own (the handshake), answered or not within the start timeout.
+    pub(crate) async fn ask(
+        &self,
+        writer: &mpsc::Sender<Value>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Value> {
+        let (id, mut events) = self.register();
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let _ = writer.send(request).await;
+        let outcome = tokio::time::timeout(self.settings.start_timeout, events.recv()).await;
+        self.forget(id);
+        match outcome {
+            Ok(Some(Event::Response(mut response))) => match response.remove("result") {
+                Some(result) => Ok(result),
+                None => Err(response.remove("error").unwrap_or(Value::Null)),
+            },
+            Ok(_) => Err(json!("the server went away")),
+            Err(_) => Err(json!("no answer in time")),
+        }
+    }
+
+    /// Tells the server about a notification of the adapter's own.
+    pub(crate) async fn notify(link: &Link, method: &str, params: Value) {
+        link.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
+    }
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `server/discover`, then `initialize` (unless the era is pinned).
+pub(crate) async fn handshake(
+    core: &Core,
+    writer: &mpsc::Sender<Value>,
+) -> Result<Negotiated, String> {
+    let era = core.settings.era;
+    if era != Era::Legacy {
+        let meta = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MRTR_VERSION}});
+        match core.ask(writer, "server/discover", meta).await {
+            Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::Mrtr),
+            Ok(_) | Err(_) if era == Era::Mrtr => {
+                return Err("it did not answer server/discover as a 2026-07-28 server".to_owned());
+            }
+            _ => {}
+        }
+    }
+    let (name, version) = &core.settings.client_info;
+    let params = json!({
+        "protocolVersion": LEGACY_VERSIONS[0],
+        "capabilities": client_capabilities(),
+        "clientInfo": {"name": name, "version": version},
+    });
+    let initialized = core
+        .ask(writer, "initialize", params)
+        .await
+        .map_err(|error| match error.get("message").and_then(Value::as_str) {
+            // The transport's own failure (the server could not be reached, …), as it says it.
+            Some(message) if error.get("code") == Some(&json!(INTERNAL_ERROR)) => {
+                format!("its initialize failed: {}", message.trim_end_matches('.'))
+            }
+            _ => format!("it refused initialize ({error})"),
+        })?;
+    let version = initialized
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .filter(|v| LEGACY_VERSIONS.contains(v))
+        .ok_or_else(|| {
+            format!(
+                "it answered initialize with a protocol version the adapter does not speak ({})",
+                initialized.get("protocolVersion").unwrap_or(&Value::Null)
+            )
+        })?
+        .to_owned();
+    Ok(Negotiated::Legacy {
+        version,
+        initialized,
+    })
+}
+
+/// Resolves once the adapter is shut down (its last clone dropped, or `shutdown`).
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// A JSON-RPC error for a call the server could not finish.
+pub(crate) fn failure(message: &str) -> Value {
+    convert::error(INTERNAL_ERROR, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::Stdio;
+    use super::*;
+
+    fn request(id: u64) -> Map<String, Value> {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create"});
+        request.as_object().cloned().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_goes_to_the_call_whose_answer_carried_it_if_it_may_be_asked() {
+        let core = Core::new(Settings::new(Server::Stdio(Stdio::new("unused"))));
+        let (writer, mut written) = mpsc::channel(8);
+        let (asking, mut asking_events) = core.register();
+        let (plain, mut plain_events) = core.register();
+        // A reverse-bridge call held the floor, then was parked (the floor is free again).
+        core.hold_floor(Some(asking));
+        core.hold_floor(None);
+
+        core.route(&writer, request(100), Some(asking)).await;
+        assert!(matches!(asking_events.try_recv(), Ok(Event::Request(_))));
+
+        // In the answer to a call that may not be asked: refused, given to no one.
+        core.route(&writer, request(101), Some(plain)).await;
+        assert!(plain_events.try_recv().is_err());
+        assert!(asking_events.try_recv().is_err());
+        let refused = written.try_recv().unwrap();
+        assert_eq!(
+            (refused["id"].as_u64(), refused["error"]["code"].as_i64()),
+            (Some(101), Some(METHOD_NOT_FOUND))
+        );
+
+        // With no answer to come in (stdio): the floor's, and nobody holds it.
+        core.route(&writer, request(102), None).await;
+        assert_eq!(written.try_recv().unwrap()["id"], 102);
+        core.hold_floor(Some(asking));
+        core.route(&writer, request(103), None).await;
+        assert!(matches!(asking_events.try_recv(), Ok(Event::Request(_))));
+
+        // A forgotten call is asked nothing more.
+        core.forget(asking);
+        core.route(&writer, request(104), Some(asking)).await;
+        assert_eq!(written.try_recv().unwrap()["id"], 104);
+    }
+}
