@@ -120,7 +120,7 @@ legacy=(
     server-initialize server-session-lifecycle ping logging-set-level tools-list
     tools-call-simple-text tools-call-with-progress tools-call-with-logging
     tools-call-elicitation tools-call-sampling elicitation-sep1034-defaults
-    elicitation-sep1330-enums
+    elicitation-sep1330-enums dns-rebinding-protection
 )
 
 for scenario in "${scenarios[@]}" "${legacy[@]}"; do

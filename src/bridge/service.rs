@@ -378,7 +378,17 @@ where
 {
     let inner_id = settings.inner_id();
     let body = json!({"jsonrpc": "2.0", "id": inner_id, "method": method, "params": modern});
-    let request = inner::request(parts, method, None, body.to_string().into_bytes());
+    // The 2026 headers of what it names (`Mcp-Name` for `resources/subscribe`, …), as the inner
+    // service requires them.
+    let name = crate::wire::mcp::name_param(method)
+        .and_then(|field| body["params"][field].as_str())
+        .map(str::to_owned);
+    let request = inner::request(
+        parts,
+        method,
+        name.as_deref(),
+        body.to_string().into_bytes(),
+    );
     let response = inner::call(&mut inner, request).await?;
     let mut reader = Reader::new(response);
     let outcome = loop {

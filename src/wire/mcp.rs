@@ -79,6 +79,17 @@ impl Method {
     }
 }
 
+/// The `params` field whose value a request of `method` carries in `Mcp-Name` (2026-07-28, and
+/// the Tasks extension's task id), if it carries one.
+pub(crate) fn name_param(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
+    }
+}
+
 /// Whether `version` (a `YYYY-MM-DD` protocol version) has multi round-trip requests.
 pub(crate) fn supports_mrtr(version: &str) -> bool {
     let is_date = version.len() == 10

@@ -125,6 +125,17 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
                 _ => json!({"error": {"code": -32602, "message": "unknown tool"}}),
             }
         }
+        // What a 2026 server requires of a subscription: `Mcp-Name`, the resource's URI.
+        "resources/subscribe" | "resources/unsubscribe" => {
+            match headers.get("mcp-name").and_then(|v| v.to_str().ok()) {
+                Some(name) if Some(name) == params["uri"].as_str() => {
+                    json!({"resultType": "complete"})
+                }
+                _ => {
+                    json!({"error": {"code": -32020, "message": "missing required Mcp-Name header"}})
+                }
+            }
+        }
         _ => json!({"error": {"code": -32601, "message": "Method not found"}}),
     }
 }
@@ -338,6 +349,66 @@ async fn initialize_is_answered_from_the_inner_discovery() {
                 "instructions": "Test tools."})
         );
     }
+}
+
+#[tokio::test]
+async fn a_subscription_reaches_the_inner_service_with_the_uri_it_names() {
+    let server = serve(bridge()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    for method in ["resources/subscribe", "resources/unsubscribe"] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method,
+            "params": {"uri": "file:///notes.txt"}});
+        let (status, answer) = server.send(Some(&session), None, &body).await;
+        assert_eq!(status, 200, "{method}");
+        assert_eq!(answer["result"], json!({}), "{method}: {answer}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_under_another_name_or_from_another_site_is_refused() {
+    let server = serve(bridge()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+    let port = server
+        .url
+        .split(':')
+        .nth(2)
+        .and_then(|p| p.split('/').next())
+        .unwrap();
+    let local = format!("127.0.0.1:{port}");
+    for (host, origin) in [
+        ("evil.example.com", Some("http://evil.example.com")),
+        (local.as_str(), Some("http://evil.example.com")),
+        ("evil.example.com", None),
+    ] {
+        let mut request = server.post(None, None, &body).header("host", host);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 403, "{host} {origin:?}");
+        assert!(response.headers().get("mcp-session-id").is_none());
+    }
+    // The loopback names are served, with a local page's origin too.
+    let response = server
+        .post(None, None, &body)
+        .header("host", format!("localhost:{port}"))
+        .header("origin", "http://localhost:6274")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+
+    // A deployment under its own name says so.
+    let server = serve(bridge().allowed_hosts(["mcp.example.com"])).await;
+    let named = |host: &'static str| server.post(None, None, &body).header("host", host).send();
+    assert_eq!(named("mcp.example.com").await.unwrap().status(), 200);
+    assert_eq!(named("localhost").await.unwrap().status(), 403);
+    let server = serve(bridge().allow_any_host()).await;
+    let any = server
+        .post(None, None, &body)
+        .header("host", "evil.example.com");
+    assert_eq!(any.send().await.unwrap().status(), 200);
 }
 
 #[tokio::test]

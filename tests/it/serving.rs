@@ -55,7 +55,7 @@ async fn until(tcp: &mut TcpStream, needle: &str) -> String {
 }
 
 /// A request for a URL flow page that does not exist: 404, the connection kept alive.
-const NO_SUCH_FLOW: &[u8] = b"GET /flows/none HTTP/1.1\r\nHost: test\r\n\r\n";
+const NO_SUCH_FLOW: &[u8] = b"GET /flows/none HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 
 #[tokio::test]
 async fn a_connection_that_sends_half_a_head_is_closed() {
@@ -65,7 +65,7 @@ async fn a_connection_that_sends_half_a_head_is_closed() {
     })
     .await;
     let mut tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.write_all(b"POST /mcp HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n")
+    tcp.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
         .await
         .unwrap();
     until_closed(&mut tcp).await;
@@ -79,7 +79,7 @@ async fn a_request_whose_body_stops_coming_is_answered_with_an_error() {
     })
     .await;
     let mut tcp = TcpStream::connect(addr).await.unwrap();
-    let head = "POST /mcp HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n\
+    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
                 Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n";
     tcp.write_all(head.as_bytes()).await.unwrap();
     tcp.write_all(br#"{"jsonrpc":"#).await.unwrap();
