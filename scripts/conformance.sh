@@ -2,7 +2,7 @@
 # Runs the official MCP conformance suite against tools/src/bin/conformance.rs
 # (an rmcp server behind ElicitationLayer, behind LegacyBridgeLayer): every
 # `input-required-result-*` scenario (MCP 2026-07-28 multi round-trip requests)
-# and `server-stateless`, then the twelve 2025-era server scenarios (sessions,
+# and `server-stateless`, then the thirteen 2025-era server scenarios (sessions,
 # `initialize`, elicitation and sampling asked on the call's stream), which the
 # legacy bridge serves.
 #
