@@ -244,6 +244,25 @@ struct Spent {
 }
 
 impl Client {
+    /// A client of `urls` as `options` say (its own connection pool, nothing counted yet).
+    fn new(options: &Options, urls: &[String]) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .pool_max_idle_per_host(options.concurrency * 2)
+                .build()
+                .expect("an HTTP client"),
+            urls: urls.to_vec().into(),
+            legacy: options.legacy,
+            replay: options.replay,
+            replays_refused: Arc::default(),
+            deploys_seen: Arc::default(),
+            violations: Arc::default(),
+            authorization: None,
+            spent: None,
+        }
+    }
+
     /// A 2025-era POST in `session` (none for `initialize`), to replica `replica` (modulo the
     /// number of replicas).
     fn legacy_post(
@@ -895,21 +914,7 @@ async fn chaos_main(mut options: Options) -> ExitCode {
         Ok(served) => served,
         Err(error) => return fail(error),
     };
-    let client_for = |urls: &[String]| Client {
-        http: reqwest::Client::builder()
-            .no_proxy()
-            .pool_max_idle_per_host(options.concurrency * 2)
-            .build()
-            .expect("an HTTP client"),
-        urls: urls.to_vec().into(),
-        legacy: options.legacy,
-        replay: options.replay,
-        replays_refused: Arc::default(),
-        deploys_seen: Arc::default(),
-        violations: Arc::default(),
-        authorization: None,
-        spent: None,
-    };
+    let client_for = |urls: &[String]| Client::new(&options, urls);
     let hint: Arc<str> = options.reask_hint.as_str().into();
 
     // A healthy warm-up, whose client (and its connections) is gone before the count of live
@@ -1060,22 +1065,7 @@ async fn main() -> ExitCode {
             }
         },
     };
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .pool_max_idle_per_host(options.concurrency * 2)
-        .build()
-        .expect("an HTTP client");
-    let client = Client {
-        http,
-        urls: urls.clone().into(),
-        legacy: options.legacy,
-        replay: options.replay,
-        replays_refused: Arc::default(),
-        deploys_seen: Arc::default(),
-        violations: Arc::default(),
-        authorization: None,
-        spent: None,
-    };
+    let client = Client::new(&options, &urls);
     let deadline = Instant::now() + Duration::from_secs(options.max_secs);
     let hint: Arc<str> = options.reask_hint.as_str().into();
 
