@@ -33,7 +33,8 @@ pub struct Stdio {
 }
 
 impl Stdio {
-    /// The program to run (looked up on `PATH` as `std::process::Command` does).
+    /// Creates a server run as the program `command` (looked up on `PATH` as
+    /// `std::process::Command` does), with no arguments.
     pub fn new(command: impl Into<OsString>) -> Self {
         Self {
             command: command.into(),
@@ -43,14 +44,14 @@ impl Stdio {
         }
     }
 
-    /// One more argument.
+    /// Adds one argument.
     #[must_use]
     pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
         self.args.push(arg.into());
         self
     }
 
-    /// More arguments.
+    /// Adds arguments.
     #[must_use]
     pub fn args<I, A>(mut self, args: I) -> Self
     where
@@ -61,14 +62,14 @@ impl Stdio {
         self
     }
 
-    /// An environment variable for the child, on top of the adapter's own environment.
+    /// Sets an environment variable for the child, on top of the adapter's own environment.
     #[must_use]
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }
 
-    /// The child's working directory.
+    /// Sets the child's working directory.
     #[must_use]
     pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cwd = Some(dir.into());

@@ -104,39 +104,41 @@ pub struct UpstreamBuilder {
 }
 
 impl UpstreamBuilder {
-    /// The upstream's era: found out by default ([`Era::Detect`]).
+    /// Sets the upstream's era: found out by default ([`Era::Detect`]).
     pub fn era(mut self, era: Era) -> Self {
         self.settings.era = era;
         self
     }
 
-    /// Requests sent to the child at the same time (default 64); more wait their turn.
+    /// Sets how many requests go to the upstream at the same time (default 64); more wait their
+    /// turn.
     pub fn max_in_flight(mut self, max: usize) -> Self {
         self.settings.max_in_flight = max;
         self
     }
 
-    /// Calls parked for the client's answers at the same time (default 256); one more is
+    /// Sets how many calls may be parked for the client's answers at once (default 256); one more is
     /// cancelled at the upstream and answered with an error.
     pub fn max_parked(mut self, max: usize) -> Self {
         self.settings.max_parked = max;
         self
     }
 
-    /// How long a parked call waits for the retry with the answers (default 600 s, the layer's
+    /// Sets how long a parked call waits for the retry with the answers (default 600 s, the layer's
     /// token lifetime); then the upstream gets `notifications/cancelled`.
     pub fn parked_timeout(mut self, timeout: Duration) -> Self {
         self.settings.parked_timeout = timeout;
         self
     }
 
-    /// How long the child may take to answer one request (default 300 s); then it is cancelled.
+    /// Sets how long the upstream may take to answer one request (default 300 s); then it is
+    /// cancelled.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.settings.request_timeout = timeout;
         self
     }
 
-    /// How long a request waits for a child that is (re)starting (default 30 s), and how long
+    /// Sets how long a request waits for an upstream that is (re)starting (default 30 s), and how long
     /// the handshake may take.
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.settings.start_timeout = timeout;
