@@ -200,9 +200,16 @@ pub(crate) enum FieldKind {
 }
 
 /// One sentence of a hint: `Note: use at most 200 characters (you entered 300).` `field` is the
-/// field's title or key; `None` for a problem of the whole answer.
+/// field's title or key; `None` for a problem of the whole answer. (The layer keeps what to do
+/// and says it when it is shown: [`sentence`]; this is the two in one, for the tests.)
+#[cfg(test)]
 pub(crate) fn problem(field: Option<&str>, problem: &Problem<'_>) -> String {
-    let what = what_to_do(problem);
+    sentence(field, &what_to_do(problem))
+}
+
+/// The sentence of [`problem`] from what to do (`what_to_do`): after the field's name, or
+/// capitalized alone.
+pub(crate) fn sentence(field: Option<&str>, what: &str) -> String {
     match field {
         Some(field) => format!("{field}: {what}."),
         None => {
@@ -220,7 +227,8 @@ fn bound(limit: &Value, exclusive: bool, reaching: &str, passing: &str) -> Strin
     format!("enter a number {words} {}", number(limit))
 }
 
-fn what_to_do(problem: &Problem<'_>) -> String {
+/// What to do about `problem`, in lowercase words without a full stop: "enter a number".
+pub(crate) fn what_to_do(problem: &Problem<'_>) -> String {
     use Problem as P;
     match problem {
         P::Missing => "this field is required".to_owned(),

@@ -186,18 +186,33 @@ fn with_problems(question: &RawValue, problems: &[&FieldProblem]) -> Box<RawValu
     let (on_fields, others): (Vec<&FieldProblem>, Vec<&FieldProblem>) = problems
         .iter()
         .partition(|problem| problem.field.as_ref().is_some_and(|f| shown.contains(f)));
-    let mut lines: Vec<String> = others.iter().map(|problem| problem.line.clone()).collect();
-    if !on_fields.is_empty() {
-        let names: Vec<&str> = on_fields
-            .iter()
-            .filter_map(|problem| problem.name.as_deref())
-            .collect();
-        lines.push(crate::texts::correct_fields(&names));
+    let mut lines: Vec<String> = others.iter().map(|problem| problem.line()).collect();
+    let names: Vec<&str> = on_fields
+        .iter()
+        .filter_map(|problem| problem.name.as_deref())
+        .collect();
+    let described: Vec<(&str, String)> = on_fields
+        .iter()
+        .filter_map(|problem| Some((problem.field.as_deref()?, problem.alone())))
+        .collect();
+    on_fields_shown(question, &described, &names, &mut lines)
+}
+
+/// `question` with each of `described` (a field's key and its problem) on that field, and the
+/// message followed by `lines` and, when a field was described, the line naming `names`.
+fn on_fields_shown(
+    question: &RawValue,
+    described: &[(&str, String)],
+    names: &[&str],
+    lines: &mut Vec<String>,
+) -> Box<RawValue> {
+    if !described.is_empty() {
+        lines.push(crate::texts::correct_fields(names));
     }
-    let described = with_descriptions(question.get(), &on_fields)
+    let described = with_descriptions(question.get(), described)
         .and_then(|text| RawValue::from_string(text).ok())
         .unwrap_or_else(|| question.to_owned());
-    with_hint(&described, &lines)
+    with_hint(&described, lines)
 }
 
 /// A gate's form `question` asked again after its check refused the answer: a form of one field
@@ -215,16 +230,16 @@ pub(super) fn with_retry_hint(question: &RawValue, hint: &str) -> Box<RawValue> 
         .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
         .map(|title| title.trim().to_owned())
         .filter(|title| !title.is_empty());
-    let problem = FieldProblem {
-        field: Some(field.clone()),
-        name: Some(title.unwrap_or_else(|| field.clone())),
-        line: hint.to_owned(),
-        alone: hint.to_owned(),
-    };
-    with_problems(question, &[&problem])
+    let name = title.as_deref().unwrap_or(field);
+    on_fields_shown(
+        question,
+        &[(field, hint.to_owned())],
+        &[name],
+        &mut Vec::new(),
+    )
 }
 
-fn with_descriptions(question: &str, problems: &[&FieldProblem]) -> Option<String> {
+fn with_descriptions(question: &str, problems: &[(&str, String)]) -> Option<String> {
     if problems.is_empty() {
         return None;
     }
@@ -232,12 +247,10 @@ fn with_descriptions(question: &str, problems: &[&FieldProblem]) -> Option<Strin
         edit_member(params.get(), "requestedSchema", |schema| {
             edit_member(schema.get(), "properties", |properties| {
                 edit_object(properties.get(), None, |field, property| {
-                    let problem = problems
-                        .iter()
-                        .find(|problem| problem.field.as_deref() == Some(field))?;
+                    let (_, problem) = problems.iter().find(|(key, _)| *key == field)?;
                     let own = member(property.get(), "description")
                         .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
-                    let description = crate::texts::on_field(own.as_deref(), &problem.alone);
+                    let description = crate::texts::on_field(own.as_deref(), problem);
                     let text = serde_json::to_string(&description).ok()?;
                     edit_object(property.get(), Some(("description", &text)), |key, _| {
                         (key == "description").then(|| text.clone())

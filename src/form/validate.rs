@@ -463,27 +463,36 @@ pub(crate) struct Rejection {
     pub(crate) valid: Map<String, Value>,
 }
 
-/// One problem of an answer, said for the user ([`crate::texts::problem`]) two ways.
+/// One problem of an answer: the field it is about and what to do, said for the user
+/// ([`crate::texts::sentence`]) in the message ([`line`](Self::line)) or on the field
+/// ([`alone`](Self::alone)).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FieldProblem {
     /// The key of the field it is about; `None`: the answer as a whole.
     pub(crate) field: Option<String>,
     /// How the form names the field: its title, else its key; `None` with no field.
     pub(crate) name: Option<String>,
-    /// The sentence that names the field: `Note: use at most 200 characters (you entered 300).`
-    pub(crate) line: String,
-    /// The sentence as the field itself says it: `Use at most 200 characters (you entered 300).`
-    pub(crate) alone: String,
+    /// What to do ([`crate::texts::what_to_do`]): `use at most 200 characters (you entered 300)`.
+    what: String,
 }
 
 impl FieldProblem {
     fn new(field: Option<String>, name: Option<&str>, problem: &Problem<'_>) -> Self {
         Self {
-            line: texts::problem(name, problem),
-            alone: texts::problem(None, problem),
+            what: texts::what_to_do(problem),
             name: name.map(str::to_owned),
             field,
         }
+    }
+
+    /// The sentence that names the field: `Note: use at most 200 characters (you entered 300).`
+    pub(crate) fn line(&self) -> String {
+        texts::sentence(self.name.as_deref(), &self.what)
+    }
+
+    /// The sentence as the field itself says it: `Use at most 200 characters (you entered 300).`
+    pub(crate) fn alone(&self) -> String {
+        texts::sentence(None, &self.what)
     }
 }
 
@@ -506,7 +515,7 @@ impl Rejection {
     pub(crate) fn lines(&self, fields: &[String]) -> Vec<String> {
         self.in_order(fields)
             .into_iter()
-            .map(|problem| problem.line.clone())
+            .map(FieldProblem::line)
             .collect()
     }
 
