@@ -11,8 +11,7 @@ use tokio::sync::Semaphore;
 use super::hosts::AllowedHosts;
 use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
 use super::session::{ErasedSessionStore, MemorySessionStore};
-use crate::token::Keyring;
-use crate::util::principal::Principal;
+use crate::util::principal::CallerBinding;
 
 pub(crate) const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 pub(crate) const DEFAULT_MAX_ROUNDS: u32 = 8;
@@ -43,11 +42,11 @@ pub(crate) struct Settings {
     pub(crate) pending: Arc<dyn ErasedPendingAnswers>,
     /// One permit per call waiting for the client.
     pub(crate) waiting: Arc<Semaphore>,
-    pub(crate) principal: Principal,
-    /// The keys a session's caller is tagged with (the [`ElicitationLayer`]'s).
+    /// How a session's caller is told apart and tagged (the [`ElicitationLayer`]'s principal and
+    /// keys).
     ///
     /// [`ElicitationLayer`]: crate::ElicitationLayer
-    pub(crate) keyring: Keyring,
+    pub(crate) callers: CallerBinding,
     /// The identity answered in `serverInfo` when the inner service's discovery gives none.
     pub(crate) server_info: Value,
     /// The inner's `server/discover` result, when it said it may be kept (`cacheScope: public`).
@@ -56,7 +55,7 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    pub(crate) fn new(keyring: Keyring, principal: Principal) -> Self {
+    pub(crate) fn new(callers: CallerBinding) -> Self {
         Self {
             answer_timeout: DEFAULT_ANSWER_TIMEOUT,
             max_rounds: DEFAULT_MAX_ROUNDS,
@@ -69,8 +68,7 @@ impl Settings {
             sessions: Arc::new(MemorySessionStore::default()),
             pending: Arc::new(MemoryPendingAnswers::default()),
             waiting: Arc::new(Semaphore::new(DEFAULT_MAX_PENDING)),
-            principal,
-            keyring,
+            callers,
             server_info: serde_json::json!({
                 "name": "tower-elicitation-bridge",
                 "version": env!("CARGO_PKG_VERSION"),
@@ -97,7 +95,7 @@ impl fmt::Debug for Settings {
             .field("url_wait_timeout", &self.url_wait_timeout)
             .field("url_grace", &self.url_grace)
             .field("hosts", &self.hosts)
-            .field("principal", &self.principal)
+            .field("principal", &self.callers.principal)
             .finish_non_exhaustive()
     }
 }

@@ -68,9 +68,8 @@ impl LegacyBridgeLayer {
     /// # Ok::<(), tower_elicitation::KeyringError>(())
     /// ```
     pub fn new(layer: &ElicitationLayer) -> Self {
-        let (keyring, principal) = layer.caller_binding();
         Self {
-            settings: Settings::new(keyring, principal),
+            settings: Settings::new(layer.caller_binding()),
         }
     }
 

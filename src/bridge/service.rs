@@ -23,7 +23,6 @@ use super::rounds::{self, BridgedCall};
 use super::session::SessionRecord;
 use crate::BoxError;
 use crate::store::StoreError;
-use crate::token;
 use crate::util::body::{parse_strict, read_limited};
 use crate::wire::jsonrpc::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR, SESSION_NOT_FOUND,
@@ -43,8 +42,7 @@ impl<S> LegacyBridge<S> {
     /// [`LegacyBridgeLayer::new`](crate::bridge::LegacyBridgeLayer::new) for what it takes from
     /// the layer, and for options.
     pub fn new(inner: S, layer: &crate::ElicitationLayer) -> Self {
-        let (keyring, principal) = layer.caller_binding();
-        Self::from_settings(inner, Arc::new(Settings::new(keyring, principal)))
+        Self::from_settings(inner, Arc::new(Settings::new(layer.caller_binding())))
     }
 
     pub(crate) fn from_settings(inner: S, settings: Arc<Settings>) -> Self {
@@ -602,12 +600,10 @@ async fn lookup(
     let Some(record) = settings.sessions.get(id).await? else {
         return Ok(None);
     };
-    let caller = settings.principal.of(parts);
-    let same = match (&record.principal, &caller) {
-        (None, None) => true,
-        (Some(tag), Some(caller)) => token::is_session_tag(&settings.keyring, tag, caller),
-        _ => false,
-    };
+    let caller = settings.callers.principal(parts);
+    let same = settings
+        .callers
+        .is_tag_of(record.principal.as_deref(), caller.as_deref());
     Ok(same.then_some(record))
 }
 
@@ -624,8 +620,8 @@ fn sessionless(version: Option<&str>) -> SessionRecord {
 
 /// The keyed tag of the caller's identity: what a session is bound to.
 fn principal_tag(settings: &Settings, parts: &Parts) -> Option<String> {
-    let principal = settings.principal.of(parts)?;
-    Some(token::session_tag(&settings.keyring, &principal))
+    let callers = &settings.callers;
+    callers.tag(callers.principal(parts).as_deref())
 }
 
 async fn forward<S, ResBody>(

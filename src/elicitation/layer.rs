@@ -14,7 +14,7 @@ use crate::engine::policy::{
 use crate::gate::{Gate, GateError, GateTarget, Target};
 use crate::store::TokenStore;
 use crate::token::Keyring;
-use crate::util::principal::Principal;
+use crate::util::principal::{CallerBinding, Principal};
 
 /// Tower layer that gives an MCP Streamable HTTP service the server side of multi round-trip
 /// elicitation: it seals `requestState`, verifies it on the retry, validates the answers and asks
@@ -194,11 +194,11 @@ impl ElicitationLayer {
 
     /// The keyring and the caller's identity as this layer takes them: what a
     /// [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) built from it binds sessions with.
-    pub(crate) fn caller_binding(&self) -> (Keyring, Principal) {
-        (
-            self.shared.config.keyring.clone(),
-            self.shared.principal.clone(),
-        )
+    pub(crate) fn caller_binding(&self) -> CallerBinding {
+        CallerBinding {
+            keyring: self.shared.config.keyring.clone(),
+            principal: self.shared.principal.clone(),
+        }
     }
 
     fn with(self, change: impl FnOnce(&mut Config)) -> Self {

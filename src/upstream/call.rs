@@ -21,7 +21,7 @@ use crate::wire::mcp::Method;
 /// Answers one JSON-RPC message from the front; `None` for a notification (HTTP 202).
 pub(crate) async fn handle(
     core: Arc<Core>,
-    caller: Option<String>,
+    caller: Option<Vec<u8>>,
     message: Map<String, Value>,
 ) -> Option<Value> {
     let id = message.get("id").cloned()?;
@@ -100,7 +100,7 @@ async fn plain(
 async fn reverse_bridge(
     core: &Arc<Core>,
     link: &Arc<Link>,
-    caller: Option<String>,
+    caller: Option<Vec<u8>>,
     method: Method,
     params: Option<Value>,
 ) -> Result<Value, Value> {
@@ -122,7 +122,7 @@ async fn reverse_bridge(
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
         let parked = Parked {
-            caller,
+            caller: core.settings.callers.tag(caller.as_deref()),
             method,
             target,
             upstream_id: call.id,
@@ -132,7 +132,9 @@ async fn reverse_bridge(
         };
         return run(core, call, parked, floor).await;
     };
-    let Some(mut parked) = core.parked.take(&state, caller.as_deref(), method, &target) else {
+    let made_by_caller =
+        |tag: Option<&str>| core.settings.callers.is_tag_of(tag, caller.as_deref());
+    let Some(mut parked) = core.parked.take(&state, made_by_caller, method, &target) else {
         tracing::debug!(target: TARGET, "a retry for a call that is not parked here");
         return Err(convert::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
     };

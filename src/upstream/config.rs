@@ -5,11 +5,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use http::request::Parts;
-
 use crate::Keyring;
-use crate::token;
-use crate::util::principal::Principal;
+use crate::util::principal::{CallerBinding, Principal};
 
 /// A server run as a child process speaking newline-delimited JSON-RPC on its stdin and stdout
 /// (MCP's stdio transport). Its stderr lines go to `tracing` (target `tower_elicitation::upstream`).
@@ -214,34 +211,7 @@ pub(crate) struct Settings {
     pub(crate) max_message_bytes: usize,
     pub(crate) max_body_bytes: usize,
     pub(crate) client_info: (String, String),
-    pub(crate) callers: Callers,
-}
-
-/// Who a caller is, and the keyed tag of it a parked call is bound to: the layer's principal and
-/// keyring ([`UpstreamBuilder::caller_from`](super::UpstreamBuilder::caller_from)), else the
-/// `Authorization` header and a key of the adapter's own.
-#[derive(Debug, Clone)]
-pub(crate) struct Callers {
-    pub(crate) keyring: Keyring,
-    pub(crate) principal: Principal,
-}
-
-impl Callers {
-    /// The tag of the request's caller (`token::session_tag`, as the legacy bridge binds its
-    /// sessions); `None` for an anonymous caller.
-    pub(crate) fn tag(&self, parts: &Parts) -> Option<String> {
-        let principal = self.principal.of(parts)?;
-        Some(token::session_tag(&self.keyring, &principal))
-    }
-
-    /// Whether two tags name the same caller (anonymous is one caller); in constant time.
-    pub(crate) fn same(a: Option<&str>, b: Option<&str>) -> bool {
-        match (a, b) {
-            (None, None) => true,
-            (Some(a), Some(b)) => constant_time_eq::constant_time_eq(a.as_bytes(), b.as_bytes()),
-            _ => false,
-        }
-    }
+    pub(crate) callers: CallerBinding,
 }
 
 impl Settings {
@@ -260,7 +230,7 @@ impl Settings {
                 "tower-elicitation-upstream".to_owned(),
                 env!("CARGO_PKG_VERSION").to_owned(),
             ),
-            callers: Callers {
+            callers: CallerBinding {
                 keyring: Keyring::ephemeral(),
                 principal: Principal::default(),
             },

@@ -8,7 +8,6 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use super::config::Callers;
 use crate::wire::mcp::Method;
 
 /// What reaches a call from the child.
@@ -74,13 +73,13 @@ impl ParkedCalls {
     pub(crate) fn take(
         &self,
         id: &str,
-        caller: Option<&str>,
+        made_by_caller: impl Fn(Option<&str>) -> bool,
         method: Method,
         target: &Value,
     ) -> Option<Box<Parked>> {
         let mut calls = self.lock();
         let call = calls.get(id)?;
-        let same = Callers::same(call.caller.as_deref(), caller)
+        let same = made_by_caller(call.caller.as_deref())
             && call.method == method
             && &call.target == target;
         if same { calls.remove(id) } else { None }
@@ -102,6 +101,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Whether a parked call's tag is `tag`, as the caller check says.
+    fn is(tag: &'static str) -> impl Fn(Option<&str>) -> bool {
+        move |parked| parked == Some(tag)
+    }
+
     fn call(caller: u8) -> Box<Parked> {
         Box::new(Parked {
             caller: Some(format!("k.{caller}")),
@@ -120,27 +124,27 @@ mod tests {
         parked.park("a".into(), call(1)).unwrap();
         assert!(
             parked
-                .take("a", Some("k.2"), Method::ToolsCall, &json!("t"))
+                .take("a", is("k.2"), Method::ToolsCall, &json!("t"))
                 .is_none()
         );
         assert!(
             parked
-                .take("a", Some("k.1"), Method::PromptsGet, &json!("t"))
+                .take("a", is("k.1"), Method::PromptsGet, &json!("t"))
                 .is_none()
         );
         assert!(
             parked
-                .take("a", Some("k.1"), Method::ToolsCall, &json!("u"))
+                .take("a", is("k.1"), Method::ToolsCall, &json!("u"))
                 .is_none()
         );
         assert!(
             parked
-                .take("a", Some("k.1"), Method::ToolsCall, &json!("t"))
+                .take("a", is("k.1"), Method::ToolsCall, &json!("t"))
                 .is_some()
         );
         assert!(
             parked
-                .take("a", Some("k.1"), Method::ToolsCall, &json!("t"))
+                .take("a", is("k.1"), Method::ToolsCall, &json!("t"))
                 .is_none()
         );
     }

@@ -18,7 +18,7 @@ use tower_service::Service;
 
 use super::call;
 use super::child;
-use super::config::{Callers, Era, Server, Settings};
+use super::config::{Era, Server, Settings};
 use super::core::{Core, State};
 #[cfg(feature = "upstream-http")]
 use super::streamable;
@@ -155,8 +155,7 @@ impl UpstreamBuilder {
     /// proxy's header, an extension), call this, or a retry is taken as the caller the header
     /// names rather than the one the layer checked.
     pub fn caller_from(mut self, layer: &ElicitationLayer) -> Self {
-        let (keyring, principal) = layer.caller_binding();
-        self.settings.callers = Callers { keyring, principal };
+        self.settings.callers = layer.caller_binding();
         self
     }
 
@@ -242,7 +241,7 @@ where
         return response;
     }
     let (parts, body) = request.into_parts();
-    let caller = core.settings.callers.tag(&parts);
+    let caller = core.settings.callers.principal(&parts);
     let bytes = match read_limited(body, core.settings.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(failed) => {
