@@ -149,6 +149,13 @@ pub(crate) const UPSTREAM_TIMEOUT: &str = "The server did not answer in time.";
 pub(crate) const UPSTREAM_TOO_MANY_PARKED: &str =
     "Too many calls are waiting for an answer; answer or abandon one, then try again.";
 
+/// The upstream adapter's answer to the server's own request of a kind the client did not
+/// declare it can answer (the server's other questions of the same round are asked).
+#[cfg(feature = "upstream")]
+pub(crate) fn upstream_undeclared(method: &str) -> String {
+    format!("The client cannot answer {method}: it did not declare the capability.")
+}
+
 /// What was wrong with one answered field (or with a form answer as a whole), as the hint says it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Problem<'a> {

@@ -1,27 +1,132 @@
 //! One 2026-07-28 request through the adapter: passed through to a 2026 upstream, forwarded into
 //! a 2025-era session, and for `tools/call`, `prompts/get` and `resources/read` the reverse
 //! bridge: the upstream's own requests parked as `input_required` rounds, resumed on the retry.
+//! A call's progress and log notifications go back to the front while it runs.
 
 use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::time::Instant;
 
 use super::config::GATHER;
-use super::core::{Core, Link, State, TARGET, failure};
+use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure};
 use super::parked::{Event, Parked};
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
 use crate::bridge::convert;
 use crate::bridge::ids::uuid_v4;
 use crate::texts;
-use crate::wire::jsonrpc::{INVALID_PARAMS, INVALID_REQUEST};
-use crate::wire::mcp::Method;
+use crate::wire::jsonrpc::{INVALID_PARAMS, INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY};
+use crate::wire::mcp::meta::{CLIENT_CAPABILITIES, LOG_LEVEL};
+use crate::wire::mcp::{Declared, InputKind, Method, add_requirement};
+
+/// What the front's request brings besides its message: who calls, and where the call's
+/// notifications go (`None`: the front takes one JSON answer, and they are only logged).
+#[derive(Debug, Default)]
+pub(crate) struct Front {
+    pub(crate) caller: Option<Vec<u8>>,
+    pub(crate) notes: Option<mpsc::Sender<Value>>,
+}
+
+/// What a call relays to the front and may ask of it, read once from its request's `_meta`.
+#[derive(Debug)]
+struct Downstream {
+    notes: Option<mpsc::Sender<Value>>,
+    /// The front's own progress token; the upstream gets the call's id in its place, so that
+    /// calls of different clients never share one.
+    token: Option<Value>,
+    /// The kinds of question the client declared it can answer.
+    declared: Declared,
+}
+
+impl Downstream {
+    fn of(notes: Option<mpsc::Sender<Value>>, params: Option<&Value>) -> (Self, Option<String>) {
+        let meta = params.and_then(|p| p.get("_meta"));
+        let field = |key: &str| meta.and_then(|m| m.get(key));
+        let downstream = Self {
+            notes,
+            token: field("progressToken").cloned(),
+            declared: Declared::of(field(CLIENT_CAPABILITIES).unwrap_or(&Value::Null)),
+        };
+        let level = field(LOG_LEVEL).and_then(Value::as_str).map(str::to_owned);
+        (downstream, level)
+    }
+
+    /// Passes a notification of the call's on to the front, the progress under its own token.
+    fn relay(&self, mut note: Map<String, Value>) {
+        let Some(notes) = &self.notes else { return };
+        if note.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+            let (Some(token), Some(Value::Object(params))) = (&self.token, note.get_mut("params"))
+            else {
+                return;
+            };
+            params.insert("progressToken".to_owned(), token.clone());
+        }
+        // Lost when the front reads too slowly: notifications are not worth a stall.
+        let _ = notes.try_send(Value::Object(note));
+    }
+
+    /// `params` with the call's `id` as its progress token, where the front asked for progress.
+    fn give_token(&self, params: &mut Option<Value>, id: u64) {
+        if self.token.is_none() {
+            return;
+        }
+        if let Some(Value::Object(meta)) = params.as_mut().and_then(|p| p.get_mut("_meta")) {
+            meta.insert("progressToken".to_owned(), json!(id));
+        }
+    }
+
+    /// Refuses to the upstream, as a client that did not declare them would, the questions in
+    /// `asked` the client cannot answer, and takes them out: `roots/list` always (a 2025-era
+    /// server asks for roots when it likes, after `initialized` or a change, not for one call),
+    /// the others when the client can answer some of the rest. When it can answer none of what
+    /// the call asked, nothing is refused: the `requiredCapabilities` for `-32021`.
+    fn sort_out(
+        &self,
+        asked: &mut IndexMap<String, (Value, Value)>,
+        link: &Link,
+    ) -> Result<(), Value> {
+        let mut roots = Vec::new();
+        let mut others = Vec::new();
+        let mut required = Map::new();
+        for (key, (_, request)) in asked.iter() {
+            let kind = serde_json::value::to_raw_value(request)
+                .ok()
+                .and_then(|raw| InputKind::of_raw(&raw).map(|(kind, _)| kind));
+            match kind {
+                Some(kind) if self.declared.has(kind) => {}
+                Some(InputKind::Roots) => roots.push(key.clone()),
+                Some(kind) => {
+                    add_requirement(&mut required, kind);
+                    others.push(key.clone());
+                }
+                None => {}
+            }
+        }
+        let refuse = |asked: &mut IndexMap<String, (Value, Value)>, keys: Vec<String>| {
+            for key in keys {
+                if let Some((request_id, request)) = asked.shift_remove(&key) {
+                    let method = request.get("method").and_then(Value::as_str).unwrap_or("?");
+                    let error =
+                        convert::error(METHOD_NOT_FOUND, &texts::upstream_undeclared(method));
+                    link.send_now(&convert::response(&request_id, Err(error)));
+                }
+            }
+        };
+        refuse(asked, roots);
+        if !others.is_empty() && others.len() == asked.len() {
+            return Err(Value::Object(required));
+        }
+        refuse(asked, others);
+        Ok(())
+    }
+}
 
 /// Answers one JSON-RPC message from the front; `None` for a notification (HTTP 202).
 pub(crate) async fn handle(
     core: Arc<Core>,
-    caller: Option<Vec<u8>>,
+    front: Front,
     message: Map<String, Value>,
 ) -> Option<Value> {
     let id = message.get("id").cloned()?;
@@ -40,10 +145,14 @@ pub(crate) async fn handle(
             return Some(convert::response(&id, Err(error)));
         }
     };
+    let (downstream, level) = Downstream::of(front.notes, message.get("params"));
     let outcome = match &link.negotiated {
-        Negotiated::Mrtr => pass_through(&core, &link, message).await,
+        Negotiated::Mrtr => pass_through(&core, &link, downstream, message).await,
         Negotiated::Legacy { initialized, .. } => {
             let params = message.get("params").cloned();
+            if let Some(level) = level.filter(|_| method != "logging/setLevel") {
+                set_log_level(&core, &link, initialized, level).await;
+            }
             match method.as_str() {
                 "server/discover" => Ok(discover_result(initialized)),
                 "initialize" => Err(convert::error(
@@ -51,13 +160,32 @@ pub(crate) async fn handle(
                     "Invalid Request: the adapter holds the upstream's session; send 2026-07-28 requests",
                 )),
                 _ => match Method::parse(&method) {
-                    Some(kind) => reverse_bridge(&core, &link, caller, kind, params).await,
-                    None => plain(&core, &link, &method, params).await,
+                    Some(kind) => {
+                        reverse_bridge(&core, &link, front.caller, downstream, kind, params).await
+                    }
+                    None => plain(&core, &link, downstream, &method, params).await,
                 },
             }
         }
     };
     Some(convert::response(&id, outcome))
+}
+
+/// The log level a 2026 request carries in `_meta`, made the session's with `logging/setLevel`
+/// when it changes it (a session has one level: the last request's wins). Only for a server
+/// that declared `logging`; a refusal is logged, and the request goes on.
+async fn set_log_level(core: &Arc<Core>, link: &Arc<Link>, initialized: &Value, level: String) {
+    let declared = initialized
+        .get("capabilities")
+        .is_some_and(|c| c.get("logging").is_some());
+    if !declared || !link.set_log_level(&level) {
+        return;
+    }
+    let params = Some(json!({ "level": level }));
+    let downstream = Downstream::of(None, None).0;
+    if let Err(error) = plain(core, link, downstream, "logging/setLevel", params).await {
+        tracing::warn!(target: TARGET, %error, "the server refused logging/setLevel");
+    }
 }
 
 /// A permit of `semaphore` (the in-flight bound, or the floor), waited for no longer than a
@@ -74,11 +202,17 @@ async fn acquire(core: &Core, semaphore: &Arc<Semaphore>) -> Result<OwnedSemapho
 async fn pass_through(
     core: &Arc<Core>,
     link: &Arc<Link>,
+    downstream: Downstream,
     mut message: Map<String, Value>,
 ) -> Result<Value, Value> {
     let _permit = acquire(core, &core.in_flight).await?;
-    let call = Call::start(core, link);
+    let call = Call::start(core, link, downstream);
     message.insert("id".to_owned(), json!(call.id));
+    let mut params = message.remove("params");
+    call.downstream.give_token(&mut params, call.id);
+    if let Some(params) = params {
+        message.insert("params".to_owned(), params);
+    }
     link.send(&Value::Object(message)).await;
     call.answer(|result| result).await
 }
@@ -87,13 +221,14 @@ async fn pass_through(
 async fn plain(
     core: &Arc<Core>,
     link: &Arc<Link>,
+    downstream: Downstream,
     method: &str,
     params: Option<Value>,
 ) -> Result<Value, Value> {
     let _permit = acquire(core, &core.in_flight).await?;
-    let call = Call::start(core, link);
+    let call = Call::start(core, link, downstream);
     call.send(method, legacy_params(params)).await;
-    call.answer(modern_result).await
+    call.answer(|result| modern_result(method, result)).await
 }
 
 /// `tools/call`, `prompts/get` or `resources/read` into a 2025-era session.
@@ -101,6 +236,7 @@ async fn reverse_bridge(
     core: &Arc<Core>,
     link: &Arc<Link>,
     caller: Option<Vec<u8>>,
+    downstream: Downstream,
     method: Method,
     params: Option<Value>,
 ) -> Result<Value, Value> {
@@ -118,7 +254,7 @@ async fn reverse_bridge(
     // The floor a call holds while it runs in a 2025-era session (its requests name no call).
     let floor = acquire(core, &core.floor).await?;
     let Some(state) = state else {
-        let call = Call::start(core, link);
+        let call = Call::start(core, link, downstream);
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
         let parked = Parked {
@@ -142,7 +278,7 @@ async fn reverse_bridge(
         .as_ref()
         .and_then(|p| p.get("inputResponses"))
         .and_then(Value::as_object);
-    let call = Call::resume(core, link, &mut parked);
+    let call = Call::resume(core, link, downstream, &mut parked);
     core.hold_floor(Some(call.id));
     let asked = std::mem::take(&mut parked.asked);
     for (key, (request_id, request)) in asked {
@@ -179,7 +315,8 @@ async fn run(
         match event {
             Some(Event::Response(response)) => {
                 core.hold_floor(None);
-                return call.finished(response, modern_result);
+                let method = parked.method.as_str();
+                return call.finished(response, |result| modern_result(method, result));
             }
             Some(Event::Request(request)) => {
                 let request_id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -194,8 +331,25 @@ async fn run(
                 // Gather the requests the call makes at the same time, then ask them all.
                 wait = GATHER;
             }
+            Some(Event::Notification(_)) => {}
             Some(Event::Exited) => return Err(call.exited()),
             None if !parked.asked.is_empty() => {
+                if let Err(required) = call.downstream.sort_out(&mut parked.asked, &call.link) {
+                    core.hold_floor(None);
+                    parked.events = call.park();
+                    cancel(core, parked, "the client cannot answer this request");
+                    let mut refusal = convert::error(
+                        MISSING_REQUIRED_CLIENT_CAPABILITY,
+                        "Missing required client capability",
+                    );
+                    refusal["data"] = json!({ "requiredCapabilities": required });
+                    return Err(refusal);
+                }
+                if parked.asked.is_empty() {
+                    // All it asked was refused: the call goes on without.
+                    wait = core.settings.request_timeout;
+                    continue;
+                }
                 core.hold_floor(None);
                 drop(floor);
                 return park(core, call, parked);
@@ -263,31 +417,40 @@ struct Call {
     link: Arc<Link>,
     id: u64,
     events: Option<mpsc::Receiver<Event>>,
+    downstream: Downstream,
 }
 
 impl Call {
-    fn start(core: &Arc<Core>, link: &Arc<Link>) -> Self {
+    fn start(core: &Arc<Core>, link: &Arc<Link>, downstream: Downstream) -> Self {
         let (id, events) = core.register();
         Self {
             core: Arc::clone(core),
             link: Arc::clone(link),
             id,
             events: Some(events),
+            downstream,
         }
     }
 
-    /// A parked call running again: its id and its events.
-    fn resume(core: &Arc<Core>, link: &Arc<Link>, parked: &mut Parked) -> Self {
+    /// A parked call running again: its id and its events, relayed to the retry's front.
+    fn resume(
+        core: &Arc<Core>,
+        link: &Arc<Link>,
+        downstream: Downstream,
+        parked: &mut Parked,
+    ) -> Self {
         let events = std::mem::replace(&mut parked.events, mpsc::channel(1).1);
         Self {
             core: Arc::clone(core),
             link: Arc::clone(link),
             id: parked.upstream_id,
             events: Some(events),
+            downstream,
         }
     }
 
-    async fn send(&self, method: &str, params: Option<Value>) {
+    async fn send(&self, method: &str, mut params: Option<Value>) {
+        self.downstream.give_token(&mut params, self.id);
         let mut request = json!({"jsonrpc": "2.0", "id": self.id, "method": method});
         if let Some(params) = params {
             request["params"] = params;
@@ -295,13 +458,21 @@ impl Call {
         self.link.send(&request).await;
     }
 
-    /// The next event, or `None` when `wait` passed first.
+    /// The next event but a notification (those are relayed to the front on the way), or
+    /// `None` when `wait` passed first.
     async fn next(&mut self, wait: std::time::Duration) -> Option<Event> {
+        let deadline = Instant::now() + wait;
         let events = self.events.as_mut()?;
-        match tokio::time::timeout(wait, events.recv()).await {
-            Ok(Some(event)) => Some(event),
-            Ok(None) => Some(Event::Exited),
-            Err(_) => None,
+        loop {
+            return match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(Event::Notification(note))) => {
+                    self.downstream.relay(note);
+                    continue;
+                }
+                Ok(Some(event)) => Some(event),
+                Ok(None) => Some(Event::Exited),
+                Err(_) => None,
+            };
         }
     }
 
@@ -311,7 +482,7 @@ impl Call {
         loop {
             return match self.next(self.core.settings.request_timeout).await {
                 Some(Event::Response(response)) => self.finished(response, convert),
-                Some(Event::Request(_)) => continue,
+                Some(Event::Request(_) | Event::Notification(_)) => continue,
                 Some(Event::Exited) => Err(self.exited()),
                 None => Err(self.timed_out()),
             };

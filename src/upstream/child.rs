@@ -116,15 +116,19 @@ async fn run(core: &Arc<Core>, mut child: Child, shutdown: &mut watch::Receiver<
     let ended = match negotiated {
         Some(Ok(negotiated)) => {
             tracing::info!(target: TARGET, ?negotiated, "the server is ready");
-            let link = Arc::new(Link { writer, negotiated });
+            let link = Arc::new(Link::new(writer, negotiated));
             if let Negotiated::Legacy { version, .. } = &link.negotiated {
                 tracing::info!(target: TARGET, %version, "a 2025-era server: one session held");
                 Core::notify(&link, "notifications/initialized", json!({})).await;
             }
-            core.state.send_replace(State::Ready(link));
+            core.state.send_replace(State::Ready(Arc::clone(&link)));
             tokio::select! {
                 status = child.wait() => {
                     tracing::warn!(target: TARGET, ?status, "the server exited");
+                    Ended::Exited
+                }
+                () = core.unresponsive(&link.writer) => {
+                    tracing::warn!(target: TARGET, "the server hangs: restarting it");
                     Ended::Exited
                 }
                 () = stopped(shutdown) => Ended::Shutdown,

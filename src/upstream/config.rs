@@ -208,6 +208,7 @@ pub(crate) struct Settings {
     pub(crate) parked_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) start_timeout: Duration,
+    pub(crate) keep_alive: Option<Duration>,
     pub(crate) max_message_bytes: usize,
     pub(crate) max_body_bytes: usize,
     pub(crate) client_info: (String, String),
@@ -224,6 +225,7 @@ impl Settings {
             parked_timeout: Duration::from_secs(600),
             request_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(30),
+            keep_alive: Some(Duration::from_secs(30)),
             max_message_bytes: 16 * 1024 * 1024,
             max_body_bytes: crate::util::body::DEFAULT_MAX_BODY_BYTES,
             client_info: (

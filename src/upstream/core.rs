@@ -21,7 +21,7 @@ use crate::wire::jsonrpc::INTERNAL_ERROR;
 use crate::wire::mcp::MRTR_VERSION;
 
 /// `METHOD_NOT_FOUND`: what a server-to-client request no call can take is answered.
-const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 /// How many messages wait for the transport, and for one call, before back-pressure.
 pub(crate) const QUEUE: usize = 256;
 
@@ -42,9 +42,29 @@ pub(crate) enum State {
 pub(crate) struct Link {
     pub(crate) writer: mpsc::Sender<Value>,
     pub(crate) negotiated: Negotiated,
+    /// The log level last set in this session (`logging/setLevel`), if any.
+    log_level: Mutex<Option<String>>,
 }
 
 impl Link {
+    pub(crate) fn new(writer: mpsc::Sender<Value>, negotiated: Negotiated) -> Self {
+        Self {
+            writer,
+            negotiated,
+            log_level: Mutex::default(),
+        }
+    }
+
+    /// Records `level` as the session's; `false` when it already was.
+    pub(crate) fn set_log_level(&self, level: &str) -> bool {
+        let mut current = lock(&self.log_level);
+        if current.as_deref() == Some(level) {
+            return false;
+        }
+        *current = Some(level.to_owned());
+        true
+    }
+
     /// Sends one message.
     pub(crate) async fn send(&self, message: &Value) -> bool {
         self.writer.send(message.clone()).await.is_ok()
@@ -228,13 +248,29 @@ impl Core {
                     let _ = writer.send(convert::response(&id, Err(error))).await;
                 }
             }
-            (Some(method), None) => match method {
-                "notifications/message" => {
+            (Some(method), None) => {
+                // Progress names its call by the token the adapter gave it (the call's id); a log
+                // message, by the answer that carried it or (stdio) the call holding the floor.
+                let about = match method {
+                    "notifications/progress" => message
+                        .get("params")
+                        .and_then(|p| p.get("progressToken"))
+                        .and_then(Value::as_u64),
+                    "notifications/message" => origin.or(*lock(&self.floor_holder)),
+                    _ => None,
+                };
+                let waiter = about.and_then(|id| lock(&self.waiters).get(&id).cloned());
+                if method == "notifications/message" {
                     let params = message.get("params").cloned().unwrap_or(Value::Null);
                     tracing::info!(target: TARGET, %params, "the server logged");
+                } else {
+                    tracing::debug!(target: TARGET, method, "a notification from the server");
                 }
-                _ => tracing::debug!(target: TARGET, method, "a notification from the server"),
-            },
+                if let Some(waiter) = waiter {
+                    // Lost when the call's queue is full: notifications are not worth a stall.
+                    let _ = waiter.try_send(Event::Notification(message));
+                }
+            }
             (None, Some(id)) => {
                 let waiter = id.as_u64().and_then(|id| lock(&self.waiters).remove(&id));
                 match waiter {
@@ -293,7 +329,14 @@ impl Core {
         let (id, mut events) = self.register();
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let _ = writer.send(request).await;
-        let outcome = tokio::time::timeout(self.settings.start_timeout, events.recv()).await;
+        let deadline = tokio::time::Instant::now() + self.settings.start_timeout;
+        let outcome = loop {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                // A log line the server sent while it answered: not the answer.
+                Ok(Some(Event::Notification(_))) => {}
+                outcome => break outcome,
+            }
+        };
         self.forget(id);
         match outcome {
             Ok(Some(Event::Response(mut response))) => match response.remove("result") {
@@ -302,6 +345,22 @@ impl Core {
             },
             Ok(_) => Err(json!("the server went away")),
             Err(_) => Err(json!("no answer in time")),
+        }
+    }
+
+    /// Pings the server every keep-alive interval; resolves when a ping went unanswered for the
+    /// start timeout (never, with no interval). An error answer is an answer: the server lives.
+    pub(crate) async fn unresponsive(&self, writer: &mpsc::Sender<Value>) {
+        let Some(interval) = self.settings.keep_alive else {
+            return std::future::pending().await;
+        };
+        loop {
+            tokio::time::sleep(interval).await;
+            // The adapter's own failures are texts; the server's errors are objects.
+            if let Err(Value::String(why)) = self.ask(writer, "ping", json!({})).await {
+                tracing::warn!(target: TARGET, %why, "the server did not answer a ping");
+                return;
+            }
         }
     }
 

@@ -17,6 +17,9 @@ pub(crate) enum Event {
     Response(Map<String, Value>),
     /// A server-to-client request made while the call held the floor.
     Request(Map<String, Value>),
+    /// A notification about the call: its progress (by the progress token the adapter gave
+    /// it), or a log message sent while it ran. Relayed to the front when it can take it.
+    Notification(Map<String, Value>),
     /// The child exited: no response will come.
     Exited,
 }

@@ -8,30 +8,76 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::{Method as HttpMethod, Request, Response, StatusCode};
-use http_body::Body;
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tower_service::Service;
 
-use super::call;
+use super::call::{self, Front};
 use super::child;
 use super::config::{Era, Server, Settings};
-use super::core::{Core, State};
+use super::core::{Core, QUEUE, State};
 #[cfg(feature = "upstream-http")]
 use super::streamable;
 use crate::bridge::convert;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
-use crate::wire::jsonrpc::{INVALID_REQUEST, PARSE_ERROR};
+use crate::wire::jsonrpc::{INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR};
 use crate::{BoxError, ElicitationLayer};
 
 opaque_body! {
-    /// The body of the adapter's responses: one JSON-RPC message, in memory. It cannot fail.
+    /// The body of the adapter's responses: one JSON-RPC message, or (for a client that takes
+    /// event streams, once the call sends progress or log notifications) an event stream of
+    /// those notifications and then the answer. It cannot fail.
     #[derive(Debug, Default)]
-    pub struct ResponseBody(inner: Full<Bytes>) -> Error = Infallible
+    pub struct ResponseBody(inner: Frames) -> Error = Infallible
+}
+
+/// What a response body holds: one message in memory, or events as the call sends them.
+#[derive(Debug)]
+enum Frames {
+    Whole(Full<Bytes>),
+    Events(mpsc::Receiver<Bytes>),
+}
+
+impl Default for Frames {
+    fn default() -> Self {
+        Self::Whole(Full::default())
+    }
+}
+
+impl Body for Frames {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Self::Whole(body) => Pin::new(body).poll_frame(cx),
+            Self::Events(events) => events
+                .poll_recv(cx)
+                .map(|event| event.map(|e| Ok(Frame::data(e)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Whole(body) => body.is_end_stream(),
+            Self::Events(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Whole(body) => body.size_hint(),
+            Self::Events(_) => SizeHint::default(),
+        }
+    }
 }
 
 /// The future of [`Upstream`]'s response.
@@ -142,6 +188,16 @@ impl UpstreamBuilder {
     /// the handshake may take.
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.settings.start_timeout = timeout;
+        self
+    }
+
+    /// Sets how often the adapter pings the server (default every 30 s; `None`: never). A child
+    /// that does not answer within the [start timeout](Self::start_timeout) is taken for hung:
+    /// it is killed, and started and initialized again (the calls in flight get an error). Over
+    /// HTTP the ping keeps a 2025-era session alive, and finds out when the server has expired
+    /// it (its 404): a new session is then opened.
+    pub fn keep_alive(mut self, interval: Option<Duration>) -> Self {
+        self.settings.keep_alive = interval;
         self
     }
 
@@ -270,8 +326,104 @@ where
             );
         }
     };
-    match call::handle(core, caller, message).await {
-        Some(response) => reply(StatusCode::OK, Some(&response)),
+    let streams = parts
+        .headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    if !streams {
+        let front = Front {
+            caller,
+            notes: None,
+        };
+        return answer(call::handle(core, front, message).await);
+    }
+    // One JSON answer, unless the call sends a notification first: then an event stream of
+    // the notifications, and the answer as its last event.
+    let (notes, mut noted) = mpsc::channel(QUEUE);
+    let front = Front {
+        caller,
+        notes: Some(notes),
+    };
+    let mut handled = Box::pin(call::handle(core, front, message));
+    let first = tokio::select! {
+        biased;
+        response = &mut handled => {
+            // Notifications that came with the answer, all at once: one event stream in memory.
+            let mut stream = Vec::new();
+            while let Ok(note) = noted.try_recv() {
+                stream.extend_from_slice(&event(&note));
+            }
+            if stream.is_empty() {
+                return answer(response);
+            }
+            if let Some(response) = response {
+                stream.extend_from_slice(&event(&response));
+            }
+            return event_stream(Frames::Whole(Full::new(stream.into())));
+        }
+        Some(note) = noted.recv() => note,
+    };
+    let (events, body) = mpsc::channel(QUEUE);
+    tokio::spawn(async move {
+        let mut next = Some(first);
+        loop {
+            // A send fails when the front went away: dropping the call cancels it upstream.
+            if let Some(note) = next.take()
+                && events.send(event(&note)).await.is_err()
+            {
+                return;
+            }
+            tokio::select! {
+                biased;
+                () = events.closed() => return,
+                Some(note) = noted.recv() => next = Some(note),
+                response = &mut handled => {
+                    while let Ok(note) = noted.try_recv() {
+                        let _ = events.send(event(&note)).await;
+                    }
+                    if let Some(response) = response {
+                        let _ = events.send(event(&response)).await;
+                    }
+                    return;
+                }
+            }
+        }
+    });
+    event_stream(Frames::Events(body))
+}
+
+fn event_stream(frames: Frames) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody { inner: frames });
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// One JSON-RPC message as an event of an event stream.
+fn event(message: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
+/// The answer to a request as one JSON message (`None`: a notification, 202); a refusal for a
+/// capability the client did not declare is HTTP 400, as `ElicitationLayer` answers it.
+fn answer(response: Option<Value>) -> Response<ResponseBody> {
+    match response {
+        Some(response) => {
+            let refused = response
+                .get("error")
+                .and_then(|e| e.get("code"))
+                .and_then(Value::as_i64)
+                == Some(MISSING_REQUIRED_CLIENT_CAPABILITY);
+            let status = if refused {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::OK
+            };
+            reply(status, Some(&response))
+        }
         None => reply(StatusCode::ACCEPTED, None),
     }
 }
@@ -279,7 +431,7 @@ where
 fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
     let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
     let mut response = Response::new(ResponseBody {
-        inner: Full::new(bytes),
+        inner: Frames::Whole(Full::new(bytes)),
     });
     *response.status_mut() = status;
     if body.is_some() {

@@ -53,17 +53,39 @@ pub(crate) fn legacy_params(params: Option<Value>) -> Option<Value> {
     Some(Value::Object(params))
 }
 
-/// A 2025 result as a 2026 one: `resultType: "complete"` (every other field kept).
-pub(crate) fn modern_result(result: Value) -> Value {
+/// The 2026 methods whose results are cacheable (`ttlMs` and `cacheScope` required).
+const CACHEABLE: [&str; 5] = [
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// A 2025 result of `method` as a 2026 one: `resultType: "complete"`, and for a cacheable
+/// result the fields a 2025 server cannot give, saying not to cache it (`ttlMs: 0`, `cacheScope:
+/// "private"`: the adapter knows nothing of how long it holds, nor whether it is the caller's
+/// own). Every other field kept.
+pub(crate) fn modern_result(method: &str, result: Value) -> Value {
     match result {
         Value::Object(mut result) => {
             result
                 .entry("resultType")
                 .or_insert_with(|| json!("complete"));
+            if CACHEABLE.contains(&method) {
+                uncached(&mut result);
+            }
             Value::Object(result)
         }
         other => other,
     }
+}
+
+fn uncached(result: &mut Map<String, Value>) {
+    result.entry("ttlMs").or_insert_with(|| json!(0));
+    result
+        .entry("cacheScope")
+        .or_insert_with(|| json!("private"));
 }
 
 /// The `server/discover` result the adapter answers for a 2025-era upstream, from its
@@ -71,6 +93,7 @@ pub(crate) fn modern_result(result: Value) -> Value {
 pub(crate) fn discover_result(initialized: &Value) -> Value {
     let mut result = Map::new();
     result.insert("resultType".to_owned(), json!("complete"));
+    uncached(&mut result);
     result.insert("supportedVersions".to_owned(), json!([MRTR_VERSION]));
     result.insert(
         "capabilities".to_owned(),
@@ -109,10 +132,35 @@ mod tests {
 
     #[test]
     fn results_become_complete_and_keep_unknown_fields() {
-        let out = modern_result(json!({"content": [], "x-extra": {"kept": true}}));
+        let out = modern_result(
+            "tools/call",
+            json!({"content": [], "x-extra": {"kept": true}}),
+        );
         assert_eq!(
             out,
             json!({"resultType": "complete", "content": [], "x-extra": {"kept": true}})
+        );
+    }
+
+    #[test]
+    fn cacheable_results_say_not_to_cache_them_unless_the_server_said() {
+        let listed = modern_result("tools/list", json!({"tools": []}));
+        assert_eq!(
+            listed,
+            json!({"resultType": "complete", "tools": [], "ttlMs": 0, "cacheScope": "private"})
+        );
+        let read = modern_result("resources/read", json!({"contents": [], "ttlMs": 5}));
+        assert_eq!(
+            (read["ttlMs"].as_u64(), read["cacheScope"].as_str()),
+            (Some(5), Some("private"))
+        );
+        let discovered = discover_result(&json!({"capabilities": {}}));
+        assert_eq!(
+            (
+                discovered["ttlMs"].as_u64(),
+                discovered["cacheScope"].as_str()
+            ),
+            (Some(0), Some("private"))
         );
     }
 

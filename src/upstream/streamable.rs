@@ -130,10 +130,7 @@ async fn supervise(connection: Arc<Connection>, mut shutdown: watch::Receiver<bo
                     Negotiated::Mrtr => MRTR_VERSION,
                 };
                 lock(&connection.session).version = HeaderValue::from_str(version).ok();
-                let link = Arc::new(Link {
-                    writer: connection.writer.clone(),
-                    negotiated,
-                });
+                let link = Arc::new(Link::new(connection.writer.clone(), negotiated));
                 if let Negotiated::Legacy { version, .. } = &link.negotiated {
                     tracing::info!(target: TARGET, %version, "a 2025-era server: one session held");
                     Core::notify(&link, "notifications/initialized", json!({})).await;
@@ -145,6 +142,10 @@ async fn supervise(connection: Arc<Connection>, mut shutdown: watch::Receiver<bo
                         tracing::warn!(target: TARGET, "the server lost the session: starting a new one");
                         let retrying = lock(&connection.retrying).clone();
                         core.connection_lost_but(|id| retrying.contains(&id));
+                    }
+                    () = core.unresponsive(&connection.writer) => {
+                        tracing::warn!(target: TARGET, "the server does not answer: starting a new session");
+                        core.connection_lost();
                     }
                     () = stopped(&mut shutdown) => break,
                 }

@@ -122,12 +122,15 @@ impl Stack {
             .await
             .expect("the stack answers");
         let text = response.text().await.unwrap();
-        let text = text
+        // An event stream's response is its event with an id (notifications come before it).
+        let reply = text
             .lines()
-            .find_map(|line| line.strip_prefix("data: "))
-            .unwrap_or(&text)
-            .to_owned();
-        let reply: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            .filter_map(|line| line.strip_prefix("data: "))
+            .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+            .find(|event| event.get("id").is_some());
+        let reply = reply.unwrap_or_else(|| {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+        });
         assert_eq!(reply["id"], id, "{reply:#}");
         reply
     }
@@ -755,7 +758,8 @@ async fn parked_calls_are_bound_to_the_layers_principal() {
         .spawn()
         .unwrap();
     let book = |extra: Value| {
-        let mut params = json!({"name": "book", "arguments": {"restaurant": "Chez X"}});
+        let mut params = json!({"name": "book", "arguments": {"restaurant": "Chez X"},
+            "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
         params
             .as_object_mut()
             .unwrap()
@@ -1050,4 +1054,219 @@ fn an_http_server_needs_an_http_url_and_valid_headers() {
         let error = Upstream::builder(server).spawn().unwrap_err();
         assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{error}");
     }
+}
+
+/// `tests/upstream/probe_server.py`: a 2025-era stdio server of the standard library only, that
+/// says what it was sent (run with the venv's Python, the one the other Python server needs).
+fn probe_server(ignore_ping: bool) -> Option<Stdio> {
+    let python = cache().join("venv/bin/python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/probe_server.py");
+    let command = || {
+        let server = Stdio::new(&python).arg(&script);
+        if ignore_ping {
+            server.env("PROBE_IGNORE_PING", "1")
+        } else {
+            server
+        }
+    };
+    installed("the Python venv", &python, command)
+}
+
+/// A `tools/call` of `tool` with `meta` as the request's whole `_meta`, accepting `accept`: the
+/// status, the content type and the body as text.
+async fn post_call(stack: &Stack, tool: &str, meta: Value, accept: &str) -> (u16, String, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}, "_meta": meta}});
+    let response = stack
+        .http
+        .post(&stack.url)
+        .header("content-type", "application/json")
+        .header("accept", accept)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("authorization", "Bearer alice")
+        .body(body.to_string())
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .expect("the stack answers");
+    let status = response.status().as_u16();
+    let kind = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (status, kind, response.text().await.unwrap())
+}
+
+/// The `_meta` of a 2026 request declaring `capabilities`, with `more` entries.
+fn meta(capabilities: Value, more: Value) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "upstream-test", "version": "0"},
+    });
+    meta.as_object_mut()
+        .unwrap()
+        .extend(more.as_object().cloned().unwrap_or_default());
+    meta
+}
+
+/// The methods the probe server was sent so far.
+async fn seen(stack: &Stack) -> Vec<String> {
+    serde_json::from_str(&text(&stack.call("seen", json!({}), json!({})).await)).unwrap()
+}
+
+#[tokio::test]
+async fn progress_and_log_notifications_reach_the_front_as_an_event_stream() {
+    let Some(server) = probe_server(false) else {
+        return;
+    };
+    let stack = Stack::start(server, |b| b).await;
+    let token = json!({"progressToken": "front-token"});
+    let (status, kind, body) = post_call(
+        &stack,
+        "progress",
+        meta(json!({}), token.clone()),
+        "application/json, text/event-stream",
+    )
+    .await;
+    assert_eq!(
+        (status, kind.as_str()),
+        (200, "text/event-stream"),
+        "{body}"
+    );
+    let events: Vec<Value> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    let methods: Vec<&str> = events
+        .iter()
+        .map(|e| e["method"].as_str().unwrap_or("(response)"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/progress",
+            "notifications/progress",
+            "notifications/message",
+            "(response)"
+        ],
+        "{body}"
+    );
+    // The front's own token, not the one the adapter gave the server.
+    assert_eq!(
+        events[0]["params"]["progressToken"], "front-token",
+        "{body}"
+    );
+    assert_eq!(events[1]["params"]["progress"], 2, "{body}");
+    assert_eq!(events[3]["result"]["content"][0]["text"], "done", "{body}");
+
+    // A front that takes JSON only gets the answer alone.
+    let (status, kind, body) = post_call(
+        &stack,
+        "progress",
+        meta(json!({}), token),
+        "application/json",
+    )
+    .await;
+    assert_eq!((status, kind.as_str()), (200, "application/json"), "{body}");
+    assert!(body.contains("done"), "{body}");
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_log_level_a_request_carries_is_set_on_the_session_when_it_changes() {
+    let Some(server) = probe_server(false) else {
+        return;
+    };
+    let stack = Stack::start(server, |b| b).await;
+    let level = |l: &str| meta(json!({}), json!({"io.modelcontextprotocol/logLevel": l}));
+    for l in ["debug", "debug", "error"] {
+        let (status, _, body) = post_call(&stack, "seen", level(l), "application/json").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let set: Vec<String> = seen(&stack)
+        .await
+        .into_iter()
+        .filter(|m| m.starts_with("logging/setLevel"))
+        .collect();
+    assert_eq!(set, ["logging/setLevel debug", "logging/setLevel error"]);
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn questions_the_client_cannot_answer_are_refused_to_the_server_or_answered_32021() {
+    let Some(server) = probe_server(false) else {
+        return;
+    };
+    let mut stack = Stack::start(server, |b| b).await;
+    // Form elicitation declared, roots not: the roots request is refused to the server, and
+    // only the elicitation is asked.
+    stack.capabilities = json!({"elicitation": {}});
+    let (key, request, state) = question(&stack.call("ask", json!({}), json!({})).await);
+    assert_eq!(request["method"], "elicitation/create", "{request:#}");
+    let done = stack
+        .retry("ask", json!({}), &key, &state, accept(json!({"ok": true})))
+        .await;
+    let answers: Value = serde_json::from_str(&text(&done)).unwrap();
+    assert_eq!(
+        answers,
+        json!({"elicitation/create": "accept", "roots/list": "error -32601"})
+    );
+
+    // Nothing declared: the call cannot go on; -32021 (HTTP 400), and it is ended at the server
+    // at once, not left parked.
+    let (status, _, body) = post_call(
+        &stack,
+        "ask",
+        meta(json!({}), json!({})),
+        "application/json",
+    )
+    .await;
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(reply["error"]["code"], -32021, "{body}");
+    assert_eq!(
+        reply["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {"form": {}}})
+    );
+    assert!(
+        seen(&stack)
+            .await
+            .contains(&"notifications/cancelled".to_owned())
+    );
+    stack.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_child_that_stops_answering_pings_is_restarted() {
+    let Some(server) = probe_server(true) else {
+        return;
+    };
+    let stack = Stack::start(server, |b| {
+        b.keep_alive(Some(Duration::from_millis(200)))
+            .start_timeout(Duration::from_secs(1))
+    })
+    .await;
+    let pid = |reply: &Value| {
+        result(reply)["_meta"]["io.modelcontextprotocol/serverInfo"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let first = pid(&stack.rpc("server/discover", json!({})).await);
+    assert!(!first.is_empty());
+    let mut restarted = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let reply = stack.rpc("server/discover", json!({})).await;
+        if reply.get("result").is_some() && pid(&reply) != first {
+            restarted = true;
+            break;
+        }
+    }
+    assert!(restarted, "the hung child {first} was not restarted");
+    stack.upstream.shutdown().await;
 }
