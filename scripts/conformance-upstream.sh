@@ -24,6 +24,17 @@
 # checks the bridged run lost, then `conformance-upstream: N passed, N failed` (checks, all
 # three runs), and exits non-zero when a check failed or the bridged run lost one the bare run
 # passed. Warnings are printed, not fatal.
+#
+# Known results (suite 0.2.0-alpha.12): bare 78 passed; bridged 75 passed, 2 failed, and lost
+# `tools-call-with-progress`, `tools-call-with-logging` (the adapter drops the upstream's
+# `notifications/progress` and `notifications/message`: it only logs them) and
+# `server-sse-streams-functional` (INFO: the bridge answers `tools/list` as application/json, which
+# the spec allows); mrtr 32 passed, 3 failed, 1 warning: `sep-2322-elicitation-incomplete` and
+# the warning `sep-2322-ignore-unexpected-params` (the scenarios name the key `user_name`; the
+# adapter names a 2025-era server's requests `elicitation-1`, …), `wire-schema-valid` in
+# `unsupported-methods` (the adapter's 2026 `tools/list` result has no `ttlMs`/`cacheScope`),
+# `sep-2322-respect-client-capabilities` (the upstream was initialized with every capability, so
+# it asks for elicitation; the layer refuses the round with -32021 instead of leaving it out).
 set -euo pipefail
 
 CONFORMANCE_PACKAGE="@modelcontextprotocol/conformance@0.2.0-alpha.12"
