@@ -7,7 +7,7 @@ port, and stopped at the end.
 Standard library only: both virtualenvs import it.
 
 Environment: `FRONT_BIN` (the `front` binary; default `target/debug/front`, or
-`$CARGO_TARGET_DIR/debug/front`), `RUST_LOG` (front's log filter, default `info`; its log is
+`$CARGO_TARGET_DIR/debug/front`), `FRONT_RUST_LOG` (front's RUST_LOG, default `info`: a test reads the upstream's stderr in it; its log is
 attached to the report of a failed test).
 """
 
@@ -83,7 +83,7 @@ class Front:
             pytest.fail(f"no front binary at {binary} (build it: cargo build -p tower-elicitation-tools --bin front; or set FRONT_BIN)")
         self.name = name
         self.log_path = workdir / f"front-{name}-{time.monotonic_ns()}.log"
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
+        env = dict(os.environ, RUST_LOG=os.environ.get("FRONT_RUST_LOG", "info"))
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
             [str(binary), "--listen", "127.0.0.1:0", *args],
