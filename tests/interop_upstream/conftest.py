@@ -249,7 +249,12 @@ def everything(request: pytest.FixtureRequest, workdir: Path) -> Iterator[Front]
     """server-everything behind `front`: as its stdio child, or over its Streamable HTTP mode."""
     require(EVERYTHING_JS, "server-everything")
     if request.param == "stdio":
-        front = Front("everything-stdio", ["--", "node", str(EVERYTHING_JS), "stdio"], workdir)
+        front = start_everything_stdio(workdir)
+        # server-everything asks `roots/list` 350 ms after `notifications/initialized`, on its
+        # own (syncRoots), for no call. On stdio the adapter gives a server's request to the
+        # call running then: let it come while none runs (refused, -32601), or it lands in the
+        # first test's call. test_upstream.py's xfail shows what happens otherwise.
+        time.sleep(1.0)
         yield front
         front.stop()
         return
@@ -261,6 +266,19 @@ def everything(request: pytest.FixtureRequest, workdir: Path) -> Iterator[Front]
         front.stop()
     finally:
         server.stop()
+
+
+def start_everything_stdio(workdir: Path) -> Front:
+    require(EVERYTHING_JS, "server-everything")
+    return Front("everything-stdio", ["--", "node", str(EVERYTHING_JS), "stdio"], workdir)
+
+
+@pytest.fixture
+def fresh_everything_stdio(workdir: Path) -> Iterator[Front]:
+    """server-everything (stdio) behind a `front` of its own, used right after its handshake."""
+    front = start_everything_stdio(workdir)
+    yield front
+    front.stop()
 
 
 def start_fastmcp(workdir: Path) -> Front:

@@ -304,6 +304,22 @@ async def test_everything_sampling_without_the_capability_is_refused(everything:
     assert "sampling" in (error.data or {}).get("requiredCapabilities", {}), error.data
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="adapter: on stdio a 2025-era server's request is given to whichever call holds the floor; "
+    "server-everything's own roots/list (syncRoots, 350 ms after notifications/initialized, for no call) "
+    "lands in an unrelated call, which the layer then fails with -32021 (roots) for a client without roots",
+)
+async def test_everything_a_call_right_after_the_handshake_is_not_asked_the_servers_own_roots(
+    fresh_everything_stdio: Front,
+) -> None:
+    # Within 350 ms of the handshake (Front returns once tools/list answered), a call that runs
+    # 2 s and asks nothing itself.
+    outcome = await call_outcome(fresh_everything_stdio, "trigger-long-running-operation", {"duration": 2, "steps": 2})
+    assert not isinstance(outcome, MCPError), f"{outcome.code}: {outcome.message} {outcome.data}"
+    assert "Long running operation" in text_of(outcome) and "completed" in text_of(outcome), text_of(outcome)
+
+
 # --- tests/upstream/elicit_server.py (FastMCP, stdio) ----------------------------------
 
 
