@@ -224,3 +224,32 @@ async def test_an_upstream_call_that_never_answers_is_cancelled_when_its_client_
             echoed = await post(http, front, tool_call("echo", {"text": "afterwards"}))
         assert texts(echoed) == "afterwards"
     assert "cancelled" in front.log(200), "the upstream was told the call is cancelled"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="layer/adapter bug: when the layer refuses the adapter's input_required with -32021 (the "
+    "client declared no elicitation), the adapter's call stays parked (600 s) and its upstream request "
+    "waits; 256 such calls fill the parked bound and every caller gets 'Too many calls are waiting'",
+)
+async def test_calls_refused_for_a_missing_capability_do_not_stay_parked(fresh_fastmcp: Front) -> None:
+    front = fresh_fastmcp
+    limit = anyio.Semaphore(16)
+    codes: list[int | None] = []
+    async with httpx2.AsyncClient(timeout=READ_TIMEOUT_S, limits=httpx2.Limits(max_connections=16)) as http:
+
+        async def incapable(n: int) -> None:
+            body = rpc("tools/call", {"name": "book", "arguments": {"restaurant": f"X{n}"}}, id_=next(_ids), capabilities={})
+            async with limit:
+                reply = await post(http, front, body)
+            codes.append(reply.get("error", {}).get("code"))
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as group:
+                for n in range(MAX_PARKED + 4):
+                    group.start_soon(incapable, n)
+        # Each is refused by the layer, as it should be...
+        assert codes.count(-32021) >= MAX_PARKED, sorted(set(codes), key=str)
+        # ...and a caller that can answer is still asked.
+        reply = await post(http, front, tool_call("book", {"restaurant": "capable"}))
+        question(reply)

@@ -199,8 +199,6 @@ def test_filesystem_lists_tools_on_the_wire(filesystem: Front) -> None:
     assert result["resultType"] == "complete"
     names = {tool["name"] for tool in result["tools"]}
     assert {"read_text_file", "write_file", "list_directory"} <= names, names
-    # What the 2026-07-28 client needs and does not get (see the xfail above).
-    assert "ttlMs" not in result and "cacheScope" not in result
 
 
 async def test_filesystem_reads_a_file(filesystem: Front, fs_dir: Path) -> None:
@@ -243,6 +241,33 @@ async def test_filesystem_write_refused_is_not_written(
 
 
 # --- server-everything (stdio and Streamable HTTP) -------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="adapter bug: the 2026-07-28 results with caching directives (server/discover, the four "
+    "lists, resources/read) come from a 2025-era upstream without the required ttlMs/cacheScope "
+    "(src/upstream/session.rs modern_result and discover_result add only resultType)",
+)
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("server/discover", {}),
+        ("tools/list", {}),
+        ("prompts/list", {}),
+        ("resources/list", {}),
+        ("resources/templates/list", {}),
+        ("resources/read", {"uri": "demo://resource/static/document/architecture.md"}),
+    ],
+)
+def test_everything_cacheable_results_carry_ttl_and_scope(everything: Front, method: str, params: dict) -> None:
+    reply = post_json(everything.url, rpc(method, params, id_=1))
+    assert "result" in reply, reply
+    result = reply["result"]
+    assert result["resultType"] == "complete"
+    assert isinstance(result.get("ttlMs"), int) and result["ttlMs"] >= 0, sorted(result)
+    assert result.get("cacheScope") in ("public", "private"), sorted(result)
+
 
 
 async def test_everything_elicitation_accepted(everything: Front) -> None:
