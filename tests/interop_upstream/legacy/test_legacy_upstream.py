@@ -225,3 +225,44 @@ async def test_fastmcp_book_declined(fastmcp: Front) -> None:
     result = await call(fastmcp, "book", {"restaurant": "Nowhere"}, user)
     assert text_of(result) == "not booked: decline"
     assert len(user.asked) == 1
+
+
+# --- a child that dies (FastMCP fixture), through the bridge ---------------------------
+
+
+def crash_through(front: Front) -> dict[str, Any]:
+    """`crash` as a stateless 2026-07-28 call of another client: the child exits."""
+    from conftest import post_json, rpc
+
+    return post_json(front.url, rpc("tools/call", {"name": "crash", "arguments": {}}, id_=99))
+
+
+async def test_a_child_that_dies_mid_call_is_a_clear_error_and_the_next_call_works(fresh_fastmcp: Front) -> None:
+    crashed = await session_call(fresh_fastmcp, "crash", {})
+    assert isinstance(crashed, McpError), crashed
+    assert "exited" in crashed.error.message, crashed.error
+    result = await call(fresh_fastmcp, "echo", {"text": "after the crash"})
+    assert text_of(result) == "after the crash"
+
+
+async def test_a_child_that_dies_while_the_user_answers_is_a_clear_error(fresh_fastmcp: Front) -> None:
+    """The question is on the user's screen when the child exits: the answer finds no call."""
+
+    @dataclass
+    class CrashingUser(User):
+        async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+            reply = await anyio.to_thread.run_sync(crash_through, fresh_fastmcp)
+            assert "exited" in reply.get("error", {}).get("message", ""), reply
+            return await super().__call__(context, params)
+
+    user = CrashingUser([accept(seats=2)])
+    outcome = await session_call(fresh_fastmcp, "book", {"restaurant": "Gone"}, user)
+    assert len(user.asked) == 1
+    if isinstance(outcome, McpError):
+        message = outcome.error.message
+    else:
+        assert outcome.isError, text_of(outcome)
+        message = text_of(outcome)
+    assert "no longer waiting" in message, message
+    result = await call(fresh_fastmcp, "book", {"restaurant": "Reborn"}, User([accept(seats=1)]))
+    assert text_of(result) == "booked 1 at Reborn"
