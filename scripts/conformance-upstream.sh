@@ -25,16 +25,13 @@
 # three runs), and exits non-zero when a check failed or the bridged run lost one the bare run
 # passed. Warnings are printed, not fatal.
 #
-# Known results (suite 0.2.0-alpha.12): bare 78 passed; bridged 75 passed, 2 failed, and lost
-# `tools-call-with-progress`, `tools-call-with-logging` (the adapter drops the upstream's
-# `notifications/progress` and `notifications/message`: it only logs them) and
-# `server-sse-streams-functional` (INFO: the bridge answers `tools/list` as application/json, which
-# the spec allows); mrtr 32 passed, 3 failed, 1 warning: `sep-2322-elicitation-incomplete` and
-# the warning `sep-2322-ignore-unexpected-params` (the scenarios name the key `user_name`; the
-# adapter names a 2025-era server's requests `elicitation-1`, …), `wire-schema-valid` in
-# `unsupported-methods` (the adapter's 2026 `tools/list` result has no `ttlMs`/`cacheScope`),
-# `sep-2322-respect-client-capabilities` (the upstream was initialized with every capability, so
-# it asks for elicitation; the layer refuses the round with -32021 instead of leaving it out).
+# Results (suite 0.2.0-alpha.12): bare 78 passed, 2 warnings (the unscored
+# `server-sse-polling`: no priming event, no `retry`; the same through the stack); bridged 77
+# passed, the same warnings, and one check SUCCESS bare but INFO bridged (shown as DIFF, not
+# fatal): `server-sse-streams-functional`, where the stack answers `tools/list` as JSON and the
+# suite says SSE streaming is optional; mrtr (2026) 37 passed, 0 failed, 0 warnings. The
+# fixture names the key of the scenarios' `user_name` question in its request's `_meta`
+# (`tower-elicitation/inputKey`); without it the adapter names it `elicitation-1`.
 set -euo pipefail
 
 CONFORMANCE_PACKAGE="@modelcontextprotocol/conformance@0.2.0-alpha.12"
@@ -255,7 +252,7 @@ for run, expected, title in (
     print(f"conformance-upstream ({title}): {ok} passed, {bad} failed, {warn} warnings")
     passed, failed = passed + ok, failed + bad
 
-lost = []
+lost, differ = [], []
 for scenario, checks in runs["bare"].items():
     fronted = {}
     for check in runs["bridged"].get(scenario, []):
@@ -264,8 +261,14 @@ for scenario, checks in runs["bare"].items():
         if check.get("status") == "SUCCESS":
             same = fronted.get(check.get("id")) or []
             now = same.pop(0) if same else "missing"
-            if now != "SUCCESS":
+            # INFO is the suite saying the behaviour is optional (a JSON answer where the bare
+            # fixture streamed): shown, not fatal. A failure, a warning or a missing check is lost.
+            if now == "INFO":
+                differ.append(f"{scenario}: {check.get('id')} (bare SUCCESS, bridged INFO)")
+            elif now != "SUCCESS":
                 lost.append(f"{scenario}: {check.get('id')} (bare SUCCESS, bridged {now})")
+for line in differ:
+    print(f"DIFF {line}")
 for line in lost:
     print(f"LOST {line}")
 print(f"conformance-upstream (bridged vs bare): {len(lost)} checks lost")

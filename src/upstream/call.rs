@@ -326,7 +326,10 @@ async fn run(
                     asked["params"] = params.clone();
                 }
                 parked.seq += 1;
-                let key = format!("{}-{}", key_kind(method.as_str()), parked.seq);
+                let key = match named_key(&asked) {
+                    Some(key) if !parked.asked.contains_key(key) => key.to_owned(),
+                    _ => format!("{}-{}", key_kind(method.as_str()), parked.seq),
+                };
                 parked.asked.insert(key, (request_id, asked));
                 // Gather the requests the call makes at the same time, then ask them all.
                 wait = GATHER;
@@ -360,6 +363,17 @@ async fn run(
             }
         }
     }
+}
+
+/// The `_meta` key under which a server that knows the adapter names its request's key in
+/// `inputRequests` (a 2025-era request has no key of its own).
+pub(crate) const INPUT_KEY: &str = "tower-elicitation/inputKey";
+
+/// The key the server named for its request, when it is a short plain name.
+fn named_key(asked: &Value) -> Option<&str> {
+    let key = asked.get("params")?.get("_meta")?.get(INPUT_KEY)?.as_str()?;
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    (!key.is_empty() && key.len() <= 64 && key.chars().all(plain)).then_some(key)
 }
 
 fn key_kind(method: Option<&str>) -> &'static str {

@@ -261,7 +261,11 @@ const tools = {
     test_input_required_result_elicitation: {
         description: "Asks the user's name, then greets.",
         run: async (_args, ask) => {
-            const answer = await ask.elicit(form('What is your name?', 'name'));
+            // The scenarios expect the key `user_name`: named for the adapter in `_meta` (a
+            // 2025-era request has no key; without it the adapter names it `elicitation-1`).
+            const question = form('What is your name?', 'name');
+            question._meta = { 'tower-elicitation/inputKey': 'user_name' };
+            const answer = await ask.elicit(question);
             const name = field(answer, 'name');
             return name === undefined ? { content: [text('No name was given.')], isError: true } : done(`Hello, ${name}!`);
         },
