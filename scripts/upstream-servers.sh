@@ -6,7 +6,11 @@
 #                                 (both 2026.8.31, on @modelcontextprotocol/sdk 1.x: 2025-era),
 #                                 with the SDK pinned too;
 #   .cache/upstream/venv          Python `mcp` 1.30.0 for tests/upstream/elicit_server.py
-#                                 (tests/upstream/requirements.txt, fully pinned).
+#                                 (tests/upstream/requirements.txt, fully pinned);
+#
+# and builds the rmcp 3.11 server tests/it/upstream_rmcp.rs fronts (the `tools` binary
+# `upstream-rmcp`), where `cargo test` puts its test binaries: target/debug (or
+# $CARGO_TARGET_DIR/debug). Run it again after changing tools/src/bin/upstream-rmcp.rs.
 #
 # Idempotent: a second run with nothing changed does nothing. Environment: UPSTREAM_PYTHON
 # (interpreter for the venv; default python3.11, else python3).
@@ -40,4 +44,7 @@ if ! cmp -s "$REQ" "$DIR/venv.stamp" 2>/dev/null; then
     "$DIR/venv/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
     cp "$REQ" "$DIR/venv.stamp"
 fi
+echo "upstream-servers.sh: cargo build -p tower-elicitation-tools --bin upstream-rmcp" >&2
+cargo build --quiet -p tower-elicitation-tools --bin upstream-rmcp
+
 echo "upstream-servers.sh: ready in $DIR" >&2

@@ -3,7 +3,6 @@
 
 use std::pin::Pin;
 
-use base64::Engine as _;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue};
 use http::request::Parts;
@@ -87,27 +86,13 @@ pub(crate) fn request(
         headers.insert(MCP_METHOD, value);
     }
     if let Some(name) = name {
-        headers.insert(MCP_NAME, header_text(name));
+        headers.insert(MCP_NAME, header::text(name));
     }
     let length = request.body().size_hint().exact().unwrap_or(0);
     request
         .headers_mut()
         .insert(CONTENT_LENGTH, HeaderValue::from(length));
     request
-}
-
-/// `text` as a header value: as it is when it is plain visible ASCII, else the base64 sentinel.
-fn header_text(text: &str) -> HeaderValue {
-    let plain = !text.is_empty()
-        && text.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !text.starts_with(' ')
-        && !text.ends_with(' ')
-        && !text.starts_with("=?");
-    if plain && let Ok(value) = HeaderValue::from_str(text) {
-        return value;
-    }
-    let encoded = base64::engine::general_purpose::STANDARD.encode(text);
-    HeaderValue::from_str(&format!("=?base64?{encoded}?=")).expect("base64 is a valid header")
 }
 
 /// Drives `inner` to readiness and calls it.
@@ -227,9 +212,9 @@ mod tests {
 
     #[test]
     fn names_that_are_not_header_safe_are_encoded() {
-        assert_eq!(header_text("deploy"), "deploy");
-        assert_eq!(header_text("héllo"), "=?base64?aMOpbGxv?=");
-        assert_eq!(header_text(" x"), "=?base64?IHg=?=");
+        assert_eq!(header::text("deploy"), "deploy");
+        assert_eq!(header::text("héllo"), "=?base64?aMOpbGxv?=");
+        assert_eq!(header::text(" x"), "=?base64?IHg=?=");
     }
 
     #[test]

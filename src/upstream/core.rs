@@ -382,7 +382,13 @@ pub(crate) async fn handshake(
 ) -> Result<Negotiated, String> {
     let era = core.settings.era;
     if era != Era::Legacy {
-        let meta = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": MRTR_VERSION}});
+        // What every 2026-07-28 request carries (a server may refuse a request without it).
+        let (name, version) = &core.settings.client_info;
+        let meta = json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": MRTR_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": client_capabilities(),
+            "io.modelcontextprotocol/clientInfo": {"name": name, "version": version},
+        }});
         match core.ask(writer, "server/discover", meta).await {
             Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::Mrtr),
             Ok(_) | Err(_) if era == Era::Mrtr => {

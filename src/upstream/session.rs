@@ -89,7 +89,8 @@ fn uncached(result: &mut Map<String, Value>) {
 }
 
 /// The `server/discover` result the adapter answers for a 2025-era upstream, from its
-/// `InitializeResult`.
+/// `InitializeResult`. `ttlMs` and `cacheScope` are required in a `DiscoverResult` (rmcp's client
+/// refuses one without them): not to be kept, and for this caller only.
 pub(crate) fn discover_result(initialized: &Value) -> Value {
     let mut result = Map::new();
     result.insert("resultType".to_owned(), json!("complete"));
@@ -173,6 +174,11 @@ mod tests {
         assert_eq!(out["capabilities"], json!({"tools": {}}));
         assert_eq!(out["_meta"][META_SERVER_INFO]["name"], "s");
         assert_eq!(out["instructions"], "hi");
+        // Required fields of a `DiscoverResult`.
+        assert_eq!(
+            (&out["ttlMs"], &out["cacheScope"]),
+            (&json!(0), &json!("private"))
+        );
     }
 
     #[test]

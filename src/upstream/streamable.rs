@@ -16,11 +16,13 @@ use super::config::{FIRST_BACKOFF, Http, MAX_BACKOFF};
 use super::core::{Core, Link, QUEUE, State, TARGET, failure, handshake, lock, stopped};
 use super::session::Negotiated;
 use crate::texts;
-use crate::wire::mcp::MRTR_VERSION;
+use crate::wire::mcp::{MRTR_VERSION, header};
 use crate::wire::sse;
 
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static(header::METHOD);
+const MCP_NAME: HeaderName = HeaderName::from_static(header::NAME);
 const ACCEPTS: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// How much of an error answer's body is read (to find a JSON-RPC error in it).
@@ -197,6 +199,32 @@ fn meta_version(message: &Value) -> Option<HeaderValue> {
     HeaderValue::from_str(version).ok()
 }
 
+/// `Mcp-Method`, and `Mcp-Name` (the tool or prompt, or the resource's URI), which a 2026-07-28
+/// request's POST carries (rmcp 3.11 refuses one without `Mcp-Method`: `-32020`). None for a
+/// 2025-era session's messages, or a response.
+fn mrtr_headers(message: &Value) -> Vec<(HeaderName, HeaderValue)> {
+    let Some(method) = message.get("method").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let mrtr = meta_version(message)
+        .as_ref()
+        .and_then(|version| version.to_str().ok())
+        .is_some_and(crate::wire::mcp::supports_mrtr);
+    let Some(value) = mrtr.then(|| HeaderValue::from_str(method).ok()).flatten() else {
+        return Vec::new();
+    };
+    let mut headers = vec![(MCP_METHOD, value)];
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return headers,
+    };
+    if let Some(name) = message["params"].get(field).and_then(Value::as_str) {
+        headers.push((MCP_NAME, header::text(name)));
+    }
+    headers
+}
+
 impl Connection {
     /// Ends the request `origin` (if it is one) with `message`.
     fn fail(&self, origin: Option<u64>, message: &str) {
@@ -261,6 +289,9 @@ async fn exchange(
     }
     if let Some(version) = version {
         request = request.header(PROTOCOL_VERSION, version);
+    }
+    for (name, value) in mrtr_headers(message) {
+        request = request.header(name, value);
     }
     let mut response = match tokio::time::timeout(connection.timeout, request.send()).await {
         Ok(Ok(response)) => response,
@@ -448,6 +479,39 @@ mod tests {
             request_id(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled"})),
             None
         );
+    }
+
+    #[test]
+    fn a_2026_request_names_its_method_and_target_in_headers() {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+        let headers = |message: Value| {
+            mrtr_headers(&message)
+                .into_iter()
+                .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            headers(json!({"id": 1, "method": "tools/call",
+                "params": {"name": "deploy", "_meta": meta}})),
+            ["mcp-method: tools/call", "mcp-name: deploy"]
+        );
+        assert_eq!(
+            headers(json!({"id": 2, "method": "resources/read",
+                "params": {"uri": "file:///é", "_meta": meta}})),
+            [
+                "mcp-method: resources/read",
+                "mcp-name: =?base64?ZmlsZTovLy/DqQ==?="
+            ]
+        );
+        assert_eq!(
+            headers(json!({"id": 3, "method": "server/discover", "params": {"_meta": meta}})),
+            ["mcp-method: server/discover"]
+        );
+        // A 2025-era session's request, and a response: none.
+        assert!(
+            headers(json!({"id": 4, "method": "tools/call", "params": {"name": "x"}})).is_empty()
+        );
+        assert!(headers(json!({"id": 5, "result": {}})).is_empty());
     }
 
     #[test]

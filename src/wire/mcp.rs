@@ -34,6 +34,23 @@ pub(crate) mod header {
     pub(crate) const PARAM_PREFIX: &str = "mcp-param-";
     /// `Last-Event-ID`: where a resumed event stream goes on.
     pub(crate) const LAST_EVENT_ID: &str = "last-event-id";
+
+    /// `text` as a header value (`Mcp-Name`'s): as it is when it is plain visible ASCII, else the
+    /// base64 sentinel.
+    pub(crate) fn text(text: &str) -> http::HeaderValue {
+        use base64::Engine as _;
+        let plain = !text.is_empty()
+            && text.bytes().all(|b| (0x20..0x7f).contains(&b))
+            && !text.starts_with(' ')
+            && !text.ends_with(' ')
+            && !text.starts_with("=?");
+        if plain && let Ok(value) = http::HeaderValue::from_str(text) {
+            return value;
+        }
+        let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+        http::HeaderValue::from_str(&format!("=?base64?{encoded}?="))
+            .expect("base64 is a valid header")
+    }
 }
 
 /// The three methods that may answer `input_required`.

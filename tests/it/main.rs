@@ -31,6 +31,7 @@ mod rmcp_inner;
 mod serving;
 mod single_use;
 mod upstream;
+mod upstream_rmcp;
 
 /// Whether the Redis tests (`bridge_redis`, and `single_use`'s `redis_*`) ran: they need a Redis
 /// at `MCP_REDIS_URL` (default `redis://127.0.0.1:6379`) and return at once without one, which

@@ -25,7 +25,11 @@ fn cache() -> PathBuf {
 }
 
 /// The server's command when it is installed; `None` (the test skips) or a panic when not.
-fn installed(what: &str, entry: &Path, command: impl FnOnce() -> Stdio) -> Option<Stdio> {
+pub(super) fn installed(
+    what: &str,
+    entry: &Path,
+    command: impl FnOnce() -> Stdio,
+) -> Option<Stdio> {
     if entry.exists() {
         return Some(command());
     }
@@ -40,7 +44,7 @@ fn installed(what: &str, entry: &Path, command: impl FnOnce() -> Stdio) -> Optio
     None
 }
 
-fn node_server(package: &str, args: &[&str]) -> Option<Stdio> {
+pub(super) fn node_server(package: &str, args: &[&str]) -> Option<Stdio> {
     let entry = cache()
         .join("node_modules/@modelcontextprotocol")
         .join(package)
