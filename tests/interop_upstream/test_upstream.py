@@ -22,7 +22,6 @@ from conftest import Front, post_json, rpc
 from mcp import Client, MCPError, types
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import ValidationError
 
 pytestmark = pytest.mark.anyio
 
@@ -80,55 +79,11 @@ def accept(**content: Any) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content=content)
 
 
-class CacheFieldsShim(httpx2.AsyncBaseTransport):
-    """WORKAROUND for the adapter bug `test_filesystem_lists_tools_with_the_client` shows: a
-    2025-era upstream's `tools/list` result reaches the client without the `ttlMs` and
-    `cacheScope` 2026-07-28 requires, and mcp 2.3.0 refuses it. `Client.call_tool` lists the
-    tools after every successful call (to check structured content against the output schema),
-    so without this no successful call would get through the client. Only `tools/list` answers
-    lacking the fields are touched (`ttlMs: 0`, `cacheScope: "private"`: the SDK's own
-    defaults); everything else streams through unchanged. `patched` counts the answers fixed."""
-
-    def __init__(self) -> None:
-        self.inner = httpx2.AsyncHTTPTransport()
-        self.patched = 0
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self.inner.handle_async_request(request)
-        try:
-            method = json.loads(request.content).get("method") if request.method == "POST" else None
-        except ValueError:
-            method = None
-        if method != "tools/list":
-            return response
-        body = (await response.aread()).decode()
-        await response.aclose()
-        fixed = "\n".join(self._fix_line(line) for line in body.split("\n"))
-        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ("content-length", "content-encoding")]
-        return httpx2.Response(response.status_code, headers=headers, content=fixed.encode(), request=request)
-
-    def _fix_line(self, line: str) -> str:
-        prefix, data = ("data: ", line[len("data:") :].strip()) if line.startswith("data:") else ("", line)
-        if not data.startswith("{"):
-            return line
-        message = json.loads(data)
-        result = message.get("result")
-        if isinstance(result, dict) and "tools" in result and not {"ttlMs", "cacheScope"} <= result.keys():
-            result.setdefault("ttlMs", 0)
-            result.setdefault("cacheScope", "private")
-            self.patched += 1
-            return prefix + json.dumps(message)
-        return line
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 async def call_outcome(
     front: Front, tool: str, arguments: dict[str, Any], user: User | None = None, model: Model | None = None
 ) -> types.CallToolResult | MCPError:
     with anyio.fail_after(TEST_TIMEOUT_S):
-        async with httpx2.AsyncClient(transport=CacheFieldsShim(), timeout=READ_TIMEOUT_S) as http:
+        async with httpx2.AsyncClient(timeout=READ_TIMEOUT_S) as http:
             async with Client(
                 streamable_http_client(front.url, http_client=http),
                 mode="2026-07-28",
@@ -167,33 +122,17 @@ def changed_descriptions(first: dict[str, Any], again: dict[str, Any]) -> dict[s
 # --- server-filesystem (stdio), write_file gated -------------------------------------
 
 
-class SchemaViolation(AssertionError):
-    """The client refused a result as not valid for 2026-07-28 (pydantic's ValidationError)."""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=SchemaViolation,
-    reason="adapter bug: a 2025-era upstream's tools/list result is passed on as 2026-07-28 with "
-    "`resultType` added but without `ttlMs`/`cacheScope`, which 2026-07-28 requires on list results "
-    "(src/upstream/session.rs modern_result); mcp 2.3.0 refuses it: ValidationError ListToolsResult "
-    "cacheScope/ttlMs Field required",
-)
 async def test_filesystem_lists_tools_with_the_client(filesystem: Front) -> None:
+    """mcp 2.3.0 validates the 2026-07-28 list result (its `ttlMs` and `cacheScope` too)."""
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with Client(filesystem.url, mode="2026-07-28", read_timeout_seconds=READ_TIMEOUT_S) as client:
-            try:
-                listed: Any = await client.list_tools()
-            except ValidationError as error:
-                listed = error
-    if isinstance(listed, ValidationError):
-        raise SchemaViolation(str(listed))
+            listed = await client.list_tools()
     names = {tool.name for tool in listed.tools}
     assert {"read_text_file", "write_file", "list_directory"} <= names, names
 
 
 def test_filesystem_lists_tools_on_the_wire(filesystem: Front) -> None:
-    """The same listing over raw HTTP: the tools are all there (only the cache fields lack)."""
+    """The same listing over raw HTTP: the tools are all there."""
     reply = post_json(filesystem.url, rpc("tools/list", {}, id_=1))
     result = reply["result"]
     assert result["resultType"] == "complete"
@@ -243,12 +182,6 @@ async def test_filesystem_write_refused_is_not_written(
 # --- server-everything (stdio and Streamable HTTP) -------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="adapter bug: the 2026-07-28 results with caching directives (server/discover, the four "
-    "lists, resources/read) come from a 2025-era upstream without the required ttlMs/cacheScope "
-    "(src/upstream/session.rs modern_result and discover_result add only resultType)",
-)
 @pytest.mark.parametrize(
     ("method", "params"),
     [
@@ -329,12 +262,6 @@ async def test_everything_sampling_without_the_capability_is_refused(everything:
     assert "sampling" in (error.data or {}).get("requiredCapabilities", {}), error.data
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="adapter: on stdio a 2025-era server's request is given to whichever call holds the floor; "
-    "server-everything's own roots/list (syncRoots, 350 ms after notifications/initialized, for no call) "
-    "lands in an unrelated call, which the layer then fails with -32021 (roots) for a client without roots",
-)
 async def test_everything_a_call_right_after_the_handshake_is_not_asked_the_servers_own_roots(
     fresh_everything_stdio: Front,
 ) -> None:
