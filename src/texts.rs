@@ -120,6 +120,16 @@ fn duration(length: std::time::Duration) -> String {
 #[cfg(feature = "upstream")]
 pub(crate) const UPSTREAM_CALL_GONE: &str = "This call is no longer waiting for an answer: it finished, expired, or the server restarted. Make the request again.";
 
+/// The upstream adapter's error for a retry whose call waits on another replica (or on this
+/// server before it restarted), when retries are not routed between replicas.
+#[cfg(feature = "upstream")]
+pub(crate) const UPSTREAM_OTHER_REPLICA: &str = "This call is waiting on another replica of the server, or on this one before it restarted: retries are not routed between replicas here, so this one must reach the replica that asked. Make the request again.";
+
+/// The upstream adapter's error when a retry could not be routed to the replica holding its call.
+#[cfg(feature = "upstream")]
+pub(crate) const UPSTREAM_ROUTES_DOWN: &str =
+    "This call waits on another replica, which cannot be reached now. Try again.";
+
 /// The upstream adapter's error when the server process exited during the call.
 #[cfg(feature = "upstream")]
 pub(crate) const UPSTREAM_EXITED: &str =

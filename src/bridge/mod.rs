@@ -10,7 +10,7 @@ mod hosts;
 pub(crate) mod ids;
 mod inner;
 mod layer;
-mod pending;
+pub(crate) mod pending;
 mod rounds;
 mod service;
 mod session;

@@ -10,23 +10,59 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::config::GATHER;
+use super::config::{GATHER, Routes};
 use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure};
 use super::parked::{Event, Parked};
+use super::routes;
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
 use crate::bridge::convert;
 use crate::bridge::ids::uuid_v4;
+use crate::store::StoreError;
 use crate::texts;
+use crate::util::BoxFuture;
 use crate::wire::jsonrpc::{INVALID_PARAMS, INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY};
 use crate::wire::mcp::meta::{CLIENT_CAPABILITIES, LOG_LEVEL};
 use crate::wire::mcp::{Declared, InputKind, Method, add_requirement};
+use constant_time_eq::constant_time_eq;
 
 /// What the front's request brings besides its message: who calls, and where the call's
 /// notifications go (`None`: the front takes one JSON answer, and they are only logged).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Front {
-    pub(crate) caller: Option<Vec<u8>>,
+    pub(crate) caller: Caller,
     pub(crate) notes: Option<mpsc::Sender<Value>>,
+}
+
+/// Who calls: the principal as the front took it, or (a retry routed here from another replica)
+/// the keyed tag that replica made of it.
+#[derive(Debug)]
+pub(crate) enum Caller {
+    Principal(Option<Vec<u8>>),
+    Tag(Option<String>),
+}
+
+impl Caller {
+    /// The keyed tag a parked call is bound to.
+    fn tag(&self, core: &Core) -> Option<String> {
+        match self {
+            Self::Principal(principal) => core.settings.callers.tag(principal.as_deref()),
+            Self::Tag(tag) => tag.clone(),
+        }
+    }
+
+    /// Whether a parked call bound to `tag` is this caller's.
+    fn made(&self, core: &Core, tag: Option<&str>) -> bool {
+        match self {
+            Self::Principal(principal) => {
+                core.settings.callers.is_tag_of(tag, principal.as_deref())
+            }
+            Self::Tag(mine) => match (tag, mine) {
+                (Some(tag), Some(mine)) => constant_time_eq(tag.as_bytes(), mine.as_bytes()),
+                (None, None) => true,
+                _ => false,
+            },
+        }
+    }
 }
 
 /// What a call relays to the front and may ask of it, read once from its request's `_meta`.
@@ -145,6 +181,18 @@ pub(crate) async fn handle(
             return Some(convert::response(&id, Err(error)));
         }
     };
+    // A retry for a call parked on another replica (a 2025-era upstream's parked calls only).
+    let state = message
+        .get("params")
+        .and_then(|p| p.get("requestState"))
+        .and_then(Value::as_str);
+    if let (Negotiated::Legacy { .. }, Some(_), Some(state)) =
+        (&link.negotiated, Method::parse(&method), state)
+        && routes::replica_of(state).is_some_and(|replica| replica != core.replica)
+    {
+        let state = state.to_owned();
+        return Some(route_away(&core, &front.caller, &state, message).await);
+    }
     let (downstream, level) = Downstream::of(front.notes, message.get("params"));
     let outcome = match &link.negotiated {
         Negotiated::Mrtr => pass_through(&core, &link, downstream, message).await,
@@ -161,7 +209,7 @@ pub(crate) async fn handle(
                 )),
                 _ => match Method::parse(&method) {
                     Some(kind) => {
-                        reverse_bridge(&core, &link, front.caller, downstream, kind, params).await
+                        reverse_bridge(&core, &link, &front.caller, downstream, kind, params).await
                     }
                     None => plain(&core, &link, downstream, &method, params).await,
                 },
@@ -169,6 +217,78 @@ pub(crate) async fn handle(
         }
     };
     Some(convert::response(&id, outcome))
+}
+
+/// A retry whose call is parked on another replica: routed to it, its answer brought back (see
+/// [`routes`]); without routes, or when no replica holds the call, an error that says why.
+async fn route_away(
+    core: &Core,
+    caller: &Caller,
+    state: &str,
+    message: Map<String, Value>,
+) -> Value {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let refuse = |text: &str| convert::response(&id, Err(convert::error(INVALID_PARAMS, text)));
+    let Some(Routes(routes)) = &core.settings.routes else {
+        tracing::debug!(target: TARGET, "a retry for a call parked on another replica, and no routes");
+        return refuse(texts::UPSTREAM_OTHER_REPLICA);
+    };
+    let nonce = uuid_v4();
+    let ack_key = routes::key(state, &format!("ack/{nonce}"));
+    let reply_key = routes::key(state, &format!("reply/{nonce}"));
+    let routed = async {
+        let ack = routes.subscribe(ack_key.clone()).await?;
+        let reply = routes.subscribe(reply_key.clone()).await?;
+        let retry = routes::retry(message, caller.tag(core), &nonce);
+        if !routes.deliver(routes::key(state, "retry"), retry).await? {
+            return Ok(None);
+        }
+        if !matches!(
+            tokio::time::timeout(routes::ACK_TIMEOUT, ack).await,
+            Ok(Some(_))
+        ) {
+            return Ok(None);
+        }
+        let wait = core.settings.request_timeout + core.settings.parked_timeout;
+        Ok(tokio::time::timeout(wait, reply).await.ok().flatten())
+    };
+    let outcome: Result<Option<Value>, StoreError> = routed.await;
+    let _ = routes.unsubscribe(&ack_key).await;
+    let _ = routes.unsubscribe(&reply_key).await;
+    match outcome {
+        Ok(Some(response)) => response,
+        Ok(None) => refuse(texts::UPSTREAM_CALL_GONE),
+        Err(error) => {
+            tracing::warn!(target: TARGET, %error, "a retry could not be routed to its replica");
+            convert::response(&id, Err(failure(texts::UPSTREAM_ROUTES_DOWN)))
+        }
+    }
+}
+
+/// Serves a retry another replica routed here for the parked call `state`: acknowledged at
+/// once, then answered with the whole response. Boxed: it runs the call, which may park again.
+fn serve_routed(core: Arc<Core>, state: String, routed: Value) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let Some(Routes(routes)) = core.settings.routes.clone() else {
+            return;
+        };
+        let Some((message, tag, nonce)) = routes::read_retry(routed) else {
+            tracing::warn!(target: TARGET, "a routed retry that is not one: ignored");
+            return;
+        };
+        let _ = routes
+            .deliver(routes::key(&state, &format!("ack/{nonce}")), json!({}))
+            .await;
+        let front = Front {
+            caller: Caller::Tag(tag),
+            notes: None,
+        };
+        let response = handle(Arc::clone(&core), front, message).await;
+        let reply = routes::key(&state, &format!("reply/{nonce}"));
+        if let Err(error) = routes.deliver(reply, response.unwrap_or(Value::Null)).await {
+            tracing::warn!(target: TARGET, %error, "the answer to a routed retry could not be sent back");
+        }
+    })
 }
 
 /// The log level a 2026 request carries in `_meta`, made the session's with `logging/setLevel`
@@ -235,7 +355,7 @@ async fn plain(
 async fn reverse_bridge(
     core: &Arc<Core>,
     link: &Arc<Link>,
-    caller: Option<Vec<u8>>,
+    caller: &Caller,
     downstream: Downstream,
     method: Method,
     params: Option<Value>,
@@ -258,7 +378,7 @@ async fn reverse_bridge(
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
         let parked = Parked {
-            caller: core.settings.callers.tag(caller.as_deref()),
+            caller: caller.tag(core),
             method,
             target,
             upstream_id: call.id,
@@ -268,8 +388,7 @@ async fn reverse_bridge(
         };
         return run(core, call, parked, floor).await;
     };
-    let made_by_caller =
-        |tag: Option<&str>| core.settings.callers.is_tag_of(tag, caller.as_deref());
+    let made_by_caller = |tag: Option<&str>| caller.made(core, tag);
     let Some(mut parked) = core.parked.take(&state, made_by_caller, method, &target) else {
         tracing::debug!(target: TARGET, "a retry for a call that is not parked here");
         return Err(convert::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
@@ -298,7 +417,7 @@ async fn reverse_bridge(
         // Some questions are still unanswered: ask them again (the upstream still waits).
         core.hold_floor(None);
         drop(floor);
-        park(core, call, *parked)
+        park(core, call, *parked).await
     }
 }
 
@@ -355,7 +474,7 @@ async fn run(
                 }
                 core.hold_floor(None);
                 drop(floor);
-                return park(core, call, parked);
+                return park(core, call, parked).await;
             }
             None => {
                 core.hold_floor(None);
@@ -371,7 +490,11 @@ pub(crate) const INPUT_KEY: &str = "tower-elicitation/inputKey";
 
 /// The key the server named for its request, when it is a short plain name.
 fn named_key(asked: &Value) -> Option<&str> {
-    let key = asked.get("params")?.get("_meta")?.get(INPUT_KEY)?.as_str()?;
+    let key = asked
+        .get("params")?
+        .get("_meta")?
+        .get(INPUT_KEY)?
+        .as_str()?;
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     (!key.is_empty() && key.len() <= 64 && key.chars().all(plain)).then_some(key)
 }
@@ -386,8 +509,8 @@ fn key_kind(method: Option<&str>) -> &'static str {
 }
 
 /// Parks the call under a fresh random id and answers `input_required` with its questions.
-fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value, Value> {
-    let id = uuid_v4();
+async fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value, Value> {
+    let id = format!("{}.{}", core.replica, uuid_v4());
     let mut requests = Map::new();
     for (key, (_, request)) in &parked.asked {
         requests.insert(key.clone(), request.clone());
@@ -397,13 +520,40 @@ fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value, Value
         cancel(core, *parked, "too many calls waiting for an answer");
         return Err(failure(texts::UPSTREAM_TOO_MANY_PARKED));
     }
+    // With routes, a retry that lands on another replica is routed here through this key.
+    let retry_key = routes::key(&id, "retry");
+    let routed = match &core.settings.routes {
+        Some(Routes(routes)) => match routes.subscribe(retry_key.clone()).await {
+            Ok(routed) => Some(routed),
+            Err(error) => {
+                tracing::warn!(target: TARGET, %error, "a parked call cannot take routed retries");
+                None
+            }
+        },
+        None => None,
+    };
     let timer = Arc::clone(core);
     let expiring = id.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(timer.settings.parked_timeout).await;
-        if let Some(parked) = timer.parked.expire(&expiring) {
-            tracing::debug!(target: TARGET, "a parked call expired");
-            cancel(&timer, *parked, "no answer in time");
+        let routed_retry = async move {
+            match routed {
+                Some(routed) => routed.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(timer.settings.parked_timeout) => {
+                if let Some(parked) = timer.parked.expire(&expiring) {
+                    tracing::debug!(target: TARGET, "a parked call expired");
+                    cancel(&timer, *parked, "no answer in time");
+                }
+            }
+            Some(retry) = routed_retry => {
+                serve_routed(Arc::clone(&timer), expiring, retry).await;
+            }
+        }
+        if let Some(Routes(routes)) = &timer.settings.routes {
+            let _ = routes.unsubscribe(&retry_key).await;
         }
     });
     Ok(json!({"resultType": "input_required", "inputRequests": requests, "requestState": id}))

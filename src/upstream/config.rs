@@ -5,7 +5,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use crate::Keyring;
+use crate::bridge::pending::ErasedPendingAnswers;
 use crate::util::principal::{CallerBinding, Principal};
 
 /// A server run as a child process speaking newline-delimited JSON-RPC on its stdin and stdout
@@ -213,6 +216,18 @@ pub(crate) struct Settings {
     pub(crate) max_body_bytes: usize,
     pub(crate) client_info: (String, String),
     pub(crate) callers: CallerBinding,
+    /// Where a retry for a call parked on another replica is routed (none: it gets an error).
+    pub(crate) routes: Option<Routes>,
+}
+
+/// The shared registry retries are routed through ([`UpstreamBuilder::route_retries`](super::UpstreamBuilder::route_retries)).
+#[derive(Clone)]
+pub(crate) struct Routes(pub(crate) Arc<dyn ErasedPendingAnswers>);
+
+impl std::fmt::Debug for Routes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Routes")
+    }
 }
 
 impl Settings {
@@ -236,6 +251,7 @@ impl Settings {
                 keyring: Keyring::ephemeral(),
                 principal: Principal::default(),
             },
+            routes: None,
         }
     }
 }

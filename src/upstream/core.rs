@@ -80,6 +80,8 @@ impl Link {
 #[derive(Debug)]
 pub(crate) struct Core {
     pub(crate) settings: Settings,
+    /// This adapter's name among replicas: the first part of every parked call's state.
+    pub(crate) replica: String,
     next_id: AtomicU64,
     waiters: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
     /// The upstream id of the call that takes server-to-client requests now.
@@ -101,6 +103,7 @@ impl Core {
         let max_parked = settings.max_parked;
         Arc::new(Self {
             settings,
+            replica: super::routes::new_replica(),
             next_id: AtomicU64::new(1),
             waiters: Mutex::default(),
             floor_holder: Mutex::default(),

@@ -114,6 +114,7 @@ mod child;
 mod config;
 mod core;
 mod parked;
+mod routes;
 mod service;
 mod session;
 #[cfg(feature = "upstream-http")]

@@ -16,12 +16,13 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tower_service::Service;
 
-use super::call::{self, Front};
+use super::call::{self, Caller, Front};
 use super::child;
-use super::config::{Era, Server, Settings};
+use super::config::{Era, Routes, Server, Settings};
 use super::core::{Core, QUEUE, State};
 #[cfg(feature = "upstream-http")]
 use super::streamable;
+use crate::bridge::PendingAnswers;
 use crate::bridge::convert;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
@@ -215,6 +216,27 @@ impl UpstreamBuilder {
         self
     }
 
+    /// Routes a retry that lands on another replica than the one holding its parked call to
+    /// that replica, and the answer back, through `pending`: the legacy bridge's registry of
+    /// waiting calls, e.g. `RedisStore::pending_answers()` (feature `redis`), shared by every
+    /// replica. Without it, such a retry gets an error saying it must reach the replica that
+    /// asked. A routed retry's progress and log notifications are not relayed: its answer is one
+    /// JSON message.
+    ///
+    /// ```
+    /// use tower_elicitation::bridge::MemoryPendingAnswers;
+    /// use tower_elicitation::upstream::{Stdio, Upstream};
+    ///
+    /// // In one process; with Redis, `redis.pending_answers()` reaches every replica.
+    /// let builder = Upstream::builder(Stdio::new("my-mcp-server"))
+    ///     .route_retries(MemoryPendingAnswers::new());
+    /// # let _ = builder;
+    /// ```
+    pub fn route_retries(mut self, pending: impl PendingAnswers) -> Self {
+        self.settings.routes = Some(Routes(Arc::new(pending)));
+        self
+    }
+
     /// The largest request body read from the front (default 4 MiB; 413 above, 400 for a body
     /// that fails while it is read).
     pub fn max_body_bytes(mut self, max: usize) -> Self {
@@ -334,7 +356,7 @@ where
         .any(|v| v.contains("text/event-stream"));
     if !streams {
         let front = Front {
-            caller,
+            caller: Caller::Principal(caller),
             notes: None,
         };
         return answer(call::handle(core, front, message).await);
@@ -343,7 +365,7 @@ where
     // the notifications, and the answer as its last event.
     let (notes, mut noted) = mpsc::channel(QUEUE);
     let front = Front {
-        caller,
+        caller: Caller::Principal(caller),
         notes: Some(notes),
     };
     let mut handled = Box::pin(call::handle(core, front, message));

@@ -1274,3 +1274,111 @@ async fn a_child_that_stops_answering_pings_is_restarted() {
     assert!(restarted, "the hung child {first} was not restarted");
     stack.upstream.shutdown().await;
 }
+
+/// Two replicas, each with its own child and layer (the same keys), the retry sent to the one
+/// that did not ask.
+async fn replicas(
+    tune: impl Fn(UpstreamBuilder) -> UpstreamBuilder + Clone,
+) -> Option<(Stack, Stack)> {
+    let (Some(a), Some(b)) = (python_server(), python_server()) else {
+        return None;
+    };
+    let first = Stack::start(a, tune.clone()).await;
+    let second = Stack::start(b, tune).await;
+    Some((first, second))
+}
+
+#[tokio::test]
+async fn a_retry_on_another_replica_is_routed_to_the_call_through_redis() {
+    if crate::support::redis::skip() {
+        return;
+    }
+    let redis = tower_elicitation::redis::RedisStore::builder(crate::support::redis::redis_url())
+        .key_prefix(crate::support::redis::prefix())
+        .build()
+        .expect("a Redis URL");
+    let pending = redis.pending_answers();
+    let Some((asked, other)) = replicas(move |b| b.route_retries(pending.clone())).await else {
+        return;
+    };
+    let args = json!({"restaurant": "Chez Deux"});
+    let (key, _, state) = question(&asked.call("book", args.clone(), json!({})).await);
+
+    // Answered wrongly on the other replica: the layer there asks again (it never goes far).
+    let again = other
+        .retry(
+            "book",
+            args.clone(),
+            &key,
+            &state,
+            accept(json!({"seats": 20})),
+        )
+        .await;
+    let (key, _, state) = question(&again);
+    // Answered well on the other replica: routed to the call, its result brought back.
+    let done = other
+        .retry(
+            "book",
+            args.clone(),
+            &key,
+            &state,
+            accept(json!({"seats": 2})),
+        )
+        .await;
+    assert_eq!(text(&done), "booked 2 at Chez Deux");
+
+    // Replayed on either replica: the call is gone, nothing runs twice.
+    for stack in [&other, &asked] {
+        let replay = stack
+            .retry(
+                "book",
+                args.clone(),
+                &key,
+                &state,
+                accept(json!({"seats": 3})),
+            )
+            .await;
+        assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
+    }
+    // Another caller's retry, routed, is refused by the holder.
+    let (key, _, state) = question(&asked.call("book", args.clone(), json!({})).await);
+    let mut params = json!({"name": "book", "arguments": args});
+    params.as_object_mut().unwrap().extend(
+        answer(&key, &state, accept(json!({"seats": 1})))
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let mallory = other.rpc_as("Bearer mallory", "tools/call", params).await;
+    assert!(mallory.get("error").is_some(), "{mallory:#}");
+    asked.upstream.shutdown().await;
+    other.upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_routes_a_retry_on_another_replica_says_why() {
+    let Some((asked, other)) = replicas(|b| b).await else {
+        return;
+    };
+    let args = json!({"restaurant": "Chez Deux"});
+    let (key, _, state) = question(&asked.call("book", args.clone(), json!({})).await);
+    let elsewhere = other
+        .retry(
+            "book",
+            args.clone(),
+            &key,
+            &state,
+            accept(json!({"seats": 2})),
+        )
+        .await;
+    assert_eq!(elsewhere["error"]["code"], -32602, "{elsewhere:#}");
+    let message = elsewhere["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("another replica"), "{elsewhere:#}");
+    // On the replica that asked, the same retry completes.
+    let done = asked
+        .retry("book", args, &key, &state, accept(json!({"seats": 2})))
+        .await;
+    assert_eq!(text(&done), "booked 2 at Chez Deux");
+    asked.upstream.shutdown().await;
+    other.upstream.shutdown().await;
+}
