@@ -15,7 +15,9 @@
 //!   exited while handling this request…"). The child is killed when the last clone of the
 //!   service is dropped (and `kill_on_drop` when the runtime goes), or at
 //!   [`Upstream::shutdown`]. Requests in flight are bounded
-//!   ([`UpstreamBuilder::max_in_flight`]).
+//!   ([`UpstreamBuilder::max_in_flight`]). The child is pinged every 30 s
+//!   ([`UpstreamBuilder::keep_alive`]); one that does not answer is taken for hung, killed,
+//!   and started and initialized again.
 //! - **Streamable HTTP** (feature `upstream-http`, `upstream::Http`: URL, headers, timeouts): each
 //!   message is POSTed to the URL with `Accept: application/json, text/event-stream`; the answer
 //!   is JSON or an event stream, whose events before the response may be the server's own
@@ -40,13 +42,29 @@
 //!   of the adapter's. A 2025-era upstream is held in one session (`initialize` declaring
 //!   elicitation form and URL, sampling and roots, then `notifications/initialized`), into which
 //!   each stateless request is forwarded with a fresh id; the `_meta` keys the protocol reserves
-//!   are taken out (other `_meta` entries stay), results gain `resultType: "complete"`, and
-//!   `server/discover` is answered from the `InitializeResult`.
+//!   are taken out (other `_meta` entries stay), results gain `resultType: "complete"` (and a
+//!   cacheable one, a list or `resources/read`, `ttlMs: 0` and `cacheScope: "private"`: the
+//!   adapter cannot know how long it holds), and `server/discover` is answered from the
+//!   `InitializeResult`. The log level a request carries (`_meta`'s
+//!   `io.modelcontextprotocol/logLevel`) is set on the session with `logging/setLevel` when it
+//!   changes it (one session, one level: the last request's).
+//! - **notifications**: a call's `notifications/progress` (under the progress token the adapter
+//!   gave it, the call's own id, so that two clients' tokens never meet) and the log messages
+//!   sent while it runs reach the front as an event stream, with the front's own token, then
+//!   the answer; a front that does not accept `text/event-stream`, or a call that sends none,
+//!   gets one JSON answer. On stdio a 2025-era server's log line names no call: it goes to the
+//!   call that holds the floor (see below).
 //! - **the reverse bridge**: while a forwarded `tools/call`, `prompts/get` or `resources/read`
 //!   runs, a 2025-era upstream may send `elicitation/create`, `sampling/createMessage` or
 //!   `roots/list`. The adapter parks the call and answers `input_required`: the upstream's
-//!   requests are its `inputRequests` under stable keys (`elicitation-1`, `sampling-2`, …), and
-//!   its `requestState` is the parked call's random id (122 bits). On the retry each
+//!   requests are its `inputRequests` under stable keys (`elicitation-1`, `sampling-2`, …, or
+//!   the key a server that knows the adapter names in its request's `_meta` under
+//!   `tower-elicitation/inputKey`), and its `requestState` names this adapter (its replica) and
+//!   the parked call's random id (122 bits). Questions of a kind the client did not declare
+//!   (its request's `_meta` capabilities) are refused to the server, as a client without the
+//!   capability would (`roots/list` always: a server asks for roots when it likes, not for one
+//!   call); when the client can answer none of what the call asked, the call is ended at the
+//!   server and the client gets `-32021` (HTTP 400) naming what it lacks. On the retry each
 //!   `inputResponses` answer goes to the upstream as the response to its request; the answer to
 //!   the retry is the next round of questions, or the result. A parked call is bound to the
 //!   caller, the method and the target (the caller as the layer takes it, by a keyed tag made
@@ -56,6 +74,11 @@
 //!   another caller's, the child restarted) gets `-32602` with a clear message. Parked calls
 //!   expire ([`UpstreamBuilder::parked_timeout`]: the upstream gets `notifications/cancelled`)
 //!   and their number is bounded ([`UpstreamBuilder::max_parked`]).
+//! - **several replicas**: each runs its own child. A retry that lands on another replica than
+//!   the one holding its call is routed there, and the answer back, through a shared registry
+//!   ([`UpstreamBuilder::route_retries`]: the bridge's `PendingAnswers`, e.g. Redis's); the
+//!   caller goes as its keyed tag, never as itself. Without routes, it gets `-32602` saying it
+//!   must reach the replica that asked.
 //!
 //! Put [`ElicitationLayer`](crate::ElicitationLayer) in front: it seals the adapter's
 //! `requestState` (binding it to the caller, the call and its arguments, with an expiry),
