@@ -139,6 +139,10 @@
 //!   `RedisStore`, `RedisUrlFlows`, `RedisSessionStore` and `RedisPendingAnswers`.
 //! - `upstream` (off by default): the `upstream` module, `Upstream` and its builder (tokio's
 //!   `process` and `io-util`).
+//! - `upstream-http` (off by default): `upstream::Http`, a server reached over Streamable HTTP
+//!   (`http://`; a reqwest client without TLS).
+//! - `upstream-https` (off by default): `https://` URLs too, through the system's TLS (OpenSSL on
+//!   Linux, whose headers the build needs), and `Http::root_certificate`.
 //! - `preserve_order`: turns on serde_json's (and schemars') `preserve_order` for the whole build,
 //!   so that a `json!` form given to [`Gate::form`], and [`Gate::form_for`]'s fields, reach the
 //!   client in the order declared. Not needed for a form given as JSON text, nor for the inner

@@ -129,6 +129,9 @@ pub struct Http {
     pub(crate) invalid_header: Option<String>,
     pub(crate) connect_timeout: Duration,
     pub(crate) timeout: Duration,
+    /// Root certificates (PEM) trusted besides the system's, for `https://` URLs.
+    #[cfg(feature = "upstream-https")]
+    pub(crate) roots: Vec<Vec<u8>>,
 }
 
 #[cfg(feature = "upstream-http")]
@@ -142,6 +145,8 @@ impl Http {
             invalid_header: None,
             connect_timeout: Duration::from_secs(10),
             timeout: Duration::from_secs(300),
+            #[cfg(feature = "upstream-https")]
+            roots: Vec::new(),
         }
     }
 
@@ -166,6 +171,26 @@ impl Http {
                     .get_or_insert_with(|| "a header name or value is not valid".to_owned());
             }
         }
+        self
+    }
+
+    /// Trusts `pem` (one or more PEM certificates) as a root for an `https://` URL, besides the
+    /// system's roots (feature `upstream-https`): a private CA, or a server's self-signed
+    /// certificate. A certificate that is not valid PEM is an error at
+    /// [`spawn`](super::UpstreamBuilder::spawn).
+    ///
+    /// ```
+    /// use tower_elicitation::upstream::Http;
+    ///
+    /// let pem = std::fs::read("/etc/mcp/upstream-ca.pem").unwrap_or_default();
+    /// let server = Http::new("https://mcp.internal:8443/mcp").root_certificate(pem);
+    /// # let _ = server;
+    /// ```
+    #[cfg(feature = "upstream-https")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "upstream-https")))]
+    #[must_use]
+    pub fn root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.roots.push(pem.into());
         self
     }
 

@@ -33,9 +33,9 @@
 //!   shutdown the session is ended with `DELETE`. A server that cannot be reached fails the request with an error saying so; a
 //!   failed handshake is tried again with back-off. `Http::connect_timeout` bounds each
 //!   connection and `Http::timeout` the wait for an answer's head; an event stream stays open
-//!   as long as its call may run and wait. Redirects are not followed. Only `http://` (no TLS in
-//!   this build), and no standalone `GET` stream: what a server sends outside any POST's answer
-//!   is not read.
+//!   as long as its call may run and wait. Redirects are not followed. `https://` takes feature
+//!   `upstream-https` (the system's TLS; `Http::root_certificate` trusts a private CA). No
+//!   standalone `GET` stream: what a server sends outside any POST's answer is not read.
 //! - **era** ([`Era`]): `server/discover` first; a server that does not answer it as a
 //!   2026-07-28 one gets `initialize` offering 2025-11-25 (2025-06-18 and 2025-03-26 are taken
 //!   too); or the era is pinned. A 2026 upstream's requests pass through as they are, under an id

@@ -67,19 +67,40 @@ pub(crate) fn start(
     }
     let url = reqwest::Url::parse(&server.url)
         .map_err(|error| invalid(format!("the URL {:?} is not valid: {error}", server.url)))?;
-    if url.scheme() != "http" {
-        return Err(invalid(format!(
-            "the URL {:?} is not http:// (this build speaks HTTP without TLS)",
-            server.url
-        )));
+    let tls = cfg!(feature = "upstream-https");
+    match url.scheme() {
+        "http" => {}
+        "https" if tls => {}
+        "https" => {
+            return Err(invalid(format!(
+                "the URL {:?} is https://, and this build speaks HTTP without TLS (feature \
+                 `upstream-https` adds it)",
+                server.url
+            )));
+        }
+        _ => {
+            return Err(invalid(format!(
+                "the URL {:?} is neither http:// nor https://",
+                server.url
+            )));
+        }
     }
     // A redirect is not followed: a POSTed JSON-RPC message has one endpoint (and the user's
     // headers, often a credential, go to it only).
-    let client = reqwest::Client::builder()
+    #[allow(unused_mut)]
+    let mut client = reqwest::Client::builder()
         .connect_timeout(server.connect_timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(std::io::Error::other)?;
+        .redirect(reqwest::redirect::Policy::none());
+    #[cfg(feature = "upstream-https")]
+    for pem in &server.roots {
+        let root = reqwest::Certificate::from_pem(pem).map_err(|error| {
+            invalid(format!(
+                "a root certificate given is not valid PEM: {error}"
+            ))
+        })?;
+        client = client.add_root_certificate(root);
+    }
+    let client = client.build().map_err(std::io::Error::other)?;
     let (writer, queue) = mpsc::channel(QUEUE);
     let connection = Arc::new(Connection {
         core: Arc::clone(core),

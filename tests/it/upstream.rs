@@ -1382,3 +1382,102 @@ async fn without_routes_a_retry_on_another_replica_says_why() {
     asked.upstream.shutdown().await;
     other.upstream.shutdown().await;
 }
+
+/// `tests/upstream/elicit_server.py --https` with a self-signed certificate for 127.0.0.1 made
+/// by `openssl` here: the server, and the certificate (PEM) a client must trust.
+#[cfg(feature = "upstream-https")]
+async fn python_over_https() -> Option<(Listening, Vec<u8>, tempdir::Dir)> {
+    let python = cache().join("venv/bin/python");
+    installed("the Python mcp 1.x venv", &python, || Stdio::new(&python))?;
+    let dir = tempdir::Dir::new();
+    let (cert, key) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl runs");
+    assert!(made.success(), "openssl made no certificate");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/elicit_server.py");
+    let command = |port: u16| {
+        let mut command = tokio::process::Command::new(&python);
+        command
+            .arg(&script)
+            .arg("--https")
+            .arg(port.to_string())
+            .arg(&cert)
+            .arg(&key);
+        command
+    };
+    let pem = std::fs::read(&cert).unwrap();
+    Some((Listening::start(command, None).await, pem, dir))
+}
+
+/// A directory of its own, removed when dropped.
+#[cfg(feature = "upstream-https")]
+mod tempdir {
+    pub(super) struct Dir(pub(super) std::path::PathBuf);
+
+    impl Dir {
+        pub(super) fn new() -> Self {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let path = std::env::temp_dir().join(format!("te-tls-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&path).unwrap();
+            Self(path)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[cfg(feature = "upstream-https")]
+#[tokio::test]
+async fn https_a_server_with_a_trusted_certificate_is_served_and_an_untrusted_one_refused() {
+    let Some((server, pem, _dir)) = python_over_https().await else {
+        return;
+    };
+    let url = format!("https://127.0.0.1:{}/mcp", server.port);
+    let stack = Stack::start(Http::new(url.clone()).root_certificate(pem), |b| b).await;
+    let args = json!({"restaurant": "Chez TLS"});
+    let (key, _, state) = question(&stack.call("book", args.clone(), json!({})).await);
+    let done = stack
+        .retry("book", args, &key, &state, accept(json!({"seats": 2})))
+        .await;
+    assert_eq!(text(&done), "booked 2 at Chez TLS");
+    stack.upstream.shutdown().await;
+
+    // The same server, its certificate not trusted: never served.
+    let untrusted = Stack::start(Http::new(url), |b| b.start_timeout(Duration::from_secs(3))).await;
+    let reply = untrusted.rpc("tools/list", json!({})).await;
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not available"), "{reply:#}");
+    untrusted.upstream.shutdown().await;
+    server.stop().await;
+}
+
+#[cfg(not(feature = "upstream-https"))]
+#[test]
+fn without_upstream_https_an_https_url_is_refused_saying_which_feature_adds_it() {
+    let error = Upstream::builder(Http::new("https://127.0.0.1:1/mcp"))
+        .spawn()
+        .expect_err("no TLS in this build");
+    assert!(error.to_string().contains("upstream-https"), "{error}");
+}

@@ -1,7 +1,7 @@
 """A 2025-era FastMCP server (Python `mcp` 1.x) whose tool asks with `ctx.elicit(...)`.
 
 On stdio by default; `--http PORT` serves it over Streamable HTTP on 127.0.0.1:PORT at `/mcp`
-(a session per client, answers as event streams).
+(a session per client, answers as event streams); `--https PORT CERT KEY` the same over TLS.
 
 tests/upstream.rs starts it through the upstream adapter: its question comes back to the
 2026-07-28 client as an `input_required` round, and the answer reaches `ctx.elicit` as the
@@ -69,7 +69,14 @@ def header(ctx: Context, name: str) -> str:
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+    if len(sys.argv) == 5 and sys.argv[1] == "--https":
+        # Streamable HTTP over TLS: --https PORT CERT KEY (PEM files).
+        import uvicorn
+
+        port, cert, key = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        uvicorn.run(mcp.streamable_http_app(), host="127.0.0.1", port=port,
+                    ssl_certfile=cert, ssl_keyfile=key, log_level="warning")
+    elif len(sys.argv) == 3 and sys.argv[1] == "--http":
         mcp.settings.host = "127.0.0.1"
         mcp.settings.port = int(sys.argv[2])
         mcp.run("streamable-http")
