@@ -1,0 +1,245 @@
+//! The config file: TOML read strictly (an unknown key is an error), each mistake reported with
+//! the file, the line and what is wrong.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub upstream: Upstream,
+    #[serde(default)]
+    pub listen: Listen,
+    #[serde(default)]
+    pub state: State,
+    #[serde(default, rename = "gate")]
+    pub gates: Vec<Spanned<GateSpec>>,
+}
+
+/// `[upstream]`: a command run as a stdio child, or a URL.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    pub command: Option<Vec<String>>,
+    pub url: Option<String>,
+    /// Headers sent to a URL upstream; a value `env:NAME` is read from the environment.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Environment variables for a command upstream.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    /// `detect` (default), `2025` or `2026`.
+    pub era: Option<String>,
+}
+
+/// `[listen]`: where hosts reach the proxy.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    #[serde(default = "default_http")]
+    pub http: String,
+    /// Host names the proxy answers to besides loopback's (DNS-rebinding protection).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for Listen {
+    fn default() -> Self {
+        Self {
+            http: default_http(),
+            allowed_hosts: Vec::new(),
+        }
+    }
+}
+
+fn default_http() -> String {
+    "127.0.0.1:3000".to_owned()
+}
+
+/// `[state]`: the keys that seal `requestState`, and Redis for several replicas.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// `env:NAME` or `file:PATH` (`kid:base64url-key` pairs, comma-separated; the first signs).
+    pub keys: Option<String>,
+    /// A random key for this process when `keys` gives none (a demo's choice, as
+    /// `--ephemeral-keys`).
+    #[serde(default)]
+    pub ephemeral_keys: bool,
+    pub redis: Option<String>,
+}
+
+/// One `[[gate]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateSpec {
+    /// Tool names or globs (`delete_*`).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Prompt names or globs.
+    #[serde(default)]
+    pub prompts: Vec<String>,
+    /// The key the question goes under (default `approval`).
+    pub key: Option<String>,
+    /// The message, with `{argument}` placeholders.
+    pub message: Option<String>,
+    /// The form's fields, in order: each a JSON Schema of the form subset, as a TOML table.
+    #[serde(default)]
+    pub form: toml::Table,
+    /// Fields that must be answered (default: those `require` names).
+    pub required: Option<Vec<String>>,
+    /// Conditions on the answer: a field equal to a constant, or to `"{argument}"`.
+    #[serde(default)]
+    pub require: toml::Table,
+    pub retry_hint: Option<String>,
+    pub refusal: Option<String>,
+    pub inject_as: Option<String>,
+}
+
+/// A mistake in the file: where, and what.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The file as read, kept to point at lines.
+#[derive(Debug)]
+pub struct Source {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+impl Source {
+    /// Reads `path`.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+            path: path.to_owned(),
+            line: None,
+            message: format!("cannot read it: {error}"),
+        })?;
+        Ok(Self {
+            path: path.to_owned(),
+            text,
+        })
+    }
+
+    /// The config in it.
+    pub fn parse(&self) -> Result<Config, ConfigError> {
+        toml::from_str(&self.text).map_err(|error| {
+            let line = error.span().map(|span| self.line_of(span.start));
+            self.error(line, error.message().trim_end().to_owned())
+        })
+    }
+
+    /// The line (1-based) of byte `offset`.
+    pub fn line_of(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .matches('\n')
+            .count()
+            + 1
+    }
+
+    pub fn error(&self, line: Option<usize>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            path: self.path.clone(),
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+/// A secret given as `env:NAME` (the variable's value) or `file:PATH` (the file's contents,
+/// trimmed); anything else is the value itself.
+pub fn secret(value: &str) -> Result<String, String> {
+    if let Some(name) = value.strip_prefix("env:") {
+        return std::env::var(name)
+            .map_err(|_| format!("the environment variable {name} is not set"));
+    }
+    if let Some(path) = value.strip_prefix("file:") {
+        return std::fs::read_to_string(path)
+            .map(|text| text.trim().to_owned())
+            .map_err(|error| format!("cannot read {path}: {error}"));
+    }
+    Ok(value.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(text: &str) -> Source {
+        Source {
+            path: PathBuf::from("gates.toml"),
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_good_file_reads_with_its_gates_in_order() {
+        let config = source(
+            r#"
+[upstream]
+command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]
+
+[[gate]]
+tools = ["write_file"]
+message = "Write to {path}?"
+form.approve = { type = "boolean", title = "Approve" }
+form.reason = { type = "string", maxLength = 200 }
+require = { approve = true }
+"#,
+        )
+        .parse()
+        .unwrap();
+        assert_eq!(config.listen.http, "127.0.0.1:3000");
+        let gate = config.gates[0].get_ref();
+        assert_eq!(gate.tools, ["write_file"]);
+        let fields: Vec<&String> = gate.form.keys().collect();
+        assert_eq!(fields, ["approve", "reason"]);
+    }
+
+    #[test]
+    fn mistakes_name_the_file_and_the_line() {
+        let error = source(
+            "[upstream]\ncommand = [\"x\"]\n\n[[gate]]\ntools = [\"a\"]\nmesage = \"typo\"\n",
+        )
+        .parse()
+        .unwrap_err();
+        let text = error.to_string();
+        assert!(text.starts_with("gates.toml:6: "), "{text}");
+        assert!(text.contains("mesage"), "{text}");
+
+        let error = source("[upstream\n").parse().unwrap_err();
+        assert!(error.to_string().starts_with("gates.toml:1: "), "{error}");
+    }
+
+    #[test]
+    fn secrets_come_from_the_environment_or_a_file() {
+        assert_eq!(secret("plain").unwrap(), "plain");
+        assert!(
+            secret("env:TE_PROXY_SURELY_UNSET")
+                .unwrap_err()
+                .contains("not set")
+        );
+        assert!(secret("file:/nonexistent/x").is_err());
+    }
+}

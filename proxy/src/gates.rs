@@ -1,0 +1,365 @@
+//! The file's `[[gate]]`s made the layer's own [`Gate`]s, checked against what the upstream
+//! offers: a name or glob that matches nothing, or a placeholder naming an argument a matched
+//! tool does not take, is an error at the gate's line.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use globset::Glob;
+use serde_json::{Map, Value};
+use tower_elicitation::{Gate, GateTarget};
+
+use crate::config::{Config, ConfigError, GateSpec, Source};
+
+/// What the upstream offers: each tool's (and prompt's) argument names.
+#[derive(Debug, Default, Clone)]
+pub struct Offered {
+    pub tools: BTreeMap<String, Vec<String>>,
+    pub prompts: BTreeMap<String, Vec<String>>,
+}
+
+/// One gate on one target, as built and as the client will see it.
+pub struct Built {
+    pub target: GateTarget,
+    pub gate: Gate,
+    /// `tool write_file` or `prompt p`.
+    pub name: String,
+    pub message: String,
+    /// The form's `requestedSchema`, as the client gets it.
+    pub schema: String,
+}
+
+/// How a `require` rule judges its field.
+#[derive(Debug, Clone)]
+enum Rule {
+    Equals(Value),
+    SameAs(String),
+}
+
+/// Every gate of `config` on every target it names.
+pub fn build(
+    source: &Source,
+    config: &Config,
+    offered: &Offered,
+) -> Result<Vec<Built>, ConfigError> {
+    let mut built = Vec::new();
+    for (number, spanned) in config.gates.iter().enumerate() {
+        let line = Some(source.line_of(spanned.span().start));
+        let spec = spanned.get_ref();
+        let fail = |message: String| source.error(line, format!("gate {}: {message}", number + 1));
+        let gates = one(spec, offered).map_err(fail)?;
+        built.extend(gates);
+    }
+    Ok(built)
+}
+
+fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
+    if spec.tools.is_empty() && spec.prompts.is_empty() {
+        return Err("names no `tools` or `prompts`".to_owned());
+    }
+    if spec.form.is_empty() {
+        return Err("has no `form` fields (every gate here asks a form)".to_owned());
+    }
+    let mut targets = Vec::new();
+    for (kind, patterns, names) in [
+        ("tool", &spec.tools, &offered.tools),
+        ("prompt", &spec.prompts, &offered.prompts),
+    ] {
+        for pattern in patterns {
+            let matcher = Glob::new(pattern)
+                .map_err(|error| format!("{kind} pattern {pattern:?}: {error}"))?
+                .compile_matcher();
+            let matched: Vec<_> = names
+                .iter()
+                .filter(|(name, _)| matcher.is_match(name))
+                .collect();
+            if matched.is_empty() {
+                let known: Vec<&str> = names.keys().map(String::as_str).collect();
+                return Err(format!(
+                    "{kind} {pattern:?} matches nothing the upstream offers ({})",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+            for (name, arguments) in matched {
+                targets.push((kind, name.clone(), arguments.clone()));
+            }
+        }
+    }
+    let message = spec.message.clone();
+    let placeholders = message.as_deref().map(placeholders).unwrap_or_default();
+    let rules = rules(spec)?;
+    for (kind, name, arguments) in &targets {
+        let needed = placeholders
+            .iter()
+            .chain(rules.values().filter_map(|rule| match rule {
+                Rule::SameAs(argument) => Some(argument),
+                Rule::Equals(_) => None,
+            }));
+        for argument in needed {
+            if !arguments.contains(argument) {
+                return Err(format!(
+                    "{{{argument}}} names an argument {kind} {name} does not take (it takes {})",
+                    if arguments.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        arguments.join(", ")
+                    }
+                ));
+            }
+        }
+    }
+    let required = match &spec.required {
+        Some(required) => required.clone(),
+        None => rules.keys().cloned().collect(),
+    };
+    for field in rules.keys().chain(&required) {
+        if !spec.form.contains_key(field) {
+            return Err(format!("`{field}` is not one of the form's fields"));
+        }
+    }
+    let schema = schema(&spec.form, &required)?;
+    let key = spec.key.clone().unwrap_or_else(|| "approval".to_owned());
+    let rules = Arc::new(rules);
+    let mut built = Vec::new();
+    for (kind, name, _) in targets {
+        let mut gate =
+            Gate::form(key.clone(), schema.clone()).map_err(|error| error.to_string())?;
+        if let Some(message) = message.clone() {
+            gate = gate.message(move |call| interpolate(&message, call.arguments()));
+        }
+        if !rules.is_empty() {
+            let rules = Arc::clone(&rules);
+            gate = gate.require(move |answer, call| allows(&rules, answer, call.arguments()));
+        }
+        if let Some(hint) = &spec.retry_hint {
+            gate = gate.retry_hint(hint.clone());
+        }
+        if let Some(refusal) = &spec.refusal {
+            gate = gate.refusal(refusal.clone());
+        }
+        if let Some(argument) = &spec.inject_as {
+            gate = gate.inject_as(argument.clone());
+        }
+        let target = match kind {
+            "tool" => GateTarget::tool(name.clone()),
+            _ => GateTarget::prompt(name.clone()),
+        };
+        built.push(Built {
+            target,
+            gate,
+            name: format!("{kind} {name}"),
+            message: message.clone().unwrap_or_else(|| format!("Allow {name}?")),
+            schema: schema.clone(),
+        });
+    }
+    Ok(built)
+}
+
+/// The `{argument}` names in a message.
+fn placeholders(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('{') {
+        let after = &rest[start + 1..];
+        match after.find('}') {
+            Some(end) if is_name(&after[..end]) => {
+                names.push(after[..end].to_owned());
+                rest = &after[end + 1..];
+            }
+            _ => rest = after,
+        }
+    }
+    names
+}
+
+fn is_name(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The message with each `{argument}` replaced by the call's argument: a string as it is,
+/// anything else as JSON; a missing one as nothing.
+fn interpolate(template: &str, arguments: &Value) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        match after.find('}') {
+            Some(end) if is_name(&after[..end]) => {
+                match arguments.get(&after[..end]) {
+                    Some(Value::String(text)) => out.push_str(text),
+                    Some(other) => out.push_str(&other.to_string()),
+                    None => {}
+                }
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn rules(spec: &GateSpec) -> Result<BTreeMap<String, Rule>, String> {
+    let mut rules = BTreeMap::new();
+    for (field, value) in &spec.require {
+        let rule = match value {
+            toml::Value::String(text) if text.starts_with('{') && text.ends_with('}') => {
+                let argument = &text[1..text.len() - 1];
+                if !is_name(argument) {
+                    return Err(format!("require.{field}: {text:?} is not an {{argument}}"));
+                }
+                Rule::SameAs(argument.to_owned())
+            }
+            other => Rule::Equals(
+                serde_json::to_value(other).map_err(|error| format!("require.{field}: {error}"))?,
+            ),
+        };
+        rules.insert(field.clone(), rule);
+    }
+    Ok(rules)
+}
+
+fn allows(rules: &BTreeMap<String, Rule>, answer: &Map<String, Value>, arguments: &Value) -> bool {
+    rules.iter().all(|(field, rule)| {
+        let given = answer.get(field);
+        match rule {
+            Rule::Equals(value) => given == Some(value),
+            Rule::SameAs(argument) => given.is_some() && given == arguments.get(argument),
+        }
+    })
+}
+
+/// The form's schema as JSON text, its fields in the file's order.
+fn schema(form: &toml::Table, required: &[String]) -> Result<String, String> {
+    let mut properties = Vec::new();
+    for (field, value) in form {
+        let value =
+            serde_json::to_string(value).map_err(|error| format!("form.{field}: {error}"))?;
+        let name = serde_json::to_string(field).map_err(|error| error.to_string())?;
+        properties.push(format!("{name}: {value}"));
+    }
+    let required = serde_json::to_string(required).map_err(|error| error.to_string())?;
+    Ok(format!(
+        r#"{{"type": "object", "properties": {{{}}}, "required": {required}}}"#,
+        properties.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn offered() -> Offered {
+        let mut offered = Offered::default();
+        offered
+            .tools
+            .insert("write_file".into(), vec!["path".into(), "content".into()]);
+        offered
+            .tools
+            .insert("delete_branch".into(), vec!["name".into()]);
+        offered
+            .tools
+            .insert("delete_tag".into(), vec!["name".into()]);
+        offered
+            .tools
+            .insert("read_file".into(), vec!["path".into()]);
+        offered
+    }
+
+    fn built(text: &str) -> Result<Vec<Built>, ConfigError> {
+        let source = Source {
+            path: PathBuf::from("g.toml"),
+            text: format!("[upstream]\ncommand = [\"x\"]\n{text}"),
+        };
+        let config = source.parse()?;
+        build(&source, &config, &offered())
+    }
+
+    #[test]
+    fn globs_expand_to_the_tools_they_match_and_forms_keep_their_order() {
+        let gates = built(
+            r#"
+[[gate]]
+tools = ["delete_*"]
+message = "Type the branch name ({name}) to delete it"
+form.confirm = { type = "string", title = "Branch name" }
+form.why = { type = "string" }
+require = { confirm = "{name}" }
+retry_hint = "That is not the branch name."
+"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["tool delete_branch", "tool delete_tag"]);
+        assert_eq!(
+            gates[0].schema,
+            r#"{"type": "object", "properties": {"confirm": {"type":"string","title":"Branch name"}, "why": {"type":"string"}}, "required": ["confirm"]}"#
+        );
+    }
+
+    #[test]
+    fn a_gate_matching_nothing_or_a_placeholder_no_tool_takes_is_an_error_at_its_line() {
+        let error =
+            built("\n[[gate]]\ntools = [\"move_*\"]\nform.approve = { type = \"boolean\" }\n")
+                .err()
+                .unwrap()
+                .to_string();
+        assert!(
+            error.starts_with("g.toml:4: gate 1: tool \"move_*\" matches nothing"),
+            "{error}"
+        );
+
+        let error = built("[[gate]]\ntools = [\"write_file\"]\nmessage = \"Write {pth}?\"\nform.approve = { type = \"boolean\" }\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains(
+                "{pth} names an argument tool write_file does not take (it takes path, content)"
+            ),
+            "{error}"
+        );
+
+        let error = built("[[gate]]\ntools = [\"write_file\"]\nform.approve = { type = \"boolean\" }\nrequire = { aprove = true }\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("`aprove` is not one of the form's fields"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn messages_interpolate_and_rules_judge() {
+        let call = serde_json::json!({"path": "/srv/a.txt", "n": 3});
+        assert_eq!(
+            interpolate("Write {n} to {path}? {x} {not a name}", &call),
+            "Write 3 to /srv/a.txt?  {not a name}"
+        );
+        let mut rules = BTreeMap::new();
+        rules.insert("approve".to_owned(), Rule::Equals(Value::Bool(true)));
+        rules.insert("confirm".to_owned(), Rule::SameAs("path".to_owned()));
+        let answer = |approve: bool, confirm: &str| {
+            serde_json::json!({"approve": approve, "confirm": confirm})
+                .as_object()
+                .cloned()
+                .unwrap()
+        };
+        assert!(allows(&rules, &answer(true, "/srv/a.txt"), &call));
+        assert!(!allows(&rules, &answer(false, "/srv/a.txt"), &call));
+        assert!(!allows(&rules, &answer(true, "/srv/b.txt"), &call));
+    }
+}

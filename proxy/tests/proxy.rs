@@ -1,0 +1,365 @@
+//! The proxy binary run as a person runs it, in front of the pinned `server-filesystem`
+//! (`scripts/upstream-servers.sh` installs it under `.cache/upstream`; without it each test
+//! says why it skips, unless `MCP_REQUIRE_UPSTREAMS=1`, which fails it), driven over a real
+//! socket: `--check` on good and bad files, a gated write asked, approved, replayed and declined,
+//! a read not asked, a reload with a bad file, and no child left behind after SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const PROXY: &str = env!("CARGO_BIN_EXE_elicitation-proxy");
+
+fn filesystem() -> Option<PathBuf> {
+    let entry = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../.cache/upstream/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    );
+    if entry.exists() {
+        return Some(entry);
+    }
+    let why = format!(
+        "{} is missing: run scripts/upstream-servers.sh",
+        entry.display()
+    );
+    assert!(
+        std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() != Ok("1"),
+        "MCP_REQUIRE_UPSTREAMS=1: {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+/// A directory of the test's own, and a config in it gating `write_file` on the filesystem
+/// server that serves it; `gates` are more `[[gate]]`s.
+struct Setup {
+    dir: PathBuf,
+    config: PathBuf,
+}
+
+impl Setup {
+    fn new(name: &str, entry: &Path, port: u16, gates: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("te-proxy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let config = dir.join("gates.toml");
+        let text = format!(
+            r#"[upstream]
+command = ["node", "{}", "{}"]
+
+[listen]
+http = "127.0.0.1:{port}"
+
+[[gate]]
+tools = ["write_file"]
+message = "Write to {{path}}?"
+form.approve = {{ type = "boolean", title = "Approve" }}
+require = {{ approve = true }}
+{gates}"#,
+            entry.display(),
+            dir.join("data").display()
+        );
+        std::fs::write(&config, text).unwrap();
+        Self { dir, config }
+    }
+
+    fn data(&self, name: &str) -> PathBuf {
+        self.dir.join("data").join(name)
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The proxy serving `config`, killed when dropped.
+struct Proxy {
+    child: Child,
+    url: String,
+}
+
+impl Proxy {
+    async fn start(config: &Path, port: u16) -> Self {
+        let child = Command::new(PROXY)
+            .arg("--config")
+            .arg(config)
+            .arg("--ephemeral-keys")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let proxy = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        let health = format!("http://127.0.0.1:{port}/healthz");
+        for _ in 0..600 {
+            if reqwest::get(&health)
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return proxy;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the proxy did not come up");
+    }
+
+    fn signal(&self, signal: i32) {
+        send_signal(self.child.id(), signal);
+    }
+
+    /// A `tools/call` of `tool` (2026-07-28, declaring form elicitation), `extra` params added.
+    async fn call(&self, tool: &str, arguments: Value, extra: Value) -> Value {
+        let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}}});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+        let text = reqwest::Client::new()
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let data = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find(|e| e.get("id").is_some());
+        data.unwrap_or_else(|| {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+        })
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `signal` with kill(1).
+fn send_signal(pid: u32, signal: i32) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn state_of(reply: &Value) -> String {
+    assert_eq!(reply["result"]["resultType"], "input_required", "{reply:#}");
+    reply["result"]["requestState"].as_str().unwrap().to_owned()
+}
+
+fn answer(state: &str, answer: Value) -> Value {
+    json!({"requestState": state, "inputResponses": {"approval": answer}})
+}
+
+#[tokio::test]
+async fn check_validates_the_file_against_the_upstream_and_says_where_it_is_wrong() {
+    let Some(entry) = filesystem() else { return };
+    let good = Setup::new("check-good", &entry, free_port(), "");
+    let out = Command::new(PROXY)
+        .arg("--config")
+        .arg(&good.config)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains(r#"tool write_file: asks "Write to {path}?""#),
+        "{printed}"
+    );
+
+    let typo = "\n[[gate]]\ntools = [\"move_*\"]\nmessage = \"Move {src}?\"\nform.approve = { type = \"boolean\" }\n";
+    let bad = Setup::new("check-bad", &entry, free_port(), typo);
+    let out = Command::new(PROXY)
+        .arg("--config")
+        .arg(&bad.config)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains(
+            "gates.toml:13: gate 2: {src} names an argument tool move_file does not take"
+        ),
+        "{said}"
+    );
+
+    // No keys and no --ephemeral-keys: refused at start.
+    let out = Command::new(PROXY)
+        .arg("--config")
+        .arg(&good.config)
+        .env_remove("MCP_REQUEST_STATE_KEYS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to start without keys"));
+}
+
+#[tokio::test]
+async fn a_gated_write_is_asked_written_once_on_approval_and_refused_on_decline() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("flow", &entry, port, "");
+    let proxy = Proxy::start(&setup.config, port).await;
+    let path = setup.data("a.txt");
+    let args = json!({"path": path, "content": "hello"});
+
+    let asked = proxy.call("write_file", args.clone(), json!({})).await;
+    let message = &asked["result"]["inputRequests"]["approval"]["params"]["message"];
+    assert_eq!(message, &json!(format!("Write to {}?", path.display())));
+    assert!(!path.exists(), "nothing written before the answer");
+    let state = state_of(&asked);
+    let done = proxy
+        .call(
+            "write_file",
+            args.clone(),
+            answer(
+                &state,
+                json!({"action": "accept", "content": {"approve": true}}),
+            ),
+        )
+        .await;
+    assert!(done["result"]["isError"] != true, "{done:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello");
+
+    // The same approval again: spent.
+    std::fs::remove_file(&path).unwrap();
+    let replay = proxy
+        .call(
+            "write_file",
+            args.clone(),
+            answer(
+                &state,
+                json!({"action": "accept", "content": {"approve": true}}),
+            ),
+        )
+        .await;
+    assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
+    assert!(!path.exists());
+
+    // Declined: refused, not written.
+    let state = state_of(&proxy.call("write_file", args.clone(), json!({})).await);
+    let declined = proxy
+        .call(
+            "write_file",
+            args,
+            answer(&state, json!({"action": "decline"})),
+        )
+        .await;
+    assert_eq!(declined["result"]["isError"], true, "{declined:#}");
+    assert!(!path.exists());
+
+    // A read is not asked at all.
+    std::fs::write(setup.data("b.txt"), "read me").unwrap();
+    let read = proxy
+        .call(
+            "read_text_file",
+            json!({"path": setup.data("b.txt")}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(read["result"]["resultType"], "complete", "{read:#}");
+}
+
+#[tokio::test]
+async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leaves_no_child() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("reload", &entry, port, "");
+    let proxy = Proxy::start(&setup.config, port).await;
+    let read = || {
+        proxy.call(
+            "read_text_file",
+            json!({"path": setup.data("x")}),
+            json!({}),
+        )
+    };
+    assert_eq!(read().await["result"]["resultType"], "complete");
+
+    let more = "\n[[gate]]\ntools = [\"read_text_file\"]\nform.approve = { type = \"boolean\" }\nrequire = { approve = true }\n";
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    std::fs::write(&setup.config, format!("{text}{more}")).unwrap();
+    proxy.signal(1);
+    let mut asked = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if read().await["result"]["resultType"] == "input_required" {
+            asked = true;
+            break;
+        }
+    }
+    assert!(asked, "the reload put the new gate in place");
+
+    std::fs::write(&setup.config, format!("{text}{more}broken = [\n")).unwrap();
+    proxy.signal(1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        read().await["result"]["resultType"],
+        "input_required",
+        "the old gates stay"
+    );
+
+    // SIGTERM: the proxy ends, and the server it started with it.
+    let children = Command::new("pgrep")
+        .arg("-P")
+        .arg(proxy.child.id().to_string())
+        .output()
+        .unwrap();
+    let children: Vec<String> = String::from_utf8_lossy(&children.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !children.is_empty(),
+        "the proxy runs the server as its child"
+    );
+    proxy.signal(15);
+    let mut proxy = proxy;
+    let status = tokio::task::spawn_blocking(move || proxy.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    for child in children {
+        let alive = Path::new(&format!("/proc/{child}/stat")).exists()
+            && !std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ");
+        assert!(!alive, "the server {child} outlived the proxy");
+    }
+}
