@@ -16,6 +16,7 @@
 
 mod config;
 mod gates;
+mod metrics;
 mod serve;
 
 use std::path::PathBuf;
@@ -65,12 +66,23 @@ fn options() -> Result<Options, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,tower_elicitation::upstream=warn".into()),
-        )
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer, filter::Targets};
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,tower_elicitation::upstream=warn".into()),
+        );
+    // The counters see the layer's decisions (debug events) whatever the log level.
+    let metrics = metrics::Metrics::default();
+    let counted = metrics
+        .clone()
+        .with_filter(Targets::new().with_target("tower_elicitation", tracing::Level::DEBUG));
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(counted)
         .init();
     let options = match options() {
         Ok(options) => options,
@@ -83,7 +95,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(options).await {
+    match run(options, metrics).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("elicitation-proxy: {why}");
@@ -94,14 +106,17 @@ async fn main() -> ExitCode {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-async fn run(options: Options) -> Result<(), Error> {
+async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
     // `--check` seals nothing: it needs no keys.
     let keyring = if options.check {
         Keyring::ephemeral()
     } else {
-        keyring(&config, options.ephemeral_keys || config.state.ephemeral_keys)?
+        keyring(
+            &config,
+            options.ephemeral_keys || config.state.ephemeral_keys,
+        )?
     };
     let redis = match &config.state.redis {
         Some(url) => {
@@ -158,7 +173,7 @@ async fn run(options: Options) -> Result<(), Error> {
             Ok(count)
         }
     };
-    serve::run(&config, stack, reload).await?;
+    serve::run(&config, stack, metrics, reload).await?;
     upstream.shutdown().await;
     Ok(())
 }

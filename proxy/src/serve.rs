@@ -18,6 +18,7 @@ use tower_elicitation::{Elicitation, ElicitationLayer};
 
 use crate::Error;
 use crate::config::Config;
+use crate::metrics::Metrics;
 
 /// How long a request's head may take to arrive, and its body.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -96,7 +97,7 @@ where
 }
 
 /// Serves until SIGTERM or Ctrl-C; `reload` runs on each SIGHUP.
-pub async fn run<F>(config: &Config, stack: Stack, reload: F) -> Result<(), Error>
+pub async fn run<F>(config: &Config, stack: Stack, metrics: Metrics, reload: F) -> Result<(), Error>
 where
     F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
 {
@@ -107,6 +108,13 @@ where
     });
     let app = axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move { metrics.render() }
+            }),
+        )
         .nest_service("/mcp", mcp)
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             BODY_READ_TIMEOUT,

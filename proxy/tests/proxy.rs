@@ -284,6 +284,22 @@ async fn a_gated_write_is_asked_written_once_on_approval_and_refused_on_decline(
     assert_eq!(declined["result"]["isError"], true, "{declined:#}");
     assert!(!path.exists());
 
+    // The counters saw it: a replay refused, a gate refused.
+    let metrics = reqwest::get(proxy.url.replace("/mcp", "/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("elicitation_proxy_replays_refused_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("elicitation_proxy_decisions_total{outcome=\"gate_refused\"} 1"),
+        "{metrics}"
+    );
+
     // A read is not asked at all.
     std::fs::write(setup.data("b.txt"), "read me").unwrap();
     let read = proxy

@@ -1,0 +1,110 @@
+//! `/metrics`: counters in Prometheus's text format, from the decisions the library already
+//! reports as `tracing` events (target `tower_elicitation`, field `outcome`) and the upstream
+//! adapter's restarts: a `tracing` layer that counts, so the library carries no metrics code.
+//!
+//! | counter | what |
+//! |---|---|
+//! | `elicitation_proxy_decisions_total{outcome}` | each decision of the layer: `ask` (a question asked, or asked again), `sealed` (the upstream's own questions sealed), `forward`, `gates_accepted`, `gate_refused` (declined, cancelled, or a rule not met), `refused` (an error answer), `rejected_state` |
+//! | `elicitation_proxy_replays_refused_total` | retries with an approval already spent |
+//! | `elicitation_proxy_upstream_restarts_total` | the upstream server started again (it exited or hung) |
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer};
+
+/// The counters, shared by the layer that counts and the endpoint that shows them.
+#[derive(Clone, Default)]
+pub struct Metrics {
+    counts: Arc<Mutex<Counts>>,
+}
+
+#[derive(Default)]
+struct Counts {
+    decisions: BTreeMap<String, u64>,
+    replays: u64,
+    restarts: u64,
+}
+
+impl Metrics {
+    /// The counters in Prometheus's text exposition format.
+    pub fn render(&self) -> String {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        out.push_str("# HELP elicitation_proxy_decisions_total Decisions of the elicitation layer, by outcome.\n");
+        out.push_str("# TYPE elicitation_proxy_decisions_total counter\n");
+        for (outcome, count) in &counts.decisions {
+            let _ = writeln!(
+                out,
+                "elicitation_proxy_decisions_total{{outcome=\"{outcome}\"}} {count}"
+            );
+        }
+        out.push_str("# HELP elicitation_proxy_replays_refused_total Retries with an approval already spent.\n");
+        out.push_str("# TYPE elicitation_proxy_replays_refused_total counter\n");
+        let _ = writeln!(
+            out,
+            "elicitation_proxy_replays_refused_total {}",
+            counts.replays
+        );
+        out.push_str("# HELP elicitation_proxy_upstream_restarts_total Times the upstream server was started again.\n");
+        out.push_str("# TYPE elicitation_proxy_upstream_restarts_total counter\n");
+        let _ = writeln!(
+            out,
+            "elicitation_proxy_upstream_restarts_total {}",
+            counts.restarts
+        );
+        out
+    }
+}
+
+/// What one event says, of the fields counted.
+#[derive(Default)]
+struct Fields {
+    outcome: Option<String>,
+    reason: Option<String>,
+    message: Option<String>,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "outcome" => self.outcome = Some(value.to_owned()),
+            "reason" => self.reason = Some(value.to_owned()),
+            "message" => self.message = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.message = Some(format!("{value:?}"));
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Metrics {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let target = event.metadata().target();
+        if !target.starts_with("tower_elicitation") {
+            return;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(outcome) = fields.outcome {
+            if fields
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("already used"))
+            {
+                counts.replays += 1;
+            }
+            *counts.decisions.entry(outcome).or_default() += 1;
+        } else if fields.message.as_deref() == Some("restarting the server") {
+            counts.restarts += 1;
+        }
+    }
+}
