@@ -2,7 +2,9 @@
 # Interop tests through the whole stack in front of real MCP servers: `front`
 # (tools/src/bin/front.rs: the upstream adapter, `ElicitationLayer` and the legacy bridge) started
 # by the tests in front of server-filesystem (stdio, `--gate write_file`), server-everything (stdio
-# and its Streamable HTTP mode) and the FastMCP fixture tests/upstream/elicit_server.py, driven by
+# and its Streamable HTTP mode), the FastMCP fixture tests/upstream/elicit_server.py, the rmcp
+# 2025-era stdio server `upstream-rmcp` and the deploy example's bare rmcp 2026-07-28 service over
+# HTTP (`deploy-bare`, behind `front --url`), driven by
 # the Python `mcp==2.3.0` client speaking 2026-07-28 (tests/interop_upstream) and the Python
 # `mcp==1.30.0` ClientSession speaking 2025-11-25 through the bridge
 # (tests/interop_upstream/legacy), each in the virtualenv scripts/interop.sh uses.
@@ -10,9 +12,10 @@
 #   scripts/interop-upstream.sh [extra pytest args...]
 #
 # 1. creates (or reuses) .venv/interop and .venv/interop-legacy, as scripts/interop.sh does;
-# 2. installs the servers (scripts/upstream-servers.sh, into .cache/upstream);
-# 3. builds `cargo build -p tower-elicitation-tools --bin front`, unless FRONT_BIN names a
-#    binary already built;
+# 2. installs the servers (scripts/upstream-servers.sh, into .cache/upstream; it builds
+#    `upstream-rmcp` too);
+# 3. builds `cargo build -p tower-elicitation-tools --bin front --bin deploy-bare`, leaving out
+#    each one FRONT_BIN or DEPLOY_BARE_BIN names (a binary already built);
 # 4. runs pytest on both sets (each test module starts the `front`s it needs on free loopback
 #    ports and stops them), with a fresh random MCP_REQUEST_STATE_KEYS;
 # 5. prints `interop-upstream (2026-07-28): …`, `interop-upstream (2025-11-25): …`, and last
@@ -22,7 +25,9 @@
 # test passed, or when a step before the tests failed. Expected failures (xfail) are counted
 # apart, neither passed nor failed.
 #
-# Environment: FRONT_BIN (use this `front`, build nothing), INTEROP_PYTHON (interpreter for the
+# Environment: FRONT_BIN (use this `front`, do not build it), DEPLOY_BARE_BIN (the same for
+# `deploy-bare`), MCP_UPSTREAM_RMCP (the `upstream-rmcp` the tests front; default the one
+# upstream-servers.sh builds), INTEROP_PYTHON (interpreter for the
 # venvs; default python3.11, else python3), CARGO_TARGET_DIR (honoured), FRONT_RUST_LOG (front's
 # log filter, default info; a failed test's report carries the last lines).
 set -euo pipefail
@@ -139,15 +144,29 @@ log "installing the upstream servers"
 bash "$ROOT/scripts/upstream-servers.sh"
 command -v node >/dev/null 2>&1 || { log "node is needed for server-filesystem and server-everything"; exit 1; }
 
+# upstream-rmcp is built by upstream-servers.sh (into $TARGET_DIR/debug) unless named.
+MCP_UPSTREAM_RMCP=${MCP_UPSTREAM_RMCP:-$TARGET_DIR/debug/upstream-rmcp}
+BUILD=()
 if [[ -n ${FRONT_BIN:-} ]]; then
-    log "using FRONT_BIN=$FRONT_BIN (not building)"
+    log "using FRONT_BIN=$FRONT_BIN (not building it)"
 else
-    log "building front"
-    cargo build -p tower-elicitation-tools --bin front >&2
+    BUILD+=(--bin front)
     FRONT_BIN=$TARGET_DIR/debug/front
 fi
+if [[ -n ${DEPLOY_BARE_BIN:-} ]]; then
+    log "using DEPLOY_BARE_BIN=$DEPLOY_BARE_BIN (not building it)"
+else
+    BUILD+=(--bin deploy-bare)
+    DEPLOY_BARE_BIN=$TARGET_DIR/debug/deploy-bare
+fi
+if [[ ${#BUILD[@]} -gt 0 ]]; then
+    log "building ${BUILD[*]}"
+    cargo build -p tower-elicitation-tools "${BUILD[@]}" >&2
+fi
 [[ -x $FRONT_BIN ]] || { log "no front binary at $FRONT_BIN"; exit 1; }
-export FRONT_BIN
+[[ -x $DEPLOY_BARE_BIN ]] || { log "no deploy-bare binary at $DEPLOY_BARE_BIN"; exit 1; }
+[[ -x $MCP_UPSTREAM_RMCP ]] || { log "no upstream-rmcp binary at $MCP_UPSTREAM_RMCP"; exit 1; }
+export FRONT_BIN DEPLOY_BARE_BIN MCP_UPSTREAM_RMCP
 
 # A fresh signing key for this run (front would make a random one per process and warn).
 MCP_REQUEST_STATE_KEYS="kid:$("$VPY" -c 'import base64, secrets; print(base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode())')"

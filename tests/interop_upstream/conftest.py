@@ -7,7 +7,9 @@ port, and stopped at the end.
 Standard library only: both virtualenvs import it.
 
 Environment: `FRONT_BIN` (the `front` binary; default `target/debug/front`, or
-`$CARGO_TARGET_DIR/debug/front`), `FRONT_RUST_LOG` (front's RUST_LOG, default `info`: a test reads the upstream's stderr in it; its log is
+`$CARGO_TARGET_DIR/debug/front`), `MCP_UPSTREAM_RMCP` (the rmcp 2025-era stdio server
+`upstream-rmcp`) and `DEPLOY_BARE_BIN` (the deploy example's bare rmcp 2026 service over HTTP,
+`deploy-bare`), both by default next to `front`'s default, `FRONT_RUST_LOG` (front's RUST_LOG, default `info`: a test reads the upstream's stderr in it; its log is
 attached to the report of a failed test).
 """
 
@@ -39,14 +41,19 @@ ELICIT_SERVER = ROOT / "tests" / "upstream" / "elicit_server.py"
 START_TIMEOUT_S = 60.0
 
 
-def front_bin() -> Path:
-    explicit = os.environ.get("FRONT_BIN")
+def tools_bin(name: str, variable: str) -> Path:
+    """The `tools` binary `name`: `$variable`, else `$CARGO_TARGET_DIR/debug/name`."""
+    explicit = os.environ.get(variable)
     if explicit:
         return Path(explicit)
     target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
     if not target.is_absolute():
         target = ROOT / target
-    return target / "debug" / "front"
+    return target / "debug" / name
+
+
+def front_bin() -> Path:
+    return tools_bin("front", "FRONT_BIN")
 
 
 def free_port() -> int:
@@ -301,6 +308,39 @@ def fresh_fastmcp(workdir: Path) -> Iterator[Front]:
     front = start_fastmcp(workdir)
     yield front
     front.stop()
+
+
+@pytest.fixture(scope="module")
+def rmcp_stdio(workdir: Path) -> Iterator[Front]:
+    """`upstream-rmcp` (rmcp 3.11, 2025-era, stdio: `book` asks seats 1..8; `echo`) behind `front`."""
+    binary = tools_bin("upstream-rmcp", "MCP_UPSTREAM_RMCP")
+    if not binary.exists():
+        pytest.fail(
+            f"no upstream-rmcp binary at {binary} (run scripts/upstream-servers.sh; or set MCP_UPSTREAM_RMCP)"
+        )
+    front = Front("rmcp-stdio", ["--", str(binary)], workdir)
+    yield front
+    front.stop()
+
+
+@pytest.fixture(scope="module", params=["sse", "json"])
+def deploy_http(request: pytest.FixtureRequest, workdir: Path) -> Iterator[Front]:
+    """The deploy example's bare rmcp 2026-07-28 service (`deploy-bare`, over HTTP, replying with
+    event streams or JSON) behind `front --url`: no gate, the handler asks its own question."""
+    binary = tools_bin("deploy-bare", "DEPLOY_BARE_BIN")
+    if not binary.exists():
+        pytest.fail(
+            f"no deploy-bare binary at {binary} (cargo build -p tower-elicitation-tools --bin deploy-bare; or set DEPLOY_BARE_BIN)"
+        )
+    port = free_port()
+    command = [str(binary), "--listen", f"127.0.0.1:{port}"] + (["--json"] if request.param == "json" else [])
+    server = HttpUpstream(f"deploy-bare-{request.param}", command, {}, port, workdir)
+    try:
+        front = Front(f"deploy-{request.param}", ["--url", server.url], workdir)
+        yield front
+        front.stop()
+    finally:
+        server.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)

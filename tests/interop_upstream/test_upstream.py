@@ -1,4 +1,6 @@
-"""The Python `mcp==2.3.0` client (2026-07-28) against real 2025-era MCP servers behind `front`:
+"""The Python `mcp==2.3.0` client (2026-07-28) against real 2025-era MCP servers behind `front`
+(and a 2026-07-28 one: the deploy example's bare rmcp service over HTTP, whose handler asks its
+own questions as `input_required` results):
 the upstream adapter turns each server's own `elicitation/create` / `sampling/createMessage`
 into an `input_required` round, `ElicitationLayer` seals the state, validates accepted answers
 (asking again with a hint) and asks its `--gate` approvals.
@@ -303,4 +305,94 @@ async def test_fastmcp_book_declined(fastmcp: Front) -> None:
     user = User([types.ElicitResult(action="decline")])
     result = await call(fastmcp, "book", {"restaurant": "Nowhere"}, user)
     assert text_of(result) == "not booked: decline"
+    assert len(user.rounds) == 1
+
+
+# --- upstream-rmcp (rmcp 3.11, 2025-era, stdio) -----------------------------------------
+
+RMCP_QUESTION = "How many seats?"
+
+
+async def test_rmcp_stdio_plain_tool(rmcp_stdio: Front) -> None:
+    result = await call(rmcp_stdio, "echo", {"text": "hello rmcp"})
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "hello rmcp"
+
+
+async def test_rmcp_stdio_book_accepted(rmcp_stdio: Front) -> None:
+    user = User([accept(seats=4)])
+    result = await call(rmcp_stdio, "book", {"restaurant": "Chez Rust"}, user)
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "booked 4 at Chez Rust"
+    (asked,) = user.rounds
+    assert asked.key == "elicitation-1"
+    assert asked.message == RMCP_QUESTION
+    seats = asked.schema["properties"]["seats"]
+    assert (seats["type"], seats["minimum"], seats["maximum"]) == ("integer", 1, 8), seats
+    assert asked.schema["required"] == ["seats"]
+
+
+async def test_rmcp_stdio_book_outside_the_schema_is_asked_again(rmcp_stdio: Front) -> None:
+    # 12 > 8: the layer asks again with a hint; the server (which would say `out of range`)
+    # never sees it.
+    user = User([accept(seats=12), accept(seats=3)])
+    result = await call(rmcp_stdio, "book", {"restaurant": "Bistro"}, user)
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "booked 3 at Bistro"
+    first, again = user.rounds
+    assert again.key == first.key == "elicitation-1"
+    assert first.message == RMCP_QUESTION
+    assert again.message.startswith(RMCP_QUESTION + HINT_PREFIX), again.message
+    assert len(again.message) > len(RMCP_QUESTION + HINT_PREFIX)
+    assert list(changed_descriptions(first.schema, again.schema)) == ["seats"], again.schema
+
+
+@pytest.mark.parametrize(("action", "said"), [("decline", "declined"), ("cancel", "cancelled")])
+async def test_rmcp_stdio_book_declined_or_cancelled(rmcp_stdio: Front, action: str, said: str) -> None:
+    user = User([types.ElicitResult(action=action)])
+    result = await call(rmcp_stdio, "book", {"restaurant": "Nowhere"}, user)
+    assert text_of(result) == said
+    assert len(user.rounds) == 1
+
+
+# --- the deploy example's bare rmcp service (2026-07-28, HTTP), no gate ------------------
+
+DEPLOY_KEY = "deployment-approval"
+DEPLOY_QUESTION = "Deploy to 'staging'?"
+NOT_APPROVED = "Deployment was not approved."
+
+
+async def test_deploy_http_lists_its_tools(deploy_http: Front) -> None:
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with Client(deploy_http.url, mode="2026-07-28", read_timeout_seconds=READ_TIMEOUT_S) as client:
+            listed = await client.list_tools()
+    names = {tool.name for tool in listed.tools}
+    assert {"deploy", "list_branches", "delete_branch", "connect_github"} <= names, names
+
+
+async def test_deploy_http_approved_after_the_layer_asks_again(deploy_http: Front) -> None:
+    # "yes" is no boolean: the layer asks the handler's question again; `true` deploys.
+    user = User([accept(approve="yes"), accept(approve=True)])
+    result = await call(deploy_http, "deploy", {"environment": "staging"}, user)
+    assert not result.is_error, text_of(result)
+    assert result.structured_content == {"environment": "staging", "deployed": True}, result
+    first, again = user.rounds
+    assert again.key == first.key == DEPLOY_KEY
+    assert first.message == DEPLOY_QUESTION
+    assert first.schema["properties"]["approve"]["type"] == "boolean"
+    assert first.schema["required"] == ["approve"]
+    assert again.message.startswith(DEPLOY_QUESTION + HINT_PREFIX), again.message
+    assert list(changed_descriptions(first.schema, again.schema)) == ["approve"], again.schema
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [types.ElicitResult(action="decline"), types.ElicitResult(action="cancel"), accept(approve=False)],
+    ids=["decline", "cancel", "approve-false"],
+)
+async def test_deploy_http_refused_is_not_deployed(deploy_http: Front, answer: types.ElicitResult) -> None:
+    user = User([answer])
+    result = await call(deploy_http, "deploy", {"environment": "staging"}, user)
+    assert result.is_error is True, result
+    assert text_of(result) == NOT_APPROVED
     assert len(user.rounds) == 1

@@ -53,7 +53,7 @@ pub(super) fn node_server(package: &str, args: &[&str]) -> Option<Stdio> {
     installed(package, &entry, command)
 }
 
-fn python_server() -> Option<Stdio> {
+pub(super) fn python_server() -> Option<Stdio> {
     let python = cache().join("venv/bin/python");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/elicit_server.py");
     let command = || Stdio::new(&python).arg(&script);
@@ -848,7 +848,7 @@ async fn a_body_over_the_bound_is_413_and_a_broken_one_400() {
 }
 
 /// A server listening on a loopback port of its own, killed when dropped.
-struct Listening {
+pub(super) struct Listening {
     child: tokio::process::Child,
     port: u16,
 }
@@ -880,18 +880,18 @@ impl Listening {
         Self { child, port }
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 
-    async fn stop(mut self) -> u16 {
+    pub(super) async fn stop(mut self) -> u16 {
         let _ = self.child.kill().await;
         self.port
     }
 }
 
 /// server-everything in its Streamable HTTP mode (`PORT` in its environment), when installed.
-async fn everything_over_http() -> Option<Listening> {
+pub(super) async fn everything_over_http() -> Option<Listening> {
     let entry = cache().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     installed("server-everything", &entry, || Stdio::new("node"))?;
     let command = |port: u16| {

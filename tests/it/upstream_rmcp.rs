@@ -6,13 +6,13 @@
 //!   when the answer is outside the schema, declined;
 //! - **a 2026 rmcp upstream over HTTP**: the `deploy` example's bare `mcp_service` on a loopback
 //!   port, fronted by `Upstream` over `upstream::Http` (`Era::Detect` finds 2026-07-28) behind
-//!   the example's gates: the whole deploy flow, and a gate's question. Ignored as it is (the
-//!   adapter's `server/discover` lacks what rmcp requires of it); run with that one field filled
-//!   in on the way;
+//!   the example's gates: the whole deploy flow, and a gate's question;
 //! - **rmcp's client through adapter, layer and bridge**: the front served on a loopback port,
-//!   the upstream `upstream-rmcp` (and `server-everything` when installed), driven by rmcp's
-//!   client in its 2026-07-28 mode (it answers the `input_required` rounds) and in its 2025 mode
-//!   (`initialize`: its handler answers the `elicitation/create` the bridge sends).
+//!   the upstream `upstream-rmcp` (and, when installed, `server-everything` over stdio and over
+//!   its Streamable HTTP mode, `server-filesystem` with a gate on `write_file`, and the FastMCP
+//!   fixture `tests/upstream/elicit_server.py`), driven by rmcp's client in its 2026-07-28 mode
+//!   (it answers the `input_required` rounds) and in its 2025 mode (`initialize`: its handler
+//!   answers the `elicitation/create` the bridge sends).
 //!
 //! `upstream-rmcp` is built by `scripts/upstream-servers.sh` (`cargo build -p
 //! tower-elicitation-tools --bin upstream-rmcp`) next to this test binary (`target/<profile>/`),
@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 use tower::ServiceBuilder;
 use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::upstream::{Era, Http, Server, Stdio, Upstream};
-use tower_elicitation::{ElicitationLayer, Keyring};
+use tower_elicitation::{ElicitationLayer, Gate, GateTarget, Keyring};
 
 use crate::support::server::{self, DeployState};
 
@@ -455,7 +455,14 @@ impl ClientHandler for ScriptedUser {
 
 /// Adapter (of `server`) + layer + bridge, served on a loopback port: its URL.
 async fn bridged_front(server: impl Into<Server>) -> (String, Upstream) {
-    let layer = layer();
+    bridged_front_with(server, layer()).await
+}
+
+/// The same with `layer` (gates of its own) in front.
+async fn bridged_front_with(
+    server: impl Into<Server>,
+    layer: ElicitationLayer,
+) -> (String, Upstream) {
     let upstream = Upstream::builder(server)
         .caller_from(&layer)
         .start_timeout(TIMEOUT)
@@ -511,6 +518,29 @@ async fn rmcp_call(
         .await
         .expect("no answer within the timeout");
     (result, user.seen())
+}
+
+/// The names of the tools rmcp's client in `lifecycle` lists at `url`.
+async fn rmcp_tool_names(url: &str, lifecycle: ClientLifecycleMode) -> Vec<String> {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+    let exchange = async {
+        let client = ScriptedUser::default()
+            .serve_with_lifecycle(transport, lifecycle)
+            .await
+            .expect("the client starts");
+        let tools = client
+            .list_all_tools()
+            .await
+            .expect("the listing completes");
+        let _ = client.cancel().await;
+        tools
+            .into_iter()
+            .map(|tool| tool.name.into_owned())
+            .collect()
+    };
+    tokio::time::timeout(TIMEOUT, exchange)
+        .await
+        .expect("no answer within the timeout")
 }
 
 fn rmcp_text(result: &CallToolResult) -> String {
@@ -594,4 +624,177 @@ async fn rmcp_client_both_modes_through_the_bridge_to_server_everything() {
         assert_eq!(seen.len(), 1, "{era}: {seen:?}");
     }
     upstream.shutdown().await;
+}
+
+/// The layer with `front --gate TOOL`'s approval in front of `tool`: a form of one boolean,
+/// `approve`, which must be `true`.
+fn gated_layer(tool: &str) -> ElicitationLayer {
+    let approval = Gate::form(
+        "approval",
+        r#"{"type": "object", "properties": {"approve": {"type": "boolean", "title": "Approve"}}, "required": ["approve"]}"#,
+    )
+    .expect("a valid form")
+    .message(|call| format!("Run {}?", call.target()))
+    .require(|answer, _call| answer["approve"] == true);
+    layer()
+        .gate(GateTarget::tool(tool), approval)
+        .expect("a valid gate")
+}
+
+/// What a gate's refusal says (the layer's `isError` result).
+const GATE_REFUSAL: &str = "The request was not approved.";
+
+#[tokio::test]
+async fn rmcp_client_both_modes_through_the_bridge_to_server_filesystem_with_a_gate() {
+    let dir = std::env::temp_dir().join(format!("upstream-rmcp-fs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let Some(server) = super::upstream::node_server("server-filesystem", &[dir.to_str().unwrap()])
+    else {
+        return;
+    };
+    let (url, upstream) = bridged_front_with(server, gated_layer("write_file")).await;
+    std::fs::write(dir.join("read-me.txt"), "read by rmcp\n").unwrap();
+    for (era, lifecycle) in lifecycles() {
+        let names = rmcp_tool_names(&url, lifecycle.clone()).await;
+        for name in ["read_text_file", "write_file", "list_directory"] {
+            assert!(names.iter().any(|n| n == name), "{era}: {names:?}");
+        }
+
+        let path = dir.join("read-me.txt");
+        let args = json!({"path": path.to_str().unwrap()});
+        let (read, seen) = rmcp_call(&url, lifecycle.clone(), "read_text_file", args, []).await;
+        assert_eq!(rmcp_text(&read), "read by rmcp\n", "{era}: {read:?}");
+        assert!(seen.is_empty(), "{era}: {seen:?}");
+
+        // Approved: asked once by the gate, then written.
+        let file = dir.join(format!("approved-{era}.txt"));
+        let args = json!({"path": file.to_str().unwrap(), "content": "approved\n"});
+        let approve = [accepted(json!({"approve": true}))];
+        let (written, seen) = rmcp_call(&url, lifecycle.clone(), "write_file", args, approve).await;
+        assert!(
+            rmcp_text(&written).contains("Successfully wrote"),
+            "{era}: {written:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "approved\n");
+        assert_eq!(seen, ["Run write_file?"], "{era}");
+
+        // Refused three ways: the gate's error result, nothing written.
+        let refusals = [
+            ("decline", ElicitResult::new(ElicitationAction::Decline)),
+            ("cancel", ElicitResult::new(ElicitationAction::Cancel)),
+            ("approve-false", accepted(json!({"approve": false}))),
+        ];
+        for (how, answer) in refusals {
+            let file = dir.join(format!("refused-{era}-{how}.txt"));
+            let args = json!({"path": file.to_str().unwrap(), "content": "nope\n"});
+            let (refused, seen) =
+                rmcp_call(&url, lifecycle.clone(), "write_file", args, [answer]).await;
+            assert_eq!(refused.is_error, Some(true), "{era} {how}: {refused:?}");
+            assert_eq!(rmcp_text(&refused), GATE_REFUSAL, "{era} {how}");
+            assert!(!file.exists(), "{era} {how}: written");
+            assert_eq!(seen.len(), 1, "{era} {how}: {seen:?}");
+        }
+    }
+    upstream.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn rmcp_client_both_modes_through_the_bridge_to_the_fastmcp_fixture() {
+    let Some(server) = super::upstream::python_server() else {
+        return;
+    };
+    let (url, upstream) = bridged_front(server).await;
+    for (era, lifecycle) in lifecycles() {
+        let restaurant = format!("Chez {era}");
+        let question = format!("How many seats at {restaurant}?");
+        let args = json!({"restaurant": restaurant});
+
+        let answers = [accepted(json!({"seats": 3}))];
+        let (result, seen) =
+            rmcp_call(&url, lifecycle.clone(), "book", args.clone(), answers).await;
+        assert_eq!(
+            rmcp_text(&result),
+            format!("booked 3 at {restaurant}"),
+            "{era}"
+        );
+        assert_eq!(seen, std::slice::from_ref(&question), "{era}");
+
+        // 20 > 8 (the fixture's maximum): asked again with a hint, then booked.
+        let answers = [
+            accepted(json!({"seats": 20})),
+            accepted(json!({"seats": 4})),
+        ];
+        let (result, seen) =
+            rmcp_call(&url, lifecycle.clone(), "book", args.clone(), answers).await;
+        assert_eq!(
+            rmcp_text(&result),
+            format!("booked 4 at {restaurant}"),
+            "{era}"
+        );
+        assert_eq!(seen.len(), 2, "{era}: {seen:?}");
+        assert_eq!(seen[0], question, "{era}");
+        assert!(
+            seen[1].starts_with(&format!("{question}\n\n")) && seen[1].len() > question.len() + 2,
+            "{era}: the re-ask carries a hint: {seen:?}"
+        );
+
+        let declined = [ElicitResult::new(ElicitationAction::Decline)];
+        let (result, seen) = rmcp_call(&url, lifecycle, "book", args, declined).await;
+        assert_eq!(rmcp_text(&result), "not booked: decline", "{era}");
+        assert_eq!(seen, [question], "{era}");
+    }
+    upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn rmcp_client_both_modes_through_the_bridge_to_server_everything_over_http() {
+    let Some(server) = super::upstream::everything_over_http().await else {
+        return;
+    };
+    let (url, upstream) = bridged_front(Http::new(server.url())).await;
+    for (era, lifecycle) in lifecycles() {
+        let names = rmcp_tool_names(&url, lifecycle.clone()).await;
+        assert!(
+            names.iter().any(|n| n == "trigger-elicitation-request"),
+            "{era}: {names:?}"
+        );
+        let args = json!({"message": era});
+        let (echoed, seen) = rmcp_call(&url, lifecycle.clone(), "echo", args, []).await;
+        assert_eq!(rmcp_text(&echoed), format!("Echo: {era}"), "{era}");
+        assert!(seen.is_empty(), "{era}: {seen:?}");
+
+        // `name` missing, then given: asked again, then answered.
+        let answers = [
+            accepted(json!({"email": "not an email"})),
+            accepted(json!({"name": "Ada Lovelace", "email": "ada@example.org"})),
+        ];
+        let (result, seen) = rmcp_call(
+            &url,
+            lifecycle.clone(),
+            "trigger-elicitation-request",
+            json!({}),
+            answers,
+        )
+        .await;
+        let said = rmcp_text(&result);
+        assert!(said.contains("- Name: Ada Lovelace"), "{era}: {said}");
+        assert!(said.contains("- Email: ada@example.org"), "{era}: {said}");
+        assert_eq!(seen.len(), 2, "{era}: {seen:?}");
+
+        let declined = [ElicitResult::new(ElicitationAction::Decline)];
+        let (result, seen) = rmcp_call(
+            &url,
+            lifecycle,
+            "trigger-elicitation-request",
+            json!({}),
+            declined,
+        )
+        .await;
+        assert!(rmcp_text(&result).contains("declined"), "{era}: {result:?}");
+        assert_eq!(seen.len(), 1, "{era}: {seen:?}");
+    }
+    upstream.shutdown().await;
+    server.stop().await;
 }

@@ -266,3 +266,82 @@ async def test_a_child_that_dies_while_the_user_answers_is_a_clear_error(fresh_f
     assert "no longer waiting" in message, message
     result = await call(fresh_fastmcp, "book", {"restaurant": "Reborn"}, User([accept(seats=1)]))
     assert text_of(result) == "booked 1 at Reborn"
+
+
+# --- upstream-rmcp (rmcp 3.11, 2025-era, stdio), through the bridge ----------------------
+
+RMCP_QUESTION = "How many seats?"
+
+
+async def test_rmcp_stdio_plain_tool(rmcp_stdio: Front) -> None:
+    result = await call(rmcp_stdio, "echo", {"text": "hello rmcp"})
+    assert not result.isError, text_of(result)
+    assert text_of(result) == "hello rmcp"
+
+
+async def test_rmcp_stdio_book_accepted(rmcp_stdio: Front) -> None:
+    user = User([accept(seats=4)])
+    result = await call(rmcp_stdio, "book", {"restaurant": "Chez Legacy"}, user)
+    assert not result.isError, text_of(result)
+    assert text_of(result) == "booked 4 at Chez Legacy"
+    (asked,) = user.asked
+    assert asked.message == RMCP_QUESTION
+    seats = asked.schema["properties"]["seats"]
+    assert (seats["type"], seats["minimum"], seats["maximum"]) == ("integer", 1, 8), seats
+
+
+async def test_rmcp_stdio_book_outside_the_schema_is_asked_again(rmcp_stdio: Front) -> None:
+    user = User([accept(seats=12), accept(seats=3)])
+    result = await call(rmcp_stdio, "book", {"restaurant": "Bistro"}, user)
+    assert not result.isError, text_of(result)
+    assert text_of(result) == "booked 3 at Bistro"
+    first, again = user.asked
+    assert first.message == RMCP_QUESTION
+    assert again.message.startswith(RMCP_QUESTION + HINT_PREFIX), again.message
+    assert list(changed_descriptions(first.schema, again.schema)) == ["seats"], again.schema
+
+
+@pytest.mark.parametrize(("action", "said"), [("decline", "declined"), ("cancel", "cancelled")])
+async def test_rmcp_stdio_book_declined_or_cancelled(rmcp_stdio: Front, action: str, said: str) -> None:
+    user = User([types.ElicitResult(action=action)])
+    result = await call(rmcp_stdio, "book", {"restaurant": "Nowhere"}, user)
+    assert text_of(result) == said
+    assert len(user.asked) == 1
+
+
+# --- the deploy example's bare rmcp service (2026-07-28, HTTP), through the bridge -------
+
+DEPLOY_QUESTION = "Deploy to 'staging'?"
+NOT_APPROVED = "Deployment was not approved."
+
+
+async def test_deploy_http_lists_its_tools(deploy_http: Front) -> None:
+    listed = await session_call(deploy_http, None, {})
+    assert not isinstance(listed, McpError), listed
+    names = {tool.name for tool in listed.tools}
+    assert {"deploy", "list_branches", "delete_branch", "connect_github"} <= names, names
+
+
+async def test_deploy_http_approved_after_the_layer_asks_again(deploy_http: Front) -> None:
+    user = User([accept(approve="yes"), accept(approve=True)])
+    result = await call(deploy_http, "deploy", {"environment": "staging"}, user)
+    assert not result.isError, text_of(result)
+    assert result.structuredContent == {"environment": "staging", "deployed": True}, result
+    first, again = user.asked
+    assert first.message == DEPLOY_QUESTION
+    assert first.schema["properties"]["approve"]["type"] == "boolean"
+    assert again.message.startswith(DEPLOY_QUESTION + HINT_PREFIX), again.message
+    assert list(changed_descriptions(first.schema, again.schema)) == ["approve"], again.schema
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [types.ElicitResult(action="decline"), types.ElicitResult(action="cancel"), accept(approve=False)],
+    ids=["decline", "cancel", "approve-false"],
+)
+async def test_deploy_http_refused_is_not_deployed(deploy_http: Front, answer: types.ElicitResult) -> None:
+    user = User([answer])
+    result = await call(deploy_http, "deploy", {"environment": "staging"}, user)
+    assert result.isError is True, result
+    assert text_of(result) == NOT_APPROVED
+    assert len(user.asked) == 1
