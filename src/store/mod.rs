@@ -1,5 +1,6 @@
 //! Single-use tokens: where the ids of spent tokens are kept ([`TokenStore`]), in process
-//! ([`MemoryTokenStore`]) or, with the `redis` feature, in Redis (`RedisStore`).
+//! ([`MemoryTokenStore`]) or, with the `redis` feature, in Redis (`RedisStore`); and what the
+//! layer remembers per task of the Tasks extension ([`TaskStore`], [`MemoryTaskStore`]).
 //!
 #![doc = include_str!("../../docs/single-use.md")]
 
@@ -12,7 +13,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::BoxError;
 use crate::util::BoxFuture;
+
+mod tasks;
+
 use crate::util::time::{unix_millis, unix_secs};
+pub(crate) use tasks::ErasedTaskStore;
+pub use tasks::{MemoryTaskStore, TaskStore};
 
 /// What a store said of a token id it was asked to consume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
