@@ -423,18 +423,9 @@ where
 
 /// Remembers the task the inner service's answer `message` to `round` created, if it created
 /// one, as its caller's.
-async fn remember_created(message: &[u8], round: &Round, shared: &Shared) {
-    let Some((task_id, secs)) = tasks::created(message, round.id.as_deref()) else {
-        return;
-    };
-    let record = TaskRecord::created_by(round.principal.as_deref(), &shared.config);
-    let until = SystemTime::now() + Duration::from_secs(secs);
-    if let Err(error) = shared
-        .tasks
-        .remember(&task_id, &record.encode(), until)
-        .await
-    {
-        tracing::warn!(target: "tower_elicitation", %error, "cannot remember a task created; its answers will be refused");
+async fn remember_created(message: &[u8], round: &Round, shared: &Arc<Shared>) {
+    if let Some((task_id, secs)) = tasks::created(message, round.id.as_deref()) {
+        super::sse_body::remember_created(Arc::clone(shared), round, task_id, secs).await;
     }
 }
 
