@@ -302,9 +302,8 @@ fn memory_secs(ttl_ms: Option<u64>) -> u64 {
 /// A task created by the response `message` to the call `id` (`resultType: "task"`): its id,
 /// and for how many seconds to remember it.
 pub(crate) fn created(message: &[u8], id: Option<&RawValue>) -> Option<(String, u64)> {
-    if memchr::memmem::find(message, b"taskId").is_none() {
-        return None;
-    }
+    // A byte scan first: most answers create no task.
+    memchr::memmem::find(message, b"taskId")?;
     let result = result_of(message, id)?;
     if result.result_type.as_deref() != Some(TASK_RESULT_TYPE) {
         return None;

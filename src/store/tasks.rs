@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use super::{Consumed, StoreError, StoreFuture};
+use super::outcome::{Consumed, StoreError, StoreFuture};
 use crate::util::time::unix_secs;
 
 /// Where the layer keeps what it knows of each task (Tasks extension, SEP-2663) between
