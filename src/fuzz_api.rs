@@ -194,6 +194,7 @@ pub fn sse_data(event: &[u8]) -> Option<Vec<u8>> {
 pub fn peek(body: &[u8]) -> String {
     match jsonrpc::peek(body) {
         Peek::Call(call) => format!("call {}", call.method.as_str()),
+        Peek::Task(call) => format!("task {}", call.method.as_str()),
         Peek::Refuse(reply) => format!("refuse {:?}", reply.kind),
         Peek::Other => "other".to_owned(),
         Peek::Batch => "batch".to_owned(),

@@ -12,7 +12,7 @@ use crate::engine::policy::{
     AnswersWithoutState, Config, DEFAULT_MAX_ROUNDS, DEFAULT_MAX_STATE_BYTES, DEFAULT_TTL_SECS,
 };
 use crate::gate::{Gate, GateError, GateTarget, Target};
-use crate::store::TokenStore;
+use crate::store::{TaskStore, TokenStore};
 use crate::token::Keyring;
 use crate::util::principal::{CallerBinding, Principal};
 
@@ -151,6 +151,24 @@ impl ElicitationLayer {
             s.epoch_begun = Arc::default();
             s.config.single_use = true;
         })
+    }
+
+    /// Keeps what the layer remembers per task of the Tasks extension (whose task it is, the
+    /// questions it asked, which were answered) in `store`, in place of the default in-process
+    /// [`MemoryTaskStore`](crate::store::MemoryTaskStore). Replicas that serve the same clients
+    /// without sticky routing need one store they share: a `tasks/update` whose task's record the
+    /// layer cannot find is refused, never forwarded unchecked.
+    ///
+    /// ```
+    /// use tower_elicitation::{ElicitationLayer, Keyring};
+    /// use tower_elicitation::store::MemoryTaskStore;
+    ///
+    /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
+    ///     .task_store(MemoryTaskStore::with_capacity(1_000));
+    /// # Ok::<(), tower_elicitation::KeyringError>(())
+    /// ```
+    pub fn task_store(self, store: impl TaskStore) -> Self {
+        self.with_shared(|s| s.tasks = Arc::new(store))
     }
 
     /// Declares a [`Gate`]: before a call matching `target` reaches the inner service, the layer

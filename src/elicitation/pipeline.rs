@@ -4,7 +4,7 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::header::{
@@ -19,6 +19,7 @@ use super::body::{RequestBody, ResponseBody};
 use super::shared::Shared;
 use super::sse_body::{ResponseRewrite, SseBody};
 use crate::BoxError;
+use crate::engine::tasks::{self, TaskRecord, TaskVerdict};
 use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round, SingleUseId};
 use crate::gate::{ErasedFlow, GateCall};
 use crate::store::Consumed;
@@ -27,6 +28,7 @@ use crate::util::BoxFuture;
 use crate::util::body::ReadAll;
 use crate::util::time::unix_millis;
 use crate::wire::jsonrpc::{Call, Reply, ReplyKind};
+use crate::wire::mcp::TaskMethod;
 use crate::wire::sse;
 
 /// How a body that may name an MRTR method starts down its path: [`handle`], boxed. Chosen in
@@ -55,6 +57,16 @@ where
     let call = match engine::intake(&bytes) {
         Intake::Call(call) => call,
         Intake::Respond(reply) => return Ok(reply_response(reply)),
+        Intake::Task(call) => {
+            let span = tracing::debug_span!(
+                target: "tower_elicitation",
+                "elicitation",
+                method = call.method.as_str()
+            );
+            return call_task(inner, shared, parts, &bytes, framed, call)
+                .instrument(span)
+                .await;
+        }
         Intake::Forward => {
             let response = inner.call(forward(parts, bytes.clone(), framed)).await?;
             return Ok(response.map(ResponseBody::inner));
@@ -270,7 +282,10 @@ async fn respond<B: Body<Data = Bytes>>(
             };
             // Dated when it is sealed: the inner service may have taken its time.
             match engine::outbound(&bytes, &round, &shared.config, unix_now()) {
-                Outbound::Unchanged => Response::from_parts(parts, ResponseBody::full(bytes)),
+                Outbound::Unchanged => {
+                    remember_created(&bytes, &round, &shared).await;
+                    Response::from_parts(parts, ResponseBody::full(bytes))
+                }
                 Outbound::Replace(reply) => replace(parts, reply),
             }
         }
@@ -300,6 +315,117 @@ async fn respond<B: Body<Data = Bytes>>(
             parts.headers.remove(CONTENT_LENGTH);
             Response::from_parts(parts, ResponseBody::sse(sse))
         }
+    }
+}
+
+/// The path of `tasks/get`, `tasks/update` and `tasks/cancel` (the Tasks extension): the task's
+/// record recalled, the request judged by [`engine::tasks`](tasks), the questions of a
+/// `tasks/get` answer remembered.
+async fn call_task<S, ReqBody, ResBody>(
+    mut inner: S,
+    shared: Arc<Shared>,
+    parts: http::request::Parts,
+    bytes: &Bytes,
+    framed: Option<u64>,
+    call: Call<'_, TaskMethod>,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ResBody: Body<Data = Bytes>,
+{
+    let task_id = match tasks::task_id(&call) {
+        Ok(id) => id,
+        Err(reply) => return Ok(reply_response(reply)),
+    };
+    let principal = shared.principal.of(&parts);
+    let principal = principal.as_deref();
+    let record = match shared.tasks.recall(&task_id).await {
+        Ok(record) => record.and_then(|text| TaskRecord::decode(&text)),
+        Err(error) => {
+            tracing::warn!(target: "tower_elicitation", %error, "cannot recall a task's record");
+            return Ok(reply_response(engine::unavailable(call.id)));
+        }
+    };
+    let request = match tasks::judge(&call, &task_id, record.as_ref(), principal, &shared.config) {
+        TaskVerdict::Refuse(reply) => return Ok(reply_response(reply)),
+        TaskVerdict::Forward => forward(parts.clone(), bytes.clone(), framed),
+        TaskVerdict::Update(mut answers) => {
+            let until = SystemTime::now() + Duration::from_secs(tasks::MAX_TASK_MEMORY_SECS);
+            let keys: Vec<String> = answers.keys().cloned().collect();
+            for key in keys {
+                match shared.tasks.spend(&task_id, &key, until).await {
+                    Ok(Consumed::Fresh) => {}
+                    Ok(_) => {
+                        tracing::info!(target: "tower_elicitation", "tasks/update: dropped an answer given before");
+                        answers.remove(&key);
+                    }
+                    Err(error) => {
+                        tracing::warn!(target: "tower_elicitation", %error, "cannot mark a task's question answered");
+                        return Ok(reply_response(engine::unavailable(call.id)));
+                    }
+                }
+            }
+            rebuild(
+                parts.clone(),
+                Bytes::from(tasks::update_body(&call, &answers)),
+            )
+        }
+    };
+    if call.method != TaskMethod::Get || record.is_none() {
+        let response = inner.call(request).await?;
+        return Ok(response.map(ResponseBody::inner));
+    }
+    // The answer to a `tasks/get` of a task the layer knows: read whole, its questions kept.
+    let response = inner.call(request).await?;
+    let id = call.id;
+    let message = |body: &[u8], kind: Answer| -> Option<Vec<u8>> {
+        match kind {
+            Answer::Json => Some(body.to_vec()),
+            Answer::EventStream => sse::events(body)
+                .iter()
+                .filter_map(|event| sse::data(event).map(std::borrow::Cow::into_owned))
+                .find(|data| tasks::asked(data, id, &task_id).is_some()),
+            Answer::PassThrough => None,
+        }
+    };
+    let Ok(kind) = answer(&response) else {
+        return Ok(response.map(ResponseBody::inner));
+    };
+    if kind == Answer::PassThrough {
+        return Ok(response.map(ResponseBody::inner));
+    }
+    let (response_parts, body) = response.into_parts();
+    let Ok(body) = ReadAll::new(body).await else {
+        return Ok(reply_response(engine::inner_failed(
+            id,
+            engine::BODY_FAILED,
+        )));
+    };
+    if let Some((questions, secs)) =
+        message(&body, kind).and_then(|m| tasks::asked(&m, id, &task_id))
+        && let Some(mut record) = record
+    {
+        record.questions = questions;
+        let until = SystemTime::now() + Duration::from_secs(secs);
+        if let Err(error) = shared
+            .tasks
+            .remember(&task_id, &record.encode(), until)
+            .await
+        {
+            tracing::warn!(target: "tower_elicitation", %error, "cannot remember a task's questions");
+        }
+    }
+    Ok(Response::from_parts(
+        response_parts,
+        ResponseBody::full(body),
+    ))
+}
+
+/// Remembers the task the inner service's answer `message` to `round` created, if it created
+/// one, as its caller's.
+async fn remember_created(message: &[u8], round: &Round, shared: &Arc<Shared>) {
+    if let Some((task_id, secs)) = tasks::created(message, round.id.as_deref()) {
+        super::sse_body::remember_created(Arc::clone(shared), round, task_id, secs).await;
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::engine::policy::Config;
-use crate::store::{EpochBegun, ErasedTokenStore};
+use crate::store::{EpochBegun, ErasedTaskStore, ErasedTokenStore, MemoryTaskStore};
 use crate::token::Keyring;
 use crate::util::principal::Principal;
 
@@ -24,6 +24,8 @@ pub(crate) struct Shared {
     pub(crate) tokens: Option<Arc<dyn ErasedTokenStore>>,
     /// Whether `tokens` was asked its epoch, before the first single-use token is sealed.
     pub(crate) epoch_begun: Arc<EpochBegun>,
+    /// What is remembered per task of the Tasks extension: whose it is, what it asked.
+    pub(crate) tasks: Arc<dyn ErasedTaskStore>,
 }
 
 impl Shared {
@@ -35,6 +37,7 @@ impl Shared {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             tokens: None,
             epoch_begun: Arc::default(),
+            tasks: Arc::new(MemoryTaskStore::new()),
         }
     }
 }

@@ -10,8 +10,10 @@ use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
 
 use super::shared::Shared;
+use crate::engine::tasks::{self, TaskRecord};
 use crate::engine::{self, Event, Round};
 use crate::token::unix_now;
+use crate::util::BoxFuture;
 use crate::wire::jsonrpc::Reply;
 use crate::wire::sse::{self as parse, Splitter};
 
@@ -36,7 +38,31 @@ pin_project! {
         emitted_event: bool,
         first_reply: Option<Reply>,
         first: Option<Frame<Bytes>>,
+        // The record of a task the response event created, being written: the event waits for
+        // it, so that the client's first `tasks/get` finds the task its own.
+        writing: Option<BoxFuture<'static, ()>>,
     }
+}
+
+/// Remembers the task `task_id`, created by the call of `round`, as its caller's for `secs`
+/// seconds. A failure is logged: the task's answers are then refused (the layer fails closed).
+pub(crate) fn remember_created(
+    shared: Arc<Shared>,
+    round: &Round,
+    task_id: String,
+    secs: u64,
+) -> BoxFuture<'static, ()> {
+    let record = TaskRecord::created_by(round.principal.as_deref(), &shared.config).encode();
+    Box::pin(async move {
+        let until = std::time::SystemTime::now() + std::time::Duration::from_secs(secs);
+        if let Err(error) = shared.tasks.remember(&task_id, &record, until).await {
+            tracing::warn!(
+                target: "tower_elicitation",
+                %error,
+                "cannot remember a task created; its answers will be refused"
+            );
+        }
+    })
 }
 
 impl<B: Body<Data = Bytes>> SseBody<B> {
@@ -51,6 +77,7 @@ impl<B: Body<Data = Bytes>> SseBody<B> {
             emitted_event: false,
             first_reply: None,
             first: None,
+            writing: None,
         }
     }
 
@@ -78,6 +105,10 @@ impl<B: Body<Data = Bytes>> Body for SseBody<B> {
             return Poll::Ready(Some(Ok(first)));
         }
         loop {
+            if let Some(writing) = this.writing.as_mut() {
+                ready!(writing.as_mut().poll(cx));
+                *this.writing = None;
+            }
             if let Some(frame) = this.pending.pop_front() {
                 return Poll::Ready(Some(Ok(frame)));
             }
@@ -90,6 +121,7 @@ impl<B: Body<Data = Bytes>> Body for SseBody<B> {
                 emitted_event: this.emitted_event,
                 first_reply: this.first_reply,
                 pending: this.pending,
+                writing: this.writing,
             };
             match ready!(this.inner.as_mut().poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
@@ -125,6 +157,7 @@ struct Events<'a> {
     emitted_event: &'a mut bool,
     first_reply: &'a mut Option<Reply>,
     pending: &'a mut VecDeque<Frame<Bytes>>,
+    writing: &'a mut Option<BoxFuture<'static, ()>>,
 }
 
 impl Events<'_> {
@@ -140,7 +173,20 @@ impl Events<'_> {
             self.responded,
         ) {
             Event::Drop => return,
-            Event::Pass => event,
+            Event::Pass => {
+                if let Some((task_id, secs)) = data
+                    .as_deref()
+                    .and_then(|data| tasks::created(data, scan.round.id.as_deref()))
+                {
+                    *self.writing = Some(remember_created(
+                        Arc::clone(&scan.shared),
+                        &scan.round,
+                        task_id,
+                        secs,
+                    ));
+                }
+                event
+            }
             Event::Replace(reply) => {
                 let rewritten = parse::replace_data(&event, &reply.body);
                 if !*self.emitted_event {

@@ -1,6 +1,7 @@
 //! The first look at a request: whether the layer reads it, and what it does with its body.
 
 use crate::wire::jsonrpc::{self, Call, INTERNAL_ERROR, INVALID_REQUEST, Peek, Reply, ReplyKind};
+use crate::wire::mcp::TaskMethod;
 use serde_json::value::RawValue;
 
 /// What the adapter saw before reading the body.
@@ -122,6 +123,8 @@ pub(crate) enum Intake<'a> {
     Respond(Reply),
     /// One of the three MRTR methods, read: on to [`inbound`](fn@super::inbound).
     Call(Call<'a>),
+    /// A task method the layer judges, read: on to [`tasks`](super::tasks).
+    Task(Call<'a, TaskMethod>),
 }
 
 /// Whether a body goes on untouched after a byte scan alone: it names no MRTR method in any way
@@ -136,6 +139,7 @@ pub(crate) fn passes_unread(body: &[u8]) -> bool {
 pub(crate) fn intake(body: &[u8]) -> Intake<'_> {
     match jsonrpc::peek(body) {
         Peek::Call(call) => Intake::Call(call),
+        Peek::Task(call) => Intake::Task(call),
         Peek::Refuse(reply) => Intake::Respond(reply),
         Peek::Other => Intake::Forward,
         Peek::Batch => Intake::Respond(Reply::error(

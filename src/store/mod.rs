@@ -1,5 +1,6 @@
 //! Single-use tokens: where the ids of spent tokens are kept ([`TokenStore`]), in process
-//! ([`MemoryTokenStore`]) or, with the `redis` feature, in Redis (`RedisStore`).
+//! ([`MemoryTokenStore`]) or, with the `redis` feature, in Redis (`RedisStore`); and what the
+//! layer remembers per task of the Tasks extension ([`TaskStore`], [`MemoryTaskStore`]).
 //!
 #![doc = include_str!("../../docs/single-use.md")]
 
@@ -10,55 +11,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::BoxError;
-use crate::util::BoxFuture;
 use crate::util::time::{unix_millis, unix_secs};
 
-/// What a store said of a token id it was asked to consume.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Consumed {
-    /// The id was not spent: it is now, and the retry may go on.
-    Fresh,
-    /// The id was spent already: the token is being replayed.
-    Replayed,
-}
+mod outcome;
+mod tasks;
 
-/// Why a store (of spent token ids, of bridge sessions, of pending answers) could not do what was
-/// asked. The layers fail closed on it: nothing is forwarded.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The store holds as many entries as it may: what needed a new one is refused.
-    Full,
-    /// The store could not be reached, did not answer in time, or answered something unreadable.
-    Unavailable(BoxError),
-}
-
-impl StoreError {
-    /// Creates a [`StoreError::Unavailable`], with its cause.
-    pub fn new(cause: impl Into<BoxError>) -> Self {
-        Self::Unavailable(cause.into())
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Full => f.write_str("the store is full"),
-            Self::Unavailable(error) => write!(f, "the store is unavailable: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Full => None,
-            Self::Unavailable(error) => Some(&**error),
-        }
-    }
-}
+pub(crate) use outcome::StoreFuture;
+pub use outcome::{Consumed, StoreError};
+pub(crate) use tasks::ErasedTaskStore;
+pub use tasks::{MemoryTaskStore, TaskStore};
 
 /// Where the ids of spent single-use tokens are kept: consumed atomically, remembered until the
 /// token could no longer be accepted.
@@ -119,9 +80,6 @@ pub trait TokenStore: Send + Sync + 'static {
         std::future::ready(Ok(UNIX_EPOCH))
     }
 }
-
-/// What the crate's `dyn`-stored stores return: a boxed future of the store's answer.
-pub(crate) type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
 
 /// [`TokenStore`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedTokenStore: Send + Sync {

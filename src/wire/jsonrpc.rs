@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 pub(crate) use super::edit::with_members;
 use super::edit::{comma, write_json, write_key};
 use super::json::{BorrowedStr, Object, ObjectOr, StrictValue, duplicate, strip_position};
-use super::mcp::{Declared, Method};
+use super::mcp::{Declared, Method, TaskMethod};
 
 /// Invalid JSON.
 pub(crate) const PARSE_ERROR: i64 = -32700;
@@ -201,6 +201,8 @@ pub(crate) fn result_with_state(
 pub(crate) enum Peek<'a> {
     /// A single request of one of the three MRTR methods, read in the same pass.
     Call(Call<'a>),
+    /// A single request of a task method the layer judges, read as strictly.
+    Task(Call<'a, TaskMethod>),
     /// Anything the layer does not act on: other methods, notifications, responses, arrays
     /// without MRTR methods. Forwarded with the original bytes.
     Other,
@@ -221,14 +223,19 @@ pub(crate) fn names_no_mrtr_method(body: &[u8]) -> bool {
         && std::str::from_utf8(body).is_ok()
 }
 
-/// Whether `tools/call`, `prompts/get` or `resources/read` occurs in `body`: one pass over its
-/// slashes, each checked for a method name around it.
+/// Whether `tools/call`, `prompts/get`, `resources/read` or a task method the layer judges
+/// (`tasks/get`, `tasks/update`, `tasks/cancel`) occurs in `body`: one pass over its slashes,
+/// each checked for a method name around it.
 fn spells_an_mrtr_method(body: &[u8]) -> bool {
     memchr::memchr_iter(b'/', body).any(|at| {
         let (before, after) = body.split_at(at);
         (before.ends_with(b"tools") && after.starts_with(b"/call"))
             || (before.ends_with(b"prompts") && after.starts_with(b"/get"))
             || (before.ends_with(b"resources") && after.starts_with(b"/read"))
+            || (before.ends_with(b"tasks")
+                && (after.starts_with(b"/get")
+                    || after.starts_with(b"/update")
+                    || after.starts_with(b"/cancel")))
     })
 }
 
@@ -258,6 +265,7 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
                         && match Object::read(text, &[]) {
                             Ok(ObjectOr::Object(message)) => {
                                 !matches!(method(&message), Ok(None | Some(None)))
+                                    || task_method(&message).is_some()
                             }
                             _ => true,
                         }
@@ -279,8 +287,12 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
         _ => return INVALID,
     };
     let method = match method(&message) {
-        Ok(Some(Some(method))) => method,
-        Ok(None | Some(None)) => return Peek::Other,
+        Ok(Some(Some(method))) => Ok(method),
+        Ok(Some(None)) => match task_method(&message) {
+            Some(task) => Err(task),
+            None => return Peek::Other,
+        },
+        Ok(None) => return Peek::Other,
         Err(()) => return INVALID,
     };
     let id = message.get("id");
@@ -307,11 +319,26 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
             None,
         ));
     }
-    Peek::Call(Call {
-        method,
-        id,
-        message,
-    })
+    match method {
+        Ok(method) => Peek::Call(Call {
+            method,
+            id,
+            message,
+        }),
+        Err(method) => Peek::Task(Call {
+            method,
+            id,
+            message,
+        }),
+    }
+}
+
+/// The task method a message names, if it names one the layer judges (its `method` was read
+/// once by [`method`] already).
+fn task_method(message: &Object<'_>) -> Option<TaskMethod> {
+    let raw = message.get("method")?;
+    let method = serde_json::from_str::<BorrowedStr<'_>>(raw.get()).ok()?;
+    TaskMethod::parse(&method.0)
 }
 
 /// The method a message names: `None` when it names none (no `method`, or `null`), `Some(None)`
@@ -342,8 +369,8 @@ fn method(message: &Object<'_>) -> Result<Option<Option<Method>>, ()> {
 /// An MRTR call, read strictly: every key the layer reads is unique at every level, and every
 /// field the layer does not change keeps its original bytes.
 #[derive(Debug)]
-pub(crate) struct Call<'a> {
-    pub(crate) method: Method,
+pub(crate) struct Call<'a, M = Method> {
+    pub(crate) method: M,
     pub(crate) id: Option<&'a RawValue>,
     /// The envelope as it came, with `params` read as an object.
     message: Object<'a>,
@@ -449,7 +476,7 @@ impl Malformed {
     }
 }
 
-impl<'a> Call<'a> {
+impl<'a, M> Call<'a, M> {
     /// A field of `params`, parsed strictly (duplicate keys at any depth are refused).
     pub(crate) fn field(&self, name: &str) -> Result<Field, Malformed> {
         let Some(raw) = self.raw_field(name) else {

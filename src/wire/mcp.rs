@@ -96,6 +96,40 @@ impl Method {
     }
 }
 
+/// The methods of the Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) the layer
+/// judges: a task's questions are seen in `tasks/get`, answered in `tasks/update`; all three name
+/// a task, which is its creator's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskMethod {
+    Get,
+    Update,
+    Cancel,
+}
+
+impl TaskMethod {
+    pub(crate) fn parse(method: &str) -> Option<Self> {
+        match method {
+            "tasks/get" => Some(Self::Get),
+            "tasks/update" => Some(Self::Update),
+            "tasks/cancel" => Some(Self::Cancel),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "tasks/get",
+            Self::Update => "tasks/update",
+            Self::Cancel => "tasks/cancel",
+        }
+    }
+}
+
+/// The `resultType` of a result that created a task (the Tasks extension's `CreateTaskResult`).
+pub(crate) const TASK_RESULT_TYPE: &str = "task";
+/// The status of a task that waits for the client's answers to its `inputRequests`.
+pub(crate) const INPUT_REQUIRED_STATUS: &str = "input_required";
+
 /// The `params` field whose value a request of `method` carries in `Mcp-Name` (2026-07-28, and
 /// the Tasks extension's task id), if it carries one.
 pub(crate) fn name_param(method: &str) -> Option<&'static str> {

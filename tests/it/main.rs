@@ -30,6 +30,7 @@ mod rmcp_client;
 mod rmcp_inner;
 mod serving;
 mod single_use;
+mod tasks;
 mod upstream;
 mod upstream_rmcp;
 
