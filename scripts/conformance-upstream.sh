@@ -46,31 +46,9 @@ fixture="$root/tests/upstream/conformance_fixture.mjs"
 
 log() { printf 'conformance-upstream.sh: %s\n' "$*" >&2; }
 
-# ---- install (or reuse) the suite and Node 22 (as scripts/conformance.sh) ----
-installed_version() {
-    "$node" -p "require('$cache/node_modules/@modelcontextprotocol/conformance/package.json').version" 2>/dev/null
-}
-node_major() {
-    "$node" -p 'process.versions.node.split(".")[0]' 2>/dev/null
-}
-if [[ "$(node_major)" != 22 || "$(installed_version)" != "${CONFORMANCE_PACKAGE##*@}" ]]; then
-    log "installing $CONFORMANCE_PACKAGE and $NODE_PACKAGE into $cache"
-    mkdir -p "$cache"
-    if [[ ! -f "$cache/package.json" ]]; then
-        printf '{ "private": true, "allowScripts": { "node": true } }\n' >"$cache/package.json"
-    fi
-    npm install --prefix "$cache" --no-audit --no-fund --loglevel=error \
-        "$CONFORMANCE_PACKAGE" "$NODE_PACKAGE" >&2
-    if [[ "$(node_major)" != 22 ]]; then
-        log "error: $node is not a Node 22 binary (did npm skip the install script of $NODE_PACKAGE?)"
-        exit 1
-    fi
-    if [[ ! -f "$cli" ]]; then
-        log "error: $cli is missing after the install"
-        exit 1
-    fi
-fi
-log "using Node $("$node" --version), conformance $(installed_version)"
+# ---- install (or reuse) the suite and Node 22 ----
+# shellcheck source=lib/conformance-suite.sh
+source "$root/scripts/lib/conformance-suite.sh"
 
 # ---- the fixture's SDK ----
 if [[ -z "${UPSTREAM_NODE_MODULES:-}" && ! -f "$root/.cache/upstream/node_modules/@modelcontextprotocol/sdk/package.json" ]]; then
