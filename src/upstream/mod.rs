@@ -50,9 +50,10 @@
 //!   changes it (one session, one level: the last request's).
 //! - **notifications**: a call's `notifications/progress` (under the progress token the adapter
 //!   gave it, the call's own id, so that two clients' tokens never meet) and the log messages
-//!   sent while it runs reach the front as an event stream, with the front's own token, then
-//!   the answer; a front that does not accept `text/event-stream`, or a call that sends none,
-//!   gets one JSON answer. On stdio a 2025-era server's log line names no call: it goes to the
+//!   sent while it runs reach the front on the answer's event stream, with the front's own
+//!   token, before the answer (a front that accepts `text/event-stream` gets one, as from
+//!   rmcp's and the TypeScript SDK's servers; one that takes only JSON gets one JSON answer,
+//!   the notifications only logged; a `-32021` refusal is JSON, HTTP 400). On stdio a 2025-era server's log line names no call: it goes to the
 //!   call that holds the floor (see below).
 //! - **the reverse bridge**: while a forwarded `tools/call`, `prompts/get` or `resources/read`
 //!   runs, a 2025-era upstream may send `elicitation/create`, `sampling/createMessage` or

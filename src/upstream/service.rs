@@ -31,8 +31,8 @@ use crate::{BoxError, ElicitationLayer};
 
 opaque_body! {
     /// The body of the adapter's responses: one JSON-RPC message, or (for a client that takes
-    /// event streams, once the call sends progress or log notifications) an event stream of
-    /// those notifications and then the answer. It cannot fail.
+    /// event streams) an event stream of the call's progress and log notifications and then
+    /// the answer. It cannot fail.
     #[derive(Debug, Default)]
     pub struct ResponseBody(inner: Frames) -> Error = Infallible
 }
@@ -361,8 +361,9 @@ where
         };
         return answer(call::handle(core, front, message).await);
     }
-    // One JSON answer, unless the call sends a notification first: then an event stream of
-    // the notifications, and the answer as its last event.
+    // An event stream, as rmcp's and the TypeScript SDK's servers answer by default: the call's
+    // notifications as they come, the answer as the last event (all in one piece when they come
+    // together). A front that takes only JSON gets one JSON answer.
     let (notes, mut noted) = mpsc::channel(QUEUE);
     let front = Front {
         caller: Caller::Principal(caller),
@@ -372,17 +373,19 @@ where
     let first = tokio::select! {
         biased;
         response = &mut handled => {
-            // Notifications that came with the answer, all at once: one event stream in memory.
+            // The answer, after the notifications that came with it: one event stream in memory.
+            let Some(response) = response else {
+                return answer(None);
+            };
             let mut stream = Vec::new();
             while let Ok(note) = noted.try_recv() {
                 stream.extend_from_slice(&event(&note));
             }
-            if stream.is_empty() {
-                return answer(response);
+            if stream.is_empty() && is_refusal(&response) {
+                // A capability refusal is HTTP 400, which only a JSON answer can say.
+                return answer(Some(response));
             }
-            if let Some(response) = response {
-                stream.extend_from_slice(&event(&response));
-            }
+            stream.extend_from_slice(&event(&response));
             return event_stream(Frames::Whole(Full::new(stream.into())));
         }
         Some(note) = noted.recv() => note,
@@ -434,12 +437,7 @@ fn event(message: &Value) -> Bytes {
 fn answer(response: Option<Value>) -> Response<ResponseBody> {
     match response {
         Some(response) => {
-            let refused = response
-                .get("error")
-                .and_then(|e| e.get("code"))
-                .and_then(Value::as_i64)
-                == Some(MISSING_REQUIRED_CLIENT_CAPABILITY);
-            let status = if refused {
+            let status = if is_refusal(&response) {
                 StatusCode::BAD_REQUEST
             } else {
                 StatusCode::OK
@@ -448,6 +446,15 @@ fn answer(response: Option<Value>) -> Response<ResponseBody> {
         }
         None => reply(StatusCode::ACCEPTED, None),
     }
+}
+
+/// Whether `response` refuses a capability the client did not declare (`-32021`).
+fn is_refusal(response: &Value) -> bool {
+    response
+        .get("error")
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_i64)
+        == Some(MISSING_REQUIRED_CLIENT_CAPABILITY)
 }
 
 fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
