@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::config::{GATHER, Routes};
@@ -385,6 +385,7 @@ async fn reverse_bridge(
             events: mpsc::channel(1).1,
             asked: IndexMap::new(),
             seq: 0,
+            timer: None,
         };
         return run(core, call, parked, floor).await;
     };
@@ -397,6 +398,8 @@ async fn reverse_bridge(
         .as_ref()
         .and_then(|p| p.get("inputResponses"))
         .and_then(Value::as_object);
+    // Taken: its expiry timer ends now.
+    drop(parked.timer.take());
     let call = Call::resume(core, link, downstream, &mut parked);
     core.hold_floor(Some(call.id));
     let asked = std::mem::take(&mut parked.asked);
@@ -516,6 +519,8 @@ async fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value,
         requests.insert(key.clone(), request.clone());
     }
     parked.events = call.park();
+    let (timer, taken) = oneshot::channel::<()>();
+    parked.timer = Some(timer);
     if let Err(parked) = core.parked.park(id.clone(), Box::new(parked)) {
         cancel(core, *parked, "too many calls waiting for an answer");
         return Err(failure(texts::UPSTREAM_TOO_MANY_PARKED));
@@ -551,6 +556,8 @@ async fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value,
             Some(retry) = routed_retry => {
                 serve_routed(Arc::clone(&timer), expiring, retry).await;
             }
+            // Taken by a retry here (or gone with the server): nothing left to time.
+            _ = taken => {}
         }
         if let Some(Routes(routes)) = &timer.settings.routes {
             let _ = routes.unsubscribe(&retry_key).await;

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::wire::mcp::Method;
 
@@ -41,6 +41,9 @@ pub(crate) struct Parked {
     pub(crate) asked: IndexMap<String, (Value, Value)>,
     /// How many requests the call has made (the keys' numbers).
     pub(crate) seq: u64,
+    /// Held while the call is parked: dropped when it is taken, which ends its expiry timer
+    /// (and its subscription to routed retries) at once rather than after the timeout.
+    pub(crate) timer: Option<oneshot::Sender<()>>,
 }
 
 /// The parked calls of one adapter.
@@ -118,6 +121,7 @@ mod tests {
             events: mpsc::channel(1).1,
             asked: IndexMap::new(),
             seq: 0,
+            timer: None,
         })
     }
 
