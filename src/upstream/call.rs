@@ -371,7 +371,11 @@ pub(crate) const INPUT_KEY: &str = "tower-elicitation/inputKey";
 
 /// The key the server named for its request, when it is a short plain name.
 fn named_key(asked: &Value) -> Option<&str> {
-    let key = asked.get("params")?.get("_meta")?.get(INPUT_KEY)?.as_str()?;
+    let key = asked
+        .get("params")?
+        .get("_meta")?
+        .get(INPUT_KEY)?
+        .as_str()?;
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     (!key.is_empty() && key.len() <= 64 && key.chars().all(plain)).then_some(key)
 }
