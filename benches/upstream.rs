@@ -69,7 +69,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, HeaderValue};
 use http::{Request, Response};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
@@ -247,9 +247,10 @@ where
     B::Error: std::fmt::Debug,
 {
     let mut request = support::post(body, method, name);
-    request
-        .headers_mut()
-        .insert(AUTHORIZATION, HeaderValue::from_static("Bearer bench"));
+    let headers = request.headers_mut();
+    headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer bench"));
+    // One JSON answer, as the direct client reads it (an event stream when it is accepted).
+    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
     let response = service.clone().oneshot(request).await.expect("response");
     let bytes = response
         .into_body()
