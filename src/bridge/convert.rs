@@ -198,7 +198,8 @@ pub(crate) fn missing_capability(request: &Value, capabilities: &Value) -> Optio
     }
 }
 
-fn kind_of(request: &Value) -> Option<InputKind> {
+/// The kind of an input request (`{method, params}`), if it is one the protocol names.
+pub(crate) fn kind_of(request: &Value) -> Option<InputKind> {
     let raw = serde_json::value::to_raw_value(request).ok()?;
     InputKind::of_raw(&raw).map(|(kind, _)| kind)
 }

@@ -79,8 +79,10 @@ struct CallStream {
 
 impl CallStream {
     async fn send(&self, message: &Value) {
-        let event = format!("event: message\ndata: {message}\n\n");
-        let _ = self.events.send(Bytes::from(event)).await;
+        let _ = self
+            .events
+            .send(crate::wire::sse::message_event(message))
+            .await;
     }
 
     async fn keep_alive(&self) {

@@ -127,10 +127,7 @@ impl Downstream {
         let mut others = Vec::new();
         let mut required = Map::new();
         for (key, (_, request)) in asked.iter() {
-            let kind = serde_json::value::to_raw_value(request)
-                .ok()
-                .and_then(|raw| InputKind::of_raw(&raw).map(|(kind, _)| kind));
-            match kind {
+            match convert::kind_of(request) {
                 Some(kind) if self.declared.has(kind) => {}
                 Some(InputKind::Roots) => roots.push(key.clone()),
                 Some(kind) => {
@@ -302,8 +299,9 @@ async fn set_log_level(core: &Arc<Core>, link: &Arc<Link>, initialized: &Value, 
         return;
     }
     let params = Some(json!({ "level": level }));
-    let downstream = Downstream::of(None, None).0;
-    if let Err(error) = plain(core, link, downstream, "logging/setLevel", params).await {
+    // The adapter's own request: nothing to relay, no question to be asked.
+    let (quiet, _) = Downstream::of(None, None);
+    if let Err(error) = plain(core, link, quiet, "logging/setLevel", params).await {
         tracing::warn!(target: TARGET, %error, "the server refused logging/setLevel");
     }
 }

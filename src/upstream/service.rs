@@ -27,6 +27,7 @@ use crate::bridge::convert;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
 use crate::wire::jsonrpc::{INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR};
+use crate::wire::sse::message_event as event;
 use crate::{BoxError, ElicitationLayer};
 
 opaque_body! {
@@ -425,11 +426,6 @@ fn event_stream(frames: Frames) -> Response<ResponseBody> {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
-}
-
-/// One JSON-RPC message as an event of an event stream.
-fn event(message: &Value) -> Bytes {
-    Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
 
 /// The answer to a request as one JSON message (`None`: a notification, 202); a refusal for a

@@ -115,6 +115,12 @@ pub(crate) fn replace_data(event: &[u8], json: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// One JSON-RPC message as an event of a stream (`event: message`), as the bridge and the
+/// upstream adapter send them.
+pub(crate) fn message_event(message: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
 /// The events of a complete stream, with anything after the last complete event as a final,
 /// unterminated piece.
 pub(crate) fn events(stream: &[u8]) -> Vec<Bytes> {
