@@ -156,8 +156,9 @@ impl ElicitationLayer {
     /// Keeps what the layer remembers per task of the Tasks extension (whose task it is, the
     /// questions it asked, which were answered) in `store`, in place of the default in-process
     /// [`MemoryTaskStore`](crate::store::MemoryTaskStore). Replicas that serve the same clients
-    /// without sticky routing need one store they share: a `tasks/update` whose task's record the
-    /// layer cannot find is refused, never forwarded unchecked.
+    /// without sticky routing need one store they share (`RedisStore::tasks`, feature `redis`): a
+    /// `tasks/update` whose task's record the layer cannot find is refused, never forwarded
+    /// unchecked.
     ///
     /// ```
     /// use tower_elicitation::{ElicitationLayer, Keyring};

@@ -12,7 +12,10 @@
 //!   ([`RedisStore::url_flows`]);
 //! - [`RedisSessionStore`] and [`RedisPendingAnswers`], so that the
 //!   [legacy bridge](crate::bridge) needs no sticky routing ([`RedisStore::sessions`],
-//!   [`RedisStore::pending_answers`]).
+//!   [`RedisStore::pending_answers`]);
+//! - [`RedisTaskStore`], what the layer remembers per task of the Tasks extension, for
+//!   [`ElicitationLayer::task_store`](crate::ElicitationLayer::task_store)
+//!   ([`RedisStore::tasks`]).
 //!
 //! # What Redis must be
 //!
@@ -53,6 +56,7 @@
 //! let flows = redis.url_flows(|handle| format!("https://mcp.example.com/flows/{handle}"));
 //! let layer = ElicitationLayer::new(Keyring::from_env()?)
 //!     .single_use(redis.clone())
+//!     .task_store(redis.tasks())
 //!     .gate(GateTarget::tool("connect_github"), Gate::url("github", flows.clone())?)?;
 //! // In the callback handler: `flows.complete(&handle).await?`.
 //!
@@ -69,6 +73,8 @@
 
 mod bridge;
 mod store;
+mod tasks;
 
 pub use bridge::{RedisPendingAnswers, RedisSessionStore};
 pub use store::{RedisStore, RedisStoreBuilder, RedisUrlFlows};
+pub use tasks::RedisTaskStore;

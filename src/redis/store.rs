@@ -334,7 +334,7 @@ impl RedisStore {
 impl RedisStore {
     /// Checks, unless it was checked lately, that Redis does not evict keys: single-use tokens
     /// refuse to run on a Redis that may forget a spent id (unless the builder said otherwise).
-    async fn check_policy(&self) -> Result<(), StoreError> {
+    pub(crate) async fn check_policy(&self) -> Result<(), StoreError> {
         let settings = &self.inner.settings;
         if settings.allow_evicting_policy || settings.assume_noeviction {
             return Ok(());

@@ -17,7 +17,7 @@ use crate::util::time::unix_secs;
 /// A `tasks/update` is judged against the record of its task; with no record (a task the layer
 /// did not see created, a record forgotten or kept on another replica's store) the update is
 /// refused, never forwarded unchecked. Replicas that serve the same clients without sticky
-/// routing need a shared store.
+/// routing need a shared store: `redis::RedisTaskStore` (feature `redis`) is one.
 ///
 /// `spend` must be atomic: of any number of concurrent calls with the same task id and key,
 /// across every replica that shares the store, exactly one sees [`Consumed::Fresh`]. Each call

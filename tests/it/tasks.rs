@@ -307,3 +307,59 @@ async fn a_gate_asks_before_the_task_is_created() {
     assert_eq!(reply["error"]["data"]["reason"], "invalid_input_responses");
     assert!(updates(&harness).is_empty());
 }
+
+/// Two replicas sharing one Redis (`RedisStore::tasks`), no sticky routing: the task is created
+/// through one, polled through the other, and its answers judged on either; an invalid answer
+/// never reaches the inner service, a valid one does once, and another caller is refused.
+#[tokio::test]
+async fn a_task_created_on_one_replica_is_judged_on_another_through_redis() {
+    use crate::support::redis as redis_support;
+    use tower_elicitation::redis::RedisStore;
+
+    if redis_support::skip() {
+        return;
+    }
+    let redis = RedisStore::builder(redis_support::redis_url())
+        .key_prefix(redis_support::prefix())
+        .build()
+        .unwrap();
+    let fake = task_server(Transport::Json);
+    let a = Harness::new(layer().task_store(redis.tasks()), fake.clone());
+    let b = Harness::new(layer().task_store(redis.tasks()), fake);
+
+    let created = a.call(&create("alice")).await.message();
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    // Another caller cannot read alice's task on the other replica either.
+    assert_unknown_task(&b.call(&get("mallory", TASK)).await);
+    let got = b.call(&get("alice", TASK)).await.message();
+    assert_eq!(got["result"]["status"], "input_required", "{got}");
+
+    let reasked = a
+        .call(&update("alice", TASK, accept(json!({"confirm": "yes"}))))
+        .await
+        .message();
+    assert_eq!(
+        reasked["error"]["data"]["reason"], "invalid_input_responses",
+        "{reasked}"
+    );
+    assert!(
+        updates(&a).is_empty(),
+        "an invalid answer reached the inner service"
+    );
+    assert_unknown_task(
+        &a.call(&update("mallory", TASK, accept(json!({"confirm": true}))))
+            .await,
+    );
+
+    let valid = accept(json!({"confirm": true}));
+    let ack = b
+        .call(&update("alice", TASK, valid.clone()))
+        .await
+        .message();
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(updates(&a)[0]["params"]["inputResponses"], valid);
+    // Replayed on the first replica: the key was answered on the second.
+    a.call(&update("alice", TASK, valid)).await;
+    assert_eq!(updates(&a).len(), 2);
+    assert_eq!(updates(&a)[1]["params"]["inputResponses"], json!({}));
+}
