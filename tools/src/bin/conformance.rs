@@ -40,6 +40,9 @@
 //!   free one, printed on the first line of stdout).
 //! - `MCP_REQUEST_STATE_KEYS`: `kid:base64url-key` pairs, comma-separated, the
 //!   first one signs. Without it a random key is used for this process only.
+//! - `MCP_STACK`: what serves the fixture: `bridge` (default: [`LegacyBridgeLayer`] in front
+//!   of [`ElicitationLayer`]), `layer` ([`ElicitationLayer`] alone) or `bare` (rmcp alone,
+//!   which `scripts/conformance.sh` compares the layered run with).
 //! - `MCP_JSON_RESPONSE`: `1` for `application/json` replies instead of
 //!   rmcp's default event streams.
 //! - `RUST_LOG`: log filter (default `info`).
@@ -51,6 +54,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::sync::Arc;
 
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -59,13 +63,17 @@ use rmcp::{
         wrapper::Parameters,
     },
     model::{
-        BooleanSchema, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
-        CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
-        ElicitationSchema, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-        Implementation, InputRequest, InputRequests, InputRequiredResult, ListPromptsResult,
-        ListRootsRequest, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-        PrimitiveSchemaDefinition, ProgressNotificationParam, Prompt, PromptMessage,
-        ProtocolVersion, Role, SamplingMessage, ServerCapabilities, ServerConfig, StringSchema,
+        BooleanSchema, CallToolResponse, CallToolResult, ClientCapabilities, CompleteRequestParams,
+        CompleteResult, CompletionInfo, ContentBlock, CreateMessageRequest,
+        CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, ElicitationSchema,
+        GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InputRequest,
+        InputRequests, InputRequiredResult, JsonObject, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListRootsRequest, LoggingLevel,
+        LoggingMessageNotificationParam, PaginatedRequestParams, PrimitiveSchemaDefinition,
+        ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource,
+        ResourceContents, ResourceTemplate, Role, SamplingMessage, ServerCapabilities,
+        ServerConfig, StringSchema,
     },
     service::RequestContext,
     tool, tool_handler, tool_router,
@@ -75,7 +83,7 @@ use rmcp::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tower::ServiceBuilder;
+use tower::{Layer, ServiceBuilder};
 use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::{ElicitationLayer, Keyring};
 use tracing_subscriber::EnvFilter;
@@ -83,6 +91,20 @@ use tracing_subscriber::EnvFilter;
 const DEFAULT_ADDR: &str = "127.0.0.1:3001";
 const MCP_PATH: &str = "/mcp";
 const PROMPT: &str = "test_input_required_result_prompt";
+const SIMPLE_PROMPT: &str = "test_simple_prompt";
+const ARGUMENTS_PROMPT: &str = "test_prompt_with_arguments";
+const EMBEDDED_PROMPT: &str = "test_prompt_with_embedded_resource";
+const IMAGE_PROMPT: &str = "test_prompt_with_image";
+const STATIC_TEXT: &str = "test://static-text";
+const STATIC_BINARY: &str = "test://static-binary";
+const WATCHED: &str = "test://watched-resource";
+const TEMPLATE: &str = "test://template/{id}/data";
+/// A 1×1 red PNG, base64.
+const RED_PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+/// Eight samples of silence, 16-bit mono WAV at 8 kHz, base64.
+const SILENT_WAV: &str =
+    "UklGRjQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YRAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
 /// The fixture server: no fields, every round starts from the request alone.
 #[derive(Clone, Debug, Default)]
@@ -383,15 +405,79 @@ impl Conformance {
             "required": []});
         echo_answer("enums", "Please pick your options", schema, answers)
     }
+
+    // ---- the everything catalogue: content, errors, schemas, headers (both revisions) ----
+
+    #[tool(description = "Answers one image: a 1×1 red PNG.")]
+    async fn test_image_content(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::image(RED_PIXEL_PNG, "image/png")])
+    }
+
+    #[tool(description = "Answers one audio clip: eight samples of silence as WAV.")]
+    async fn test_audio_content(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::audio(SILENT_WAV, "audio/wav")])
+    }
+
+    #[tool(description = "Answers one embedded text resource (`test://embedded-resource`).")]
+    async fn test_embedded_resource(&self) -> CallToolResult {
+        let resource = ResourceContents::text(
+            "This is an embedded resource content.",
+            "test://embedded-resource",
+        )
+        .with_mime_type("text/plain");
+        CallToolResult::success(vec![ContentBlock::resource(resource)])
+    }
+
+    #[tool(description = "Answers a text, an image and an embedded JSON resource.")]
+    async fn test_multiple_content_types(&self) -> CallToolResult {
+        let resource = ResourceContents::text(
+            r#"{"test":"data","value":123}"#,
+            "test://mixed-content-resource",
+        )
+        .with_mime_type("application/json");
+        CallToolResult::success(vec![
+            ContentBlock::text("Multiple content types test:"),
+            ContentBlock::image(RED_PIXEL_PNG, "image/png"),
+            ContentBlock::resource(resource),
+        ])
+    }
+
+    #[tool(description = "Always fails: a tool execution error (`isError: true`).")]
+    async fn test_error_handling(&self) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text(
+            "This tool intentionally returns an error for testing",
+        )])
+    }
+
+    #[tool(
+        description = "Tool with JSON Schema 2020-12 features",
+        input_schema = json_schema_2020_12()
+    )]
+    async fn json_schema_2020_12_tool(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text("Schema accepted")])
+    }
+
+    #[tool(
+        description = "Echoes `region`, which a 2026-07-28 client also sends as the `Mcp-Param-Region` header (SEP-2243)."
+    )]
+    async fn test_header_param(
+        &self,
+        Parameters(HeaderArgs { region }): Parameters<HeaderArgs>,
+    ) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(format!("Region: {region}"))])
+    }
 }
 
 #[tool_handler]
 impl ServerHandler for Conformance {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_prompts()
             .enable_logging()
+            .enable_completions()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             "tower-elicitation-conformance",
@@ -409,9 +495,41 @@ impl ServerHandler for Conformance {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let description = "MRTR: asks what context the prompt should use (`user_context`).";
-        let prompt = Prompt::new(PROMPT, Some(description), None);
-        Ok(ListPromptsResult::with_all_items(vec![prompt]))
+        let argument = |name: &str, description: &str| {
+            PromptArgument::new(name)
+                .with_description(description)
+                .with_required(true)
+        };
+        let prompts = vec![
+            Prompt::new(
+                PROMPT,
+                Some("MRTR: asks what context the prompt should use (`user_context`)."),
+                None,
+            ),
+            Prompt::new(
+                SIMPLE_PROMPT,
+                Some("A simple prompt without arguments."),
+                None,
+            ),
+            Prompt::new(
+                ARGUMENTS_PROMPT,
+                Some("A prompt with two required arguments."),
+                Some(vec![
+                    argument("arg1", "First test argument"),
+                    argument("arg2", "Second test argument"),
+                ]),
+            ),
+            Prompt::new(
+                EMBEDDED_PROMPT,
+                Some("A prompt that embeds the resource it is given."),
+                Some(vec![argument(
+                    "resourceUri",
+                    "URI of the resource to embed",
+                )]),
+            ),
+            Prompt::new(IMAGE_PROMPT, Some("A prompt with an image."), None),
+        ];
+        Ok(ListPromptsResult::with_all_items(prompts))
     }
 
     async fn get_prompt(
@@ -419,24 +537,214 @@ impl ServerHandler for Conformance {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        if request.name != PROMPT {
-            let message = format!("Unknown prompt: {}", request.name);
-            return Err(McpError::invalid_params(message, None));
-        }
-        let answer = request
-            .input_responses
-            .as_ref()
-            .and_then(|a| a.get("user_context"));
-        let Some(answer) = answer else {
-            let question = ask_form("What context should the prompt use?", "context");
-            let questions = requests([("user_context", question)]);
-            return Ok(InputRequiredResult::from_input_requests(questions).into());
+        let argument = |name: &str| {
+            request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    McpError::invalid_params(format!("Missing required argument: {name}"), None)
+                })
         };
-        let context = text_field(answer, "context").unwrap_or("(declined)");
-        let text = format!("Prompt with context: {context}");
-        let message = PromptMessage::new_text(Role::User, text);
-        Ok(GetPromptResult::new(vec![message]).into())
+        let messages = match request.name.as_str() {
+            PROMPT => return Ok(context_prompt(&request)),
+            SIMPLE_PROMPT => vec![PromptMessage::new_text(
+                Role::User,
+                "This is a simple prompt for testing.",
+            )],
+            ARGUMENTS_PROMPT => {
+                let (arg1, arg2) = (argument("arg1")?, argument("arg2")?);
+                let text = format!("Prompt with arguments: arg1='{arg1}', arg2='{arg2}'");
+                vec![PromptMessage::new_text(Role::User, text)]
+            }
+            EMBEDDED_PROMPT => {
+                let resource = ResourceContents::text(
+                    "Embedded resource content for testing.",
+                    argument("resourceUri")?,
+                )
+                .with_mime_type("text/plain");
+                vec![
+                    PromptMessage::new(Role::User, ContentBlock::resource(resource)),
+                    PromptMessage::new_text(
+                        Role::User,
+                        "Please process the embedded resource above.",
+                    ),
+                ]
+            }
+            IMAGE_PROMPT => vec![
+                PromptMessage::new(Role::User, ContentBlock::image(RED_PIXEL_PNG, "image/png")),
+                PromptMessage::new_text(Role::User, "Please analyze the image above."),
+            ],
+            other => {
+                let message = format!("Unknown prompt: {other}");
+                return Err(McpError::invalid_params(message, None));
+            }
+        };
+        Ok(GetPromptResult::new(messages).into())
     }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = [
+            (
+                STATIC_TEXT,
+                "static-text",
+                "A static text resource.",
+                "text/plain",
+            ),
+            (
+                STATIC_BINARY,
+                "static-binary",
+                "A static binary resource: a 1×1 red PNG.",
+                "image/png",
+            ),
+            (
+                WATCHED,
+                "watched-resource",
+                "A resource clients may subscribe to.",
+                "text/plain",
+            ),
+        ]
+        .into_iter()
+        .map(|(uri, name, description, mime)| {
+            Resource::new(uri, name)
+                .with_description(description)
+                .with_mime_type(mime)
+        })
+        .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let template = ResourceTemplate::new(TEMPLATE, "template-data")
+            .with_description("Data for one id, as JSON.")
+            .with_mime_type("application/json");
+        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri.as_str();
+        let contents = match uri {
+            STATIC_TEXT => {
+                ResourceContents::text("This is the content of the static text resource.", uri)
+                    .with_mime_type("text/plain")
+            }
+            STATIC_BINARY => ResourceContents::blob(RED_PIXEL_PNG, uri).with_mime_type("image/png"),
+            WATCHED => ResourceContents::text("Watched resource content.", uri)
+                .with_mime_type("text/plain"),
+            _ => match template_id(uri) {
+                Some(id) => {
+                    let data = serde_json::json!({
+                        "id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+                    ResourceContents::text(data.to_string(), uri).with_mime_type("application/json")
+                }
+                // rmcp answers -32002 to 2025-era peers and -32602 from 2026-07-28 (SEP-2164).
+                None => {
+                    let data = serde_json::json!({ "uri": uri });
+                    return Err(McpError::resource_not_found(
+                        "Resource not found",
+                        Some(data),
+                    ));
+                }
+            },
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let candidates: &[&str] = match (&request.r#ref, request.argument.name.as_str()) {
+            (Reference::Prompt(prompt), "arg1") if prompt.name == ARGUMENTS_PROMPT => {
+                &["paris", "park", "party"]
+            }
+            _ => &[],
+        };
+        let values = candidates
+            .iter()
+            .filter(|value| value.starts_with(&request.argument.value))
+            .map(|value| (*value).to_owned())
+            .collect();
+        let completion =
+            CompletionInfo::new(values).map_err(|e| McpError::internal_error(e, None))?;
+        Ok(CompleteResult::new(completion))
+    }
+}
+
+/// `test_input_required_result_prompt`: asks what context to use (`user_context`), then
+/// answers with it.
+fn context_prompt(request: &GetPromptRequestParams) -> GetPromptResponse {
+    let answer = request
+        .input_responses
+        .as_ref()
+        .and_then(|a| a.get("user_context"));
+    let Some(answer) = answer else {
+        let question = ask_form("What context should the prompt use?", "context");
+        let questions = requests([("user_context", question)]);
+        return InputRequiredResult::from_input_requests(questions).into();
+    };
+    let context = text_field(answer, "context").unwrap_or("(declined)");
+    let text = format!("Prompt with context: {context}");
+    let message = PromptMessage::new_text(Role::User, text);
+    GetPromptResult::new(vec![message]).into()
+}
+
+/// The `{id}` of a `test://template/{id}/data` URI.
+fn template_id(uri: &str) -> Option<&str> {
+    let id = uri
+        .strip_prefix("test://template/")?
+        .strip_suffix("/data")?;
+    (!id.is_empty() && !id.contains('/')).then_some(id)
+}
+
+/// The input schema of `json_schema_2020_12_tool`: `$schema`, `$defs` with an `$anchor`,
+/// `$ref`, `allOf`/`anyOf`, `if`/`then`/`else` and `additionalProperties`, which the suite
+/// checks `tools/list` keeps as they are (SEP-1613, SEP-2106).
+fn json_schema_2020_12() -> Arc<JsonObject> {
+    let schema = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"}},
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false
+    });
+    match schema {
+        Value::Object(object) => Arc::new(object),
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+/// Arguments of `test_header_param`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct HeaderArgs {
+    /// The region, mirrored in the `Mcp-Param-Region` header.
+    #[schemars(extend("x-mcp-header" = "Region"))]
+    region: String,
 }
 
 /// Arguments of `test_elicitation`.
@@ -633,14 +941,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         LocalSessionManager::default().into(),
         config,
     );
-    // Outermost, the legacy bridge serves the 2025-era scenarios (sessions, `initialize`,
-    // requests on the call's stream); 2026-07-28 requests pass it untouched.
+    // `bridge` (the default): the legacy bridge outermost serves the 2025-era scenarios
+    // (sessions, `initialize`, requests on the call's stream) and passes 2026-07-28 requests
+    // to the layer; `layer`: the layer alone; `bare`: rmcp alone, to compare with.
     let layer = ElicitationLayer::new(keyring);
-    let mcp = ServiceBuilder::new()
-        .layer(LegacyBridgeLayer::new(&layer))
-        .layer(layer)
-        .service(mcp);
-    let app = axum::Router::new().nest_service(MCP_PATH, mcp);
+    let stack = std::env::var("MCP_STACK").unwrap_or_else(|_| "bridge".to_owned());
+    let app = match stack.as_str() {
+        "bare" => axum::Router::new().nest_service(MCP_PATH, mcp),
+        "layer" => axum::Router::new().nest_service(MCP_PATH, layer.layer(mcp)),
+        "bridge" => {
+            let mcp = ServiceBuilder::new()
+                .layer(LegacyBridgeLayer::new(&layer))
+                .layer(layer)
+                .service(mcp);
+            axum::Router::new().nest_service(MCP_PATH, mcp)
+        }
+        other => {
+            return Err(format!("MCP_STACK must be bare, layer or bridge, not {other:?}").into());
+        }
+    };
 
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
