@@ -63,19 +63,21 @@ use rmcp::{
         wrapper::Parameters,
     },
     model::{
-        BooleanSchema, CallToolResponse, CallToolResult, ClientCapabilities, CompleteRequestParams,
-        CompleteResult, CompletionInfo, ContentBlock, CreateMessageRequest,
-        CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, ElicitationSchema,
-        GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InputRequest,
-        InputRequests, InputRequiredResult, JsonObject, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListRootsRequest, LoggingLevel,
-        LoggingMessageNotificationParam, PaginatedRequestParams, PrimitiveSchemaDefinition,
-        ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, ProtocolVersion,
-        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource,
-        ResourceContents, ResourceTemplate, Role, SamplingMessage, ServerCapabilities,
-        ServerConfig, StringSchema,
+        BooleanSchema, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+        CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, CreateMessageRequest,
+        CreateMessageRequestParams, CreateTaskResult, ElicitRequest, ElicitRequestParams,
+        ElicitationSchema, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+        GetTaskParams, GetTaskResult, Implementation, InputRequest, InputRequests,
+        InputRequiredResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListRootsRequest, LoggingLevel, LoggingMessageNotificationParam,
+        PaginatedRequestParams, PrimitiveSchemaDefinition, ProgressNotificationParam, Prompt,
+        PromptArgument, PromptMessage, ProtocolVersion, ReadResourceRequestParams,
+        ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
+        ResourceTemplate, Role, SamplingMessage, ServerCapabilities, ServerConfig, StringSchema,
+        UpdateTaskParams,
     },
     service::RequestContext,
+    task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions},
     tool, tool_handler, tool_router,
     transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -106,9 +108,26 @@ const RED_PIXEL_PNG: &str =
 const SILENT_WAV: &str =
     "UklGRjQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YRAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
-/// The fixture server: no fields, every round starts from the request alone.
-#[derive(Clone, Debug, Default)]
-struct Conformance;
+/// The fixture server. Every MRTR round starts from the request alone; the one state kept is
+/// rmcp's [`TaskManager`], shared by every request (the service is built per request).
+#[derive(Clone, Default)]
+struct Conformance {
+    tasks: TaskManager,
+}
+
+impl Conformance {
+    /// Runs `operation` as a task and answers its `CreateTaskResult`.
+    fn spawn<F, Fut>(&self, operation: F) -> CallToolResponse
+    where
+        F: FnOnce(TaskContext) -> Fut,
+        Fut: std::future::Future<Output = Result<CallToolResult, TaskExit>> + Send + 'static,
+    {
+        let task = self.tasks.spawn(TaskOptions::default(), |context| {
+            Box::pin(operation(context))
+        });
+        CallToolResponse::Task(CreateTaskResult::new(task))
+    }
+}
 
 #[tool_router]
 impl Conformance {
@@ -466,6 +485,137 @@ impl Conformance {
     ) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text(format!("Region: {region}"))])
     }
+
+    // ---- the Tasks extension (SEP-2663) fixtures, on rmcp's TaskManager ----
+
+    #[tool(description = "Sync only: answers `Hello, {name}!`.")]
+    async fn greet(&self, Parameters(GreetArgs { name }): Parameters<GreetArgs>) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(format!("Hello, {name}!"))])
+    }
+
+    #[tool(
+        description = "Task-supporting: sleeps `seconds` then answers; settles `cancelled` on tasks/cancel. Runs inline for a client without the tasks extension."
+    )]
+    async fn slow_compute(
+        &self,
+        Parameters(ComputeArgs { seconds, label }): Parameters<ComputeArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let seconds = seconds.unwrap_or(0.0).clamp(0.0, 3600.0);
+        let label = label.unwrap_or_else(|| "compute".to_owned());
+        let text = format!("Computed {label} after {seconds} s");
+        let pause = std::time::Duration::from_secs_f64(seconds);
+        if !declares_tasks(&context) {
+            tokio::time::sleep(pause).await;
+            return done(text);
+        }
+        self.spawn(move |task| async move {
+            tokio::select! {
+                () = task.cancelled() => Err(TaskExit::Cancelled),
+                () = tokio::time::sleep(pause) => Ok(text_result(text)),
+            }
+        })
+    }
+
+    #[tool(
+        description = "Task support required: after about a second, a tool execution error (`isError: true`)."
+    )]
+    async fn failing_job(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        Ok(self.spawn(|_| async {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            Ok(CallToolResult::error(vec![ContentBlock::text(
+                "The job failed, as it always does.",
+            )]))
+        }))
+    }
+
+    #[tool(
+        description = "Task support required: fails with a protocol error (the task settles `failed`)."
+    )]
+    async fn protocol_error_job(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        Ok(self.spawn(|_| async {
+            let error = McpError::internal_error("protocol_error_job always fails", None);
+            Err(TaskExit::Error(error))
+        }))
+    }
+
+    #[tool(
+        description = "Task support required: asks to confirm deleting `filename` (an elicitation in the task), then answers."
+    )]
+    async fn confirm_delete(
+        &self,
+        Parameters(DeleteArgs { filename }): Parameters<DeleteArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        Ok(self.spawn(move |task| async move {
+            let question = ask_boolean(&format!("Delete {filename}?"), "confirm");
+            let answer = task.request_input("confirm", question).await?;
+            let confirmed =
+                accepted(&answer).and_then(|c| c.get("confirm")) == Some(&Value::Bool(true));
+            let verdict = if confirmed { "Deleted" } else { "Kept" };
+            Ok(text_result(format!("{verdict} {filename}")))
+        }))
+    }
+
+    #[tool(
+        description = "Task support required: asks two questions at once (`first_name`, `last_name`), then answers."
+    )]
+    async fn multi_input(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        Ok(self.spawn(|task| async move {
+            let (first, last) = tokio::join!(
+                task.request_input("first_name", ask_form("Your first name?", "name")),
+                task.request_input("last_name", ask_form("Your last name?", "name")),
+            );
+            let (first, last) = (first?, last?);
+            let name = |answer: &Value| text_field(answer, "name").unwrap_or("?").to_owned();
+            Ok(text_result(format!(
+                "Hello, {} {}!",
+                name(&first),
+                name(&last)
+            )))
+        }))
+    }
+
+    #[tool(
+        description = "Task support required: asks `user_name` by MRTR first, then creates a task that greets."
+    )]
+    async fn test_tool_with_task(
+        &self,
+        InputResponses(answers): InputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        let Some(answer) = answers.as_ref().and_then(|a| a.get("user_name")) else {
+            return Ok(ask([("user_name", ask_name("What is your name?"))], None));
+        };
+        let name = text_field(answer, "name")
+            .unwrap_or("(declined)")
+            .to_owned();
+        Ok(self.spawn(move |_| async move { Ok(text_result(format!("Hello, {name}!"))) }))
+    }
 }
 
 #[tool_handler]
@@ -664,6 +814,31 @@ impl ServerHandler for Conformance {
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+
     async fn complete(
         &self,
         request: CompleteRequestParams,
@@ -737,6 +912,46 @@ fn json_schema_2020_12() -> Arc<JsonObject> {
         Value::Object(object) => Arc::new(object),
         _ => unreachable!("a JSON object literal"),
     }
+}
+
+/// Whether the request declares the tasks extension (SEP-2663), per request (SEP-2575).
+fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|declared| declared.supports_tasks())
+}
+
+/// `-32021` naming the tasks extension: the tool runs only as a task.
+fn tasks_required() -> McpError {
+    let required = ClientCapabilities::builder().enable_tasks().build();
+    McpError::missing_required_client_capability(required)
+}
+
+fn text_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// Arguments of `greet`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct GreetArgs {
+    /// Who to greet.
+    name: String,
+}
+
+/// Arguments of `slow_compute`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct ComputeArgs {
+    /// How long to work, in seconds.
+    seconds: Option<f64>,
+    /// A label echoed in the answer.
+    label: Option<String>,
+}
+
+/// Arguments of `confirm_delete`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct DeleteArgs {
+    /// The file to (pretend to) delete.
+    filename: String,
 }
 
 /// Arguments of `test_header_param`.
@@ -859,11 +1074,16 @@ fn ask_name(message: &str) -> InputRequest {
 
 /// "Please confirm", with one required boolean `ok`.
 fn ask_confirm() -> InputRequest {
+    ask_boolean("Please confirm", "ok")
+}
+
+/// A form asking for one required boolean `field`.
+fn ask_boolean(message: &str, field: &str) -> InputRequest {
     let properties = BTreeMap::from([(
-        "ok".to_owned(),
+        field.to_owned(),
         PrimitiveSchemaDefinition::Boolean(BooleanSchema::new()),
     )]);
-    form("Please confirm", properties, "ok")
+    form(message, properties, field)
 }
 
 fn form(
@@ -936,8 +1156,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_stateless_protocol_metadata_required(true)
         .with_json_response(json_response)
         .with_allowed_hosts(["localhost", "127.0.0.1", "::1"]);
+    let fixture = Conformance::default();
     let mcp = StreamableHttpService::new(
-        || Ok(Conformance),
+        move || Ok(fixture.clone()),
         LocalSessionManager::default().into(),
         config,
     );
