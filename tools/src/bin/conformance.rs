@@ -1,30 +1,41 @@
 //! `conformance`: the fixture server of the official MCP conformance suite
-//! (`@modelcontextprotocol/conformance`), as an rmcp server behind
-//! [`ElicitationLayer`].
+//! (`@modelcontextprotocol/conformance`), an "everything" rmcp server: every tool, prompt,
+//! resource, resource template, completion, Tasks extension fixture (SEP-2663) and
+//! `x-mcp-header` tool (SEP-2243) that the suite's 2026-07-28 and 2025-11-25 requirement sets
+//! drive.
 //!
 //! ```text
 //! cargo run -p tower-elicitation-tools --bin conformance
-//! scripts/conformance.sh            # builds this, starts it and runs the suite
+//! scripts/conformance.sh            # builds this, runs both requirement sets against it
 //! ```
 //!
-//! It serves the fixtures the multi round-trip (`input-required-result-*`)
-//! scenarios and `server-stateless` call (`test_input_required_result_*`, the
-//! prompt `test_input_required_result_prompt`, `test_missing_capability`,
-//! `test_streaming_elicitation`, `test_logging_tool`), statelessly (MCP
-//! 2026-07-28) at `/mcp`. The handlers are written the way any rmcp handler
-//! would be: they ask with an `InputRequiredResult`, read `InputResponses`,
+//! It serves statelessly (MCP 2026-07-28) at `/mcp`: the multi round-trip fixtures
+//! (`test_input_required_result_*`, the prompt `test_input_required_result_prompt`,
+//! `test_missing_capability`, `test_streaming_elicitation`, `test_logging_tool`); the content,
+//! error and schema tools (`test_simple_text`, `test_image_content`, `test_audio_content`,
+//! `test_embedded_resource`, `test_multiple_content_types`, `test_error_handling`,
+//! `test_tool_with_progress`, `json_schema_2020_12_tool`, `test_header_param`); the prompts
+//! (`test_simple_prompt`, `test_prompt_with_arguments`, `test_prompt_with_embedded_resource`,
+//! `test_prompt_with_image`) and their completion; the resources (`test://static-text`,
+//! `test://static-binary`, `test://watched-resource`, the template `test://template/{id}/data`);
+//! and the Tasks fixtures (`greet`, `slow_compute`, `failing_job`, `protocol_error_job`,
+//! `confirm_delete`, `multi_input`, `test_tool_with_task`) on rmcp's [`TaskManager`].
+//!
+//! The handlers are written the way any rmcp handler would be: they ask with an
+//! `InputRequiredResult` (or, in a task, [`TaskContext::request_input`]), read `InputResponses`,
 //! and keep their own state as plain text in `requestState`. None of them signs, verifies or
-//! validates anything; [`ElicitationLayer`] does, which is what the suite
-//! checks:
+//! validates anything; [`ElicitationLayer`] does, which is what the suite checks (run bare, rmcp
+//! fails `input-required-result-tampered-state` and warns on `-validate-input`):
 //!
 //! - every `input_required` gets a sealed `requestState`, so a fixture with no
-//!   state of its own still gets one, and a tampered one is answered `-32602`
-//!   before any handler runs;
+//!   state of its own still gets one, and a tampered one is answered `-32602` before any
+//!   handler runs;
 //! - a handler only ever gets back its own state (never a forged one) and
 //!   answers that match the form it asked, so "state present" means "state
 //!   valid";
 //! - answers sent without any `requestState` are checked against what the
-//!   handler asks for, missing ones are asked again, unknown keys dropped.
+//!   handler asks for, missing ones are asked again, unknown keys dropped;
+//! - a task's `tasks/update` answers are checked against the questions its `tasks/get` showed.
 //!
 //! In front of it all, [`LegacyBridgeLayer`] serves the suite's 2025-era
 //! scenarios (`server-initialize`, `ping`, `tools-call-elicitation`, …): it
