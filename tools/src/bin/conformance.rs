@@ -18,8 +18,11 @@
 //! (`test_simple_prompt`, `test_prompt_with_arguments`, `test_prompt_with_embedded_resource`,
 //! `test_prompt_with_image`) and their completion; the resources (`test://static-text`,
 //! `test://static-binary`, `test://watched-resource`, the template `test://template/{id}/data`);
-//! and the Tasks fixtures (`greet`, `slow_compute`, `failing_job`, `protocol_error_job`,
-//! `confirm_delete`, `multi_input`, `test_tool_with_task`) on rmcp's [`TaskManager`].
+//! `subscriptions/listen` (SEP-2575) with `test_trigger_tool_change` and
+//! `test_trigger_prompt_change` to announce list changes on it; `test_reconnection` for the
+//! 2025-era SSE polling scenario; and the Tasks fixtures (`greet`, `slow_compute`,
+//! `failing_job`, `protocol_error_job`, `confirm_delete`, `multi_input`, `test_tool_with_task`)
+//! on rmcp's [`TaskManager`].
 //!
 //! The handlers are written the way any rmcp handler would be: they ask with an
 //! `InputRequiredResult` (or, in a task, [`TaskContext::request_input`]), read `InputResponses`,
@@ -67,6 +70,8 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::Arc;
 
+use tokio::sync::broadcast;
+
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     handler::server::{
@@ -84,10 +89,10 @@ use rmcp::{
         PaginatedRequestParams, PrimitiveSchemaDefinition, ProgressNotificationParam, Prompt,
         PromptArgument, PromptMessage, ProtocolVersion, ReadResourceRequestParams,
         ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
-        ResourceTemplate, Role, SamplingMessage, ServerCapabilities, ServerConfig, StringSchema,
-        UpdateTaskParams,
+        ResourceTemplate, Role, SamplingMessage, ServerCapabilities, ServerConfig,
+        ServerNotification, StringSchema, SubscriptionFilter, UpdateTaskParams,
     },
-    service::RequestContext,
+    service::{RequestContext, SubscriptionContext, SubscriptionSendError},
     task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions},
     tool, tool_handler, tool_router,
     transport::streamable_http_server::{
@@ -119,11 +124,30 @@ const RED_PIXEL_PNG: &str =
 const SILENT_WAV: &str =
     "UklGRjQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YRAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
-/// The fixture server. Every MRTR round starts from the request alone; the one state kept is
-/// rmcp's [`TaskManager`], shared by every request (the service is built per request).
-#[derive(Clone, Default)]
+/// The fixture server. Every MRTR round starts from the request alone; the state kept, shared
+/// by every request (the service is built per request), is rmcp's [`TaskManager`] and the
+/// channel that tells `subscriptions/listen` streams what changed.
+#[derive(Clone)]
 struct Conformance {
     tasks: TaskManager,
+    /// What changed, for every open `subscriptions/listen` stream.
+    changes: broadcast::Sender<Change>,
+}
+
+impl Default for Conformance {
+    fn default() -> Self {
+        Self {
+            tasks: TaskManager::default(),
+            changes: broadcast::channel(16).0,
+        }
+    }
+}
+
+/// A change the `test_trigger_*` tools announce to the listening clients.
+#[derive(Clone, Copy, Debug)]
+enum Change {
+    Tools,
+    Prompts,
 }
 
 impl Conformance {
@@ -497,6 +521,30 @@ impl Conformance {
         CallToolResult::success(vec![ContentBlock::text(format!("Region: {region}"))])
     }
 
+    // ---- subscriptions (SEP-2575) and event streams ----
+
+    #[tool(description = "Announces a tools/list change to every subscriptions/listen stream.")]
+    async fn test_trigger_tool_change(&self) -> CallToolResult {
+        let listeners = self.changes.send(Change::Tools).unwrap_or(0);
+        text_result(format!("Tool list change sent to {listeners} listener(s)"))
+    }
+
+    #[tool(description = "Announces a prompts/list change to every subscriptions/listen stream.")]
+    async fn test_trigger_prompt_change(&self) -> CallToolResult {
+        let listeners = self.changes.send(Change::Prompts).unwrap_or(0);
+        text_result(format!(
+            "Prompt list change sent to {listeners} listener(s)"
+        ))
+    }
+
+    #[tool(
+        description = "Answers after a short pause: the 2025-era SSE polling scenario closes and resumes its stream meanwhile."
+    )]
+    async fn test_reconnection(&self) -> CallToolResult {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        text_result("Reconnection test complete")
+    }
+
     // ---- the Tasks extension (SEP-2663) fixtures, on rmcp's TaskManager ----
 
     #[tool(description = "Sync only: answers `Hello, {name}!`.")]
@@ -638,6 +686,8 @@ impl ServerHandler for Conformance {
             .enable_prompts()
             .enable_resources()
             .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts_list_changed()
             .enable_tasks()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
@@ -823,6 +873,39 @@ impl ServerHandler for Conformance {
             },
         };
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    // Every notification the capabilities advertise, as the client asks.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.changes.subscribe();
+        loop {
+            let change = tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                change = changes.recv() => change,
+            };
+            let notification = match change {
+                Ok(Change::Tools) => {
+                    ServerNotification::ToolListChangedNotification(Default::default())
+                }
+                Ok(Change::Prompts) => {
+                    ServerNotification::PromptListChangedNotification(Default::default())
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+            // A change the client did not ask for is not sent (rmcp checks the filter).
+            match subscription.sink().send(notification).await {
+                Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {}
+                Err(_) => return Ok(()),
+            }
+        }
     }
 
     async fn get_task(
