@@ -130,6 +130,20 @@ def unscored(revision):
     return found
 
 
+def required(revision):
+    """Every server scenario the set runs: the scored ones and the ones reported only."""
+    text = (results / f"requirements-{revision}.txt").read_text()
+    found, inside = set(), False
+    for line in text.splitlines():
+        if line.startswith("Server scenarios"):
+            inside = True
+        elif inside and (m := re.match(r"^  - (\S+)$", line)):
+            found.add(m.group(1))
+        elif inside and not line.strip():
+            inside = False
+    return found | set(unscored(revision))
+
+
 def load(run):
     """Scenario -> list of checks, from each scenario's checks.json."""
     scenarios = {}
@@ -172,7 +186,7 @@ print(f"{'scenario':<48} {'bare ok/fail/warn':>18} {'layered ok/fail/warn':>21}"
 totals = {"bare": [0, 0, 0], "layer": [0, 0, 0]}
 scored_totals = {"bare": [0, 0, 0], "layer": [0, 0, 0]}
 lost, layered_bad = [], []
-for scenario in sorted(set(bare) | set(layered)):
+for scenario in sorted(set(bare) | set(layered) | required(modern)):
     b, l = bare.get(scenario, []), layered.get(scenario, [])
     tb, tl = tally(b), tally(l)
     for run, t in (("bare", tb), ("layer", tl)):
@@ -186,6 +200,8 @@ for scenario in sorted(set(bare) | set(layered)):
         note += f"  [{skipped} check(s) skipped by the suite]"
     if scenario not in layered:
         note += "  NOT RUN behind the layer"
+    if scenario not in bare:
+        note += "  NOT RUN bare"
     print(f"{scenario:<48} {'%d/%d/%d' % tb:>18} {'%d/%d/%d' % tl:>21}{note}")
     kb, kl = keyed(b), keyed(l)
     for key, check in kb.items():
@@ -217,6 +233,9 @@ if layered_bad:
 # -- 2025-11-25 through the bridge --
 bridged = load("bridge-2025")
 skip = unscored(legacy)
+for scenario in required(legacy) - set(bridged):
+    bridged[scenario] = [{"id": scenario, "status": "FAILURE",
+                          "errorMessage": "no checks.json: the scenario did not run (see harness.log)"}]
 print()
 print(f"== {legacy} requirement set: behind LegacyBridgeLayer + ElicitationLayer ==")
 total, scored = [0, 0, 0], [0, 0, 0]
