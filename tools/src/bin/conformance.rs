@@ -561,9 +561,9 @@ impl Conformance {
         context: RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let seconds = seconds.unwrap_or(0.0).clamp(0.0, 3600.0);
+        let pause = std::time::Duration::try_from_secs_f64(seconds).unwrap_or_default();
         let label = label.unwrap_or_else(|| "compute".to_owned());
         let text = format!("Computed {label} after {seconds} s");
-        let pause = std::time::Duration::from_secs_f64(seconds);
         if !declares_tasks(&context) {
             tokio::time::sleep(pause).await;
             return done(text);
@@ -1002,10 +1002,7 @@ fn json_schema_2020_12() -> Arc<JsonObject> {
         "else": {"required": ["email"]},
         "additionalProperties": false
     });
-    match schema {
-        Value::Object(object) => Arc::new(object),
-        _ => unreachable!("a JSON object literal"),
-    }
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
 }
 
 /// Whether the request declares the tasks extension (SEP-2663), per request (SEP-2575).
