@@ -6,7 +6,7 @@
 # structuredContent). A server that takes `approve: "yes"`, or re-asks without the question, fails
 # the flow.
 #
-#   scripts/peers.sh                          # every server, 3 runs each (about 6.5 minutes)
+#   scripts/peers.sh                          # every server, 3 runs each (about 11 minutes)
 #   PEERS_ONLY="deploy rmcp" scripts/peers.sh # servers whose name contains one of the words
 #   PEERS_RUNS=1 PEERS_SECS=5 scripts/peers.sh
 #   scripts/peers.sh --busy --check          # each server quiet and busy, then PASS/MISS per target
