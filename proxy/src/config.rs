@@ -47,6 +47,9 @@ pub struct Listen {
     /// Host names the proxy answers to besides loopback's (DNS-rebinding protection).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// Serve the host that spawned the proxy on stdin/stdout instead of HTTP (as `--stdio`).
+    #[serde(default)]
+    pub stdio: bool,
 }
 
 impl Default for Listen {
@@ -54,6 +57,7 @@ impl Default for Listen {
         Self {
             http: default_http(),
             allowed_hosts: Vec::new(),
+            stdio: false,
         }
     }
 }

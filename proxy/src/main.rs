@@ -1,10 +1,11 @@
 //! `elicitation-proxy`: approval gates and validated elicitation in front of any MCP server, from
-//! a TOML file, for hosts of both eras over Streamable HTTP.
+//! a TOML file, for hosts of both eras over Streamable HTTP or stdio.
 //!
 //! ```text
 //! elicitation-proxy --config gates.toml            # serve
 //! elicitation-proxy --config gates.toml --check    # check the file against the upstream, print each gate, exit
 //! elicitation-proxy --config gates.toml --ephemeral-keys   # no [state] keys: a random key, this process only
+//! elicitation-proxy --config gates.toml --stdio    # the host spawned it: MCP on stdin/stdout
 //! ```
 //!
 //! It is [`LegacyBridgeLayer`] (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
@@ -18,6 +19,7 @@ mod config;
 mod gates;
 mod metrics;
 mod serve;
+mod stdio;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,20 +40,23 @@ struct Options {
     config: PathBuf,
     check: bool,
     ephemeral_keys: bool,
+    stdio: bool,
 }
 
-const USAGE: &str = "usage: elicitation-proxy --config FILE [--check] [--ephemeral-keys]";
+const USAGE: &str = "usage: elicitation-proxy --config FILE [--check] [--ephemeral-keys] [--stdio]";
 
 fn options() -> Result<Options, String> {
     let mut config = None;
     let mut check = false;
     let mut ephemeral_keys = false;
+    let mut stdio = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--config" => config = Some(PathBuf::from(args.next().ok_or("--config needs a file")?)),
             "--check" => check = true,
             "--ephemeral-keys" => ephemeral_keys = true,
+            "--stdio" => stdio = true,
             "--help" | "-h" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -61,6 +66,7 @@ fn options() -> Result<Options, String> {
         config,
         check,
         ephemeral_keys,
+        stdio,
     })
 }
 
@@ -173,7 +179,14 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
             Ok(count)
         }
     };
-    serve::run(&config, stack, metrics, reload).await?;
+    let reload = std::sync::Arc::new(reload);
+    serve::reload_on_hangup(reload)?;
+    let app = serve::app(&stack, metrics);
+    if options.stdio || config.listen.stdio {
+        stdio::run(app).await?;
+    } else {
+        serve::run(&config, app).await?;
+    }
     upstream.shutdown().await;
     Ok(())
 }

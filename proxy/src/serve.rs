@@ -96,17 +96,13 @@ where
     }
 }
 
-/// Serves until SIGTERM or Ctrl-C; `reload` runs on each SIGHUP.
-pub async fn run<F>(config: &Config, stack: Stack, metrics: Metrics, reload: F) -> Result<(), Error>
-where
-    F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
-{
-    use tokio::signal::unix::{SignalKind, signal};
-
-    let mcp = stack.bridge.layer(Swap {
+/// The app both listeners serve: `/mcp` (bridge → the current layer → the upstream),
+/// `/healthz` and `/metrics`.
+pub fn app(stack: &Stack, metrics: Metrics) -> axum::Router {
+    let mcp = stack.bridge.clone().layer(Swap {
         current: Arc::clone(&stack.current),
     });
-    let app = axum::Router::new()
+    axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route(
             "/metrics",
@@ -118,7 +114,50 @@ where
         .nest_service("/mcp", mcp)
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             BODY_READ_TIMEOUT,
-        ));
+        ))
+}
+
+/// Runs `reload` on each SIGHUP, logging what it did.
+///
+/// # Errors
+///
+/// When the signal handler cannot be installed.
+pub fn reload_on_hangup<F>(reload: Arc<F>) -> Result<(), Error>
+where
+    F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
+{
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            report_reload("SIGHUP", reload());
+        }
+    });
+    Ok(())
+}
+
+/// Logs a reload's outcome.
+pub fn report_reload(why: &str, outcome: Result<usize, Error>) {
+    match outcome {
+        Ok(count) => {
+            tracing::info!(
+                trigger = why,
+                gates = count,
+                "reloaded: the new gates apply from now on"
+            )
+        }
+        Err(error) => tracing::error!(trigger = why, %error, "reload refused: the old gates stay"),
+    }
+}
+
+/// Serves HTTP until SIGTERM or Ctrl-C.
+///
+/// # Errors
+///
+/// When the address cannot be listened on.
+pub async fn run(config: &Config, app: axum::Router) -> Result<(), Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+
     let listener = tokio::net::TcpListener::bind(&config.listen.http)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen.http))?;
@@ -126,17 +165,6 @@ where
     tracing::info!("listening on http://{address}/mcp");
     println!("listening on http://{address}/mcp");
 
-    let mut hangup = signal(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            match reload() {
-                Ok(count) => {
-                    tracing::info!(gates = count, "reloaded: the new gates apply from now on")
-                }
-                Err(why) => tracing::error!(%why, "reload refused: the old gates stay"),
-            }
-        }
-    });
     let mut terminate = signal(SignalKind::terminate())?;
     let shutdown = async move {
         tokio::select! {

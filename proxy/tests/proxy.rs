@@ -379,3 +379,93 @@ async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leave
         assert!(!alive, "the server {child} outlived the proxy");
     }
 }
+
+/// The Python `mcp` 1.30 client's interpreter (`scripts/upstream-servers.sh` makes the venv).
+fn host_python() -> Option<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/upstream/venv/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    let why = format!(
+        "{} is missing: run scripts/upstream-servers.sh",
+        python.display()
+    );
+    assert!(
+        std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() != Ok("1"),
+        "MCP_REQUIRE_UPSTREAMS=1: {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+#[test]
+fn a_desktop_host_on_stdio_is_asked_refused_on_decline_and_written_on_approval() {
+    let Some(entry) = filesystem() else { return };
+    let Some(python) = host_python() else { return };
+    let setup = Setup::new("stdio", &entry, free_port(), "");
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stdio/host.py");
+    let out = Command::new(python)
+        .arg(host)
+        .arg(PROXY)
+        .arg(&setup.config)
+        .arg(setup.dir.join("data"))
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{printed}\n{said}");
+    assert!(printed.contains("host.py: all checks passed"), "{printed}");
+}
+
+#[test]
+fn a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written() {
+    use std::io::{BufRead, BufReader, Write};
+    let Some(entry) = filesystem() else { return };
+    let setup = Setup::new("stdio-2026", &entry, free_port(), "");
+    let mut proxy = Command::new(PROXY)
+        .args(["--ephemeral-keys", "--stdio", "--config"])
+        .arg(&setup.config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = proxy.stdin.take().unwrap();
+    let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
+    let path = setup.data("new.txt");
+    let mut call = |id: u64, extra: Value| -> Value {
+        let mut params = json!({"name": "write_file", "arguments": {"path": path, "content": "2026"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+                "io.modelcontextprotocol/clientInfo": {"name": "stdio-2026", "version": "0"}}});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        writeln!(stdin, "{line}").unwrap();
+        loop {
+            let mut text = String::new();
+            assert!(stdout.read_line(&mut text).unwrap() > 0, "stdout closed");
+            let message: Value = serde_json::from_str(&text).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    let asked = call(1, json!({}));
+    let state = state_of(&asked);
+    assert!(!path.exists());
+    let done = call(
+        2,
+        answer(
+            &state,
+            json!({"action": "accept", "content": {"approve": true}}),
+        ),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "2026");
+    drop(stdin);
+    let status = proxy.wait().unwrap();
+    assert!(status.success(), "stdin closed: the proxy ends ({status})");
+}
