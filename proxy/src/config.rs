@@ -17,6 +17,8 @@ pub struct Config {
     pub listen: Listen,
     #[serde(default)]
     pub state: State,
+    #[serde(default)]
+    pub identity: Identity,
     #[serde(default, rename = "gate")]
     pub gates: Vec<Spanned<GateSpec>>,
 }
@@ -77,6 +79,44 @@ pub struct State {
     #[serde(default)]
     pub ephemeral_keys: bool,
     pub redis: Option<String>,
+}
+
+/// `[identity]`: who the caller is, which approvals are bound to.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    /// `authorization` (the default: the caller's `Authorization` header), `header:NAME` (another
+    /// header an authenticating proxy in front sets), or `none` (approvals bound to no caller).
+    pub principal: Option<String>,
+}
+
+/// Where the caller's identity comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrincipalFrom {
+    Header(http::HeaderName),
+    Nobody,
+}
+
+impl Identity {
+    /// What `principal` says.
+    ///
+    /// # Errors
+    ///
+    /// A value that is none of the three forms, or a header name that is not one.
+    pub fn principal(&self) -> Result<PrincipalFrom, String> {
+        match self.principal.as_deref() {
+            None | Some("authorization") => Ok(PrincipalFrom::Header(http::header::AUTHORIZATION)),
+            Some("none") => Ok(PrincipalFrom::Nobody),
+            Some(other) => match other.strip_prefix("header:") {
+                Some(name) => http::HeaderName::try_from(name)
+                    .map(PrincipalFrom::Header)
+                    .map_err(|_| format!("[identity] principal: {name:?} is not a header name")),
+                None => Err(format!(
+                    "[identity] principal {other:?}: \"authorization\", \"header:NAME\" or \"none\""
+                )),
+            },
+        }
+    }
 }
 
 /// One `[[gate]]`.
@@ -234,6 +274,26 @@ require = { approve = true }
 
         let error = source("[upstream\n").parse().unwrap_err();
         assert!(error.to_string().starts_with("gates.toml:1: "), "{error}");
+    }
+
+    #[test]
+    fn the_principal_is_a_header_or_nobody() {
+        let identity = |p: &str| Identity {
+            principal: Some(p.to_owned()),
+        };
+        assert_eq!(
+            Identity::default().principal(),
+            Ok(PrincipalFrom::Header(http::header::AUTHORIZATION))
+        );
+        assert_eq!(
+            identity("header:X-User").principal(),
+            Ok(PrincipalFrom::Header(http::HeaderName::from_static(
+                "x-user"
+            )))
+        );
+        assert_eq!(identity("none").principal(), Ok(PrincipalFrom::Nobody));
+        assert!(identity("header:bad name").principal().is_err());
+        assert!(identity("cookie").principal().is_err());
     }
 
     #[test]

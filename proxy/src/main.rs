@@ -32,7 +32,7 @@ use tower_elicitation::store::MemoryTokenStore;
 use tower_elicitation::upstream::{Era, Http, Server, Stdio, Upstream};
 use tower_elicitation::{ElicitationLayer, Keyring};
 
-use crate::config::{Config, Source, secret};
+use crate::config::{Config, PrincipalFrom, Source, secret};
 use crate::gates::Offered;
 
 /// What the command line asks for.
@@ -132,7 +132,8 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
         }
         None => None,
     };
-    let base = ElicitationLayer::new(keyring.clone());
+    let principal = config.identity.principal()?;
+    let base = identified(ElicitationLayer::new(keyring.clone()), &principal);
     let mut builder = Upstream::builder(server(&config)?).caller_from(&base);
     if let Some(redis) = &redis {
         builder = builder.route_retries(redis.pending_answers());
@@ -163,7 +164,7 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
         return Ok(());
     }
     let spent = Spent::new(redis.clone());
-    let first = layer(&keyring, &spent, built)?;
+    let first = layer(&keyring, &principal, &spent, built)?;
     let stack = serve::Stack::new(&config, first, upstream.clone(), redis.as_ref());
     let reload = {
         let stack = stack.clone();
@@ -175,7 +176,10 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
             let offered = futures_block(offered_now(&upstream))?;
             let built = gates::build(&source, &config, &offered)?;
             let count = built.len();
-            stack.replace(layer(&keyring, &spent, built)?, upstream.clone());
+            stack.replace(
+                layer(&keyring, &principal, &spent, built)?,
+                upstream.clone(),
+            );
             Ok(count)
         }
     };
@@ -250,10 +254,11 @@ impl Spent {
 /// The layer with `built`'s gates, single-use approvals in `spent`.
 fn layer(
     keyring: &Keyring,
+    principal: &PrincipalFrom,
     spent: &Spent,
     built: Vec<gates::Built>,
 ) -> Result<ElicitationLayer, Error> {
-    let mut layer = ElicitationLayer::new(keyring.clone());
+    let mut layer = identified(ElicitationLayer::new(keyring.clone()), principal);
     layer = match spent {
         Spent::Memory(store) => layer.single_use(store.clone()),
         Spent::Redis(store) => layer.single_use(store.clone()),
@@ -262,6 +267,19 @@ fn layer(
         layer = layer.gate(gate.target, gate.gate)?;
     }
     Ok(layer)
+}
+
+/// `layer` taking the caller's identity where `[identity] principal` says.
+fn identified(layer: ElicitationLayer, principal: &PrincipalFrom) -> ElicitationLayer {
+    match principal.clone() {
+        PrincipalFrom::Header(name) => layer.principal_from(move |parts: &http::request::Parts| {
+            parts
+                .headers
+                .get(&name)
+                .map(|value| value.as_bytes().to_vec())
+        }),
+        PrincipalFrom::Nobody => layer.principal_from(|_: &http::request::Parts| None),
+    }
 }
 
 /// Runs `future` to its end from a synchronous reload (on the runtime's blocking pool).

@@ -121,6 +121,17 @@ impl Proxy {
 
     /// A `tools/call` of `tool` (2026-07-28, declaring form elicitation), `extra` params added.
     async fn call(&self, tool: &str, arguments: Value, extra: Value) -> Value {
+        self.call_as(None, tool, arguments, extra).await
+    }
+
+    /// [`call`](Self::call) with `caller` as `(header, value)`.
+    async fn call_as(
+        &self,
+        caller: Option<(&str, &str)>,
+        tool: &str,
+        arguments: Value,
+        extra: Value,
+    ) -> Value {
         let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
@@ -130,8 +141,11 @@ impl Proxy {
             .unwrap()
             .extend(extra.as_object().cloned().unwrap_or_default());
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-        let text = reqwest::Client::new()
-            .post(&self.url)
+        let mut request = reqwest::Client::new().post(&self.url);
+        if let Some((name, value)) = caller {
+            request = request.header(name, value);
+        }
+        let text = request
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
@@ -468,4 +482,43 @@ fn a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written() {
     drop(stdin);
     let status = proxy.wait().unwrap();
     assert!(status.success(), "stdin closed: the proxy ends ({status})");
+}
+
+#[tokio::test]
+async fn an_approval_is_bound_to_its_caller() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let identity = "\n[identity]\nprincipal = \"header:x-user\"\n";
+    let setup = Setup::new("identity", &entry, port, identity);
+    let proxy = Proxy::start(&setup.config, port).await;
+    let path = setup.data("bound.txt");
+    let args = json!({"path": path, "content": "alice's"});
+    let (alice, bob) = (Some(("x-user", "alice")), Some(("x-user", "bob")));
+    let approve = |state: &str| {
+        answer(
+            state,
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+    };
+
+    let state = state_of(
+        &proxy
+            .call_as(alice, "write_file", args.clone(), json!({}))
+            .await,
+    );
+    for other in [bob, None] {
+        let stolen = proxy
+            .call_as(other, "write_file", args.clone(), approve(&state))
+            .await;
+        assert!(
+            stolen.get("error").is_some() || stolen["result"]["isError"] == true,
+            "{other:?} used alice's approval: {stolen:#}"
+        );
+        assert!(!path.exists(), "written on another caller's approval");
+    }
+    let done = proxy
+        .call_as(alice, "write_file", args, approve(&state))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "alice's");
 }
