@@ -24,6 +24,10 @@ pub struct Built {
     pub gate: Gate,
     /// `tool write_file` or `prompt p`.
     pub name: String,
+    /// The tool's or prompt's own name.
+    pub target_name: String,
+    /// Which gate of the file: `gate 1 (line 9)`.
+    pub label: String,
     pub message: String,
     /// The form's `requestedSchema`, as the client gets it.
     pub schema: String,
@@ -44,10 +48,14 @@ pub fn build(
 ) -> Result<Vec<Built>, ConfigError> {
     let mut built = Vec::new();
     for (number, spanned) in config.gates.iter().enumerate() {
-        let line = Some(source.line_of(spanned.span().start));
+        let line = source.line_of(spanned.span().start);
         let spec = spanned.get_ref();
-        let fail = |message: String| source.error(line, format!("gate {}: {message}", number + 1));
-        let gates = one(spec, offered).map_err(fail)?;
+        let fail =
+            |message: String| source.error(Some(line), format!("gate {}: {message}", number + 1));
+        let mut gates = one(spec, offered).map_err(fail)?;
+        for gate in &mut gates {
+            gate.label = format!("gate {} (line {})", number + 1, line);
+        }
         built.extend(gates);
     }
     Ok(built)
@@ -152,6 +160,8 @@ fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
             target,
             gate,
             name: format!("{kind} {name}"),
+            target_name: name.clone(),
+            label: String::new(),
             message: message.clone().unwrap_or_else(|| format!("Allow {name}?")),
             schema: schema.clone(),
         });

@@ -16,6 +16,7 @@
 //! says why. Everything it does, a Rust program can compose from the library's layers.
 
 mod config;
+mod decisions;
 mod gates;
 mod metrics;
 mod serve;
@@ -86,9 +87,20 @@ async fn main() -> ExitCode {
     let counted = metrics
         .clone()
         .with_filter(Targets::new().with_target("tower_elicitation", tracing::Level::DEBUG));
+    // One JSON line per decision, whatever the log level.
+    let labels = decisions::Labels::default();
+    let decided = decisions::Decisions {
+        labels: labels.clone(),
+    }
+    .with_filter(
+        Targets::new()
+            .with_target("tower_elicitation", tracing::Level::DEBUG)
+            .with_target("elicitation_proxy", tracing::Level::INFO),
+    );
     tracing_subscriber::registry()
         .with(logs)
         .with(counted)
+        .with(decided)
         .init();
     let options = match options() {
         Ok(options) => options,
@@ -101,7 +113,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(options, metrics).await {
+    match run(options, metrics, labels).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("elicitation-proxy: {why}");
@@ -112,7 +124,11 @@ async fn main() -> ExitCode {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
+async fn run(
+    options: Options,
+    metrics: metrics::Metrics,
+    labels: decisions::Labels,
+) -> Result<(), Error> {
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
     // `--check` seals nothing: it needs no keys.
@@ -164,10 +180,13 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
         return Ok(());
     }
     let spent = Spent::new(redis.clone());
+    labels.set(labels_of(&built));
     let first = layer(&keyring, &principal, &spent, built)?;
     let stack = serve::Stack::new(&config, first, upstream.clone(), redis.as_ref());
     let reload = {
         let stack = stack.clone();
+        let principal = principal.clone();
+        let labels = labels.clone();
         let upstream = upstream.clone();
         let path = options.config.clone();
         move || -> Result<usize, Error> {
@@ -176,6 +195,7 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
             let offered = futures_block(offered_now(&upstream))?;
             let built = gates::build(&source, &config, &offered)?;
             let count = built.len();
+            labels.set(labels_of(&built));
             stack.replace(
                 layer(&keyring, &principal, &spent, built)?,
                 upstream.clone(),
@@ -185,7 +205,7 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
     };
     let reload = std::sync::Arc::new(reload);
     serve::reload_on_hangup(reload)?;
-    let app = serve::app(&stack, metrics);
+    let app = serve::app(&stack, metrics, principal);
     if options.stdio || config.listen.stdio {
         stdio::run(app).await?;
     } else {
@@ -267,6 +287,14 @@ fn layer(
         layer = layer.gate(gate.target, gate.gate)?;
     }
     Ok(layer)
+}
+
+/// Which gate judges each target, for the decision log.
+fn labels_of(built: &[gates::Built]) -> std::collections::BTreeMap<String, String> {
+    built
+        .iter()
+        .map(|gate| (gate.target_name.clone(), gate.label.clone()))
+        .collect()
 }
 
 /// `layer` taking the caller's identity where `[identity] principal` says.

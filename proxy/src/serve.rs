@@ -17,8 +17,9 @@ use tower_elicitation::upstream::Upstream;
 use tower_elicitation::{Elicitation, ElicitationLayer};
 
 use crate::Error;
-use crate::config::Config;
+use crate::config::{Config, PrincipalFrom};
 use crate::metrics::Metrics;
+use tracing::Instrument;
 
 /// How long a request's head may take to arrive, and its body.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,7 +99,10 @@ where
 
 /// The app both listeners serve: `/mcp` (bridge → the current layer → the upstream),
 /// `/healthz` and `/metrics`.
-pub fn app(stack: &Stack, metrics: Metrics) -> axum::Router {
+///
+/// Each request to `/mcp` runs in a span naming the caller's tag (for the decision log),
+/// taken as `principal` says.
+pub fn app(stack: &Stack, metrics: Metrics, principal: PrincipalFrom) -> axum::Router {
     let mcp = stack.bridge.clone().layer(Swap {
         current: Arc::clone(&stack.current),
     });
@@ -112,6 +116,12 @@ pub fn app(stack: &Stack, metrics: Metrics) -> axum::Router {
             }),
         )
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let span = crate::decisions::caller_span(&principal, request.headers());
+                next.run(request).instrument(span)
+            },
+        ))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             BODY_READ_TIMEOUT,
         ))

@@ -91,11 +91,17 @@ struct Proxy {
 
 impl Proxy {
     async fn start(config: &Path, port: u16) -> Self {
+        Self::start_with(config, port, Stdio::inherit()).await
+    }
+
+    /// [`start`](Self::start), its stderr (logs) going to `stderr`.
+    async fn start_with(config: &Path, port: u16, stderr: impl Into<Stdio>) -> Self {
         let child = Command::new(PROXY)
             .arg("--config")
             .arg(config)
             .arg("--ephemeral-keys")
             .stdout(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let proxy = Self {
@@ -521,4 +527,70 @@ async fn an_approval_is_bound_to_its_caller() {
         .await;
     assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "alice's");
+}
+
+#[tokio::test]
+async fn each_decision_is_one_log_line_without_the_answers_or_the_credentials() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let gate = "\n[[gate]]\ntools = [\"create_directory\"]\nmessage = \"Create {path}?\"\nform.approve = { type = \"boolean\" }\nform.reason = { type = \"string\" }\nrequire = { approve = true }\n";
+    let setup = Setup::new("decisions", &entry, port, gate);
+    let log = setup.dir.join("stderr.log");
+    let proxy = Proxy::start_with(&setup.config, port, std::fs::File::create(&log).unwrap()).await;
+    let caller = Some(("authorization", "Bearer TOKEN-SECRET-7"));
+    let path = setup.data("made");
+    let args = json!({"path": path});
+    let state = state_of(
+        &proxy
+            .call_as(caller, "create_directory", args.clone(), json!({}))
+            .await,
+    );
+    let reply =
+        json!({"action": "accept", "content": {"approve": true, "reason": "SECRET-REASON-42"}});
+    let done = proxy
+        .call_as(caller, "create_directory", args, answer(&state, reply))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert!(path.is_dir());
+    let read = proxy
+        .call_as(None, "list_allowed_directories", json!({}), json!({}))
+        .await;
+    assert_eq!(read["result"]["resultType"], "complete", "{read:#}");
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let decisions: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line.get("decision").is_some())
+        .collect();
+    let of = |tool: &str, decision: &str| {
+        decisions
+            .iter()
+            .filter(|d| d["tool"] == tool && d["decision"] == decision)
+            .count()
+    };
+    assert_eq!(of("create_directory", "ask"), 1, "{text}");
+    assert_eq!(of("create_directory", "gates_accepted"), 1, "{text}");
+    assert_eq!(of("list_allowed_directories", "ask"), 0, "{text}");
+    let asked = decisions
+        .iter()
+        .find(|d| d["tool"] == "create_directory")
+        .unwrap();
+    assert_eq!(asked["gate"], "gate 2 (line 13)", "{asked}");
+    assert_eq!(asked["method"], "tools/call", "{asked}");
+    let tag = asked["caller"].as_str().unwrap_or_default();
+    assert!(tag.starts_with("c:") && tag.len() > 2, "{asked}");
+    assert!(
+        decisions
+            .iter()
+            .all(|d| d["tool"] != "create_directory" || d["caller"] == tag)
+    );
+    assert!(
+        !text.contains("SECRET-REASON-42"),
+        "an answer in the logs: {text}"
+    );
+    assert!(
+        !text.contains("TOKEN-SECRET-7"),
+        "a credential in the logs: {text}"
+    );
 }
