@@ -11,9 +11,9 @@
 //! It is [`LegacyBridgeLayer`] (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
 //! validation, sealed state, single-use approvals) in front of [`Upstream`] (the server: a stdio
 //! child or a URL; its own questions become `input_required` rounds), served with bounded read
-//! times and connections, `/healthz`, and a graceful shutdown on SIGTERM or Ctrl-C. SIGHUP reads
-//! the file again and replaces the gates at once; a file with a mistake keeps the old gates and
-//! says why. Everything it does, a Rust program can compose from the library's layers.
+//! times and connections, `/healthz`, and a graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a
+//! change to the file (seen within a second), reads the file again and replaces the gates at
+//! once; a file with a mistake keeps the old gates and says why. Everything it does, a Rust program can compose from the library's layers.
 
 mod config;
 mod decisions;
@@ -78,6 +78,7 @@ async fn main() -> ExitCode {
     use tracing_subscriber::{EnvFilter, Layer, filter::Targets};
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(
             EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,tower_elicitation::upstream=warn".into()),
@@ -204,7 +205,8 @@ async fn run(
         }
     };
     let reload = std::sync::Arc::new(reload);
-    serve::reload_on_hangup(reload)?;
+    serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
+    serve::reload_on_change(options.config.clone(), reload);
     let app = serve::app(&stack, metrics, principal);
     if options.stdio || config.listen.stdio {
         stdio::run(app).await?;

@@ -146,6 +146,36 @@ where
     Ok(())
 }
 
+/// Runs `reload` when the file at `path` changes, as it does on SIGHUP.
+///
+/// The file is polled (its modification time and length, each [`WATCH_EVERY`]) rather than
+/// watched with `notify`: a poll of one file is a few lines, sees an editor's rename-over-save
+/// as well as an in-place write or a ConfigMap's symlink swap, and needs no inotify limits.
+pub fn reload_on_change<F>(path: std::path::PathBuf, reload: Arc<F>)
+where
+    F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
+{
+    let stamp = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.modified().ok(), m.len()))
+    };
+    tokio::spawn(async move {
+        let mut seen = stamp(&path);
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            let now = stamp(&path);
+            if now != seen && now.is_some() {
+                seen = now;
+                report_reload("file changed", reload());
+            }
+        }
+    });
+}
+
+/// How often [`reload_on_change`] looks at the file.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
 /// Logs a reload's outcome.
 pub fn report_reload(why: &str, outcome: Result<usize, Error>) {
     match outcome {

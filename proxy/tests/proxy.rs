@@ -594,3 +594,55 @@ async fn each_decision_is_one_log_line_without_the_answers_or_the_credentials() 
         "a credential in the logs: {text}"
     );
 }
+
+#[tokio::test]
+async fn a_changed_file_is_reloaded_without_a_signal_and_a_bad_one_keeps_the_gates_and_says_why() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("watch", &entry, port, "");
+    let log = setup.dir.join("stderr.log");
+    let proxy = Proxy::start_with(&setup.config, port, std::fs::File::create(&log).unwrap()).await;
+    let read = || {
+        proxy.call(
+            "read_text_file",
+            json!({"path": setup.data("x")}),
+            json!({}),
+        )
+    };
+    assert_eq!(read().await["result"]["resultType"], "complete");
+
+    let more = "\n[[gate]]\ntools = [\"read_text_file\"]\nform.approve = { type = \"boolean\" }\nrequire = { approve = true }\n";
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    std::fs::write(&setup.config, format!("{text}{more}")).unwrap();
+    let mut asked = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if read().await["result"]["resultType"] == "input_required" {
+            asked = true;
+            break;
+        }
+    }
+    assert!(asked, "the changed file's new gate is in place");
+
+    // A gate naming a tool the server does not have: refused, the old gates stay.
+    let bad = "\n[[gate]]\ntools = [\"no_such_tool\"]\nform.approve = { type = \"boolean\" }\n";
+    std::fs::write(&setup.config, format!("{text}{more}{bad}")).unwrap();
+    let mut said = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        said = std::fs::read_to_string(&log).unwrap();
+        if said.contains("reload refused") {
+            break;
+        }
+    }
+    assert!(said.contains("reload refused"), "{said}");
+    assert!(
+        said.contains("gates.toml:18: gate 3: tool \"no_such_tool\" matches nothing"),
+        "{said}"
+    );
+    assert_eq!(
+        read().await["result"]["resultType"],
+        "input_required",
+        "the old gates stay"
+    );
+}
