@@ -21,6 +21,7 @@ mod gates;
 mod metrics;
 mod serve;
 mod stdio;
+mod supervise;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -71,8 +72,25 @@ fn options() -> Result<Options, String> {
     })
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--supervise") {
+        let command = match args.get(1).map(String::as_str) {
+            Some("--") => &args[2..],
+            _ => &args[1..],
+        };
+        return supervise::run(command);
+    }
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(serve_main()),
+        Err(error) => {
+            eprintln!("elicitation-proxy: cannot start the runtime: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve_main() -> ExitCode {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer, filter::Targets};
@@ -236,8 +254,13 @@ fn server(config: &Config) -> Result<Server, Error> {
     let upstream = &config.upstream;
     match (&upstream.command, &upstream.url) {
         (Some(command), None) => {
-            let (program, args) = command.split_first().ok_or("[upstream] command is empty")?;
-            let mut stdio = Stdio::new(program).args(args);
+            if command.is_empty() {
+                return Err("[upstream] command is empty".into());
+            }
+            // The server runs under `--supervise` (see `supervise`): it never outlives the proxy.
+            let mut stdio = Stdio::new(std::env::current_exe()?)
+                .args(["--supervise", "--"])
+                .args(command);
             for (key, value) in &upstream.env {
                 stdio = stdio.env(key, secret(value)?);
             }

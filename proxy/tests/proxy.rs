@@ -371,15 +371,7 @@ async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leave
     );
 
     // SIGTERM: the proxy ends, and the server it started with it.
-    let children = Command::new("pgrep")
-        .arg("-P")
-        .arg(proxy.child.id().to_string())
-        .output()
-        .unwrap();
-    let children: Vec<String> = String::from_utf8_lossy(&children.stdout)
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
+    let children = descendants_of(proxy.child.id());
     assert!(
         !children.is_empty(),
         "the proxy runs the server as its child"
@@ -391,13 +383,16 @@ async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leave
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status}");
-    for child in children {
-        let alive = Path::new(&format!("/proc/{child}/stat")).exists()
-            && !std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .unwrap_or_default()
-                .contains(") Z ");
-        assert!(!alive, "the server {child} outlived the proxy");
+    // The server under the supervisor gets its SIGKILL from the kernel as the supervisor ends.
+    let mut left = children;
+    for _ in 0..50 {
+        left.retain(|pid| alive(*pid));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    assert!(left.is_empty(), "the server {left:?} outlived the proxy");
 }
 
 /// The Python `mcp` 1.30 client's interpreter (`scripts/upstream-servers.sh` makes the venv).
@@ -645,4 +640,212 @@ async fn a_changed_file_is_reloaded_without_a_signal_and_a_bad_one_keeps_the_gat
         "input_required",
         "the old gates stay"
     );
+}
+
+/// The pids of `parent`'s children.
+fn children_of(parent: u32) -> Vec<u32> {
+    let out = Command::new("pgrep")
+        .arg("-P")
+        .arg(parent.to_string())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .collect()
+}
+
+/// The pids of `parent`'s descendants, children first.
+fn descendants_of(parent: u32) -> Vec<u32> {
+    let mut all = children_of(parent);
+    let mut next = 0;
+    while next < all.len() {
+        let more = children_of(all[next]);
+        all.extend(more);
+        next += 1;
+    }
+    all
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.contains(") Z ") && !stat.contains(") X "))
+}
+
+/// A named pipe in the served directory: reading it blocks until someone writes, a call that
+/// stays in flight at the server.
+fn fifo(setup: &Setup) -> PathBuf {
+    let path = setup.data("fifo");
+    let status = Command::new("mkfifo").arg(&path).status().unwrap();
+    assert!(status.success());
+    path
+}
+
+#[tokio::test]
+async fn the_proxy_killed_mid_call_leaves_no_server_behind() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("sigkill", &entry, port, "");
+    let mut proxy = Proxy::start(&setup.config, port).await;
+    let servers = children_of(proxy.child.id());
+    assert!(
+        !servers.is_empty(),
+        "the proxy runs the server as its child"
+    );
+    let fifo = fifo(&setup);
+    let url = proxy.url.clone();
+    let in_flight = tokio::spawn(async move {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "read_text_file", "arguments": {"path": fifo}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}}}});
+        reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "read_text_file")
+            .body(body.to_string())
+            .send()
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!in_flight.is_finished(), "the read of a fifo is in flight");
+    proxy.signal(9);
+    let _ = proxy.child.wait();
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "the call's connection ended with the proxy"
+    );
+    let mut left: Vec<u32> = servers.clone();
+    for _ in 0..100 {
+        left.retain(|pid| alive(*pid));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for pid in &left {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    }
+    assert!(
+        left.is_empty(),
+        "the server {left:?} outlived the proxy killed with SIGKILL"
+    );
+}
+
+#[tokio::test]
+async fn the_server_killed_mid_call_is_a_clear_error_and_the_next_call_works() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("upstream-kill", &entry, port, "");
+    let proxy = Proxy::start(&setup.config, port).await;
+    // The server itself (under the supervisor): what crashes.
+    let supervisor = children_of(proxy.child.id());
+    assert_eq!(supervisor.len(), 1, "{supervisor:?}");
+    let server = children_of(supervisor[0]);
+    assert_eq!(server.len(), 1, "{server:?}");
+    let fifo = fifo(&setup);
+    let call = proxy.call("read_text_file", json!({"path": fifo}), json!({}));
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        send_signal(server[0], 9);
+    };
+    let (failed, ()) = tokio::join!(call, killer);
+    let said = failed["error"]["message"]
+        .as_str()
+        .or(failed["result"]["content"][0]["text"].as_str())
+        .unwrap_or_default();
+    assert!(
+        said.contains("server exited"),
+        "a clear error for the call in flight: {failed:#}"
+    );
+
+    std::fs::write(setup.data("after.txt"), "still here").unwrap();
+    let mut next = Value::Null;
+    for _ in 0..100 {
+        next = proxy
+            .call(
+                "read_text_file",
+                json!({"path": setup.data("after.txt")}),
+                json!({}),
+            )
+            .await;
+        if next["result"]["resultType"] == "complete" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(next["result"]["resultType"], "complete", "{next:#}");
+    assert!(next.to_string().contains("still here"), "{next:#}");
+    let restarted = descendants_of(proxy.child.id());
+    assert!(
+        restarted.len() == 2 && !restarted.contains(&server[0]),
+        "a new server: {restarted:?}"
+    );
+}
+
+/// Whether a Redis answers at `MCP_REDIS_URL` (default 127.0.0.1:6379); else skips, saying why,
+/// unless `MCP_REQUIRE_REDIS=1`.
+fn redis_url() -> Option<String> {
+    let url = std::env::var("MCP_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let host = url
+        .trim_start_matches("redis://")
+        .rsplit('@')
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    if std::net::TcpStream::connect(&host).is_ok() {
+        return Some(url);
+    }
+    let why = format!("no Redis at {url}");
+    assert!(
+        std::env::var("MCP_REQUIRE_REDIS").as_deref() != Ok("1"),
+        "MCP_REQUIRE_REDIS=1: {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+#[tokio::test]
+async fn two_replicas_on_redis_share_approvals_once() {
+    let Some(entry) = filesystem() else { return };
+    let Some(redis) = redis_url() else { return };
+    let key = format!("{:x<42}A", std::process::id());
+    let state = format!("\n[state]\nkeys = \"k1:{key}\"\nredis = \"{redis}\"\n");
+    let (port_a, port_b) = (free_port(), free_port());
+    let a_setup = Setup::new("replica-a", &entry, port_a, &state);
+    let text = std::fs::read_to_string(&a_setup.config)
+        .unwrap()
+        .replace(&format!(":{port_a}\""), &format!(":{port_b}\""));
+    let b_config = a_setup.dir.join("b.toml");
+    std::fs::write(&b_config, text).unwrap();
+    let a = Proxy::start(&a_setup.config, port_a).await;
+    let b = Proxy::start(&b_config, port_b).await;
+    let path = a_setup.data("replicated.txt");
+    let args = json!({"path": path, "content": "once"});
+    let approve = |state: &str| {
+        answer(
+            state,
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+    };
+
+    // Asked by A, answered on B: the replicas share keys and the spent approvals.
+    let state = state_of(&a.call("write_file", args.clone(), json!({})).await);
+    let done = b.call("write_file", args.clone(), approve(&state)).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "once");
+    std::fs::remove_file(&path).unwrap();
+
+    // The same approval on A: spent on B, refused here.
+    let replay = a.call("write_file", args, approve(&state)).await;
+    assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
+    assert!(!path.exists(), "an approval used twice across replicas");
 }
