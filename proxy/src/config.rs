@@ -144,6 +144,18 @@ pub struct GateSpec {
     pub retry_hint: Option<String>,
     pub refusal: Option<String>,
     pub inject_as: Option<String>,
+    /// A URL gate's link, with `{handle}` and `{argument}` placeholders (instead of a form).
+    pub url: Option<String>,
+    /// Where a URL gate's completion is checked.
+    pub complete_when: Option<CompleteWhen>,
+}
+
+/// `complete_when`: a Redis key or an HTTP URL, with `{handle}` and `{argument}` placeholders.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteWhen {
+    pub redis_key: Option<String>,
+    pub http: Option<String>,
 }
 
 /// A mistake in the file: where, and what.

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use tower_elicitation::{Gate, GateTarget};
 
 use crate::config::{Config, ConfigError, GateSpec, Source};
+use crate::flows::{Backends, Check, ConfiguredFlow};
 
 /// What the upstream offers: each tool's (and prompt's) argument names.
 #[derive(Debug, Default, Clone)]
@@ -45,6 +46,7 @@ pub fn build(
     source: &Source,
     config: &Config,
     offered: &Offered,
+    backends: &Backends,
 ) -> Result<Vec<Built>, ConfigError> {
     let mut built = Vec::new();
     for (number, spanned) in config.gates.iter().enumerate() {
@@ -52,7 +54,7 @@ pub fn build(
         let spec = spanned.get_ref();
         let fail =
             |message: String| source.error(Some(line), format!("gate {}: {message}", number + 1));
-        let mut gates = one(spec, offered).map_err(fail)?;
+        let mut gates = one(spec, offered, backends).map_err(fail)?;
         for gate in &mut gates {
             gate.label = format!("gate {} (line {})", number + 1, line);
         }
@@ -61,12 +63,13 @@ pub fn build(
     Ok(built)
 }
 
-fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
+fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Built>, String> {
     if spec.tools.is_empty() && spec.prompts.is_empty() {
         return Err("names no `tools` or `prompts`".to_owned());
     }
-    if spec.form.is_empty() {
-        return Err("has no `form` fields (every gate here asks a form)".to_owned());
+    let flow = flow(spec, backends)?;
+    if spec.form.is_empty() && flow.is_none() {
+        return Err("has no `form` fields and no `url`: it would ask nothing".to_owned());
     }
     let mut targets = Vec::new();
     for (kind, patterns, names) in [
@@ -98,7 +101,18 @@ fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
         }
     }
     let message = spec.message.clone();
-    let placeholders = message.as_deref().map(placeholders).unwrap_or_default();
+    let mut placeholders = message.as_deref().map(placeholders).unwrap_or_default();
+    if let Some(flow) = &flow {
+        let check = match &flow.check {
+            Check::RedisKey(template) | Check::Http(template) => template,
+        };
+        placeholders.extend(
+            self::placeholders(&flow.url)
+                .into_iter()
+                .chain(self::placeholders(check))
+                .filter(|name| name != "handle"),
+        );
+    }
     let rules = rules(spec)?;
     for (kind, name, arguments) in &targets {
         let needed = placeholders
@@ -129,13 +143,19 @@ fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
             return Err(format!("`{field}` is not one of the form's fields"));
         }
     }
-    let schema = schema(&spec.form, &required)?;
+    let schema = match &flow {
+        Some(flow) => format!("a URL: {}", flow.url),
+        None => schema(&spec.form, &required)?,
+    };
     let key = spec.key.clone().unwrap_or_else(|| "approval".to_owned());
     let rules = Arc::new(rules);
     let mut built = Vec::new();
     for (kind, name, _) in targets {
-        let mut gate =
-            Gate::form(key.clone(), schema.clone()).map_err(|error| error.to_string())?;
+        let mut gate = match &flow {
+            Some(flow) => Gate::url(key.clone(), flow.clone()),
+            None => Gate::form(key.clone(), schema.clone()),
+        }
+        .map_err(|error| error.to_string())?;
         if let Some(message) = message.clone() {
             gate = gate.message(move |call| interpolate(&message, call.arguments()));
         }
@@ -169,6 +189,42 @@ fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
     Ok(built)
 }
 
+/// The file's URL flow for `spec`, when it is a URL gate.
+fn flow(spec: &GateSpec, backends: &Backends) -> Result<Option<ConfiguredFlow>, String> {
+    let Some(url) = &spec.url else {
+        if spec.complete_when.is_some() {
+            return Err("`complete_when` without a `url`".to_owned());
+        }
+        return Ok(None);
+    };
+    if !spec.form.is_empty() || !spec.require.is_empty() {
+        return Err("a URL gate asks no form: `url` with `form` or `require`".to_owned());
+    }
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(format!("url {url:?} is not an http(s) URL"));
+    }
+    let check = match spec.complete_when.as_ref().map(|c| (&c.redis_key, &c.http)) {
+        Some((Some(key), None)) => {
+            if backends.redis.is_none() {
+                return Err("complete_when.redis_key needs [state] redis".to_owned());
+            }
+            Check::RedisKey(key.clone())
+        }
+        Some((None, Some(http))) => Check::Http(http.clone()),
+        _ => {
+            return Err(
+                "a URL gate needs `complete_when = { redis_key = \"…\" }` or `{ http = \"…\" }`"
+                    .to_owned(),
+            );
+        }
+    };
+    Ok(Some(ConfiguredFlow {
+        url: url.as_str().into(),
+        check,
+        backends: backends.clone(),
+    }))
+}
+
 /// The `{argument}` names in a message.
 fn placeholders(text: &str) -> Vec<String> {
     let mut names = Vec::new();
@@ -186,7 +242,7 @@ fn placeholders(text: &str) -> Vec<String> {
     names
 }
 
-fn is_name(text: &str) -> bool {
+pub(crate) fn is_name(text: &str) -> bool {
     !text.is_empty()
         && text
             .chars()
@@ -294,7 +350,11 @@ mod tests {
             text: format!("[upstream]\ncommand = [\"x\"]\n{text}"),
         };
         let config = source.parse()?;
-        build(&source, &config, &offered())
+        let backends = Backends {
+            redis: None,
+            http: reqwest::Client::new(),
+        };
+        build(&source, &config, &offered(), &backends)
     }
 
     #[test]

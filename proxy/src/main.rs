@@ -17,6 +17,7 @@
 
 mod config;
 mod decisions;
+mod flows;
 mod gates;
 mod metrics;
 mod serve;
@@ -183,7 +184,20 @@ async fn run(
     }
     let upstream = builder.spawn()?;
     let offered = offered(&upstream).await?;
-    let built = gates::build(&source, &config, &offered)?;
+    let backends = flows::Backends {
+        redis: match &config.state.redis {
+            Some(url) => Some(
+                redis::Client::open(secret(url)?)?
+                    .get_connection_manager()
+                    .await?,
+            ),
+            None => None,
+        },
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()?,
+    };
+    let built = gates::build(&source, &config, &offered, &backends)?;
     if options.check {
         for gate in &built {
             println!("{}: asks {:?}", gate.name, gate.message);
@@ -212,7 +226,7 @@ async fn run(
             let source = Source::read(&path)?;
             let config = source.parse()?;
             let offered = futures_block(offered_now(&upstream))?;
-            let built = gates::build(&source, &config, &offered)?;
+            let built = gates::build(&source, &config, &offered, &backends)?;
             let count = built.len();
             labels.set(labels_of(&built));
             stack.replace(

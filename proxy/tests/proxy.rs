@@ -849,3 +849,83 @@ async fn two_replicas_on_redis_share_approvals_once() {
     assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
     assert!(!path.exists(), "an approval used twice across replicas");
 }
+
+/// Sends one command to Redis at `url` (RESP), as the system that finishes a flow would.
+fn redis_command(url: &str, args: &[&str]) -> String {
+    use std::io::{Read, Write};
+    let host = url
+        .trim_start_matches("redis://")
+        .rsplit('@')
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let mut tcp = std::net::TcpStream::connect(host).unwrap();
+    let mut command = format!("*{}\r\n", args.len());
+    for arg in args {
+        command.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    tcp.write_all(command.as_bytes()).unwrap();
+    let mut reply = [0u8; 256];
+    let read = tcp.read(&mut reply).unwrap();
+    String::from_utf8_lossy(&reply[..read]).into_owned()
+}
+
+#[tokio::test]
+async fn a_url_gate_lets_the_call_through_once_its_redis_key_says_complete() {
+    let Some(entry) = filesystem() else { return };
+    let Some(redis) = redis_url() else { return };
+    let port = free_port();
+    let prefix = format!("te-proxy-test:{}", std::process::id());
+    let gate = format!(
+        "\n[state]\nredis = \"{redis}\"\n\n[[gate]]\ntools = [\"create_directory\"]\nkey = \"signin\"\nmessage = \"Sign in to create {{path}}\"\nurl = \"https://auth.example.com/start?flow={{handle}}&path={{path}}\"\ncomplete_when = {{ redis_key = \"{prefix}:flows:{{handle}}\" }}\n"
+    );
+    let setup = Setup::new("url-gate", &entry, port, &gate);
+    let proxy = Proxy::start(&setup.config, port).await;
+    let path = setup.data("signed");
+    let args = json!({"path": path});
+    // A client that declares URL-mode elicitation.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
+    let accept = |state: &str| {
+        json!({"requestState": state, "inputResponses": {"signin": {"action": "accept"}},
+            "_meta": meta})
+    };
+
+    let asked = proxy
+        .call("create_directory", args.clone(), json!({"_meta": meta}))
+        .await;
+    let request = &asked["result"]["inputRequests"]["signin"]["params"];
+    assert_eq!(request["mode"], "url", "{asked:#}");
+    let url = request["url"].as_str().unwrap();
+    let handle = url
+        .strip_prefix("https://auth.example.com/start?flow=")
+        .and_then(|rest| rest.split('&').next())
+        .unwrap_or_else(|| panic!("{url}"));
+    assert!(
+        url.ends_with(&format!(
+            "&path={}",
+            path.display().to_string().replace('/', "%2F")
+        )),
+        "{url}"
+    );
+
+    // Accepted, but the flow did not finish: asked again, nothing done.
+    let again = proxy
+        .call("create_directory", args.clone(), accept(&state_of(&asked)))
+        .await;
+    let state = state_of(&again);
+    assert!(!path.exists());
+
+    // The flow finishes (its callback sets the key): the retry goes through.
+    let key = format!("{prefix}:flows:{handle}");
+    assert!(redis_command(&redis, &["SET", &key, "1", "EX", "600"]).starts_with("+OK"));
+    let done = proxy.call("create_directory", args, accept(&state)).await;
+    let _ = redis_command(&redis, &["DEL", &key]);
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert!(path.is_dir());
+}
