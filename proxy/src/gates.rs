@@ -413,6 +413,31 @@ retry_hint = "That is not the branch name."
     }
 
     #[test]
+    fn a_url_gate_needs_a_completion_check_it_can_reach_and_no_form() {
+        let err = |text: &str| built(text).err().unwrap().to_string();
+        let url = "[[gate]]\ntools = [\"write_file\"]\nurl = \"https://a.example/{handle}\"\n";
+        assert!(err(url).contains("needs `complete_when"), "{}", err(url));
+        let redis = format!("{url}complete_when = {{ redis_key = \"f:{{handle}}\" }}\n");
+        assert!(
+            err(&redis).contains("needs [state] redis"),
+            "{}",
+            err(&redis)
+        );
+        let form = format!(
+            "{url}complete_when = {{ http = \"http://c/{{handle}}\" }}\nform.a = {{ type = \"boolean\" }}\n"
+        );
+        assert!(err(&form).contains("asks no form"), "{}", err(&form));
+        let typo = "[[gate]]\ntools = [\"write_file\"]\nurl = \"https://a.example/{pth}\"\ncomplete_when = { http = \"http://c/{handle}\" }\n";
+        assert!(
+            err(typo).contains("{pth} names an argument tool write_file does not take"),
+            "{}",
+            err(typo)
+        );
+        let good = built("[[gate]]\ntools = [\"write_file\"]\nurl = \"https://a.example/{handle}?p={path}\"\ncomplete_when = { http = \"http://c/{handle}\" }\n").unwrap();
+        assert_eq!(good[0].schema, "a URL: https://a.example/{handle}?p={path}");
+    }
+
+    #[test]
     fn messages_interpolate_and_rules_judge() {
         let call = serde_json::json!({"path": "/srv/a.txt", "n": 3});
         assert_eq!(

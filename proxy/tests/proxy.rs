@@ -929,3 +929,83 @@ async fn a_url_gate_lets_the_call_through_once_its_redis_key_says_complete() {
     assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
     assert!(path.is_dir());
 }
+
+#[tokio::test]
+async fn a_url_gate_checks_completion_over_http() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(entry) = filesystem() else { return };
+    // The flow's service: `GET /flows/{handle}` answers 200 once finished, 404 before.
+    let finished = Arc::new(AtomicBool::new(false));
+    let asked_paths = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let checks = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let checks_port = checks.local_addr().unwrap().port();
+    {
+        let (finished, asked_paths) = (Arc::clone(&finished), Arc::clone(&asked_paths));
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = checks.accept().await {
+                let mut head = vec![0u8; 4096];
+                let read = tcp.read(&mut head).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&head[..read]).into_owned();
+                let path = head
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
+                asked_paths.lock().unwrap().push(path);
+                let status = if finished.load(Ordering::SeqCst) {
+                    "200 OK"
+                } else {
+                    "404 Not Found"
+                };
+                let _ = tcp
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            }
+        });
+    }
+    let port = free_port();
+    let gate = format!(
+        "\n[[gate]]\ntools = [\"create_directory\"]\nkey = \"signin\"\nurl = \"https://auth.example.com/start?flow={{handle}}\"\ncomplete_when = {{ http = \"http://127.0.0.1:{checks_port}/flows/{{handle}}\" }}\n"
+    );
+    let setup = Setup::new("url-http", &entry, port, &gate);
+    let proxy = Proxy::start(&setup.config, port).await;
+    let path = setup.data("checked");
+    let args = json!({"path": path});
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
+    let accept = |state: &str| {
+        json!({"requestState": state, "inputResponses": {"signin": {"action": "accept"}},
+            "_meta": meta})
+    };
+    let asked = proxy
+        .call("create_directory", args.clone(), json!({"_meta": meta}))
+        .await;
+    let url = asked["result"]["inputRequests"]["signin"]["params"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{asked:#}"))
+        .to_owned();
+    let handle = url.rsplit('=').next().unwrap().to_owned();
+    let again = proxy
+        .call("create_directory", args.clone(), accept(&state_of(&asked)))
+        .await;
+    let state = state_of(&again);
+    assert!(!path.exists());
+    finished.store(true, Ordering::SeqCst);
+    let done = proxy.call("create_directory", args, accept(&state)).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert!(path.is_dir());
+    let paths = asked_paths.lock().unwrap().clone();
+    assert!(
+        !paths.is_empty() && paths.iter().all(|p| *p == format!("/flows/{handle}")),
+        "{paths:?}"
+    );
+}
