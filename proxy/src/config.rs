@@ -129,6 +129,9 @@ pub struct GateSpec {
     /// Prompt names or globs.
     #[serde(default)]
     pub prompts: Vec<String>,
+    /// Resource URIs or globs; `prefix*` gates every URI under the prefix, listed or not.
+    #[serde(default)]
+    pub resources: Vec<String>,
     /// The key the question goes under (default `approval`).
     pub key: Option<String>,
     /// The message, with `{argument}` placeholders.

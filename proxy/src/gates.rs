@@ -17,6 +17,8 @@ use crate::flows::{Backends, Check, ConfiguredFlow};
 pub struct Offered {
     pub tools: BTreeMap<String, Vec<String>>,
     pub prompts: BTreeMap<String, Vec<String>>,
+    /// The resources' URIs (each "takes" `uri`, the placeholder a resource gate's message has).
+    pub resources: BTreeMap<String, Vec<String>>,
 }
 
 /// One gate on one target, as built and as the client will see it.
@@ -64,8 +66,8 @@ pub fn build(
 }
 
 fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Built>, String> {
-    if spec.tools.is_empty() && spec.prompts.is_empty() {
-        return Err("names no `tools` or `prompts`".to_owned());
+    if spec.tools.is_empty() && spec.prompts.is_empty() && spec.resources.is_empty() {
+        return Err("names no `tools`, `prompts` or `resources`".to_owned());
     }
     let flow = flow(spec, backends)?;
     if spec.form.is_empty() && flow.is_none() {
@@ -75,8 +77,17 @@ fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Bu
     for (kind, patterns, names) in [
         ("tool", &spec.tools, &offered.tools),
         ("prompt", &spec.prompts, &offered.prompts),
+        ("resource", &spec.resources, &offered.resources),
     ] {
         for pattern in patterns {
+            // `prefix*`: every URI under it, listed or not (however the call spells it).
+            if let Some(prefix) = pattern.strip_suffix('*')
+                && kind == "resource"
+                && !prefix.contains(['*', '?', '[', '{'])
+            {
+                targets.push(("resource prefix", prefix.to_owned(), vec!["uri".to_owned()]));
+                continue;
+            }
             let matcher = Glob::new(pattern)
                 .map_err(|error| format!("{kind} pattern {pattern:?}: {error}"))?
                 .compile_matcher();
@@ -157,7 +168,14 @@ fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Bu
         }
         .map_err(|error| error.to_string())?;
         if let Some(message) = message.clone() {
-            gate = gate.message(move |call| interpolate(&message, call.arguments()));
+            let resource = kind.starts_with("resource");
+            gate = gate.message(move |call| {
+                if resource {
+                    interpolate(&message, &serde_json::json!({ "uri": call.target() }))
+                } else {
+                    interpolate(&message, call.arguments())
+                }
+            });
         }
         if !rules.is_empty() {
             let rules = Arc::clone(&rules);
@@ -174,6 +192,8 @@ fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Bu
         }
         let target = match kind {
             "tool" => GateTarget::tool(name.clone()),
+            "resource" => GateTarget::resource(name.clone()),
+            "resource prefix" => GateTarget::resource_prefix(name.clone()),
             _ => GateTarget::prompt(name.clone()),
         };
         built.push(Built {
@@ -342,6 +362,9 @@ mod tests {
             .tools
             .insert("read_file".into(), vec!["path".into()]);
         offered
+            .resources
+            .insert("demo://docs/a.md".into(), vec!["uri".into()]);
+        offered
     }
 
     fn built(text: &str) -> Result<Vec<Built>, ConfigError> {
@@ -435,6 +458,29 @@ retry_hint = "That is not the branch name."
         );
         let good = built("[[gate]]\ntools = [\"write_file\"]\nurl = \"https://a.example/{handle}?p={path}\"\ncomplete_when = { http = \"http://c/{handle}\" }\n").unwrap();
         assert_eq!(good[0].schema, "a URL: https://a.example/{handle}?p={path}");
+    }
+
+    #[test]
+    fn resource_patterns_are_listed_uris_or_prefixes() {
+        let gates = built("[[gate]]\nresources = [\"demo://d?cs/*.md\", \"file:///srv/secret/*\"]\nmessage = \"Read {uri}?\"\nform.approve = { type = \"boolean\" }\n").unwrap();
+        let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "resource demo://docs/a.md",
+                "resource prefix file:///srv/secret/"
+            ]
+        );
+        let error = built("[[gate]]\nresources = [\"demo://docs/a.md\"]\nmessage = \"{path}\"\nform.approve = { type = \"boolean\" }\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains(
+                "{path} names an argument resource demo://docs/a.md does not take (it takes uri)"
+            ),
+            "{error}"
+        );
     }
 
     #[test]

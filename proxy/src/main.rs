@@ -375,6 +375,7 @@ async fn offered_now(upstream: &Upstream) -> Result<Offered, Error> {
     for (method, field, into) in [
         ("tools/list", "tools", &mut offered.tools),
         ("prompts/list", "prompts", &mut offered.prompts),
+        ("resources/list", "resources", &mut offered.resources),
     ] {
         if capabilities.get(field).is_none() {
             continue;
@@ -387,7 +388,8 @@ async fn offered_now(upstream: &Upstream) -> Result<Offered, Error> {
             };
             let listed = rpc(upstream, method, params).await?;
             for item in listed[field].as_array().into_iter().flatten() {
-                let Some(name) = item["name"].as_str() else {
+                let key = if field == "resources" { "uri" } else { "name" };
+                let Some(name) = item[key].as_str() else {
                     continue;
                 };
                 let arguments = match field {
@@ -395,6 +397,7 @@ async fn offered_now(upstream: &Upstream) -> Result<Offered, Error> {
                         .as_object()
                         .map(|p| p.keys().cloned().collect())
                         .unwrap_or_default(),
+                    "resources" => vec!["uri".to_owned()],
                     _ => item["arguments"]
                         .as_array()
                         .into_iter()

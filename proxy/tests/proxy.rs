@@ -1009,3 +1009,155 @@ async fn a_url_gate_checks_completion_over_http() {
         "{paths:?}"
     );
 }
+
+/// A 2026-07-28 request of `method` with `params` to `url`; the JSON-RPC answer.
+async fn request(url: &str, method: &str, name: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let text = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn prompts_and_resources_are_gated_and_checked_against_the_upstreams_lists() {
+    let Some(filesystem) = filesystem() else {
+        return;
+    };
+    let everything = filesystem
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .join("server-everything/dist/index.js");
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("te-proxy-everything-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gates.toml");
+    let head = format!(
+        "[upstream]\ncommand = [\"node\", \"{}\", \"stdio\"]\n\n[listen]\nhttp = \"127.0.0.1:{port}\"\n",
+        everything.display()
+    );
+    let gates = r#"
+[[gate]]
+prompts = ["args-*"]
+message = "Ask about {city}?"
+form.approve = { type = "boolean" }
+require = { approve = true }
+
+[[gate]]
+resources = ["demo://resource/static/document/*.md"]
+message = "Read {uri}?"
+form.approve = { type = "boolean" }
+require = { approve = true }
+"#;
+    std::fs::write(&config, format!("{head}{gates}")).unwrap();
+    let out = Command::new(PROXY)
+        .arg("--config")
+        .arg(&config)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains(r#"prompt args-prompt: asks "Ask about {city}?""#),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("resource demo://resource/static/document/architecture.md: asks"),
+        "{printed}"
+    );
+
+    // A pattern no resource matches, or a placeholder a prompt does not take: refused.
+    for (bad, says) in [
+        (
+            "resources = [\"demo://nothing/*.md\"]",
+            "resource \"demo://nothing/*.md\" matches nothing",
+        ),
+        (
+            "prompts = [\"args-prompt\"]\nmessage = \"{town}\"",
+            "{town} names an argument prompt args-prompt does not take (it takes city, state)",
+        ),
+    ] {
+        std::fs::write(
+            &config,
+            format!("{head}\n[[gate]]\n{bad}\nform.approve = {{ type = \"boolean\" }}\n"),
+        )
+        .unwrap();
+        let out = Command::new(PROXY)
+            .arg("--config")
+            .arg(&config)
+            .arg("--check")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && said.contains(says), "{said}");
+    }
+
+    std::fs::write(&config, format!("{head}{gates}")).unwrap();
+    let proxy = Proxy::start(&config, port).await;
+    let url = proxy.url.clone();
+    let prompt = request(
+        &url,
+        "prompts/get",
+        "args-prompt",
+        json!({"name": "args-prompt", "arguments": {"city": "Lyon"}}),
+    )
+    .await;
+    assert_eq!(
+        prompt["result"]["inputRequests"]["approval"]["params"]["message"], "Ask about Lyon?",
+        "{prompt:#}"
+    );
+    let doc = "demo://resource/static/document/architecture.md";
+    let read = request(&url, "resources/read", doc, json!({"uri": doc})).await;
+    assert_eq!(
+        read["result"]["inputRequests"]["approval"]["params"]["message"],
+        format!("Read {doc}?"),
+        "{read:#}"
+    );
+    let state = state_of(&read);
+    let approved = request(
+        &url,
+        "resources/read",
+        doc,
+        json!({"uri": doc, "requestState": state,
+        "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}}}),
+    )
+    .await;
+    assert_eq!(approved["result"]["resultType"], "complete", "{approved:#}");
+    assert_eq!(
+        approved["result"]["contents"][0]["uri"], doc,
+        "{approved:#}"
+    );
+
+    // Not gated: another prompt, and a resource outside the pattern.
+    let simple = request(
+        &url,
+        "prompts/get",
+        "simple-prompt",
+        json!({"name": "simple-prompt"}),
+    )
+    .await;
+    assert_eq!(simple["result"]["resultType"], "complete", "{simple:#}");
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+}
