@@ -13,7 +13,10 @@
 //! child or a URL; its own questions become `input_required` rounds), served with bounded read
 //! times and connections, `/healthz`, and a graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a
 //! change to the file (seen within a second), reads the file again and replaces the gates at
-//! once; a file with a mistake keeps the old gates and says why. Everything it does, a Rust program can compose from the library's layers.
+//! once; a file with a mistake keeps the old gates and says why. Approvals are bound to the
+//! caller (`[identity] principal`); each decision is one JSON line on stderr (`decisions`); a
+//! command upstream runs under `--supervise`, so it never outlives the proxy (`supervise`).
+//! Everything it does, a Rust program can compose from the library's layers.
 
 mod config;
 mod decisions;
