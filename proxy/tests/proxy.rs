@@ -447,6 +447,12 @@ fn a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written() {
         .unwrap();
     let mut stdin = proxy.stdin.take().unwrap();
     let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
+    // A line that is not JSON: a parse error, and the proxy goes on.
+    writeln!(stdin, "not json {{").unwrap();
+    let mut text = String::new();
+    stdout.read_line(&mut text).unwrap();
+    let parse_error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parse_error["error"]["code"], -32700, "{text}");
     let path = setup.data("new.txt");
     let mut call = |id: u64, extra: Value| -> Value {
         let mut params = json!({"name": "write_file", "arguments": {"path": path, "content": "2026"},
