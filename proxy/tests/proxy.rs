@@ -1167,3 +1167,47 @@ require = { approve = true }
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_call_in_flight_finishes_across_a_reload_and_the_next_one_meets_the_new_gate() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("reload-in-flight", &entry, port, "");
+    let proxy = Proxy::start(&setup.config, port).await;
+    let fifo = fifo(&setup);
+    let in_flight = proxy.call("read_text_file", json!({"path": fifo}), json!({}));
+    let reload_then_write = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let more = "\n[[gate]]\ntools = [\"read_text_file\"]\nform.approve = { type = \"boolean\" }\nrequire = { approve = true }\n";
+        let text = std::fs::read_to_string(&setup.config).unwrap();
+        std::fs::write(&setup.config, format!("{text}{more}")).unwrap();
+        proxy.signal(1);
+        // The new gate is in place (a new read is asked) while the first read still waits.
+        let mut asked = false;
+        for _ in 0..50 {
+            let other = proxy
+                .call(
+                    "read_text_file",
+                    json!({"path": setup.data("x")}),
+                    json!({}),
+                )
+                .await;
+            if other["result"]["resultType"] == "input_required" {
+                asked = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Whoever opens the fifo for writing lets the first read finish.
+        let fifo = fifo.clone();
+        tokio::task::spawn_blocking(move || std::fs::write(fifo, "written late"))
+            .await
+            .unwrap()
+            .unwrap();
+        asked
+    };
+    let (first, asked) = tokio::join!(in_flight, reload_then_write);
+    assert!(asked, "the reload's gate applies to new calls");
+    assert_eq!(first["result"]["resultType"], "complete", "{first:#}");
+    assert!(first.to_string().contains("written late"), "{first:#}");
+}
