@@ -24,7 +24,7 @@ pub struct Config {
 }
 
 /// `[upstream]`: a command run as a stdio child, or a URL.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Upstream {
     pub command: Option<Vec<String>>,
@@ -88,6 +88,10 @@ pub struct Identity {
     /// `authorization` (the default: the caller's `Authorization` header), `header:NAME` (another
     /// header an authenticating proxy in front sets), or `none` (approvals bound to no caller).
     pub principal: Option<String>,
+    /// Send each caller's `Authorization` to a URL upstream (in place of `[upstream] headers`'
+    /// own), on an upstream connection of the caller's own.
+    #[serde(default)]
+    pub pass_to_upstream: bool,
 }
 
 /// Where the caller's identity comes from.
@@ -295,6 +299,7 @@ require = { approve = true }
     fn the_principal_is_a_header_or_nobody() {
         let identity = |p: &str| Identity {
             principal: Some(p.to_owned()),
+            ..Identity::default()
         };
         assert_eq!(
             Identity::default().principal(),

@@ -23,6 +23,7 @@ mod decisions;
 mod flows;
 mod gates;
 mod metrics;
+mod routed;
 mod serve;
 mod stdio;
 mod supervise;
@@ -173,19 +174,7 @@ async fn run(
     };
     let principal = config.identity.principal()?;
     let base = identified(ElicitationLayer::new(keyring.clone()), &principal);
-    let mut builder = Upstream::builder(server(&config)?).caller_from(&base);
-    if let Some(redis) = &redis {
-        builder = builder.route_retries(redis.pending_answers());
-    }
-    if let Some(era) = &config.upstream.era {
-        builder = builder.era(match era.as_str() {
-            "detect" => Era::Detect,
-            "2025" => Era::Legacy,
-            "2026" => Era::Mrtr,
-            other => return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into()),
-        });
-    }
-    let upstream = builder.spawn()?;
+    let upstream = spawn(&config.upstream, &base, redis.as_ref(), None)?;
     let offered = offered(&upstream).await?;
     let backends = flows::Backends {
         redis: match &config.state.redis {
@@ -218,7 +207,21 @@ async fn run(
     let spent = Spent::new(redis.clone());
     labels.set(labels_of(&built));
     let first = layer(&keyring, &principal, &spent, built)?;
-    let stack = serve::Stack::new(&config, first, upstream.clone(), redis.as_ref());
+    let routed = if config.identity.pass_to_upstream {
+        if config.upstream.url.is_none() {
+            return Err("[identity] pass_to_upstream needs an [upstream] url".into());
+        }
+        let (settings, base, redis) = (config.upstream.clone(), base.clone(), redis.clone());
+        routed::Routed::per_caller(
+            upstream.clone(),
+            Box::new(move |authorization| {
+                spawn(&settings, &base, redis.as_ref(), Some(authorization))
+            }),
+        )
+    } else {
+        routed::Routed::single(upstream.clone())
+    };
+    let stack = serve::Stack::new(&config, first, routed, redis.as_ref());
     let reload = {
         let stack = stack.clone();
         let principal = principal.clone();
@@ -232,10 +235,7 @@ async fn run(
             let built = gates::build(&source, &config, &offered, &backends)?;
             let count = built.len();
             labels.set(labels_of(&built));
-            stack.replace(
-                layer(&keyring, &principal, &spent, built)?,
-                upstream.clone(),
-            );
+            stack.replace(layer(&keyring, &principal, &spent, built)?);
             Ok(count)
         }
     };
@@ -266,9 +266,34 @@ fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
     }
 }
 
-/// The upstream the file names.
-fn server(config: &Config) -> Result<Server, Error> {
-    let upstream = &config.upstream;
+/// The upstream adapter for `settings`, sending `authorization` (a caller's, in place of the
+/// file's) when given.
+fn spawn(
+    settings: &config::Upstream,
+    base: &ElicitationLayer,
+    redis: Option<&RedisStore>,
+    authorization: Option<&http::HeaderValue>,
+) -> Result<Upstream, Error> {
+    let mut builder = Upstream::builder(server(settings, authorization)?).caller_from(base);
+    if let Some(redis) = redis {
+        builder = builder.route_retries(redis.pending_answers());
+    }
+    if let Some(era) = &settings.era {
+        builder = builder.era(match era.as_str() {
+            "detect" => Era::Detect,
+            "2025" => Era::Legacy,
+            "2026" => Era::Mrtr,
+            other => return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into()),
+        });
+    }
+    Ok(builder.spawn()?)
+}
+
+/// The upstream the file names; `authorization` replaces the file's `Authorization` header.
+fn server(
+    upstream: &config::Upstream,
+    authorization: Option<&http::HeaderValue>,
+) -> Result<Server, Error> {
     match (&upstream.command, &upstream.url) {
         (Some(command), None) => {
             if command.is_empty() {
@@ -289,7 +314,13 @@ fn server(config: &Config) -> Result<Server, Error> {
         (None, Some(url)) => {
             let mut http = Http::new(url.clone());
             for (name, value) in &upstream.headers {
+                if authorization.is_some() && name.eq_ignore_ascii_case("authorization") {
+                    continue;
+                }
                 http = http.header(name.as_str(), secret(value)?.as_str());
+            }
+            if let Some(authorization) = authorization {
+                http = http.header(http::header::AUTHORIZATION, authorization.clone());
             }
             Ok(http.into())
         }

@@ -13,12 +13,12 @@ use tower::util::Oneshot;
 use tower::{Layer, ServiceExt};
 use tower_elicitation::bridge::{LegacyBridgeLayer, MemorySessionStore};
 use tower_elicitation::redis::RedisStore;
-use tower_elicitation::upstream::Upstream;
 use tower_elicitation::{Elicitation, ElicitationLayer};
 
 use crate::Error;
 use crate::config::{Config, PrincipalFrom};
 use crate::metrics::Metrics;
+use crate::routed::Routed;
 use tracing::Instrument;
 
 /// How long a request's head may take to arrive, and its body.
@@ -32,7 +32,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// The bridge (fixed: its sessions live across reloads) in front of the current layer.
 #[derive(Clone)]
 pub struct Stack {
-    current: Arc<RwLock<Elicitation<Upstream>>>,
+    current: Arc<RwLock<Elicitation<Routed>>>,
+    upstream: Routed,
     bridge: LegacyBridgeLayer,
 }
 
@@ -40,7 +41,7 @@ impl Stack {
     pub fn new(
         config: &Config,
         layer: ElicitationLayer,
-        upstream: Upstream,
+        upstream: Routed,
         redis: Option<&RedisStore>,
     ) -> Self {
         let mut bridge = LegacyBridgeLayer::new(&layer);
@@ -57,14 +58,15 @@ impl Stack {
                 .pending_answers(redis.pending_answers());
         }
         Self {
-            current: Arc::new(RwLock::new(layer.layer(upstream))),
+            current: Arc::new(RwLock::new(layer.layer(upstream.clone()))),
+            upstream,
             bridge,
         }
     }
 
-    /// Puts `layer` (new gates) in front of `upstream` for every request from now on.
-    pub fn replace(&self, layer: ElicitationLayer, upstream: Upstream) {
-        let service = layer.layer(upstream);
+    /// Puts `layer` (new gates) in front of the upstream for every request from now on.
+    pub fn replace(&self, layer: ElicitationLayer) {
+        let service = layer.layer(self.upstream.clone());
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = service;
     }
 }
@@ -72,16 +74,16 @@ impl Stack {
 /// The current layer, taken afresh for each request.
 #[derive(Clone)]
 struct Swap {
-    current: Arc<RwLock<Elicitation<Upstream>>>,
+    current: Arc<RwLock<Elicitation<Routed>>>,
 }
 
 impl<R> Service<R> for Swap
 where
-    Elicitation<Upstream>: Service<R>,
+    Elicitation<Routed>: Service<R>,
 {
-    type Response = <Elicitation<Upstream> as Service<R>>::Response;
-    type Error = <Elicitation<Upstream> as Service<R>>::Error;
-    type Future = Oneshot<Elicitation<Upstream>, R>;
+    type Response = <Elicitation<Routed> as Service<R>>::Response;
+    type Error = <Elicitation<Routed> as Service<R>>::Error;
+    type Future = Oneshot<Elicitation<Routed>, R>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))

@@ -1211,3 +1211,71 @@ async fn a_call_in_flight_finishes_across_a_reload_and_the_next_one_meets_the_ne
     assert_eq!(first["result"]["resultType"], "complete", "{first:#}");
     assert!(first.to_string().contains("written late"), "{first:#}");
 }
+
+#[tokio::test]
+async fn each_callers_authorization_reaches_an_http_upstream_when_passed_and_none_otherwise() {
+    let Some(python) = host_python() else { return };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/upstream/elicit_server.py");
+    let server_port = free_port();
+    let mut server = Command::new(python)
+        .arg(&script)
+        .arg("--http")
+        .arg(server_port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..300 {
+        if std::net::TcpStream::connect(("127.0.0.1", server_port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let dir = std::env::temp_dir().join(format!("te-proxy-pass-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seen = |proxy_port: u16, pass: bool| {
+        let config = dir.join(format!("{pass}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[upstream]\nurl = \"http://127.0.0.1:{server_port}/mcp\"\nheaders = {{ Authorization = \"Bearer the-proxys-own\" }}\n\n[listen]\nhttp = \"127.0.0.1:{proxy_port}\"\n\n[identity]\npass_to_upstream = {pass}\n"
+            ),
+        )
+        .unwrap();
+        config
+    };
+    let header = async |proxy: &Proxy, caller: Option<(&str, &str)>| {
+        let reply = proxy
+            .call_as(
+                caller,
+                "header",
+                json!({"name": "authorization"}),
+                json!({}),
+            )
+            .await;
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{reply:#}"))
+            .to_owned()
+    };
+    let (alice, bob) = (
+        Some(("authorization", "Bearer alice")),
+        Some(("authorization", "Bearer bob")),
+    );
+
+    let port = free_port();
+    let passing = Proxy::start(&seen(port, true), port).await;
+    assert_eq!(header(&passing, alice).await, "Bearer alice");
+    assert_eq!(header(&passing, bob).await, "Bearer bob");
+    assert_eq!(header(&passing, alice).await, "Bearer alice");
+    assert_eq!(header(&passing, None).await, "Bearer the-proxys-own");
+    drop(passing);
+
+    let port = free_port();
+    let not_passing = Proxy::start(&seen(port, false), port).await;
+    assert_eq!(header(&not_passing, alice).await, "Bearer the-proxys-own");
+    drop(not_passing);
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
