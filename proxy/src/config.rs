@@ -17,12 +17,14 @@ pub struct Config {
     pub listen: Listen,
     #[serde(default)]
     pub state: State,
+    #[serde(default)]
+    pub identity: Identity,
     #[serde(default, rename = "gate")]
     pub gates: Vec<Spanned<GateSpec>>,
 }
 
 /// `[upstream]`: a command run as a stdio child, or a URL.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Upstream {
     pub command: Option<Vec<String>>,
@@ -47,6 +49,9 @@ pub struct Listen {
     /// Host names the proxy answers to besides loopback's (DNS-rebinding protection).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// Serve the host that spawned the proxy on stdin/stdout instead of HTTP (as `--stdio`).
+    #[serde(default)]
+    pub stdio: bool,
 }
 
 impl Default for Listen {
@@ -54,6 +59,7 @@ impl Default for Listen {
         Self {
             http: default_http(),
             allowed_hosts: Vec::new(),
+            stdio: false,
         }
     }
 }
@@ -75,6 +81,48 @@ pub struct State {
     pub redis: Option<String>,
 }
 
+/// `[identity]`: who the caller is, which approvals are bound to.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    /// `authorization` (the default: the caller's `Authorization` header), `header:NAME` (another
+    /// header an authenticating proxy in front sets), or `none` (approvals bound to no caller).
+    pub principal: Option<String>,
+    /// Send each caller's `Authorization` to a URL upstream (in place of `[upstream] headers`'
+    /// own), on an upstream connection of the caller's own.
+    #[serde(default)]
+    pub pass_to_upstream: bool,
+}
+
+/// Where the caller's identity comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrincipalFrom {
+    Header(http::HeaderName),
+    Nobody,
+}
+
+impl Identity {
+    /// What `principal` says.
+    ///
+    /// # Errors
+    ///
+    /// A value that is none of the three forms, or a header name that is not one.
+    pub fn principal(&self) -> Result<PrincipalFrom, String> {
+        match self.principal.as_deref() {
+            None | Some("authorization") => Ok(PrincipalFrom::Header(http::header::AUTHORIZATION)),
+            Some("none") => Ok(PrincipalFrom::Nobody),
+            Some(other) => match other.strip_prefix("header:") {
+                Some(name) => http::HeaderName::try_from(name)
+                    .map(PrincipalFrom::Header)
+                    .map_err(|_| format!("[identity] principal: {name:?} is not a header name")),
+                None => Err(format!(
+                    "[identity] principal {other:?}: \"authorization\", \"header:NAME\" or \"none\""
+                )),
+            },
+        }
+    }
+}
+
 /// One `[[gate]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,6 +133,9 @@ pub struct GateSpec {
     /// Prompt names or globs.
     #[serde(default)]
     pub prompts: Vec<String>,
+    /// Resource URIs or globs; `prefix*` gates every URI under the prefix, listed or not.
+    #[serde(default)]
+    pub resources: Vec<String>,
     /// The key the question goes under (default `approval`).
     pub key: Option<String>,
     /// The message, with `{argument}` placeholders.
@@ -100,6 +151,18 @@ pub struct GateSpec {
     pub retry_hint: Option<String>,
     pub refusal: Option<String>,
     pub inject_as: Option<String>,
+    /// A URL gate's link, with `{handle}` and `{argument}` placeholders (instead of a form).
+    pub url: Option<String>,
+    /// Where a URL gate's completion is checked.
+    pub complete_when: Option<CompleteWhen>,
+}
+
+/// `complete_when`: a Redis key or an HTTP URL, with `{handle}` and `{argument}` placeholders.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteWhen {
+    pub redis_key: Option<String>,
+    pub http: Option<String>,
 }
 
 /// A mistake in the file: where, and what.
@@ -230,6 +293,27 @@ require = { approve = true }
 
         let error = source("[upstream\n").parse().unwrap_err();
         assert!(error.to_string().starts_with("gates.toml:1: "), "{error}");
+    }
+
+    #[test]
+    fn the_principal_is_a_header_or_nobody() {
+        let identity = |p: &str| Identity {
+            principal: Some(p.to_owned()),
+            ..Identity::default()
+        };
+        assert_eq!(
+            Identity::default().principal(),
+            Ok(PrincipalFrom::Header(http::header::AUTHORIZATION))
+        );
+        assert_eq!(
+            identity("header:X-User").principal(),
+            Ok(PrincipalFrom::Header(http::HeaderName::from_static(
+                "x-user"
+            )))
+        );
+        assert_eq!(identity("none").principal(), Ok(PrincipalFrom::Nobody));
+        assert!(identity("header:bad name").principal().is_err());
+        assert!(identity("cookie").principal().is_err());
     }
 
     #[test]

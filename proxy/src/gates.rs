@@ -10,12 +10,15 @@ use serde_json::{Map, Value};
 use tower_elicitation::{Gate, GateTarget};
 
 use crate::config::{Config, ConfigError, GateSpec, Source};
+use crate::flows::{Backends, Check, ConfiguredFlow};
 
 /// What the upstream offers: each tool's (and prompt's) argument names.
 #[derive(Debug, Default, Clone)]
 pub struct Offered {
     pub tools: BTreeMap<String, Vec<String>>,
     pub prompts: BTreeMap<String, Vec<String>>,
+    /// The resources' URIs (each "takes" `uri`, the placeholder a resource gate's message has).
+    pub resources: BTreeMap<String, Vec<String>>,
 }
 
 /// One gate on one target, as built and as the client will see it.
@@ -24,6 +27,10 @@ pub struct Built {
     pub gate: Gate,
     /// `tool write_file` or `prompt p`.
     pub name: String,
+    /// The tool's or prompt's own name.
+    pub target_name: String,
+    /// Which gate of the file: `gate 1 (line 9)`.
+    pub label: String,
     pub message: String,
     /// The form's `requestedSchema`, as the client gets it.
     pub schema: String,
@@ -41,31 +48,46 @@ pub fn build(
     source: &Source,
     config: &Config,
     offered: &Offered,
+    backends: &Backends,
 ) -> Result<Vec<Built>, ConfigError> {
     let mut built = Vec::new();
     for (number, spanned) in config.gates.iter().enumerate() {
-        let line = Some(source.line_of(spanned.span().start));
+        let line = source.line_of(spanned.span().start);
         let spec = spanned.get_ref();
-        let fail = |message: String| source.error(line, format!("gate {}: {message}", number + 1));
-        let gates = one(spec, offered).map_err(fail)?;
+        let fail =
+            |message: String| source.error(Some(line), format!("gate {}: {message}", number + 1));
+        let mut gates = one(spec, offered, backends).map_err(fail)?;
+        for gate in &mut gates {
+            gate.label = format!("gate {} (line {})", number + 1, line);
+        }
         built.extend(gates);
     }
     Ok(built)
 }
 
-fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
-    if spec.tools.is_empty() && spec.prompts.is_empty() {
-        return Err("names no `tools` or `prompts`".to_owned());
+fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Built>, String> {
+    if spec.tools.is_empty() && spec.prompts.is_empty() && spec.resources.is_empty() {
+        return Err("names no `tools`, `prompts` or `resources`".to_owned());
     }
-    if spec.form.is_empty() {
-        return Err("has no `form` fields (every gate here asks a form)".to_owned());
+    let flow = flow(spec, backends)?;
+    if spec.form.is_empty() && flow.is_none() {
+        return Err("has no `form` fields and no `url`: it would ask nothing".to_owned());
     }
     let mut targets = Vec::new();
     for (kind, patterns, names) in [
         ("tool", &spec.tools, &offered.tools),
         ("prompt", &spec.prompts, &offered.prompts),
+        ("resource", &spec.resources, &offered.resources),
     ] {
         for pattern in patterns {
+            // `prefix*`: every URI under it, listed or not (however the call spells it).
+            if let Some(prefix) = pattern.strip_suffix('*')
+                && kind == "resource"
+                && !prefix.contains(['*', '?', '[', '{'])
+            {
+                targets.push(("resource prefix", prefix.to_owned(), vec!["uri".to_owned()]));
+                continue;
+            }
             let matcher = Glob::new(pattern)
                 .map_err(|error| format!("{kind} pattern {pattern:?}: {error}"))?
                 .compile_matcher();
@@ -90,7 +112,18 @@ fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
         }
     }
     let message = spec.message.clone();
-    let placeholders = message.as_deref().map(placeholders).unwrap_or_default();
+    let mut placeholders = message.as_deref().map(placeholders).unwrap_or_default();
+    if let Some(flow) = &flow {
+        let check = match &flow.check {
+            Check::RedisKey(template) | Check::Http(template) => template,
+        };
+        placeholders.extend(
+            self::placeholders(&flow.url)
+                .into_iter()
+                .chain(self::placeholders(check))
+                .filter(|name| name != "handle"),
+        );
+    }
     let rules = rules(spec)?;
     for (kind, name, arguments) in &targets {
         let needed = placeholders
@@ -121,15 +154,28 @@ fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
             return Err(format!("`{field}` is not one of the form's fields"));
         }
     }
-    let schema = schema(&spec.form, &required)?;
+    let schema = match &flow {
+        Some(flow) => format!("a URL: {}", flow.url),
+        None => schema(&spec.form, &required)?,
+    };
     let key = spec.key.clone().unwrap_or_else(|| "approval".to_owned());
     let rules = Arc::new(rules);
     let mut built = Vec::new();
     for (kind, name, _) in targets {
-        let mut gate =
-            Gate::form(key.clone(), schema.clone()).map_err(|error| error.to_string())?;
+        let mut gate = match &flow {
+            Some(flow) => Gate::url(key.clone(), flow.clone()),
+            None => Gate::form(key.clone(), schema.clone()),
+        }
+        .map_err(|error| error.to_string())?;
         if let Some(message) = message.clone() {
-            gate = gate.message(move |call| interpolate(&message, call.arguments()));
+            let resource = kind.starts_with("resource");
+            gate = gate.message(move |call| {
+                if resource {
+                    interpolate(&message, &serde_json::json!({ "uri": call.target() }))
+                } else {
+                    interpolate(&message, call.arguments())
+                }
+            });
         }
         if !rules.is_empty() {
             let rules = Arc::clone(&rules);
@@ -146,17 +192,57 @@ fn one(spec: &GateSpec, offered: &Offered) -> Result<Vec<Built>, String> {
         }
         let target = match kind {
             "tool" => GateTarget::tool(name.clone()),
+            "resource" => GateTarget::resource(name.clone()),
+            "resource prefix" => GateTarget::resource_prefix(name.clone()),
             _ => GateTarget::prompt(name.clone()),
         };
         built.push(Built {
             target,
             gate,
             name: format!("{kind} {name}"),
+            target_name: name.clone(),
+            label: String::new(),
             message: message.clone().unwrap_or_else(|| format!("Allow {name}?")),
             schema: schema.clone(),
         });
     }
     Ok(built)
+}
+
+/// The file's URL flow for `spec`, when it is a URL gate.
+fn flow(spec: &GateSpec, backends: &Backends) -> Result<Option<ConfiguredFlow>, String> {
+    let Some(url) = &spec.url else {
+        if spec.complete_when.is_some() {
+            return Err("`complete_when` without a `url`".to_owned());
+        }
+        return Ok(None);
+    };
+    if !spec.form.is_empty() || !spec.require.is_empty() {
+        return Err("a URL gate asks no form: `url` with `form` or `require`".to_owned());
+    }
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(format!("url {url:?} is not an http(s) URL"));
+    }
+    let check = match spec.complete_when.as_ref().map(|c| (&c.redis_key, &c.http)) {
+        Some((Some(key), None)) => {
+            if backends.redis.is_none() {
+                return Err("complete_when.redis_key needs [state] redis".to_owned());
+            }
+            Check::RedisKey(key.clone())
+        }
+        Some((None, Some(http))) => Check::Http(http.clone()),
+        _ => {
+            return Err(
+                "a URL gate needs `complete_when = { redis_key = \"…\" }` or `{ http = \"…\" }`"
+                    .to_owned(),
+            );
+        }
+    };
+    Ok(Some(ConfiguredFlow {
+        url: url.as_str().into(),
+        check,
+        backends: backends.clone(),
+    }))
 }
 
 /// The `{argument}` names in a message.
@@ -176,7 +262,7 @@ fn placeholders(text: &str) -> Vec<String> {
     names
 }
 
-fn is_name(text: &str) -> bool {
+pub(crate) fn is_name(text: &str) -> bool {
     !text.is_empty()
         && text
             .chars()
@@ -276,6 +362,9 @@ mod tests {
             .tools
             .insert("read_file".into(), vec!["path".into()]);
         offered
+            .resources
+            .insert("demo://docs/a.md".into(), vec!["uri".into()]);
+        offered
     }
 
     fn built(text: &str) -> Result<Vec<Built>, ConfigError> {
@@ -284,7 +373,11 @@ mod tests {
             text: format!("[upstream]\ncommand = [\"x\"]\n{text}"),
         };
         let config = source.parse()?;
-        build(&source, &config, &offered())
+        let backends = Backends {
+            redis: None,
+            http: reqwest::Client::new(),
+        };
+        build(&source, &config, &offered(), &backends)
     }
 
     #[test]
@@ -338,6 +431,54 @@ retry_hint = "That is not the branch name."
             .to_string();
         assert!(
             error.contains("`aprove` is not one of the form's fields"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_url_gate_needs_a_completion_check_it_can_reach_and_no_form() {
+        let err = |text: &str| built(text).err().unwrap().to_string();
+        let url = "[[gate]]\ntools = [\"write_file\"]\nurl = \"https://a.example/{handle}\"\n";
+        assert!(err(url).contains("needs `complete_when"), "{}", err(url));
+        let redis = format!("{url}complete_when = {{ redis_key = \"f:{{handle}}\" }}\n");
+        assert!(
+            err(&redis).contains("needs [state] redis"),
+            "{}",
+            err(&redis)
+        );
+        let form = format!(
+            "{url}complete_when = {{ http = \"http://c/{{handle}}\" }}\nform.a = {{ type = \"boolean\" }}\n"
+        );
+        assert!(err(&form).contains("asks no form"), "{}", err(&form));
+        let typo = "[[gate]]\ntools = [\"write_file\"]\nurl = \"https://a.example/{pth}\"\ncomplete_when = { http = \"http://c/{handle}\" }\n";
+        assert!(
+            err(typo).contains("{pth} names an argument tool write_file does not take"),
+            "{}",
+            err(typo)
+        );
+        let good = built("[[gate]]\ntools = [\"write_file\"]\nurl = \"https://a.example/{handle}?p={path}\"\ncomplete_when = { http = \"http://c/{handle}\" }\n").unwrap();
+        assert_eq!(good[0].schema, "a URL: https://a.example/{handle}?p={path}");
+    }
+
+    #[test]
+    fn resource_patterns_are_listed_uris_or_prefixes() {
+        let gates = built("[[gate]]\nresources = [\"demo://d?cs/*.md\", \"file:///srv/secret/*\"]\nmessage = \"Read {uri}?\"\nform.approve = { type = \"boolean\" }\n").unwrap();
+        let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "resource demo://docs/a.md",
+                "resource prefix file:///srv/secret/"
+            ]
+        );
+        let error = built("[[gate]]\nresources = [\"demo://docs/a.md\"]\nmessage = \"{path}\"\nform.approve = { type = \"boolean\" }\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains(
+                "{path} names an argument resource demo://docs/a.md does not take (it takes uri)"
+            ),
             "{error}"
         );
     }

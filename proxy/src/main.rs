@@ -1,23 +1,32 @@
 //! `elicitation-proxy`: approval gates and validated elicitation in front of any MCP server, from
-//! a TOML file, for hosts of both eras over Streamable HTTP.
+//! a TOML file, for hosts of both eras over Streamable HTTP or stdio.
 //!
 //! ```text
 //! elicitation-proxy --config gates.toml            # serve
 //! elicitation-proxy --config gates.toml --check    # check the file against the upstream, print each gate, exit
 //! elicitation-proxy --config gates.toml --ephemeral-keys   # no [state] keys: a random key, this process only
+//! elicitation-proxy --config gates.toml --stdio    # the host spawned it: MCP on stdin/stdout
 //! ```
 //!
 //! It is [`LegacyBridgeLayer`] (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
 //! validation, sealed state, single-use approvals) in front of [`Upstream`] (the server: a stdio
 //! child or a URL; its own questions become `input_required` rounds), served with bounded read
-//! times and connections, `/healthz`, and a graceful shutdown on SIGTERM or Ctrl-C. SIGHUP reads
-//! the file again and replaces the gates at once; a file with a mistake keeps the old gates and
-//! says why. Everything it does, a Rust program can compose from the library's layers.
+//! times and connections, `/healthz`, and a graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a
+//! change to the file (seen within a second), reads the file again and replaces the gates at
+//! once; a file with a mistake keeps the old gates and says why. Approvals are bound to the
+//! caller (`[identity] principal`); each decision is one JSON line on stderr (`decisions`); a
+//! command upstream runs under `--supervise`, so it never outlives the proxy (`supervise`).
+//! Everything it does, a Rust program can compose from the library's layers.
 
 mod config;
+mod decisions;
+mod flows;
 mod gates;
 mod metrics;
+mod routed;
 mod serve;
+mod stdio;
+mod supervise;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,7 +39,7 @@ use tower_elicitation::store::MemoryTokenStore;
 use tower_elicitation::upstream::{Era, Http, Server, Stdio, Upstream};
 use tower_elicitation::{ElicitationLayer, Keyring};
 
-use crate::config::{Config, Source, secret};
+use crate::config::{Config, PrincipalFrom, Source, secret};
 use crate::gates::Offered;
 
 /// What the command line asks for.
@@ -38,20 +47,23 @@ struct Options {
     config: PathBuf,
     check: bool,
     ephemeral_keys: bool,
+    stdio: bool,
 }
 
-const USAGE: &str = "usage: elicitation-proxy --config FILE [--check] [--ephemeral-keys]";
+const USAGE: &str = "usage: elicitation-proxy --config FILE [--check] [--ephemeral-keys] [--stdio]";
 
 fn options() -> Result<Options, String> {
     let mut config = None;
     let mut check = false;
     let mut ephemeral_keys = false;
+    let mut stdio = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--config" => config = Some(PathBuf::from(args.next().ok_or("--config needs a file")?)),
             "--check" => check = true,
             "--ephemeral-keys" => ephemeral_keys = true,
+            "--stdio" => stdio = true,
             "--help" | "-h" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -61,16 +73,35 @@ fn options() -> Result<Options, String> {
         config,
         check,
         ephemeral_keys,
+        stdio,
     })
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--supervise") {
+        let command = match args.get(1).map(String::as_str) {
+            Some("--") => &args[2..],
+            _ => &args[1..],
+        };
+        return supervise::run(command);
+    }
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(serve_main()),
+        Err(error) => {
+            eprintln!("elicitation-proxy: cannot start the runtime: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve_main() -> ExitCode {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer, filter::Targets};
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(
             EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,tower_elicitation::upstream=warn".into()),
@@ -80,9 +111,20 @@ async fn main() -> ExitCode {
     let counted = metrics
         .clone()
         .with_filter(Targets::new().with_target("tower_elicitation", tracing::Level::DEBUG));
+    // One JSON line per decision, whatever the log level.
+    let labels = decisions::Labels::default();
+    let decided = decisions::Decisions {
+        labels: labels.clone(),
+    }
+    .with_filter(
+        Targets::new()
+            .with_target("tower_elicitation", tracing::Level::DEBUG)
+            .with_target("elicitation_proxy", tracing::Level::INFO),
+    );
     tracing_subscriber::registry()
         .with(logs)
         .with(counted)
+        .with(decided)
         .init();
     let options = match options() {
         Ok(options) => options,
@@ -95,7 +137,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(options, metrics).await {
+    match run(options, metrics, labels).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("elicitation-proxy: {why}");
@@ -106,7 +148,11 @@ async fn main() -> ExitCode {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
+async fn run(
+    options: Options,
+    metrics: metrics::Metrics,
+    labels: decisions::Labels,
+) -> Result<(), Error> {
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
     // `--check` seals nothing: it needs no keys.
@@ -126,22 +172,24 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
         }
         None => None,
     };
-    let base = ElicitationLayer::new(keyring.clone());
-    let mut builder = Upstream::builder(server(&config)?).caller_from(&base);
-    if let Some(redis) = &redis {
-        builder = builder.route_retries(redis.pending_answers());
-    }
-    if let Some(era) = &config.upstream.era {
-        builder = builder.era(match era.as_str() {
-            "detect" => Era::Detect,
-            "2025" => Era::Legacy,
-            "2026" => Era::Mrtr,
-            other => return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into()),
-        });
-    }
-    let upstream = builder.spawn()?;
+    let principal = config.identity.principal()?;
+    let base = identified(ElicitationLayer::new(keyring.clone()), &principal);
+    let upstream = spawn(&config.upstream, &base, redis.as_ref(), None)?;
     let offered = offered(&upstream).await?;
-    let built = gates::build(&source, &config, &offered)?;
+    let backends = flows::Backends {
+        redis: match &config.state.redis {
+            Some(url) => Some(
+                redis::Client::open(secret(url)?)?
+                    .get_connection_manager()
+                    .await?,
+            ),
+            None => None,
+        },
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()?,
+    };
+    let built = gates::build(&source, &config, &offered, &backends)?;
     if options.check {
         for gate in &built {
             println!("{}: asks {:?}", gate.name, gate.message);
@@ -157,23 +205,49 @@ async fn run(options: Options, metrics: metrics::Metrics) -> Result<(), Error> {
         return Ok(());
     }
     let spent = Spent::new(redis.clone());
-    let first = layer(&keyring, &spent, built)?;
-    let stack = serve::Stack::new(&config, first, upstream.clone(), redis.as_ref());
+    labels.set(labels_of(&built));
+    let first = layer(&keyring, &principal, &spent, built)?;
+    let routed = if config.identity.pass_to_upstream {
+        if config.upstream.url.is_none() {
+            return Err("[identity] pass_to_upstream needs an [upstream] url".into());
+        }
+        let (settings, base, redis) = (config.upstream.clone(), base.clone(), redis.clone());
+        routed::Routed::per_caller(
+            upstream.clone(),
+            Box::new(move |authorization| {
+                spawn(&settings, &base, redis.as_ref(), Some(authorization))
+            }),
+        )
+    } else {
+        routed::Routed::single(upstream.clone())
+    };
+    let stack = serve::Stack::new(&config, first, routed, redis.as_ref());
     let reload = {
         let stack = stack.clone();
+        let principal = principal.clone();
+        let labels = labels.clone();
         let upstream = upstream.clone();
         let path = options.config.clone();
         move || -> Result<usize, Error> {
             let source = Source::read(&path)?;
             let config = source.parse()?;
             let offered = futures_block(offered_now(&upstream))?;
-            let built = gates::build(&source, &config, &offered)?;
+            let built = gates::build(&source, &config, &offered, &backends)?;
             let count = built.len();
-            stack.replace(layer(&keyring, &spent, built)?, upstream.clone());
+            labels.set(labels_of(&built));
+            stack.replace(layer(&keyring, &principal, &spent, built)?);
             Ok(count)
         }
     };
-    serve::run(&config, stack, metrics, reload).await?;
+    let reload = std::sync::Arc::new(reload);
+    serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
+    serve::reload_on_change(options.config.clone(), reload);
+    let app = serve::app(&stack, metrics, principal);
+    if options.stdio || config.listen.stdio {
+        stdio::run(app).await?;
+    } else {
+        serve::run(&config, app).await?;
+    }
     upstream.shutdown().await;
     Ok(())
 }
@@ -192,13 +266,43 @@ fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
     }
 }
 
-/// The upstream the file names.
-fn server(config: &Config) -> Result<Server, Error> {
-    let upstream = &config.upstream;
+/// The upstream adapter for `settings`, sending `authorization` (a caller's, in place of the
+/// file's) when given.
+fn spawn(
+    settings: &config::Upstream,
+    base: &ElicitationLayer,
+    redis: Option<&RedisStore>,
+    authorization: Option<&http::HeaderValue>,
+) -> Result<Upstream, Error> {
+    let mut builder = Upstream::builder(server(settings, authorization)?).caller_from(base);
+    if let Some(redis) = redis {
+        builder = builder.route_retries(redis.pending_answers());
+    }
+    if let Some(era) = &settings.era {
+        builder = builder.era(match era.as_str() {
+            "detect" => Era::Detect,
+            "2025" => Era::Legacy,
+            "2026" => Era::Mrtr,
+            other => return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into()),
+        });
+    }
+    Ok(builder.spawn()?)
+}
+
+/// The upstream the file names; `authorization` replaces the file's `Authorization` header.
+fn server(
+    upstream: &config::Upstream,
+    authorization: Option<&http::HeaderValue>,
+) -> Result<Server, Error> {
     match (&upstream.command, &upstream.url) {
         (Some(command), None) => {
-            let (program, args) = command.split_first().ok_or("[upstream] command is empty")?;
-            let mut stdio = Stdio::new(program).args(args);
+            if command.is_empty() {
+                return Err("[upstream] command is empty".into());
+            }
+            // The server runs under `--supervise` (see `supervise`): it never outlives the proxy.
+            let mut stdio = Stdio::new(std::env::current_exe()?)
+                .args(["--supervise", "--"])
+                .args(command);
             for (key, value) in &upstream.env {
                 stdio = stdio.env(key, secret(value)?);
             }
@@ -210,7 +314,13 @@ fn server(config: &Config) -> Result<Server, Error> {
         (None, Some(url)) => {
             let mut http = Http::new(url.clone());
             for (name, value) in &upstream.headers {
+                if authorization.is_some() && name.eq_ignore_ascii_case("authorization") {
+                    continue;
+                }
                 http = http.header(name.as_str(), secret(value)?.as_str());
+            }
+            if let Some(authorization) = authorization {
+                http = http.header(http::header::AUTHORIZATION, authorization.clone());
             }
             Ok(http.into())
         }
@@ -237,10 +347,11 @@ impl Spent {
 /// The layer with `built`'s gates, single-use approvals in `spent`.
 fn layer(
     keyring: &Keyring,
+    principal: &PrincipalFrom,
     spent: &Spent,
     built: Vec<gates::Built>,
 ) -> Result<ElicitationLayer, Error> {
-    let mut layer = ElicitationLayer::new(keyring.clone());
+    let mut layer = identified(ElicitationLayer::new(keyring.clone()), principal);
     layer = match spent {
         Spent::Memory(store) => layer.single_use(store.clone()),
         Spent::Redis(store) => layer.single_use(store.clone()),
@@ -249,6 +360,27 @@ fn layer(
         layer = layer.gate(gate.target, gate.gate)?;
     }
     Ok(layer)
+}
+
+/// Which gate judges each target, for the decision log.
+fn labels_of(built: &[gates::Built]) -> std::collections::BTreeMap<String, String> {
+    built
+        .iter()
+        .map(|gate| (gate.target_name.clone(), gate.label.clone()))
+        .collect()
+}
+
+/// `layer` taking the caller's identity where `[identity] principal` says.
+fn identified(layer: ElicitationLayer, principal: &PrincipalFrom) -> ElicitationLayer {
+    match principal.clone() {
+        PrincipalFrom::Header(name) => layer.principal_from(move |parts: &http::request::Parts| {
+            parts
+                .headers
+                .get(&name)
+                .map(|value| value.as_bytes().to_vec())
+        }),
+        PrincipalFrom::Nobody => layer.principal_from(|_: &http::request::Parts| None),
+    }
 }
 
 /// Runs `future` to its end from a synchronous reload (on the runtime's blocking pool).
@@ -277,6 +409,7 @@ async fn offered_now(upstream: &Upstream) -> Result<Offered, Error> {
     for (method, field, into) in [
         ("tools/list", "tools", &mut offered.tools),
         ("prompts/list", "prompts", &mut offered.prompts),
+        ("resources/list", "resources", &mut offered.resources),
     ] {
         if capabilities.get(field).is_none() {
             continue;
@@ -289,7 +422,8 @@ async fn offered_now(upstream: &Upstream) -> Result<Offered, Error> {
             };
             let listed = rpc(upstream, method, params).await?;
             for item in listed[field].as_array().into_iter().flatten() {
-                let Some(name) = item["name"].as_str() else {
+                let key = if field == "resources" { "uri" } else { "name" };
+                let Some(name) = item[key].as_str() else {
                     continue;
                 };
                 let arguments = match field {
@@ -297,6 +431,7 @@ async fn offered_now(upstream: &Upstream) -> Result<Offered, Error> {
                         .as_object()
                         .map(|p| p.keys().cloned().collect())
                         .unwrap_or_default(),
+                    "resources" => vec!["uri".to_owned()],
                     _ => item["arguments"]
                         .as_array()
                         .into_iter()

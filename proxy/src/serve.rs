@@ -13,12 +13,13 @@ use tower::util::Oneshot;
 use tower::{Layer, ServiceExt};
 use tower_elicitation::bridge::{LegacyBridgeLayer, MemorySessionStore};
 use tower_elicitation::redis::RedisStore;
-use tower_elicitation::upstream::Upstream;
 use tower_elicitation::{Elicitation, ElicitationLayer};
 
 use crate::Error;
-use crate::config::Config;
+use crate::config::{Config, PrincipalFrom};
 use crate::metrics::Metrics;
+use crate::routed::Routed;
+use tracing::Instrument;
 
 /// How long a request's head may take to arrive, and its body.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,7 +32,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// The bridge (fixed: its sessions live across reloads) in front of the current layer.
 #[derive(Clone)]
 pub struct Stack {
-    current: Arc<RwLock<Elicitation<Upstream>>>,
+    current: Arc<RwLock<Elicitation<Routed>>>,
+    upstream: Routed,
     bridge: LegacyBridgeLayer,
 }
 
@@ -39,7 +41,7 @@ impl Stack {
     pub fn new(
         config: &Config,
         layer: ElicitationLayer,
-        upstream: Upstream,
+        upstream: Routed,
         redis: Option<&RedisStore>,
     ) -> Self {
         let mut bridge = LegacyBridgeLayer::new(&layer);
@@ -56,14 +58,15 @@ impl Stack {
                 .pending_answers(redis.pending_answers());
         }
         Self {
-            current: Arc::new(RwLock::new(layer.layer(upstream))),
+            current: Arc::new(RwLock::new(layer.layer(upstream.clone()))),
+            upstream,
             bridge,
         }
     }
 
-    /// Puts `layer` (new gates) in front of `upstream` for every request from now on.
-    pub fn replace(&self, layer: ElicitationLayer, upstream: Upstream) {
-        let service = layer.layer(upstream);
+    /// Puts `layer` (new gates) in front of the upstream for every request from now on.
+    pub fn replace(&self, layer: ElicitationLayer) {
+        let service = layer.layer(self.upstream.clone());
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = service;
     }
 }
@@ -71,16 +74,16 @@ impl Stack {
 /// The current layer, taken afresh for each request.
 #[derive(Clone)]
 struct Swap {
-    current: Arc<RwLock<Elicitation<Upstream>>>,
+    current: Arc<RwLock<Elicitation<Routed>>>,
 }
 
 impl<R> Service<R> for Swap
 where
-    Elicitation<Upstream>: Service<R>,
+    Elicitation<Routed>: Service<R>,
 {
-    type Response = <Elicitation<Upstream> as Service<R>>::Response;
-    type Error = <Elicitation<Upstream> as Service<R>>::Error;
-    type Future = Oneshot<Elicitation<Upstream>, R>;
+    type Response = <Elicitation<Routed> as Service<R>>::Response;
+    type Error = <Elicitation<Routed> as Service<R>>::Error;
+    type Future = Oneshot<Elicitation<Routed>, R>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -96,17 +99,16 @@ where
     }
 }
 
-/// Serves until SIGTERM or Ctrl-C; `reload` runs on each SIGHUP.
-pub async fn run<F>(config: &Config, stack: Stack, metrics: Metrics, reload: F) -> Result<(), Error>
-where
-    F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
-{
-    use tokio::signal::unix::{SignalKind, signal};
-
-    let mcp = stack.bridge.layer(Swap {
+/// The app both listeners serve: `/mcp` (bridge → the current layer → the upstream),
+/// `/healthz` and `/metrics`.
+///
+/// Each request to `/mcp` runs in a span naming the caller's tag (for the decision log),
+/// taken as `principal` says.
+pub fn app(stack: &Stack, metrics: Metrics, principal: PrincipalFrom) -> axum::Router {
+    let mcp = stack.bridge.clone().layer(Swap {
         current: Arc::clone(&stack.current),
     });
-    let app = axum::Router::new()
+    axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route(
             "/metrics",
@@ -116,9 +118,88 @@ where
             }),
         )
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let span = crate::decisions::caller_span(&principal, request.headers());
+                next.run(request).instrument(span)
+            },
+        ))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             BODY_READ_TIMEOUT,
-        ));
+        ))
+}
+
+/// Runs `reload` on each SIGHUP, logging what it did.
+///
+/// # Errors
+///
+/// When the signal handler cannot be installed.
+pub fn reload_on_hangup<F>(reload: Arc<F>) -> Result<(), Error>
+where
+    F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
+{
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            report_reload("SIGHUP", reload());
+        }
+    });
+    Ok(())
+}
+
+/// Runs `reload` when the file at `path` changes, as it does on SIGHUP.
+///
+/// The file is polled (its modification time and length, each [`WATCH_EVERY`]) rather than
+/// watched with `notify`: a poll of one file is a few lines, sees an editor's rename-over-save
+/// as well as an in-place write or a ConfigMap's symlink swap, and needs no inotify limits.
+pub fn reload_on_change<F>(path: std::path::PathBuf, reload: Arc<F>)
+where
+    F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
+{
+    let stamp = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.modified().ok(), m.len()))
+    };
+    tokio::spawn(async move {
+        let mut seen = stamp(&path);
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            let now = stamp(&path);
+            if now != seen && now.is_some() {
+                seen = now;
+                report_reload("file changed", reload());
+            }
+        }
+    });
+}
+
+/// How often [`reload_on_change`] looks at the file.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// Logs a reload's outcome.
+pub fn report_reload(why: &str, outcome: Result<usize, Error>) {
+    match outcome {
+        Ok(count) => {
+            tracing::info!(
+                trigger = why,
+                gates = count,
+                "reloaded: the new gates apply from now on"
+            )
+        }
+        Err(error) => tracing::error!(trigger = why, %error, "reload refused: the old gates stay"),
+    }
+}
+
+/// Serves HTTP until SIGTERM or Ctrl-C.
+///
+/// # Errors
+///
+/// When the address cannot be listened on.
+pub async fn run(config: &Config, app: axum::Router) -> Result<(), Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+
     let listener = tokio::net::TcpListener::bind(&config.listen.http)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", config.listen.http))?;
@@ -126,17 +207,6 @@ where
     tracing::info!("listening on http://{address}/mcp");
     println!("listening on http://{address}/mcp");
 
-    let mut hangup = signal(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            match reload() {
-                Ok(count) => {
-                    tracing::info!(gates = count, "reloaded: the new gates apply from now on")
-                }
-                Err(why) => tracing::error!(%why, "reload refused: the old gates stay"),
-            }
-        }
-    });
     let mut terminate = signal(SignalKind::terminate())?;
     let shutdown = async move {
         tokio::select! {

@@ -91,11 +91,17 @@ struct Proxy {
 
 impl Proxy {
     async fn start(config: &Path, port: u16) -> Self {
+        Self::start_with(config, port, Stdio::inherit()).await
+    }
+
+    /// [`start`](Self::start), its stderr (logs) going to `stderr`.
+    async fn start_with(config: &Path, port: u16, stderr: impl Into<Stdio>) -> Self {
         let child = Command::new(PROXY)
             .arg("--config")
             .arg(config)
             .arg("--ephemeral-keys")
             .stdout(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let proxy = Self {
@@ -121,6 +127,17 @@ impl Proxy {
 
     /// A `tools/call` of `tool` (2026-07-28, declaring form elicitation), `extra` params added.
     async fn call(&self, tool: &str, arguments: Value, extra: Value) -> Value {
+        self.call_as(None, tool, arguments, extra).await
+    }
+
+    /// [`call`](Self::call) with `caller` as `(header, value)`.
+    async fn call_as(
+        &self,
+        caller: Option<(&str, &str)>,
+        tool: &str,
+        arguments: Value,
+        extra: Value,
+    ) -> Value {
         let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
@@ -130,8 +147,11 @@ impl Proxy {
             .unwrap()
             .extend(extra.as_object().cloned().unwrap_or_default());
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-        let text = reqwest::Client::new()
-            .post(&self.url)
+        let mut request = reqwest::Client::new().post(&self.url);
+        if let Some((name, value)) = caller {
+            request = request.header(name, value);
+        }
+        let text = request
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
@@ -351,15 +371,7 @@ async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leave
     );
 
     // SIGTERM: the proxy ends, and the server it started with it.
-    let children = Command::new("pgrep")
-        .arg("-P")
-        .arg(proxy.child.id().to_string())
-        .output()
-        .unwrap();
-    let children: Vec<String> = String::from_utf8_lossy(&children.stdout)
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
+    let children = descendants_of(proxy.child.id());
     assert!(
         !children.is_empty(),
         "the proxy runs the server as its child"
@@ -371,11 +383,881 @@ async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leave
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status}");
-    for child in children {
-        let alive = Path::new(&format!("/proc/{child}/stat")).exists()
-            && !std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .unwrap_or_default()
-                .contains(") Z ");
-        assert!(!alive, "the server {child} outlived the proxy");
+    // The server under the supervisor gets its SIGKILL from the kernel as the supervisor ends.
+    let mut left = children;
+    for _ in 0..50 {
+        left.retain(|pid| alive(*pid));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    assert!(left.is_empty(), "the server {left:?} outlived the proxy");
+}
+
+/// The Python `mcp` 1.30 client's interpreter (`scripts/upstream-servers.sh` makes the venv).
+fn host_python() -> Option<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/upstream/venv/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    let why = format!(
+        "{} is missing: run scripts/upstream-servers.sh",
+        python.display()
+    );
+    assert!(
+        std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() != Ok("1"),
+        "MCP_REQUIRE_UPSTREAMS=1: {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+#[test]
+fn a_desktop_host_on_stdio_is_asked_refused_on_decline_and_written_on_approval() {
+    let Some(entry) = filesystem() else { return };
+    let Some(python) = host_python() else { return };
+    let setup = Setup::new("stdio", &entry, free_port(), "");
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stdio/host.py");
+    let out = Command::new(python)
+        .arg(host)
+        .arg(PROXY)
+        .arg(&setup.config)
+        .arg(setup.dir.join("data"))
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{printed}\n{said}");
+    assert!(printed.contains("host.py: all checks passed"), "{printed}");
+}
+
+#[test]
+fn a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written() {
+    use std::io::{BufRead, BufReader, Write};
+    let Some(entry) = filesystem() else { return };
+    let setup = Setup::new("stdio-2026", &entry, free_port(), "");
+    let mut proxy = Command::new(PROXY)
+        .args(["--ephemeral-keys", "--stdio", "--config"])
+        .arg(&setup.config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = proxy.stdin.take().unwrap();
+    let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
+    // A line that is not JSON: a parse error, and the proxy goes on.
+    writeln!(stdin, "not json {{").unwrap();
+    let mut text = String::new();
+    stdout.read_line(&mut text).unwrap();
+    let parse_error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parse_error["error"]["code"], -32700, "{text}");
+    let path = setup.data("new.txt");
+    let mut call = |id: u64, extra: Value| -> Value {
+        let mut params = json!({"name": "write_file", "arguments": {"path": path, "content": "2026"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+                "io.modelcontextprotocol/clientInfo": {"name": "stdio-2026", "version": "0"}}});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        writeln!(stdin, "{line}").unwrap();
+        loop {
+            let mut text = String::new();
+            assert!(stdout.read_line(&mut text).unwrap() > 0, "stdout closed");
+            let message: Value = serde_json::from_str(&text).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    let asked = call(1, json!({}));
+    let state = state_of(&asked);
+    assert!(!path.exists());
+    let done = call(
+        2,
+        answer(
+            &state,
+            json!({"action": "accept", "content": {"approve": true}}),
+        ),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "2026");
+    drop(stdin);
+    let status = proxy.wait().unwrap();
+    assert!(status.success(), "stdin closed: the proxy ends ({status})");
+}
+
+#[tokio::test]
+async fn an_approval_is_bound_to_its_caller() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let identity = "\n[identity]\nprincipal = \"header:x-user\"\n";
+    let setup = Setup::new("identity", &entry, port, identity);
+    let proxy = Proxy::start(&setup.config, port).await;
+    let path = setup.data("bound.txt");
+    let args = json!({"path": path, "content": "alice's"});
+    let (alice, bob) = (Some(("x-user", "alice")), Some(("x-user", "bob")));
+    let approve = |state: &str| {
+        answer(
+            state,
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+    };
+
+    let state = state_of(
+        &proxy
+            .call_as(alice, "write_file", args.clone(), json!({}))
+            .await,
+    );
+    for other in [bob, None] {
+        let stolen = proxy
+            .call_as(other, "write_file", args.clone(), approve(&state))
+            .await;
+        assert!(
+            stolen.get("error").is_some() || stolen["result"]["isError"] == true,
+            "{other:?} used alice's approval: {stolen:#}"
+        );
+        assert!(!path.exists(), "written on another caller's approval");
+    }
+    let done = proxy
+        .call_as(alice, "write_file", args, approve(&state))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "alice's");
+}
+
+#[tokio::test]
+async fn each_decision_is_one_log_line_without_the_answers_or_the_credentials() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let gate = "\n[[gate]]\ntools = [\"create_directory\"]\nmessage = \"Create {path}?\"\nform.approve = { type = \"boolean\" }\nform.reason = { type = \"string\" }\nrequire = { approve = true }\n";
+    let setup = Setup::new("decisions", &entry, port, gate);
+    let log = setup.dir.join("stderr.log");
+    let proxy = Proxy::start_with(&setup.config, port, std::fs::File::create(&log).unwrap()).await;
+    let caller = Some(("authorization", "Bearer TOKEN-SECRET-7"));
+    let path = setup.data("made");
+    let args = json!({"path": path});
+    let state = state_of(
+        &proxy
+            .call_as(caller, "create_directory", args.clone(), json!({}))
+            .await,
+    );
+    let reply =
+        json!({"action": "accept", "content": {"approve": true, "reason": "SECRET-REASON-42"}});
+    let done = proxy
+        .call_as(caller, "create_directory", args, answer(&state, reply))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert!(path.is_dir());
+    let read = proxy
+        .call_as(None, "list_allowed_directories", json!({}), json!({}))
+        .await;
+    assert_eq!(read["result"]["resultType"], "complete", "{read:#}");
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let decisions: Vec<Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line.get("decision").is_some())
+        .collect();
+    let of = |tool: &str, decision: &str| {
+        decisions
+            .iter()
+            .filter(|d| d["tool"] == tool && d["decision"] == decision)
+            .count()
+    };
+    assert_eq!(of("create_directory", "ask"), 1, "{text}");
+    assert_eq!(of("create_directory", "gates_accepted"), 1, "{text}");
+    assert_eq!(of("list_allowed_directories", "ask"), 0, "{text}");
+    let asked = decisions
+        .iter()
+        .find(|d| d["tool"] == "create_directory")
+        .unwrap();
+    assert_eq!(asked["gate"], "gate 2 (line 13)", "{asked}");
+    assert_eq!(asked["method"], "tools/call", "{asked}");
+    let tag = asked["caller"].as_str().unwrap_or_default();
+    assert!(tag.starts_with("c:") && tag.len() > 2, "{asked}");
+    assert!(
+        decisions
+            .iter()
+            .all(|d| d["tool"] != "create_directory" || d["caller"] == tag)
+    );
+    assert!(
+        !text.contains("SECRET-REASON-42"),
+        "an answer in the logs: {text}"
+    );
+    assert!(
+        !text.contains("TOKEN-SECRET-7"),
+        "a credential in the logs: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_changed_file_is_reloaded_without_a_signal_and_a_bad_one_keeps_the_gates_and_says_why() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("watch", &entry, port, "");
+    let log = setup.dir.join("stderr.log");
+    let proxy = Proxy::start_with(&setup.config, port, std::fs::File::create(&log).unwrap()).await;
+    let read = || {
+        proxy.call(
+            "read_text_file",
+            json!({"path": setup.data("x")}),
+            json!({}),
+        )
+    };
+    assert_eq!(read().await["result"]["resultType"], "complete");
+
+    let more = "\n[[gate]]\ntools = [\"read_text_file\"]\nform.approve = { type = \"boolean\" }\nrequire = { approve = true }\n";
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    std::fs::write(&setup.config, format!("{text}{more}")).unwrap();
+    let mut asked = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if read().await["result"]["resultType"] == "input_required" {
+            asked = true;
+            break;
+        }
+    }
+    assert!(asked, "the changed file's new gate is in place");
+
+    // A gate naming a tool the server does not have: refused, the old gates stay.
+    let bad = "\n[[gate]]\ntools = [\"no_such_tool\"]\nform.approve = { type = \"boolean\" }\n";
+    std::fs::write(&setup.config, format!("{text}{more}{bad}")).unwrap();
+    let mut said = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        said = std::fs::read_to_string(&log).unwrap();
+        if said.contains("reload refused") {
+            break;
+        }
+    }
+    assert!(said.contains("reload refused"), "{said}");
+    assert!(
+        said.contains("gates.toml:18: gate 3: tool \"no_such_tool\" matches nothing"),
+        "{said}"
+    );
+    assert_eq!(
+        read().await["result"]["resultType"],
+        "input_required",
+        "the old gates stay"
+    );
+}
+
+/// The pids of `parent`'s children.
+fn children_of(parent: u32) -> Vec<u32> {
+    let out = Command::new("pgrep")
+        .arg("-P")
+        .arg(parent.to_string())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .collect()
+}
+
+/// The pids of `parent`'s descendants, children first.
+fn descendants_of(parent: u32) -> Vec<u32> {
+    let mut all = children_of(parent);
+    let mut next = 0;
+    while next < all.len() {
+        let more = children_of(all[next]);
+        all.extend(more);
+        next += 1;
+    }
+    all
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.contains(") Z ") && !stat.contains(") X "))
+}
+
+/// Waits until a process under `root` (the server) is opening `fifo`: one of its threads waits
+/// in the kernel for a writer (`wait_for_partner`), or has it open. The call is in flight there.
+async fn opened(root: u32, fifo: &Path) {
+    for _ in 0..600 {
+        let mut pids = descendants_of(root);
+        pids.push(root);
+        for pid in pids {
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
+            for task in tasks.into_iter().flatten().flatten() {
+                let wchan = std::fs::read_to_string(task.path().join("wchan")).unwrap_or_default();
+                if wchan.contains("wait_for_partner") {
+                    return;
+                }
+            }
+            let fds = std::fs::read_dir(format!("/proc/{pid}/fd"));
+            for fd in fds.into_iter().flatten().flatten() {
+                if std::fs::read_link(fd.path()).is_ok_and(|target| target == fifo) {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the server never opened {}", fifo.display());
+}
+
+/// A named pipe in the served directory: reading it blocks until someone writes, a call that
+/// stays in flight at the server.
+fn fifo(setup: &Setup) -> PathBuf {
+    let path = setup.data("fifo");
+    let status = Command::new("mkfifo").arg(&path).status().unwrap();
+    assert!(status.success());
+    path
+}
+
+#[tokio::test]
+async fn the_proxy_killed_mid_call_leaves_no_server_behind() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("sigkill", &entry, port, "");
+    let mut proxy = Proxy::start(&setup.config, port).await;
+    let servers = children_of(proxy.child.id());
+    assert!(
+        !servers.is_empty(),
+        "the proxy runs the server as its child"
+    );
+    let fifo = fifo(&setup);
+    let url = proxy.url.clone();
+    let in_flight = tokio::spawn(async move {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "read_text_file", "arguments": {"path": fifo}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}}}});
+        reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "read_text_file")
+            .body(body.to_string())
+            .send()
+            .await
+    });
+    opened(proxy.child.id(), &setup.data("fifo")).await;
+    assert!(!in_flight.is_finished(), "the read of a fifo is in flight");
+    proxy.signal(9);
+    let _ = proxy.child.wait();
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "the call's connection ended with the proxy"
+    );
+    let mut left: Vec<u32> = servers.clone();
+    for _ in 0..100 {
+        left.retain(|pid| alive(*pid));
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for pid in &left {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    }
+    assert!(
+        left.is_empty(),
+        "the server {left:?} outlived the proxy killed with SIGKILL"
+    );
+}
+
+#[tokio::test]
+async fn the_server_killed_mid_call_is_a_clear_error_and_the_next_call_works() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("upstream-kill", &entry, port, "");
+    let proxy = Proxy::start(&setup.config, port).await;
+    // The server itself (under the supervisor): what crashes.
+    let supervisor = children_of(proxy.child.id());
+    assert_eq!(supervisor.len(), 1, "{supervisor:?}");
+    let server = children_of(supervisor[0]);
+    assert_eq!(server.len(), 1, "{server:?}");
+    let fifo = fifo(&setup);
+    let call = proxy.call("read_text_file", json!({"path": fifo}), json!({}));
+    let killer = async {
+        opened(server[0], &fifo).await;
+        send_signal(server[0], 9);
+    };
+    let (failed, ()) = tokio::join!(call, killer);
+    let said = failed["error"]["message"]
+        .as_str()
+        .or(failed["result"]["content"][0]["text"].as_str())
+        .unwrap_or_default();
+    assert!(
+        said.contains("server exited"),
+        "a clear error for the call in flight: {failed:#}"
+    );
+
+    std::fs::write(setup.data("after.txt"), "still here").unwrap();
+    let mut next = Value::Null;
+    for _ in 0..100 {
+        next = proxy
+            .call(
+                "read_text_file",
+                json!({"path": setup.data("after.txt")}),
+                json!({}),
+            )
+            .await;
+        if next["result"]["resultType"] == "complete" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(next["result"]["resultType"], "complete", "{next:#}");
+    assert!(next.to_string().contains("still here"), "{next:#}");
+    let restarted = descendants_of(proxy.child.id());
+    assert!(
+        restarted.len() == 2 && !restarted.contains(&server[0]),
+        "a new server: {restarted:?}"
+    );
+}
+
+/// Whether a Redis answers at `MCP_REDIS_URL` (default 127.0.0.1:6379); else skips, saying why,
+/// unless `MCP_REQUIRE_REDIS=1`.
+fn redis_url() -> Option<String> {
+    let url = std::env::var("MCP_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let host = url
+        .trim_start_matches("redis://")
+        .rsplit('@')
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    if std::net::TcpStream::connect(&host).is_ok() {
+        return Some(url);
+    }
+    let why = format!("no Redis at {url}");
+    assert!(
+        std::env::var("MCP_REQUIRE_REDIS").as_deref() != Ok("1"),
+        "MCP_REQUIRE_REDIS=1: {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+#[tokio::test]
+async fn two_replicas_on_redis_share_approvals_once() {
+    let Some(entry) = filesystem() else { return };
+    let Some(redis) = redis_url() else { return };
+    let key = format!("{:x<42}A", std::process::id());
+    let state = format!("\n[state]\nkeys = \"k1:{key}\"\nredis = \"{redis}\"\n");
+    let (port_a, port_b) = (free_port(), free_port());
+    let a_setup = Setup::new("replica-a", &entry, port_a, &state);
+    let text = std::fs::read_to_string(&a_setup.config)
+        .unwrap()
+        .replace(&format!(":{port_a}\""), &format!(":{port_b}\""));
+    let b_config = a_setup.dir.join("b.toml");
+    std::fs::write(&b_config, text).unwrap();
+    let a = Proxy::start(&a_setup.config, port_a).await;
+    let b = Proxy::start(&b_config, port_b).await;
+    let path = a_setup.data("replicated.txt");
+    let args = json!({"path": path, "content": "once"});
+    let approve = |state: &str| {
+        answer(
+            state,
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+    };
+
+    // Asked by A, answered on B: the replicas share keys and the spent approvals.
+    let state = state_of(&a.call("write_file", args.clone(), json!({})).await);
+    let done = b.call("write_file", args.clone(), approve(&state)).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "once");
+    std::fs::remove_file(&path).unwrap();
+
+    // The same approval on A: spent on B, refused here.
+    let replay = a.call("write_file", args, approve(&state)).await;
+    assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
+    assert!(!path.exists(), "an approval used twice across replicas");
+}
+
+/// Sends one command to Redis at `url` (RESP), as the system that finishes a flow would.
+fn redis_command(url: &str, args: &[&str]) -> String {
+    use std::io::{Read, Write};
+    let host = url
+        .trim_start_matches("redis://")
+        .rsplit('@')
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let mut tcp = std::net::TcpStream::connect(host).unwrap();
+    let mut command = format!("*{}\r\n", args.len());
+    for arg in args {
+        command.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    tcp.write_all(command.as_bytes()).unwrap();
+    let mut reply = [0u8; 256];
+    let read = tcp.read(&mut reply).unwrap();
+    String::from_utf8_lossy(&reply[..read]).into_owned()
+}
+
+#[tokio::test]
+async fn a_url_gate_lets_the_call_through_once_its_redis_key_says_complete() {
+    let Some(entry) = filesystem() else { return };
+    let Some(redis) = redis_url() else { return };
+    let port = free_port();
+    let prefix = format!("te-proxy-test:{}", std::process::id());
+    let gate = format!(
+        "\n[state]\nredis = \"{redis}\"\n\n[[gate]]\ntools = [\"create_directory\"]\nkey = \"signin\"\nmessage = \"Sign in to create {{path}}\"\nurl = \"https://auth.example.com/start?flow={{handle}}&path={{path}}\"\ncomplete_when = {{ redis_key = \"{prefix}:flows:{{handle}}\" }}\n"
+    );
+    let setup = Setup::new("url-gate", &entry, port, &gate);
+    let proxy = Proxy::start(&setup.config, port).await;
+    let path = setup.data("signed");
+    let args = json!({"path": path});
+    // A client that declares URL-mode elicitation.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
+    let accept = |state: &str| {
+        json!({"requestState": state, "inputResponses": {"signin": {"action": "accept"}},
+            "_meta": meta})
+    };
+
+    let asked = proxy
+        .call("create_directory", args.clone(), json!({"_meta": meta}))
+        .await;
+    let request = &asked["result"]["inputRequests"]["signin"]["params"];
+    assert_eq!(request["mode"], "url", "{asked:#}");
+    let url = request["url"].as_str().unwrap();
+    let handle = url
+        .strip_prefix("https://auth.example.com/start?flow=")
+        .and_then(|rest| rest.split('&').next())
+        .unwrap_or_else(|| panic!("{url}"));
+    assert!(
+        url.ends_with(&format!(
+            "&path={}",
+            path.display().to_string().replace('/', "%2F")
+        )),
+        "{url}"
+    );
+
+    // Accepted, but the flow did not finish: asked again, nothing done.
+    let again = proxy
+        .call("create_directory", args.clone(), accept(&state_of(&asked)))
+        .await;
+    let state = state_of(&again);
+    assert!(!path.exists());
+
+    // The flow finishes (its callback sets the key): the retry goes through.
+    let key = format!("{prefix}:flows:{handle}");
+    assert!(redis_command(&redis, &["SET", &key, "1", "EX", "600"]).starts_with("+OK"));
+    let done = proxy.call("create_directory", args, accept(&state)).await;
+    let _ = redis_command(&redis, &["DEL", &key]);
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert!(path.is_dir());
+}
+
+#[tokio::test]
+async fn a_url_gate_checks_completion_over_http() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(entry) = filesystem() else { return };
+    // The flow's service: `GET /flows/{handle}` answers 200 once finished, 404 before.
+    let finished = Arc::new(AtomicBool::new(false));
+    let asked_paths = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let checks = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let checks_port = checks.local_addr().unwrap().port();
+    {
+        let (finished, asked_paths) = (Arc::clone(&finished), Arc::clone(&asked_paths));
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = checks.accept().await {
+                let mut head = vec![0u8; 4096];
+                let read = tcp.read(&mut head).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&head[..read]).into_owned();
+                let path = head
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
+                asked_paths.lock().unwrap().push(path);
+                let status = if finished.load(Ordering::SeqCst) {
+                    "200 OK"
+                } else {
+                    "404 Not Found"
+                };
+                let _ = tcp
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            }
+        });
+    }
+    let port = free_port();
+    let gate = format!(
+        "\n[[gate]]\ntools = [\"create_directory\"]\nkey = \"signin\"\nurl = \"https://auth.example.com/start?flow={{handle}}\"\ncomplete_when = {{ http = \"http://127.0.0.1:{checks_port}/flows/{{handle}}\" }}\n"
+    );
+    let setup = Setup::new("url-http", &entry, port, &gate);
+    let proxy = Proxy::start(&setup.config, port).await;
+    let path = setup.data("checked");
+    let args = json!({"path": path});
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
+    let accept = |state: &str| {
+        json!({"requestState": state, "inputResponses": {"signin": {"action": "accept"}},
+            "_meta": meta})
+    };
+    let asked = proxy
+        .call("create_directory", args.clone(), json!({"_meta": meta}))
+        .await;
+    let url = asked["result"]["inputRequests"]["signin"]["params"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{asked:#}"))
+        .to_owned();
+    let handle = url.rsplit('=').next().unwrap().to_owned();
+    let again = proxy
+        .call("create_directory", args.clone(), accept(&state_of(&asked)))
+        .await;
+    let state = state_of(&again);
+    assert!(!path.exists());
+    finished.store(true, Ordering::SeqCst);
+    let done = proxy.call("create_directory", args, accept(&state)).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert!(path.is_dir());
+    let paths = asked_paths.lock().unwrap().clone();
+    assert!(
+        !paths.is_empty() && paths.iter().all(|p| *p == format!("/flows/{handle}")),
+        "{paths:?}"
+    );
+}
+
+/// A 2026-07-28 request of `method` with `params` to `url`; the JSON-RPC answer.
+async fn request(url: &str, method: &str, name: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let text = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn prompts_and_resources_are_gated_and_checked_against_the_upstreams_lists() {
+    let Some(filesystem) = filesystem() else {
+        return;
+    };
+    let everything = filesystem
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .join("server-everything/dist/index.js");
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("te-proxy-everything-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gates.toml");
+    let head = format!(
+        "[upstream]\ncommand = [\"node\", \"{}\", \"stdio\"]\n\n[listen]\nhttp = \"127.0.0.1:{port}\"\n",
+        everything.display()
+    );
+    let gates = r#"
+[[gate]]
+prompts = ["args-*"]
+message = "Ask about {city}?"
+form.approve = { type = "boolean" }
+require = { approve = true }
+
+[[gate]]
+resources = ["demo://resource/static/document/*.md"]
+message = "Read {uri}?"
+form.approve = { type = "boolean" }
+require = { approve = true }
+"#;
+    std::fs::write(&config, format!("{head}{gates}")).unwrap();
+    let out = Command::new(PROXY)
+        .arg("--config")
+        .arg(&config)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains(r#"prompt args-prompt: asks "Ask about {city}?""#),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("resource demo://resource/static/document/architecture.md: asks"),
+        "{printed}"
+    );
+
+    // A pattern no resource matches, or a placeholder a prompt does not take: refused.
+    for (bad, says) in [
+        (
+            "resources = [\"demo://nothing/*.md\"]",
+            "resource \"demo://nothing/*.md\" matches nothing",
+        ),
+        (
+            "prompts = [\"args-prompt\"]\nmessage = \"{town}\"",
+            "{town} names an argument prompt args-prompt does not take (it takes city, state)",
+        ),
+    ] {
+        std::fs::write(
+            &config,
+            format!("{head}\n[[gate]]\n{bad}\nform.approve = {{ type = \"boolean\" }}\n"),
+        )
+        .unwrap();
+        let out = Command::new(PROXY)
+            .arg("--config")
+            .arg(&config)
+            .arg("--check")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && said.contains(says), "{said}");
+    }
+
+    std::fs::write(&config, format!("{head}{gates}")).unwrap();
+    let proxy = Proxy::start(&config, port).await;
+    let url = proxy.url.clone();
+    let prompt = request(
+        &url,
+        "prompts/get",
+        "args-prompt",
+        json!({"name": "args-prompt", "arguments": {"city": "Lyon"}}),
+    )
+    .await;
+    assert_eq!(
+        prompt["result"]["inputRequests"]["approval"]["params"]["message"], "Ask about Lyon?",
+        "{prompt:#}"
+    );
+    let doc = "demo://resource/static/document/architecture.md";
+    let read = request(&url, "resources/read", doc, json!({"uri": doc})).await;
+    assert_eq!(
+        read["result"]["inputRequests"]["approval"]["params"]["message"],
+        format!("Read {doc}?"),
+        "{read:#}"
+    );
+    let state = state_of(&read);
+    let approved = request(
+        &url,
+        "resources/read",
+        doc,
+        json!({"uri": doc, "requestState": state,
+        "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}}}),
+    )
+    .await;
+    assert_eq!(approved["result"]["resultType"], "complete", "{approved:#}");
+    assert_eq!(
+        approved["result"]["contents"][0]["uri"], doc,
+        "{approved:#}"
+    );
+
+    // Not gated: another prompt, and a resource outside the pattern.
+    let simple = request(
+        &url,
+        "prompts/get",
+        "simple-prompt",
+        json!({"name": "simple-prompt"}),
+    )
+    .await;
+    assert_eq!(simple["result"]["resultType"], "complete", "{simple:#}");
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn each_callers_authorization_reaches_an_http_upstream_when_passed_and_none_otherwise() {
+    let Some(python) = host_python() else { return };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/upstream/elicit_server.py");
+    let server_port = free_port();
+    let mut server = Command::new(python)
+        .arg(&script)
+        .arg("--http")
+        .arg(server_port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..300 {
+        if std::net::TcpStream::connect(("127.0.0.1", server_port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let dir = std::env::temp_dir().join(format!("te-proxy-pass-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seen = |proxy_port: u16, pass: bool| {
+        let config = dir.join(format!("{pass}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[upstream]\nurl = \"http://127.0.0.1:{server_port}/mcp\"\nheaders = {{ Authorization = \"Bearer the-proxys-own\" }}\n\n[listen]\nhttp = \"127.0.0.1:{proxy_port}\"\n\n[identity]\npass_to_upstream = {pass}\n"
+            ),
+        )
+        .unwrap();
+        config
+    };
+    let header = async |proxy: &Proxy, caller: Option<(&str, &str)>| {
+        let reply = proxy
+            .call_as(
+                caller,
+                "header",
+                json!({"name": "authorization"}),
+                json!({}),
+            )
+            .await;
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{reply:#}"))
+            .to_owned()
+    };
+    let (alice, bob) = (
+        Some(("authorization", "Bearer alice")),
+        Some(("authorization", "Bearer bob")),
+    );
+
+    let port = free_port();
+    let passing = Proxy::start(&seen(port, true), port).await;
+    assert_eq!(header(&passing, alice).await, "Bearer alice");
+    assert_eq!(header(&passing, bob).await, "Bearer bob");
+    assert_eq!(header(&passing, alice).await, "Bearer alice");
+    assert_eq!(header(&passing, None).await, "Bearer the-proxys-own");
+    drop(passing);
+
+    let port = free_port();
+    let not_passing = Proxy::start(&seen(port, false), port).await;
+    assert_eq!(header(&not_passing, alice).await, "Bearer the-proxys-own");
+    drop(not_passing);
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }
