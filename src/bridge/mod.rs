@@ -5,6 +5,7 @@
 mod body;
 mod config;
 pub(crate) mod convert;
+mod events;
 mod future;
 mod hosts;
 pub(crate) mod ids;

@@ -5,18 +5,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response};
 use serde_json::{Map, Value, json};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tower_service::Service;
 
 use super::body::{RequestBody, ResponseBody};
 use super::config::{KEEP_ALIVE, Settings};
 use super::convert::{self, down_level, is_url, missing_capability, tool_error};
+use super::events::EventSender;
 use super::ids::{random_hex_64, uuid_v4};
 use super::inner::{self, InnerBody, Message, Reader};
 use super::pending::AnswerKey;
@@ -60,33 +59,25 @@ where
     S::Error: Send + 'static,
     ResBody: InnerBody + Send + 'static,
 {
-    let (events, stream) = mpsc::channel(16);
+    let (events, response) = EventSender::open();
     tokio::spawn(run(inner, call, events));
-    let mut response = Response::new(ResponseBody::stream(stream));
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
 
 /// The call's stream toward the client.
 struct CallStream {
-    events: mpsc::Sender<Bytes>,
+    events: EventSender,
     /// The last progress relayed per progress token (it must increase).
     progress: Mutex<HashMap<String, f64>>,
 }
 
 impl CallStream {
     async fn send(&self, message: &Value) {
-        let _ = self
-            .events
-            .send(crate::wire::sse::message_event(message))
-            .await;
+        self.events.send(message).await;
     }
 
     async fn keep_alive(&self) {
-        let _ = self.events.send(Bytes::from_static(b":\n\n")).await;
+        self.events.keep_alive().await;
     }
 
     /// Relays the inner's progress (only forward: it must increase) and log messages.
@@ -123,7 +114,7 @@ impl CallStream {
     }
 }
 
-async fn run<S, ResBody>(mut inner: S, call: BridgedCall, events: mpsc::Sender<Bytes>)
+async fn run<S, ResBody>(mut inner: S, call: BridgedCall, events: EventSender)
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: InnerBody,

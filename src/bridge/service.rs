@@ -15,6 +15,7 @@ use tower_service::Service;
 use super::body::{RequestBody, ResponseBody};
 use super::config::Settings;
 use super::convert::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
+use super::events::{self, EventSender};
 use super::future::ResponseFuture;
 use super::ids::new_session_id;
 use super::inner::{self, InnerBody, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
@@ -361,7 +362,9 @@ async fn set_log_level<B>(
     json(StatusCode::OK, &convert::response(id, Ok(json!({}))))
 }
 
-/// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape.
+/// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape, as
+/// an event stream when the client takes one (with the inner's log messages and progress before
+/// it), as JSON otherwise.
 async fn forward_once<S, ResBody>(
     mut inner: S,
     settings: &Settings,
@@ -371,8 +374,8 @@ async fn forward_once<S, ResBody>(
     modern: Map<String, Value>,
 ) -> Result<BridgeResponse<ResBody>, S::Error>
 where
-    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: InnerBody,
+    S: Wrapped<ResBody>,
+    ResBody: InnerBody + Send + 'static,
 {
     let inner_id = settings.inner_id();
     let body = json!({"jsonrpc": "2.0", "id": inner_id, "method": method, "params": modern});
@@ -387,16 +390,50 @@ where
         name.as_deref(),
         body.to_string().into_bytes(),
     );
-    let response = inner::call(&mut inner, request).await?;
-    let mut reader = Reader::new(response);
-    let outcome = loop {
-        match reader.next().await {
-            Ok(Message::Notification(_)) => continue,
-            Ok(Message::Response(response)) => break legacy_outcome(response),
-            Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
-        }
-    };
-    Ok(json(StatusCode::OK, &convert::response(id, outcome)))
+    if !events::accepts_event_stream(parts) {
+        let response = inner::call(&mut inner, request).await?;
+        let mut reader = Reader::new(response);
+        let outcome = loop {
+            match reader.next().await {
+                Ok(Message::Notification(_)) => continue,
+                Ok(Message::Response(response)) => break legacy_outcome(response),
+                Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
+            }
+        };
+        return Ok(json(StatusCode::OK, &convert::response(id, outcome)));
+    }
+    let (events, stream) = EventSender::open();
+    let id = id.clone();
+    tokio::spawn(async move {
+        let call = async {
+            let Ok(response) = inner::call(&mut inner, request).await else {
+                let error = convert::error(INTERNAL_ERROR, "The inner service failed");
+                return Err(error);
+            };
+            let mut reader = Reader::new(response);
+            loop {
+                match reader.next().await {
+                    Ok(Message::Notification(notification)) => {
+                        let method = notification.get("method").and_then(Value::as_str);
+                        if matches!(
+                            method,
+                            Some("notifications/message" | "notifications/progress")
+                        ) {
+                            events.send(&notification).await;
+                        }
+                    }
+                    Ok(Message::Response(response)) => break legacy_outcome(response),
+                    Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
+                }
+            }
+        };
+        let outcome = tokio::select! {
+            () = events.closed() => return,
+            outcome = call => outcome,
+        };
+        events.send(&convert::response(&id, outcome)).await;
+    });
+    Ok(stream)
 }
 
 /// The inner's answer to a request that is not an MRTR method, in its 2025 shape.

@@ -262,7 +262,26 @@ impl Server {
             .expect("in time")
             .expect("a response");
         let status = response.status().as_u16();
+        let stream = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|kind| kind == "text/event-stream");
         let bytes = response.bytes().await.unwrap();
+        if stream {
+            // A 2025 server may answer any request with an event stream: its last message.
+            let text = String::from_utf8(bytes.to_vec()).unwrap();
+            let last = text
+                .split("\n\n")
+                .filter_map(|event| {
+                    let data: Vec<&str> = event
+                        .lines()
+                        .filter_map(|line| line.strip_prefix("data: "))
+                        .collect();
+                    serde_json::from_str(&data.join("\n")).ok()
+                })
+                .last();
+            return (status, last.unwrap_or(Value::Null));
+        }
         (
             status,
             serde_json::from_slice(&bytes).unwrap_or(Value::Null),
