@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::hosts::AllowedHosts;
+use super::listen::Listeners;
 use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
 use super::session::{ErasedSessionStore, MemorySessionStore};
 use crate::util::principal::CallerBinding;
@@ -51,6 +52,8 @@ pub(crate) struct Settings {
     pub(crate) server_info: Value,
     /// The inner's `server/discover` result, when it said it may be kept (`cacheScope: public`).
     pub(crate) discovered: Arc<Mutex<Option<(Instant, Value)>>>,
+    /// The sessions with a GET stream open in this process, told when their subscriptions change.
+    pub(crate) listeners: Arc<Listeners>,
     next_id: Arc<AtomicU64>,
 }
 
@@ -74,6 +77,7 @@ impl Settings {
                 "version": env!("CARGO_PKG_VERSION"),
             }),
             discovered: Arc::default(),
+            listeners: Arc::default(),
             next_id: Arc::default(),
         }
     }

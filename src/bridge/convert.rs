@@ -99,7 +99,8 @@ pub(crate) fn modern_params(params: Option<&Value>, client: &Client<'_>) -> Map<
 }
 
 /// The `InitializeResult` for `version`, from the inner's `server/discover` result: its
-/// capabilities without what the bridge does not relay (list changes, subscriptions, tasks), its
+/// capabilities without the tasks extension, which a 2025 client cannot use (list changes and
+/// resource subscriptions stay: the bridge relays them on the session's GET stream), its
 /// `serverInfo` (or the bridge's own) and `instructions`.
 pub(crate) fn initialize_result(version: &str, discovered: &Value, fallback: &Value) -> Value {
     let mut capabilities = Map::new();
@@ -108,12 +109,7 @@ pub(crate) fn initialize_result(version: &str, discovered: &Value, fallback: &Va
             if key == "tasks" {
                 continue;
             }
-            let mut value = value.clone();
-            if let Some(entry) = value.as_object_mut() {
-                entry.remove("listChanged");
-                entry.remove("subscribe");
-            }
-            capabilities.insert(key.clone(), value);
+            capabilities.insert(key.clone(), value.clone());
         }
     }
     let server_info = discovered
@@ -353,7 +349,7 @@ mod tests {
         let fallback = json!({"name": "b", "version": "0"});
         assert_eq!(
             initialize_result("2025-11-25", &discovered, &fallback),
-            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": true}},
                 "serverInfo": {"name": "s", "version": "2"}, "instructions": "hi"})
         );
         assert_eq!(

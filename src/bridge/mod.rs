@@ -11,6 +11,7 @@ mod hosts;
 pub(crate) mod ids;
 mod inner;
 mod layer;
+mod listen;
 pub(crate) mod pending;
 mod rounds;
 mod service;

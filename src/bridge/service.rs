@@ -19,6 +19,7 @@ use super::events::{self, EventSender};
 use super::future::ResponseFuture;
 use super::ids::new_session_id;
 use super::inner::{self, InnerBody, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
+use super::listen;
 use super::pending::AnswerKey;
 use super::rounds::{self, BridgedCall};
 use super::session::SessionRecord;
@@ -132,9 +133,9 @@ where
     }
     let session = header(&parts, &SESSION_ID).map(str::to_owned);
     if parts.method != Method::POST
-        && let Some(session) = &session
+        && let Some(session) = session
     {
-        return Ok(without_body(&settings, &parts, session).await);
+        return Ok(without_body(inner, settings, parts, session).await);
     }
     let bytes = match read_body(&settings, body).await {
         Ok(bytes) => bytes,
@@ -266,6 +267,10 @@ impl<S> Incoming<S> {
             "logging/setLevel" => {
                 let session = session.as_deref();
                 return Ok(set_log_level(&settings, session, record, &id, params).await);
+            }
+            "resources/subscribe" | "resources/unsubscribe" if session.is_some() => {
+                let session = session.as_deref().unwrap_or_default();
+                return Ok(subscription(&settings, session, record, method, &id, params).await);
             }
             _ => {}
         }
@@ -499,6 +504,7 @@ where
         client_info: info,
         log_level: None,
         principal: principal_tag(settings, parts),
+        subscriptions: Vec::new(),
     };
     let session = new_session_id();
     if let Err(error) = settings.sessions.create(&session, record).await {
@@ -577,26 +583,77 @@ where
     Ok(Ok(result))
 }
 
-/// GET, DELETE (or any method without a JSON-RPC body) naming a session.
-async fn without_body<B>(settings: &Settings, parts: &Parts, session: &str) -> BridgeResponse<B> {
-    match lookup(settings, parts, session).await {
+/// GET, DELETE (or any method without a JSON-RPC body) naming a session: a GET that takes an
+/// event stream gets the session's stream (list changes, resource updates); a `Last-Event-ID`
+/// opens a fresh one, as nothing is replayed.
+async fn without_body<S, ResBody>(
+    inner: S,
+    settings: Arc<Settings>,
+    parts: Parts,
+    session: String,
+) -> BridgeResponse<ResBody>
+where
+    S: Wrapped<ResBody>,
+    ResBody: InnerBody + Send + 'static,
+{
+    match lookup(&settings, &parts, &session).await {
         Ok(Some(_)) => {}
         Ok(None) => return session_not_found(),
         Err(error) => return store_failed(&error),
     }
     if parts.method == Method::DELETE {
-        return match settings.sessions.remove(session).await {
+        let removed = settings.sessions.remove(&session).await;
+        // Its GET streams in this process end now.
+        settings.listeners.changed(&session);
+        return match removed {
             Ok(_) => status(StatusCode::NO_CONTENT),
             Err(error) => store_failed(&error),
         };
     }
-    // No standalone stream: nothing is relayed outside a call (no list changes, no
-    // subscriptions), and there is no resumption.
+    if parts.method == Method::GET && events::accepts_event_stream(&parts) {
+        return listen::open(inner, settings, parts, session);
+    }
     let mut response = status(StatusCode::METHOD_NOT_ALLOWED);
     response
         .headers_mut()
-        .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+        .insert(ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
     response
+}
+
+/// `resources/subscribe` and `resources/unsubscribe` of a session: its record keeps the URIs,
+/// which its GET stream listens for on the inner service (2026-07-28 has no such requests).
+async fn subscription<B>(
+    settings: &Settings,
+    session: &str,
+    mut record: SessionRecord,
+    method: &str,
+    id: &Value,
+    params: Option<&Value>,
+) -> BridgeResponse<B> {
+    let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
+        let error = convert::error(INVALID_PARAMS, "Invalid params: uri must be a string");
+        return json(StatusCode::OK, &convert::response(id, Err(error)));
+    };
+    let subscribed = record.subscriptions.iter().any(|known| known == uri);
+    let changed = match method {
+        "resources/subscribe" if !subscribed => {
+            record.subscriptions.push(uri.to_owned());
+            true
+        }
+        "resources/unsubscribe" if subscribed => {
+            record.subscriptions.retain(|known| known != uri);
+            true
+        }
+        _ => false,
+    };
+    if changed {
+        match settings.sessions.update(session, record).await {
+            Ok(true) => settings.listeners.changed(session),
+            Ok(false) => return session_not_found(),
+            Err(error) => return store_failed(&error),
+        }
+    }
+    json(StatusCode::OK, &convert::response(id, Ok(json!({}))))
 }
 
 /// A client's response to a request on a call's stream: handed to the call waiting for it, if
@@ -652,6 +709,7 @@ fn sessionless(version: Option<&str>) -> SessionRecord {
         client_info: json!({"name": "unknown", "version": "0"}),
         log_level: None,
         principal: None,
+        subscriptions: Vec::new(),
     }
 }
 

@@ -125,17 +125,6 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
                 _ => json!({"error": {"code": -32602, "message": "unknown tool"}}),
             }
         }
-        // What a 2026 server requires of a subscription: `Mcp-Name`, the resource's URI.
-        "resources/subscribe" | "resources/unsubscribe" => {
-            match headers.get("mcp-name").and_then(|v| v.to_str().ok()) {
-                Some(name) if Some(name) == params["uri"].as_str() => {
-                    json!({"resultType": "complete"})
-                }
-                _ => {
-                    json!({"error": {"code": -32020, "message": "missing required Mcp-Name header"}})
-                }
-            }
-        }
         _ => json!({"error": {"code": -32601, "message": "Method not found"}}),
     }
 }
@@ -149,6 +138,9 @@ async fn inner_service(
     let (parts, body) = request.into_parts();
     let bytes = body.collect().await.expect("a body").to_bytes();
     let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if message["method"] == "subscriptions/listen" {
+        return Ok(listen(&parts.headers, &message));
+    }
     let outcome = answer(&seen, &parts.headers, &message);
     let body = match outcome.get("error") {
         Some(error) => json!({"jsonrpc": "2.0", "id": message["id"], "error": error}),
@@ -164,6 +156,58 @@ async fn inner_service(
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
         .unwrap())
+}
+
+/// `subscriptions/listen`, as a 2026 server answers it: an event stream with the acknowledgment,
+/// then one `notifications/resources/updated` per resource asked for (with the subscription's id
+/// in `_meta`) and a tool list change. It ends there, without a final result (as a listen cut
+/// off does). A request without its 2026 headers and `_meta` is refused as rmcp refuses it.
+fn listen(headers: &http::HeaderMap, message: &Value) -> Response<Full<Bytes>> {
+    let id = &message["id"];
+    let params = &message["params"];
+    let versioned = params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28";
+    if headers
+        .get("mcp-method")
+        .is_none_or(|m| m != "subscriptions/listen")
+        || !versioned
+    {
+        let error = json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32020, "message": "missing required Mcp-Method header"}});
+        return Response::builder()
+            .status(400)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(error.to_string())))
+            .unwrap();
+    }
+    let filter = &params["notifications"];
+    let meta = json!({"io.modelcontextprotocol/subscriptionId": id});
+    let mut messages = vec![json!({"jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": filter, "_meta": meta}})];
+    for uri in filter["resourceSubscriptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        messages.push(
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": uri, "_meta": meta}}),
+        );
+    }
+    if filter["toolsListChanged"] == true {
+        messages.push(
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+            "params": {"_meta": meta}}),
+        );
+    }
+    let body: String = messages
+        .iter()
+        .map(|message| format!("event: message\ndata: {message}\n\n"))
+        .collect();
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
 }
 
 /// Counts what waits in the bridge's pending answers, so a test can see a wait end.
@@ -363,7 +407,7 @@ async fn initialize_is_answered_from_the_inner_discovery() {
         let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
         assert_eq!(
             body["result"],
-            json!({"protocolVersion": answered, "capabilities": {"tools": {}, "logging": {}},
+            json!({"protocolVersion": answered, "capabilities": {"tools": {"listChanged": true}, "logging": {}},
                 "serverInfo": {"name": "inner-2026", "version": "9.9"},
                 "instructions": "Test tools."})
         );
@@ -371,16 +415,73 @@ async fn initialize_is_answered_from_the_inner_discovery() {
 }
 
 #[tokio::test]
-async fn a_subscription_reaches_the_inner_service_with_the_uri_it_names() {
+async fn subscriptions_and_list_changes_reach_the_get_stream_through_the_inners_listen() {
     let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
-    for method in ["resources/subscribe", "resources/unsubscribe"] {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method,
-            "params": {"uri": "file:///notes.txt"}});
-        let (status, answer) = server.send(Some(&session), None, &body).await;
-        assert_eq!(status, 200, "{method}");
-        assert_eq!(answer["result"], json!({}), "{method}: {answer}");
-    }
+    let get = server
+        .http
+        .get(&server.url)
+        .header("mcp-session-id", &session)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 200);
+    assert_eq!(get.headers()["content-type"], "text/event-stream");
+    let mut stream = Events {
+        response: get,
+        buffer: Vec::new(),
+    };
+    // No subscription yet: the list changes alone, the acknowledgment kept back.
+    let first = stream.next().await.unwrap();
+    assert_eq!(
+        first,
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}})
+    );
+
+    let subscribe = |method: &str, uri: &str| json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"uri": uri}});
+    let (status, answer) = server
+        .send(
+            Some(&session),
+            None,
+            &subscribe("resources/subscribe", "file:///notes.txt"),
+        )
+        .await;
+    assert_eq!((status, &answer["result"]), (200, &json!({})), "{answer}");
+    // The listen is opened again with the resource: its update reaches the client, in 2025 shape.
+    assert_eq!(
+        stream.next().await.unwrap(),
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": "file:///notes.txt"}})
+    );
+    assert_eq!(stream.next().await.unwrap(), first);
+
+    let (status, answer) = server
+        .send(
+            Some(&session),
+            None,
+            &subscribe("resources/unsubscribe", "file:///notes.txt"),
+        )
+        .await;
+    assert_eq!((status, &answer["result"]), (200, &json!({})), "{answer}");
+    assert_eq!(stream.next().await.unwrap(), first);
+    // A subscription without a URI is refused, and changes nothing.
+    let bad = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {}});
+    assert_eq!(
+        server.send(Some(&session), None, &bad).await.1["error"]["code"],
+        -32602
+    );
+
+    // Ending the session ends its stream.
+    let delete = server
+        .http
+        .delete(&server.url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 204);
+    assert_eq!(stream.next().await, None);
 }
 
 #[tokio::test]
