@@ -20,6 +20,7 @@
 //! |---|---|
 //! | `tasks/get`, `tasks/cancel` of a task created by another caller | `-32602` `Unknown task`, as for a task that does not exist; never forwarded |
 //! | `tasks/get`, `tasks/cancel` of a task the layer did not see created | forwarded; its questions are not remembered |
+//! | `tasks/update` whose `clientCapabilities` do not declare the extension | `-32021` naming it (HTTP 400), as SEP-2663 has a server answer; never forwarded |
 //! | `tasks/update` of a task the layer did not see created, or another caller's | `-32602` `Unknown task`; never forwarded |
 //! | `tasks/update` answering keys the layer did not see asked (or already answered) | those answers are dropped; the rest is judged |
 //! | an accepted answer whose content fails the asked schema, or of the wrong shape | `-32602`; none of the update's answers is forwarded (see below) |
@@ -54,8 +55,11 @@ use serde_json::{Map, Value, json};
 use super::answers::{self, Checked};
 use super::policy::Config;
 use crate::token::claims::{Questions, is_session_tag, session_tag};
-use crate::wire::jsonrpc::{Call, Field, INVALID_PARAMS, Reply, ReplyKind};
-use crate::wire::mcp::{INPUT_REQUIRED_STATUS, TASK_RESULT_TYPE, TaskMethod};
+use crate::wire::jsonrpc::{
+    Call, Field, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply, ReplyKind,
+};
+use crate::wire::mcp::meta::CLIENT_CAPABILITIES;
+use crate::wire::mcp::{INPUT_REQUIRED_STATUS, TASK_RESULT_TYPE, TASKS_EXTENSION, TaskMethod};
 
 /// How long the layer remembers a task at most after it last saw it, in seconds (a day): a
 /// task's own `ttlMs` shortens it.
@@ -158,6 +162,36 @@ pub(crate) fn unknown_task(call: &Call<'_, TaskMethod>, task_id: &str) -> Reply 
     )
 }
 
+/// Whether the request's own `clientCapabilities` declare the Tasks extension (SEP-2575: per
+/// request, in `params._meta`).
+fn declares_tasks(call: &Call<'_, TaskMethod>) -> bool {
+    let Ok(Field::Present(meta)) = call.field("_meta") else {
+        return false;
+    };
+    meta.get(CLIENT_CAPABILITIES)
+        .and_then(|declared| declared.get("extensions"))
+        .and_then(|extensions| extensions.get(TASKS_EXTENSION))
+        .is_some_and(Value::is_object)
+}
+
+/// `-32021` naming the Tasks extension: what SEP-2663 has a server answer a `tasks/*` request
+/// that does not declare it. The layer answers it to a `tasks/update` itself, before looking
+/// the task up, so that answers from such a request never reach the inner service.
+fn tasks_undeclared(call: &Call<'_, TaskMethod>) -> Reply {
+    tracing::info!(
+        target: "tower_elicitation",
+        method = call.method.as_str(),
+        "refused a task request that does not declare the tasks extension"
+    );
+    Reply::error(
+        ReplyKind::MissingCapability,
+        call.id,
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Missing required client capability",
+        Some(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})),
+    )
+}
+
 /// Decides on a task request, given what the layer remembers of its task (`None`: nothing).
 pub(crate) fn judge(
     call: &Call<'_, TaskMethod>,
@@ -172,6 +206,8 @@ pub(crate) fn judge(
             Some(false) => TaskVerdict::Refuse(unknown_task(call, task_id)),
             _ => TaskVerdict::Forward,
         },
+        // SEP-2663: a request that does not declare the extension cannot update a task.
+        TaskMethod::Update if !declares_tasks(call) => TaskVerdict::Refuse(tasks_undeclared(call)),
         TaskMethod::Update => {
             let Some(record) = record.filter(|_| owned == Some(true)) else {
                 return TaskVerdict::Refuse(unknown_task(call, task_id));
@@ -358,7 +394,7 @@ mod tests {
 
     fn update(responses: &str) -> String {
         format!(
-            r#"{{"jsonrpc":"2.0","id":3,"method":"tasks/update","params":{{"taskId":"t1","inputResponses":{responses}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tasks/update","params":{{"taskId":"t1","inputResponses":{responses},"_meta":{{"io.modelcontextprotocol/clientCapabilities":{{"extensions":{{"io.modelcontextprotocol/tasks":{{}}}}}}}}}}}}"#
         )
     }
 
@@ -417,6 +453,40 @@ mod tests {
             TaskVerdict::Forward
         ));
         assert!(matches!(verdict(get, None, None), TaskVerdict::Forward));
+    }
+
+    #[test]
+    fn an_update_that_does_not_declare_the_extension_is_refused_with_32021() {
+        let config = config();
+        let record = record(&config, Some(b"alice"));
+        let answer = r#"{"q1":{"action":"accept","content":{"confirm":true}}}"#;
+        let undeclared = [
+            format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"tasks/update","params":{{"taskId":"t1","inputResponses":{answer}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"tasks/update","params":{{"taskId":"t1","inputResponses":{answer},"_meta":{{"io.modelcontextprotocol/clientCapabilities":{{"extensions":{{}}}}}}}}}}"#
+            ),
+        ];
+        for body in undeclared {
+            for known in [Some(&record), None] {
+                let TaskVerdict::Refuse(reply) = verdict(&body, known, Some(b"alice")) else {
+                    panic!("forwarded: {body}");
+                };
+                let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+                assert_eq!(reply["error"]["code"], -32021, "{reply}");
+                assert!(
+                    reply["error"]["data"]["requiredCapabilities"]["extensions"]
+                        ["io.modelcontextprotocol/tasks"]
+                        .is_object(),
+                    "{reply}"
+                );
+            }
+        }
+        assert!(matches!(
+            verdict(&update(answer), Some(&record), Some(b"alice")),
+            TaskVerdict::Update(_)
+        ));
     }
 
     #[test]

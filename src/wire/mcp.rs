@@ -125,6 +125,8 @@ impl TaskMethod {
     }
 }
 
+/// The id of the Tasks extension (SEP-2663), under `clientCapabilities.extensions`.
+pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// The `resultType` of a result that created a task (the Tasks extension's `CreateTaskResult`).
 pub(crate) const TASK_RESULT_TYPE: &str = "task";
 /// The status of a task that waits for the client's answers to its `inputRequests`.

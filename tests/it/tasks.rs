@@ -78,6 +78,13 @@ fn task_server(transport: Transport) -> FakeMcp {
     })
 }
 
+/// `call` with `clientCapabilities` that declare the Tasks extension, as every task client's
+/// requests do (SEP-2663, per request: SEP-2575).
+fn declaring_tasks(call: Call) -> Call {
+    call.caps(json!({"elicitation": {"form": {}}, "sampling": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}}}))
+}
+
 fn as_caller(call: Call, who: &str) -> Call {
     call.header("authorization", &format!("Bearer {who}"))
 }
@@ -95,10 +102,10 @@ fn get(who: &str, task: &str) -> Call {
 
 fn update(who: &str, task: &str, responses: Value) -> Call {
     as_caller(
-        Call::new(
+        declaring_tasks(Call::new(
             "tasks/update",
             json!({"taskId": task, "inputResponses": responses}),
-        )
+        ))
         .id(3),
         who,
     )
@@ -205,10 +212,10 @@ async fn another_callers_and_unknown_tasks_updates_never_reach_the_inner_service
     // Another caller, with a valid answer.
     assert_unknown_task(&harness.call(&update("mallory", TASK, valid.clone())).await);
     // No caller at all.
-    let anonymous = Call::new(
+    let anonymous = declaring_tasks(Call::new(
         "tasks/update",
         json!({"taskId": TASK, "inputResponses": valid.clone()}),
-    );
+    ));
     assert_unknown_task(&harness.call(&anonymous).await);
     // A task the layer never saw created.
     assert_unknown_task(
@@ -235,6 +242,32 @@ async fn another_callers_and_unknown_tasks_updates_never_reach_the_inner_service
     let ack = harness.call(&update("alice", TASK, valid)).await.message();
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
     assert_eq!(updates(&harness).len(), 1);
+}
+
+#[tokio::test]
+async fn an_update_that_does_not_declare_the_extension_is_refused_32021_and_never_forwarded() {
+    let harness = asking(Transport::Json).await;
+    let valid = accept(json!({"confirm": true}));
+    // The task's own creator, a valid answer, but the request does not declare the extension.
+    let undeclared = as_caller(
+        Call::new(
+            "tasks/update",
+            json!({"taskId": TASK, "inputResponses": valid}),
+        )
+        .id(3),
+        "alice",
+    );
+    let reply = harness.call(&undeclared).await;
+    assert_eq!(reply.status, http::StatusCode::BAD_REQUEST);
+    let message = reply.message();
+    assert_eq!(message["error"]["code"], -32021, "{message}");
+    assert!(
+        message["error"]["data"]["requiredCapabilities"]["extensions"]
+            ["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{message}"
+    );
+    assert!(updates(&harness).is_empty());
 }
 
 #[tokio::test]

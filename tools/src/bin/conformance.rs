@@ -1,30 +1,44 @@
 //! `conformance`: the fixture server of the official MCP conformance suite
-//! (`@modelcontextprotocol/conformance`), as an rmcp server behind
-//! [`ElicitationLayer`].
+//! (`@modelcontextprotocol/conformance`), an "everything" rmcp server: every tool, prompt,
+//! resource, resource template, completion, Tasks extension fixture (SEP-2663) and
+//! `x-mcp-header` tool (SEP-2243) that the suite's 2026-07-28 and 2025-11-25 requirement sets
+//! drive.
 //!
 //! ```text
 //! cargo run -p tower-elicitation-tools --bin conformance
-//! scripts/conformance.sh            # builds this, starts it and runs the suite
+//! scripts/conformance.sh            # builds this, runs both requirement sets against it
 //! ```
 //!
-//! It serves the fixtures the multi round-trip (`input-required-result-*`)
-//! scenarios and `server-stateless` call (`test_input_required_result_*`, the
-//! prompt `test_input_required_result_prompt`, `test_missing_capability`,
-//! `test_streaming_elicitation`, `test_logging_tool`), statelessly (MCP
-//! 2026-07-28) at `/mcp`. The handlers are written the way any rmcp handler
-//! would be: they ask with an `InputRequiredResult`, read `InputResponses`,
+//! It serves statelessly (MCP 2026-07-28) at `/mcp`: the multi round-trip fixtures
+//! (`test_input_required_result_*`, the prompt `test_input_required_result_prompt`,
+//! `test_missing_capability`, `test_streaming_elicitation`, `test_logging_tool`); the content,
+//! error and schema tools (`test_simple_text`, `test_image_content`, `test_audio_content`,
+//! `test_embedded_resource`, `test_multiple_content_types`, `test_error_handling`,
+//! `test_tool_with_progress`, `json_schema_2020_12_tool`, `test_header_param`); the prompts
+//! (`test_simple_prompt`, `test_prompt_with_arguments`, `test_prompt_with_embedded_resource`,
+//! `test_prompt_with_image`) and their completion; the resources (`test://static-text`,
+//! `test://static-binary`, `test://watched-resource`, the template `test://template/{id}/data`);
+//! `subscriptions/listen` (SEP-2575) with `test_trigger_tool_change` and
+//! `test_trigger_prompt_change` to announce list changes on it; `test_reconnection` for the
+//! 2025-era SSE polling scenario; and the Tasks fixtures (`greet`, `slow_compute`,
+//! `failing_job`, `protocol_error_job`, `confirm_delete`, `multi_input`, `test_tool_with_task`)
+//! on rmcp's [`TaskManager`].
+//!
+//! The handlers are written the way any rmcp handler would be: they ask with an
+//! `InputRequiredResult` (or, in a task, [`TaskContext::request_input`]), read `InputResponses`,
 //! and keep their own state as plain text in `requestState`. None of them signs, verifies or
-//! validates anything; [`ElicitationLayer`] does, which is what the suite
-//! checks:
+//! validates anything; [`ElicitationLayer`] does, which is what the suite checks (run bare, rmcp
+//! fails `input-required-result-tampered-state` and warns on `-validate-input`):
 //!
 //! - every `input_required` gets a sealed `requestState`, so a fixture with no
-//!   state of its own still gets one, and a tampered one is answered `-32602`
-//!   before any handler runs;
+//!   state of its own still gets one, and a tampered one is answered `-32602` before any
+//!   handler runs;
 //! - a handler only ever gets back its own state (never a forged one) and
 //!   answers that match the form it asked, so "state present" means "state
 //!   valid";
 //! - answers sent without any `requestState` are checked against what the
-//!   handler asks for, missing ones are asked again, unknown keys dropped.
+//!   handler asks for, missing ones are asked again, unknown keys dropped;
+//! - a task's `tasks/update` answers are checked against the questions its `tasks/get` showed.
 //!
 //! In front of it all, [`LegacyBridgeLayer`] serves the suite's 2025-era
 //! scenarios (`server-initialize`, `ping`, `tools-call-elicitation`, …): it
@@ -40,6 +54,9 @@
 //!   free one, printed on the first line of stdout).
 //! - `MCP_REQUEST_STATE_KEYS`: `kid:base64url-key` pairs, comma-separated, the
 //!   first one signs. Without it a random key is used for this process only.
+//! - `MCP_STACK`: what serves the fixture: `bridge` (default: [`LegacyBridgeLayer`] in front
+//!   of [`ElicitationLayer`]), `layer` ([`ElicitationLayer`] alone) or `bare` (rmcp alone,
+//!   which `scripts/conformance.sh` compares the layered run with).
 //! - `MCP_JSON_RESPONSE`: `1` for `application/json` replies instead of
 //!   rmcp's default event streams.
 //! - `RUST_LOG`: log filter (default `info`).
@@ -51,6 +68,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
 
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -59,15 +79,21 @@ use rmcp::{
         wrapper::Parameters,
     },
     model::{
-        BooleanSchema, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
-        CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
+        BooleanSchema, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+        CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, CreateMessageRequest,
+        CreateMessageRequestParams, CreateTaskResult, ElicitRequest, ElicitRequestParams,
         ElicitationSchema, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-        Implementation, InputRequest, InputRequests, InputRequiredResult, ListPromptsResult,
-        ListRootsRequest, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-        PrimitiveSchemaDefinition, ProgressNotificationParam, Prompt, PromptMessage,
-        ProtocolVersion, Role, SamplingMessage, ServerCapabilities, ServerConfig, StringSchema,
+        GetTaskParams, GetTaskResult, Implementation, InputRequest, InputRequests,
+        InputRequiredResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListRootsRequest, LoggingLevel, LoggingMessageNotificationParam,
+        PaginatedRequestParams, PrimitiveSchemaDefinition, ProgressNotificationParam, Prompt,
+        PromptArgument, PromptMessage, ProtocolVersion, ReadResourceRequestParams,
+        ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
+        ResourceTemplate, Role, SamplingMessage, ServerCapabilities, ServerConfig,
+        ServerNotification, StringSchema, SubscriptionFilter, UpdateTaskParams,
     },
-    service::RequestContext,
+    service::{RequestContext, SubscriptionContext, SubscriptionSendError},
+    task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions},
     tool, tool_handler, tool_router,
     transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -75,7 +101,7 @@ use rmcp::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tower::ServiceBuilder;
+use tower::{Layer, ServiceBuilder};
 use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::{ElicitationLayer, Keyring};
 use tracing_subscriber::EnvFilter;
@@ -83,10 +109,60 @@ use tracing_subscriber::EnvFilter;
 const DEFAULT_ADDR: &str = "127.0.0.1:3001";
 const MCP_PATH: &str = "/mcp";
 const PROMPT: &str = "test_input_required_result_prompt";
+const SIMPLE_PROMPT: &str = "test_simple_prompt";
+const ARGUMENTS_PROMPT: &str = "test_prompt_with_arguments";
+const EMBEDDED_PROMPT: &str = "test_prompt_with_embedded_resource";
+const IMAGE_PROMPT: &str = "test_prompt_with_image";
+const STATIC_TEXT: &str = "test://static-text";
+const STATIC_BINARY: &str = "test://static-binary";
+const WATCHED: &str = "test://watched-resource";
+const TEMPLATE: &str = "test://template/{id}/data";
+/// A 1×1 red PNG, base64.
+const RED_PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+/// Eight samples of silence, 16-bit mono WAV at 8 kHz, base64.
+const SILENT_WAV: &str =
+    "UklGRjQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YRAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
-/// The fixture server: no fields, every round starts from the request alone.
-#[derive(Clone, Debug, Default)]
-struct Conformance;
+/// The fixture server. Every MRTR round starts from the request alone; the state kept, shared
+/// by every request (the service is built per request), is rmcp's [`TaskManager`] and the
+/// channel that tells `subscriptions/listen` streams what changed.
+#[derive(Clone)]
+struct Conformance {
+    tasks: TaskManager,
+    /// What changed, for every open `subscriptions/listen` stream.
+    changes: broadcast::Sender<Change>,
+}
+
+impl Default for Conformance {
+    fn default() -> Self {
+        Self {
+            tasks: TaskManager::default(),
+            changes: broadcast::channel(16).0,
+        }
+    }
+}
+
+/// A change the `test_trigger_*` tools announce to the listening clients.
+#[derive(Clone, Copy, Debug)]
+enum Change {
+    Tools,
+    Prompts,
+}
+
+impl Conformance {
+    /// Runs `operation` as a task and answers its `CreateTaskResult`.
+    fn spawn<F, Fut>(&self, operation: F) -> CallToolResponse
+    where
+        F: FnOnce(TaskContext) -> Fut,
+        Fut: std::future::Future<Output = Result<CallToolResult, TaskExit>> + Send + 'static,
+    {
+        let task = self.tasks.spawn(TaskOptions::default(), |context| {
+            Box::pin(operation(context))
+        });
+        CallToolResponse::Task(CreateTaskResult::new(task))
+    }
+}
 
 #[tool_router]
 impl Conformance {
@@ -383,15 +459,236 @@ impl Conformance {
             "required": []});
         echo_answer("enums", "Please pick your options", schema, answers)
     }
+
+    // ---- the everything catalogue: content, errors, schemas, headers (both revisions) ----
+
+    #[tool(description = "Answers one image: a 1×1 red PNG.")]
+    async fn test_image_content(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::image(RED_PIXEL_PNG, "image/png")])
+    }
+
+    #[tool(description = "Answers one audio clip: eight samples of silence as WAV.")]
+    async fn test_audio_content(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::audio(SILENT_WAV, "audio/wav")])
+    }
+
+    #[tool(description = "Answers one embedded text resource (`test://embedded-resource`).")]
+    async fn test_embedded_resource(&self) -> CallToolResult {
+        let resource = ResourceContents::text(
+            "This is an embedded resource content.",
+            "test://embedded-resource",
+        )
+        .with_mime_type("text/plain");
+        CallToolResult::success(vec![ContentBlock::resource(resource)])
+    }
+
+    #[tool(description = "Answers a text, an image and an embedded JSON resource.")]
+    async fn test_multiple_content_types(&self) -> CallToolResult {
+        let resource = ResourceContents::text(
+            r#"{"test":"data","value":123}"#,
+            "test://mixed-content-resource",
+        )
+        .with_mime_type("application/json");
+        CallToolResult::success(vec![
+            ContentBlock::text("Multiple content types test:"),
+            ContentBlock::image(RED_PIXEL_PNG, "image/png"),
+            ContentBlock::resource(resource),
+        ])
+    }
+
+    #[tool(description = "Always fails: a tool execution error (`isError: true`).")]
+    async fn test_error_handling(&self) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text(
+            "This tool intentionally returns an error for testing",
+        )])
+    }
+
+    #[tool(
+        description = "Tool with JSON Schema 2020-12 features",
+        input_schema = json_schema_2020_12()
+    )]
+    async fn json_schema_2020_12_tool(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text("Schema accepted")])
+    }
+
+    #[tool(
+        description = "Echoes `region`, which a 2026-07-28 client also sends as the `Mcp-Param-Region` header (SEP-2243)."
+    )]
+    async fn test_header_param(
+        &self,
+        Parameters(HeaderArgs { region }): Parameters<HeaderArgs>,
+    ) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(format!("Region: {region}"))])
+    }
+
+    // ---- subscriptions (SEP-2575) and event streams ----
+
+    #[tool(description = "Announces a tools/list change to every subscriptions/listen stream.")]
+    async fn test_trigger_tool_change(&self) -> CallToolResult {
+        let listeners = self.changes.send(Change::Tools).unwrap_or(0);
+        text_result(format!("Tool list change sent to {listeners} listener(s)"))
+    }
+
+    #[tool(description = "Announces a prompts/list change to every subscriptions/listen stream.")]
+    async fn test_trigger_prompt_change(&self) -> CallToolResult {
+        let listeners = self.changes.send(Change::Prompts).unwrap_or(0);
+        text_result(format!(
+            "Prompt list change sent to {listeners} listener(s)"
+        ))
+    }
+
+    #[tool(
+        description = "Answers after a short pause: the 2025-era SSE polling scenario closes and resumes its stream meanwhile."
+    )]
+    async fn test_reconnection(&self) -> CallToolResult {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        text_result("Reconnection test complete")
+    }
+
+    // ---- the Tasks extension (SEP-2663) fixtures, on rmcp's TaskManager ----
+
+    #[tool(description = "Sync only: answers `Hello, {name}!`.")]
+    async fn greet(&self, Parameters(GreetArgs { name }): Parameters<GreetArgs>) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(format!("Hello, {name}!"))])
+    }
+
+    #[tool(
+        description = "Task-supporting: sleeps `seconds` then answers; settles `cancelled` on tasks/cancel. Runs inline for a client without the tasks extension."
+    )]
+    async fn slow_compute(
+        &self,
+        Parameters(ComputeArgs { seconds, label }): Parameters<ComputeArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let seconds = seconds.unwrap_or(0.0).clamp(0.0, 3600.0);
+        let label = label.unwrap_or_else(|| "compute".to_owned());
+        let text = format!("Computed {label} after {seconds} s");
+        let pause = std::time::Duration::from_secs_f64(seconds);
+        if !declares_tasks(&context) {
+            tokio::time::sleep(pause).await;
+            return done(text);
+        }
+        self.spawn(move |task| async move {
+            tokio::select! {
+                () = task.cancelled() => Err(TaskExit::Cancelled),
+                () = tokio::time::sleep(pause) => Ok(text_result(text)),
+            }
+        })
+    }
+
+    #[tool(
+        description = "Task support required: after about a second, a tool execution error (`isError: true`)."
+    )]
+    async fn failing_job(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        Ok(self.spawn(|_| async {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            Ok(CallToolResult::error(vec![ContentBlock::text(
+                "The job failed, as it always does.",
+            )]))
+        }))
+    }
+
+    #[tool(
+        description = "Task support required: fails with a protocol error (the task settles `failed`)."
+    )]
+    async fn protocol_error_job(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        Ok(self.spawn(|_| async {
+            let error = McpError::internal_error("protocol_error_job always fails", None);
+            Err(TaskExit::Error(error))
+        }))
+    }
+
+    #[tool(
+        description = "Task support required: asks to confirm deleting `filename` (an elicitation in the task), then answers."
+    )]
+    async fn confirm_delete(
+        &self,
+        Parameters(DeleteArgs { filename }): Parameters<DeleteArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        Ok(self.spawn(move |task| async move {
+            let question = ask_boolean(&format!("Delete {filename}?"), "confirm");
+            let answer = task.request_input("confirm", question).await?;
+            let confirmed =
+                accepted(&answer).and_then(|c| c.get("confirm")) == Some(&Value::Bool(true));
+            let verdict = if confirmed { "Deleted" } else { "Kept" };
+            Ok(text_result(format!("{verdict} {filename}")))
+        }))
+    }
+
+    #[tool(
+        description = "Task support required: asks two questions at once (`first_name`, `last_name`), then answers."
+    )]
+    async fn multi_input(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        Ok(self.spawn(|task| async move {
+            let (first, last) = tokio::join!(
+                task.request_input("first_name", ask_form("Your first name?", "name")),
+                task.request_input("last_name", ask_form("Your last name?", "name")),
+            );
+            let (first, last) = (first?, last?);
+            let name = |answer: &Value| text_field(answer, "name").unwrap_or("?").to_owned();
+            Ok(text_result(format!(
+                "Hello, {} {}!",
+                name(&first),
+                name(&last)
+            )))
+        }))
+    }
+
+    #[tool(
+        description = "Task support required: asks `user_name` by MRTR first, then creates a task that greets."
+    )]
+    async fn test_tool_with_task(
+        &self,
+        InputResponses(answers): InputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !declares_tasks(&context) {
+            return Err(tasks_required());
+        }
+        let Some(answer) = answers.as_ref().and_then(|a| a.get("user_name")) else {
+            return Ok(ask([("user_name", ask_name("What is your name?"))], None));
+        };
+        let name = text_field(answer, "name")
+            .unwrap_or("(declined)")
+            .to_owned();
+        Ok(self.spawn(move |_| async move { Ok(text_result(format!("Hello, {name}!"))) }))
+    }
 }
 
 #[tool_handler]
 impl ServerHandler for Conformance {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_prompts()
             .enable_logging()
+            .enable_completions()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts_list_changed()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             "tower-elicitation-conformance",
@@ -409,9 +706,41 @@ impl ServerHandler for Conformance {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let description = "MRTR: asks what context the prompt should use (`user_context`).";
-        let prompt = Prompt::new(PROMPT, Some(description), None);
-        Ok(ListPromptsResult::with_all_items(vec![prompt]))
+        let argument = |name: &str, description: &str| {
+            PromptArgument::new(name)
+                .with_description(description)
+                .with_required(true)
+        };
+        let prompts = vec![
+            Prompt::new(
+                PROMPT,
+                Some("MRTR: asks what context the prompt should use (`user_context`)."),
+                None,
+            ),
+            Prompt::new(
+                SIMPLE_PROMPT,
+                Some("A simple prompt without arguments."),
+                None,
+            ),
+            Prompt::new(
+                ARGUMENTS_PROMPT,
+                Some("A prompt with two required arguments."),
+                Some(vec![
+                    argument("arg1", "First test argument"),
+                    argument("arg2", "Second test argument"),
+                ]),
+            ),
+            Prompt::new(
+                EMBEDDED_PROMPT,
+                Some("A prompt that embeds the resource it is given."),
+                Some(vec![argument(
+                    "resourceUri",
+                    "URI of the resource to embed",
+                )]),
+            ),
+            Prompt::new(IMAGE_PROMPT, Some("A prompt with an image."), None),
+        ];
+        Ok(ListPromptsResult::with_all_items(prompts))
     }
 
     async fn get_prompt(
@@ -419,24 +748,312 @@ impl ServerHandler for Conformance {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        if request.name != PROMPT {
-            let message = format!("Unknown prompt: {}", request.name);
-            return Err(McpError::invalid_params(message, None));
-        }
-        let answer = request
-            .input_responses
-            .as_ref()
-            .and_then(|a| a.get("user_context"));
-        let Some(answer) = answer else {
-            let question = ask_form("What context should the prompt use?", "context");
-            let questions = requests([("user_context", question)]);
-            return Ok(InputRequiredResult::from_input_requests(questions).into());
+        let argument = |name: &str| {
+            request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    McpError::invalid_params(format!("Missing required argument: {name}"), None)
+                })
         };
-        let context = text_field(answer, "context").unwrap_or("(declined)");
-        let text = format!("Prompt with context: {context}");
-        let message = PromptMessage::new_text(Role::User, text);
-        Ok(GetPromptResult::new(vec![message]).into())
+        let messages = match request.name.as_str() {
+            PROMPT => return Ok(context_prompt(&request)),
+            SIMPLE_PROMPT => vec![PromptMessage::new_text(
+                Role::User,
+                "This is a simple prompt for testing.",
+            )],
+            ARGUMENTS_PROMPT => {
+                let (arg1, arg2) = (argument("arg1")?, argument("arg2")?);
+                let text = format!("Prompt with arguments: arg1='{arg1}', arg2='{arg2}'");
+                vec![PromptMessage::new_text(Role::User, text)]
+            }
+            EMBEDDED_PROMPT => {
+                let resource = ResourceContents::text(
+                    "Embedded resource content for testing.",
+                    argument("resourceUri")?,
+                )
+                .with_mime_type("text/plain");
+                vec![
+                    PromptMessage::new(Role::User, ContentBlock::resource(resource)),
+                    PromptMessage::new_text(
+                        Role::User,
+                        "Please process the embedded resource above.",
+                    ),
+                ]
+            }
+            IMAGE_PROMPT => vec![
+                PromptMessage::new(Role::User, ContentBlock::image(RED_PIXEL_PNG, "image/png")),
+                PromptMessage::new_text(Role::User, "Please analyze the image above."),
+            ],
+            other => {
+                let message = format!("Unknown prompt: {other}");
+                return Err(McpError::invalid_params(message, None));
+            }
+        };
+        Ok(GetPromptResult::new(messages).into())
     }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = [
+            (
+                STATIC_TEXT,
+                "static-text",
+                "A static text resource.",
+                "text/plain",
+            ),
+            (
+                STATIC_BINARY,
+                "static-binary",
+                "A static binary resource: a 1×1 red PNG.",
+                "image/png",
+            ),
+            (
+                WATCHED,
+                "watched-resource",
+                "A resource clients may subscribe to.",
+                "text/plain",
+            ),
+        ]
+        .into_iter()
+        .map(|(uri, name, description, mime)| {
+            Resource::new(uri, name)
+                .with_description(description)
+                .with_mime_type(mime)
+        })
+        .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let template = ResourceTemplate::new(TEMPLATE, "template-data")
+            .with_description("Data for one id, as JSON.")
+            .with_mime_type("application/json");
+        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri.as_str();
+        let contents = match uri {
+            STATIC_TEXT => {
+                ResourceContents::text("This is the content of the static text resource.", uri)
+                    .with_mime_type("text/plain")
+            }
+            STATIC_BINARY => ResourceContents::blob(RED_PIXEL_PNG, uri).with_mime_type("image/png"),
+            WATCHED => ResourceContents::text("Watched resource content.", uri)
+                .with_mime_type("text/plain"),
+            _ => match template_id(uri) {
+                Some(id) => {
+                    let data = serde_json::json!({
+                        "id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+                    ResourceContents::text(data.to_string(), uri).with_mime_type("application/json")
+                }
+                // rmcp answers -32002 to 2025-era peers and -32602 from 2026-07-28 (SEP-2164).
+                None => {
+                    let data = serde_json::json!({ "uri": uri });
+                    return Err(McpError::resource_not_found(
+                        "Resource not found",
+                        Some(data),
+                    ));
+                }
+            },
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    // Every notification the capabilities advertise, as the client asks.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.changes.subscribe();
+        loop {
+            let change = tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                change = changes.recv() => change,
+            };
+            let notification = match change {
+                Ok(Change::Tools) => {
+                    ServerNotification::ToolListChangedNotification(Default::default())
+                }
+                Ok(Change::Prompts) => {
+                    ServerNotification::PromptListChangedNotification(Default::default())
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+            // A change the client did not ask for is not sent (rmcp checks the filter).
+            match subscription.sink().send(notification).await {
+                Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => {}
+                Err(_) => return Ok(()),
+            }
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let candidates: &[&str] = match (&request.r#ref, request.argument.name.as_str()) {
+            (Reference::Prompt(prompt), "arg1") if prompt.name == ARGUMENTS_PROMPT => {
+                &["paris", "park", "party"]
+            }
+            _ => &[],
+        };
+        let values = candidates
+            .iter()
+            .filter(|value| value.starts_with(&request.argument.value))
+            .map(|value| (*value).to_owned())
+            .collect();
+        let completion =
+            CompletionInfo::new(values).map_err(|e| McpError::internal_error(e, None))?;
+        Ok(CompleteResult::new(completion))
+    }
+}
+
+/// `test_input_required_result_prompt`: asks what context to use (`user_context`), then
+/// answers with it.
+fn context_prompt(request: &GetPromptRequestParams) -> GetPromptResponse {
+    let answer = request
+        .input_responses
+        .as_ref()
+        .and_then(|a| a.get("user_context"));
+    let Some(answer) = answer else {
+        let question = ask_form("What context should the prompt use?", "context");
+        let questions = requests([("user_context", question)]);
+        return InputRequiredResult::from_input_requests(questions).into();
+    };
+    let context = text_field(answer, "context").unwrap_or("(declined)");
+    let text = format!("Prompt with context: {context}");
+    let message = PromptMessage::new_text(Role::User, text);
+    GetPromptResult::new(vec![message]).into()
+}
+
+/// The `{id}` of a `test://template/{id}/data` URI.
+fn template_id(uri: &str) -> Option<&str> {
+    let id = uri
+        .strip_prefix("test://template/")?
+        .strip_suffix("/data")?;
+    (!id.is_empty() && !id.contains('/')).then_some(id)
+}
+
+/// The input schema of `json_schema_2020_12_tool`: `$schema`, `$defs` with an `$anchor`,
+/// `$ref`, `allOf`/`anyOf`, `if`/`then`/`else` and `additionalProperties`, which the suite
+/// checks `tools/list` keeps as they are (SEP-1613, SEP-2106).
+fn json_schema_2020_12() -> Arc<JsonObject> {
+    let schema = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"}},
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false
+    });
+    match schema {
+        Value::Object(object) => Arc::new(object),
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+/// Whether the request declares the tasks extension (SEP-2663), per request (SEP-2575).
+fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|declared| declared.supports_tasks())
+}
+
+/// `-32021` naming the tasks extension: the tool runs only as a task.
+fn tasks_required() -> McpError {
+    let required = ClientCapabilities::builder().enable_tasks().build();
+    McpError::missing_required_client_capability(required)
+}
+
+fn text_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// Arguments of `greet`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct GreetArgs {
+    /// Who to greet.
+    name: String,
+}
+
+/// Arguments of `slow_compute`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct ComputeArgs {
+    /// How long to work, in seconds.
+    seconds: Option<f64>,
+    /// A label echoed in the answer.
+    label: Option<String>,
+}
+
+/// Arguments of `confirm_delete`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct DeleteArgs {
+    /// The file to (pretend to) delete.
+    filename: String,
+}
+
+/// Arguments of `test_header_param`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct HeaderArgs {
+    /// The region, mirrored in the `Mcp-Param-Region` header.
+    #[schemars(extend("x-mcp-header" = "Region"))]
+    region: String,
 }
 
 /// Arguments of `test_elicitation`.
@@ -551,11 +1168,16 @@ fn ask_name(message: &str) -> InputRequest {
 
 /// "Please confirm", with one required boolean `ok`.
 fn ask_confirm() -> InputRequest {
+    ask_boolean("Please confirm", "ok")
+}
+
+/// A form asking for one required boolean `field`.
+fn ask_boolean(message: &str, field: &str) -> InputRequest {
     let properties = BTreeMap::from([(
-        "ok".to_owned(),
+        field.to_owned(),
         PrimitiveSchemaDefinition::Boolean(BooleanSchema::new()),
     )]);
-    form("Please confirm", properties, "ok")
+    form(message, properties, field)
 }
 
 fn form(
@@ -628,19 +1250,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_stateless_protocol_metadata_required(true)
         .with_json_response(json_response)
         .with_allowed_hosts(["localhost", "127.0.0.1", "::1"]);
+    let fixture = Conformance::default();
     let mcp = StreamableHttpService::new(
-        || Ok(Conformance),
+        move || Ok(fixture.clone()),
         LocalSessionManager::default().into(),
         config,
     );
-    // Outermost, the legacy bridge serves the 2025-era scenarios (sessions, `initialize`,
-    // requests on the call's stream); 2026-07-28 requests pass it untouched.
+    // `bridge` (the default): the legacy bridge outermost serves the 2025-era scenarios
+    // (sessions, `initialize`, requests on the call's stream) and passes 2026-07-28 requests
+    // to the layer; `layer`: the layer alone; `bare`: rmcp alone, to compare with.
     let layer = ElicitationLayer::new(keyring);
-    let mcp = ServiceBuilder::new()
-        .layer(LegacyBridgeLayer::new(&layer))
-        .layer(layer)
-        .service(mcp);
-    let app = axum::Router::new().nest_service(MCP_PATH, mcp);
+    let stack = std::env::var("MCP_STACK").unwrap_or_else(|_| "bridge".to_owned());
+    let app = match stack.as_str() {
+        "bare" => axum::Router::new().nest_service(MCP_PATH, mcp),
+        "layer" => axum::Router::new().nest_service(MCP_PATH, layer.layer(mcp)),
+        "bridge" => {
+            let mcp = ServiceBuilder::new()
+                .layer(LegacyBridgeLayer::new(&layer))
+                .layer(layer)
+                .service(mcp);
+            axum::Router::new().nest_service(MCP_PATH, mcp)
+        }
+        other => {
+            return Err(format!("MCP_STACK must be bare, layer or bridge, not {other:?}").into());
+        }
+    };
 
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
