@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 
 use super::hosts::AllowedHosts;
 use super::listen::Listeners;
+use super::params::ToolHeaders;
 use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
 use super::session::{ErasedSessionStore, MemorySessionStore};
 use crate::util::principal::CallerBinding;
@@ -54,6 +55,8 @@ pub(crate) struct Settings {
     pub(crate) discovered: Arc<Mutex<Option<(Instant, Value)>>>,
     /// The sessions with a GET stream open in this process, told when their subscriptions change.
     pub(crate) listeners: Arc<Listeners>,
+    /// The `x-mcp-header` arguments of the inner's tools, mirrored into `Mcp-Param-*`.
+    pub(crate) tool_headers: Arc<ToolHeaders>,
     next_id: Arc<AtomicU64>,
 }
 
@@ -78,6 +81,7 @@ impl Settings {
             }),
             discovered: Arc::default(),
             listeners: Arc::default(),
+            tool_headers: Arc::default(),
             next_id: Arc::default(),
         }
     }

@@ -12,6 +12,7 @@ pub(crate) mod ids;
 mod inner;
 mod layer;
 mod listen;
+mod params;
 pub(crate) mod pending;
 mod rounds;
 mod service;

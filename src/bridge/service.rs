@@ -395,6 +395,8 @@ where
         name.as_deref(),
         body.to_string().into_bytes(),
     );
+    // The tools' `x-mcp-header` arguments are learnt from every list relayed.
+    let is_tools_list = method == "tools/list";
     if !events::accepts_event_stream(parts) {
         let response = inner::call(&mut inner, request).await?;
         let mut reader = Reader::new(response);
@@ -405,10 +407,14 @@ where
                 Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
             }
         };
+        if let (true, Ok(result)) = (is_tools_list, &outcome) {
+            settings.tool_headers.learn(result);
+        }
         return Ok(json(StatusCode::OK, &convert::response(id, outcome)));
     }
     let (events, stream) = EventSender::open();
     let id = id.clone();
+    let tool_headers = Arc::clone(&settings.tool_headers);
     tokio::spawn(async move {
         let call = async {
             let Ok(response) = inner::call(&mut inner, request).await else {
@@ -436,6 +442,9 @@ where
             () = events.closed() => return,
             outcome = call => outcome,
         };
+        if let (true, Ok(result)) = (is_tools_list, &outcome) {
+            tool_headers.learn(result);
+        }
         events.send(&convert::response(&id, outcome)).await;
     });
     Ok(stream)

@@ -38,6 +38,12 @@ fn approval_form() -> Value {
             "required": ["approve"]}}})
 }
 
+/// A tool with an argument declared as a header.
+fn regional() -> Value {
+    json!({"name": "regional", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]}})
+}
+
 fn input_required(key: &str, request: Value) -> Value {
     json!({"resultType": "input_required", "inputRequests": {key: request}})
 }
@@ -61,7 +67,7 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
             Some(_) => json!({"resultType": "complete", "messages": []}),
         },
         "tools/list" => json!({"resultType": "complete", "ttlMs": 1000, "cacheScope": "public",
-            "tools": [{"name": "ask", "inputSchema": {"type": "object"}}]}),
+            "tools": [{"name": "ask", "inputSchema": {"type": "object"}}, regional()]}),
         "tools/call" => {
             seen.calls.fetch_add(1, Ordering::SeqCst);
             match params["name"].as_str().unwrap_or_default() {
@@ -105,6 +111,35 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
                     ),
                     Some(_) => text("picked"),
                 },
+                // As a 2026 server checks an `x-mcp-header` argument (SEP-2243).
+                "regional" => {
+                    let region = params["arguments"]["region"].as_str();
+                    let header = headers
+                        .get("mcp-param-region")
+                        .and_then(|v| v.to_str().ok());
+                    // A value that is not header-safe comes Base64-wrapped.
+                    let decoded = header.map(|header| {
+                        use base64::Engine as _;
+                        match header
+                            .strip_prefix("=?base64?")
+                            .and_then(|rest| rest.strip_suffix("?="))
+                        {
+                            Some(encoded) => base64::engine::general_purpose::STANDARD
+                                .decode(encoded)
+                                .ok()
+                                .and_then(|bytes| String::from_utf8(bytes).ok())
+                                .unwrap_or_default(),
+                            None => header.to_owned(),
+                        }
+                    });
+                    match (region, decoded) {
+                        (Some(region), Some(decoded)) if region == decoded => {
+                            text(&format!("region {}", header.unwrap_or_default()))
+                        }
+                        _ => json!({"error": {"code": -32020,
+                            "message": "missing required Mcp-Param-Region header"}}),
+                    }
+                }
                 "whoami" => {
                     let header = |name: &str| {
                         headers
@@ -485,6 +520,25 @@ async fn subscriptions_and_list_changes_reach_the_get_stream_through_the_inners_
 }
 
 #[tokio::test]
+async fn x_mcp_header_arguments_reach_the_inner_service_as_mcp_param_headers() {
+    let server = serve(bridge()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    // No `tools/list` before: the bridge asks the inner service for the tool's schema itself.
+    for (id, region) in [(1, "eu-west-1"), (2, "café")] {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "regional", "arguments": {"region": region}}});
+        let mut events = server.stream(&session, None, &body).await;
+        let result = events.next().await.unwrap();
+        let expected = match region {
+            // Not header-safe: sent Base64-wrapped, as SEP-2243 asks.
+            "café" => "region =?base64?Y2Fmw6k=?=".to_owned(),
+            plain => format!("region {plain}"),
+        };
+        assert_eq!(result_text(&result), expected, "{result}");
+    }
+}
+
+#[tokio::test]
 async fn a_request_under_another_name_or_from_another_site_is_refused() {
     let server = serve(bridge()).await;
     let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -577,7 +631,7 @@ async fn utilities_are_answered_at_the_bridge_and_delete_ends_the_session() {
     assert_eq!(status, 200);
     assert_eq!(
         body["result"],
-        json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"}}]})
+        json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"}}, regional()]})
     );
     // An inner 404 (unknown method) reaches a 2025 client as a JSON-RPC error in a 200.
     let unknown = json!({"jsonrpc": "2.0", "id": 6, "method": "completion/complete"});
