@@ -2,10 +2,14 @@
 //! answer, the session's GET stream. Each event carries an id, and each stream opens with a
 //! priming event (an id, a `retry` and empty `data`), as 2025-11-25 servers SHOULD (SEP-1699).
 //!
-//! An id is `<stream>.<n>`: the stream's 64 random bits in hex, then the event's number in it, so
-//! a `Last-Event-ID` names both the stream and how far the client read. The bridge does not
-//! replay a stream (a call ends when its stream closes, so nothing is left to send), which the
-//! spec allows: a GET with `Last-Event-ID` opens a fresh GET stream.
+//! An id is `<kind><stream>.<n>`: `g` for a session's GET stream or `p` for a POST's, the stream's
+//! 64 random bits in hex, then the event's number in it, so a `Last-Event-ID` names the kind of
+//! stream, the stream and how far the client read. The bridge does not replay a stream, which the
+//! spec allows. A GET stream carries only notifications, so a GET with the `Last-Event-ID` of one
+//! opens a fresh GET stream (the client keeps its notifications after a dropped connection). A
+//! POST's stream cannot be resumed (its call ended when it closed, so nothing is left to send): a
+//! GET with the `Last-Event-ID` of one is answered 405, as the spec has a server that offers no
+//! stream for it answer.
 //!
 //! Hand-written: the few lines of SSE framing here are smaller than a dependency, and the events
 //! go out through the same channel body as before.
@@ -33,13 +37,41 @@ pub(crate) struct EventSender {
     next: AtomicU64,
 }
 
+/// Which stream an event id belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamKind {
+    /// A session's GET stream: notifications only.
+    Get,
+    /// The answer to a POST.
+    Post,
+}
+
+impl StreamKind {
+    fn prefix(self) -> char {
+        match self {
+            Self::Get => 'g',
+            Self::Post => 'p',
+        }
+    }
+
+    /// The kind of stream a `Last-Event-ID` names, if it is one of the bridge's ids.
+    pub(crate) fn of_event_id(id: &str) -> Option<Self> {
+        match id.as_bytes().first() {
+            Some(b'g') => Some(Self::Get),
+            Some(b'p') => Some(Self::Post),
+            _ => None,
+        }
+    }
+}
+
 impl EventSender {
-    /// A new stream with its priming event already queued, and the response that carries it.
-    pub(crate) fn open<B>() -> (Self, Response<ResponseBody<B>>) {
+    /// A new stream of `kind` with its priming event already queued, and the response that
+    /// carries it.
+    pub(crate) fn open<B>(kind: StreamKind) -> (Self, Response<ResponseBody<B>>) {
         let (events, stream) = mpsc::channel(16);
         let sender = Self {
             events,
-            stream: random_hex_64(),
+            stream: format!("{}{}", kind.prefix(), random_hex_64()),
             next: AtomicU64::new(0),
         };
         let priming = format!(
@@ -109,7 +141,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_opens_with_a_priming_event_and_numbers_its_events() {
-        let (sender, response) = EventSender::open::<http_body_util::Empty<Bytes>>();
+        let (sender, response) =
+            EventSender::open::<http_body_util::Empty<Bytes>>(StreamKind::Post);
         sender.send(&serde_json::json!({"jsonrpc": "2.0"})).await;
         drop(sender);
         let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -121,7 +154,8 @@ mod tests {
             .strip_prefix("id: ")
             .and_then(|rest| rest.split('.').next())
             .unwrap();
-        assert_eq!(stream.len(), 16);
+        assert_eq!(stream.len(), 17);
+        assert_eq!(StreamKind::of_event_id(stream), Some(StreamKind::Post));
         assert!(priming.ends_with(&format!("retry: {}\ndata: ", RETRY.as_millis())));
         assert!(message.starts_with(&format!("id: {stream}.1\nevent: message\ndata: {{")));
     }

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use super::body::ResponseBody;
 use super::config::{KEEP_ALIVE, Settings};
 use super::convert::{self, Client};
-use super::events::EventSender;
+use super::events::{EventSender, StreamKind};
 use super::inner::{self, InnerBody, Message, Reader};
 use super::session::SessionRecord;
 use crate::wire::mcp::meta::PREFIX as META_PREFIX;
@@ -85,7 +85,7 @@ where
         + 'static,
     ResBody: InnerBody + Send + 'static,
 {
-    let (events, response) = EventSender::open();
+    let (events, response) = EventSender::open(StreamKind::Get);
     let changes = settings.listeners.watch(&session);
     tokio::spawn(async move {
         relay(inner, &settings, &parts, &session, &events, changes).await;

@@ -15,7 +15,7 @@ use tower_service::Service;
 use super::body::{RequestBody, ResponseBody};
 use super::config::{KEEP_ALIVE, Settings};
 use super::convert::{self, down_level, is_url, missing_capability, tool_error};
-use super::events::EventSender;
+use super::events::{EventSender, StreamKind};
 use super::ids::{random_hex_64, uuid_v4};
 use super::inner::{self, InnerBody, Message, Reader};
 use super::pending::AnswerKey;
@@ -59,7 +59,7 @@ where
     S::Error: Send + 'static,
     ResBody: InnerBody + Send + 'static,
 {
-    let (events, response) = EventSender::open();
+    let (events, response) = EventSender::open(StreamKind::Post);
     tokio::spawn(run(inner, call, events));
     response
 }

@@ -15,7 +15,7 @@ use tower_service::Service;
 use super::body::{RequestBody, ResponseBody};
 use super::config::Settings;
 use super::convert::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
-use super::events::{self, EventSender};
+use super::events::{self, EventSender, StreamKind};
 use super::future::ResponseFuture;
 use super::ids::new_session_id;
 use super::inner::{self, InnerBody, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
@@ -412,7 +412,7 @@ where
         }
         return Ok(json(StatusCode::OK, &convert::response(id, outcome)));
     }
-    let (events, stream) = EventSender::open();
+    let (events, stream) = EventSender::open(StreamKind::Post);
     let id = id.clone();
     let tool_headers = Arc::clone(&settings.tool_headers);
     tokio::spawn(async move {
@@ -593,8 +593,9 @@ where
 }
 
 /// GET, DELETE (or any method without a JSON-RPC body) naming a session: a GET that takes an
-/// event stream gets the session's stream (list changes, resource updates); a `Last-Event-ID`
-/// opens a fresh one, as nothing is replayed.
+/// event stream gets the session's stream (list changes, resource updates); the `Last-Event-ID`
+/// of a GET stream opens a fresh one, as nothing is replayed; that of a POST's stream gets 405,
+/// as it cannot be resumed.
 async fn without_body<S, ResBody>(
     inner: S,
     settings: Arc<Settings>,
@@ -619,7 +620,10 @@ where
             Err(error) => store_failed(&error),
         };
     }
-    if parts.method == Method::GET && events::accepts_event_stream(&parts) {
+    // Only a GET stream can be taken up again (as a fresh one): a POST's cannot be resumed.
+    let resumes_a_post = header(&parts, &LAST_EVENT_ID)
+        .is_some_and(|id| StreamKind::of_event_id(id) != Some(StreamKind::Get));
+    if parts.method == Method::GET && events::accepts_event_stream(&parts) && !resumes_a_post {
         return listen::open(inner, settings, parts, session);
     }
     let mut response = status(StatusCode::METHOD_NOT_ALLOWED);
@@ -740,6 +744,10 @@ where
     let response = inner::call(&mut inner, request).await?;
     Ok(response.map(ResponseBody::inner))
 }
+
+/// `Last-Event-ID`: the stream a client takes up again.
+const LAST_EVENT_ID: http::header::HeaderName =
+    http::header::HeaderName::from_static(crate::wire::mcp::header::LAST_EVENT_ID);
 
 fn header<'a>(parts: &'a Parts, name: &http::header::HeaderName) -> Option<&'a str> {
     parts.headers.get(name).and_then(|v| v.to_str().ok())

@@ -507,6 +507,21 @@ async fn subscriptions_and_list_changes_reach_the_get_stream_through_the_inners_
         -32602
     );
 
+    // A dropped GET stream is taken up again (fresh: nothing is replayed); a POST's stream cannot
+    // be resumed, which the spec's 405 says.
+    for (last_event_id, status) in [("g00000000000000ab.3", 200), ("p00000000000000ab.1", 405)] {
+        let get = server
+            .http
+            .get(&server.url)
+            .header("mcp-session-id", &session)
+            .header("accept", "text/event-stream")
+            .header("last-event-id", last_event_id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(get.status(), status, "{last_event_id}");
+    }
+
     // Ending the session ends its stream.
     let delete = server
         .http
