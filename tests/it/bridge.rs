@@ -30,6 +30,11 @@ struct Seen {
     calls: Arc<AtomicUsize>,
     /// Whether the `url_slow` flow has completed (out of band, as a browser would).
     flow_done: Arc<std::sync::atomic::AtomicBool>,
+    /// `tools/list` requests that reached it.
+    lists: Arc<AtomicUsize>,
+    /// Whether `regional` declares its header argument only from the second `tools/list` on (a
+    /// server whose tools changed).
+    regional_late: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn approval_form() -> Value {
@@ -66,8 +71,15 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
             None => input_required("context", approval_form()),
             Some(_) => json!({"resultType": "complete", "messages": []}),
         },
-        "tools/list" => json!({"resultType": "complete", "ttlMs": 1000, "cacheScope": "public",
-            "tools": [{"name": "ask", "inputSchema": {"type": "object"}}, regional()]}),
+        "tools/list" => {
+            let first = seen.lists.fetch_add(1, Ordering::SeqCst) == 0;
+            let mut regional = regional();
+            if first && seen.regional_late.load(Ordering::SeqCst) {
+                regional["inputSchema"]["properties"]["region"] = json!({"type": "string"});
+            }
+            json!({"resultType": "complete", "ttlMs": 1000, "cacheScope": "public",
+                "tools": [{"name": "ask", "inputSchema": {"type": "object"}}, regional]})
+        }
         "tools/call" => {
             seen.calls.fetch_add(1, Ordering::SeqCst);
             match params["name"].as_str().unwrap_or_default() {
@@ -551,6 +563,23 @@ async fn x_mcp_header_arguments_reach_the_inner_service_as_mcp_param_headers() {
         };
         assert_eq!(result_text(&result), expected, "{result}");
     }
+}
+
+#[tokio::test]
+async fn a_header_argument_the_bridge_did_not_know_of_is_learnt_again_on_32020() {
+    let server = serve(bridge()).await;
+    server.seen.regional_late.store(true, Ordering::SeqCst);
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    // The client lists the tools first: the bridge learns `regional` without a header argument.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    assert_eq!(server.send(Some(&session), None, &list).await.0, 200);
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "regional", "arguments": {"region": "eu-west-1"}}});
+    let mut events = server.stream(&session, None, &body).await;
+    let result = events.next().await.unwrap();
+    // Refused once (-32020), the tools asked for again, the round retried with the header.
+    assert_eq!(result_text(&result), "region eu-west-1", "{result}");
+    assert_eq!(server.seen.lists.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
