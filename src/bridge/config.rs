@@ -9,6 +9,8 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::hosts::AllowedHosts;
+use super::listen::Listeners;
+use super::params::ToolHeaders;
 use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
 use super::session::{ErasedSessionStore, MemorySessionStore};
 use crate::util::principal::CallerBinding;
@@ -51,6 +53,10 @@ pub(crate) struct Settings {
     pub(crate) server_info: Value,
     /// The inner's `server/discover` result, when it said it may be kept (`cacheScope: public`).
     pub(crate) discovered: Arc<Mutex<Option<(Instant, Value)>>>,
+    /// The sessions with a GET stream open in this process, told when their subscriptions change.
+    pub(crate) listeners: Arc<Listeners>,
+    /// The `x-mcp-header` arguments of the inner's tools, mirrored into `Mcp-Param-*`.
+    pub(crate) tool_headers: Arc<ToolHeaders>,
     next_id: Arc<AtomicU64>,
 }
 
@@ -74,6 +80,8 @@ impl Settings {
                 "version": env!("CARGO_PKG_VERSION"),
             }),
             discovered: Arc::default(),
+            listeners: Arc::default(),
+            tool_headers: Arc::default(),
             next_id: Arc::default(),
         }
     }

@@ -98,8 +98,13 @@ pub(crate) fn modern_params(params: Option<&Value>, client: &Client<'_>) -> Map<
     params
 }
 
+/// The Tasks extension's name among a server's `capabilities.extensions` (SEP-2663).
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
 /// The `InitializeResult` for `version`, from the inner's `server/discover` result: its
-/// capabilities without what the bridge does not relay (list changes, subscriptions, tasks), its
+/// capabilities without the tasks extension (`tasks`, `extensions["io.modelcontextprotocol/tasks"]`),
+/// which a 2025 client cannot use (list changes and
+/// resource subscriptions stay: the bridge relays them on the session's GET stream), its
 /// `serverInfo` (or the bridge's own) and `instructions`.
 pub(crate) fn initialize_result(version: &str, discovered: &Value, fallback: &Value) -> Value {
     let mut capabilities = Map::new();
@@ -109,9 +114,14 @@ pub(crate) fn initialize_result(version: &str, discovered: &Value, fallback: &Va
                 continue;
             }
             let mut value = value.clone();
-            if let Some(entry) = value.as_object_mut() {
-                entry.remove("listChanged");
-                entry.remove("subscribe");
+            // The tasks extension, declared under `extensions` too: a 2025 client cannot use it.
+            if key == "extensions"
+                && let Some(extensions) = value.as_object_mut()
+            {
+                extensions.remove(TASKS_EXTENSION);
+                if extensions.is_empty() {
+                    continue;
+                }
             }
             capabilities.insert(key.clone(), value);
         }
@@ -348,12 +358,13 @@ mod tests {
 
     #[test]
     fn initialize_result_from_discovery() {
-        let discovered = json!({"capabilities": {"tools": {"listChanged": true}, "tasks": {}},
+        let discovered = json!({"capabilities": {"tools": {"listChanged": true}, "tasks": {},
+                "extensions": {"io.modelcontextprotocol/tasks": {}}},
             "instructions": "hi", "_meta": {META_SERVER_INFO: {"name": "s", "version": "2"}}});
         let fallback = json!({"name": "b", "version": "0"});
         assert_eq!(
             initialize_result("2025-11-25", &discovered, &fallback),
-            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": true}},
                 "serverInfo": {"name": "s", "version": "2"}, "instructions": "hi"})
         );
         assert_eq!(

@@ -5,11 +5,14 @@
 mod body;
 mod config;
 pub(crate) mod convert;
+mod events;
 mod future;
 mod hosts;
 pub(crate) mod ids;
 mod inner;
 mod layer;
+mod listen;
+mod params;
 pub(crate) mod pending;
 mod rounds;
 mod service;

@@ -5,18 +5,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response};
 use serde_json::{Map, Value, json};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tower_service::Service;
 
 use super::body::{RequestBody, ResponseBody};
 use super::config::{KEEP_ALIVE, Settings};
 use super::convert::{self, down_level, is_url, missing_capability, tool_error};
+use super::events::{EventSender, StreamKind};
 use super::ids::{random_hex_64, uuid_v4};
 use super::inner::{self, InnerBody, Message, Reader};
 use super::pending::AnswerKey;
@@ -60,33 +59,25 @@ where
     S::Error: Send + 'static,
     ResBody: InnerBody + Send + 'static,
 {
-    let (events, stream) = mpsc::channel(16);
+    let (events, response) = EventSender::open(StreamKind::Post);
     tokio::spawn(run(inner, call, events));
-    let mut response = Response::new(ResponseBody::stream(stream));
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
 
 /// The call's stream toward the client.
 struct CallStream {
-    events: mpsc::Sender<Bytes>,
+    events: EventSender,
     /// The last progress relayed per progress token (it must increase).
     progress: Mutex<HashMap<String, f64>>,
 }
 
 impl CallStream {
     async fn send(&self, message: &Value) {
-        let _ = self
-            .events
-            .send(crate::wire::sse::message_event(message))
-            .await;
+        self.events.send(message).await;
     }
 
     async fn keep_alive(&self) {
-        let _ = self.events.send(Bytes::from_static(b":\n\n")).await;
+        self.events.keep_alive().await;
     }
 
     /// Relays the inner's progress (only forward: it must increase) and log messages.
@@ -123,7 +114,7 @@ impl CallStream {
     }
 }
 
-async fn run<S, ResBody>(mut inner: S, call: BridgedCall, events: mpsc::Sender<Bytes>)
+async fn run<S, ResBody>(mut inner: S, call: BridgedCall, events: EventSender)
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: InnerBody,
@@ -556,17 +547,89 @@ where
     let name = params
         .get(call.method.target_field())
         .and_then(Value::as_str);
-    let body = json!({"jsonrpc": "2.0", "id": call.settings.inner_id(), "method": method,
-        "params": params});
-    let request = inner::request(&call.parts, method, name, body.to_string().into_bytes());
-    let Ok(response) = inner::call(inner, request).await else {
-        return Err("The inner service failed".to_owned());
-    };
-    let mut reader = Reader::new(response);
+    let tool = name.filter(|_| call.method == Method::ToolsCall);
+    if let Some(tool) = tool
+        && !call.settings.tool_headers.knows(tool)
+    {
+        learn_tools(inner, call).await;
+    }
+    let mut relearnt = false;
     loop {
-        match reader.next().await? {
-            Message::Notification(notification) => out.relay(notification).await,
-            Message::Response(response) => return Ok(response),
+        let body = json!({"jsonrpc": "2.0", "id": call.settings.inner_id(), "method": method,
+            "params": params});
+        let mut request = inner::request(&call.parts, method, name, body.to_string().into_bytes());
+        if let Some(tool) = tool {
+            let arguments = params.get("arguments").unwrap_or(&Value::Null);
+            request
+                .headers_mut()
+                .extend(call.settings.tool_headers.headers(tool, arguments));
+        }
+        let Ok(response) = inner::call(inner, request).await else {
+            return Err("The inner service failed".to_owned());
+        };
+        let mut reader = Reader::new(response);
+        let response = loop {
+            match reader.next().await? {
+                Message::Notification(notification) => out.relay(notification).await,
+                Message::Response(response) => break response,
+            }
+        };
+        // A header the inner requires and the bridge did not know of: its tools changed.
+        let missing_header = response.pointer("/error/code") == Some(&json!(HEADER_MISMATCH));
+        if tool.is_some() && missing_header && !relearnt {
+            relearnt = true;
+            learn_tools(inner, call).await;
+            continue;
+        }
+        return Ok(response);
+    }
+}
+
+/// The inner's `-32020`: a required 2026 header is missing or does not match the body.
+const HEADER_MISMATCH: i64 = -32020;
+/// The most `tools/list` pages read when learning the inner's tools.
+const MAX_TOOL_PAGES: usize = 16;
+
+/// Asks the inner service for its tools (every page, up to a bound) and learns their
+/// `x-mcp-header` arguments; a failure leaves what is known as it was.
+async fn learn_tools<S, ResBody>(inner: &mut S, call: &BridgedCall)
+where
+    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
+    ResBody: InnerBody,
+{
+    let (settings, parts, record) = (&call.settings, &call.parts, &call.record);
+    let client = convert::Client {
+        capabilities: &record.client_capabilities,
+        info: &record.client_info,
+        log_level: record.log_level.as_deref(),
+    };
+    let mut cursor: Option<Value> = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let mut params = convert::modern_params(None, &client);
+        if let Some(cursor) = cursor.take() {
+            params.insert("cursor".to_owned(), cursor);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": settings.inner_id(), "method": "tools/list",
+            "params": params});
+        let request = inner::request(parts, "tools/list", None, body.to_string().into_bytes());
+        let Ok(response) = inner::call(inner, request).await else {
+            return;
+        };
+        let mut reader = Reader::new(response);
+        let result = loop {
+            match reader.next().await {
+                Ok(Message::Notification(_)) => {}
+                Ok(Message::Response(response)) => break response.get("result").cloned(),
+                Err(_) => break None,
+            }
+        };
+        let Some(result) = result else {
+            return;
+        };
+        settings.tool_headers.learn(&result);
+        match result.get("nextCursor") {
+            Some(next @ Value::String(_)) => cursor = Some(next.clone()),
+            _ => return,
         }
     }
 }

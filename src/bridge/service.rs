@@ -15,9 +15,11 @@ use tower_service::Service;
 use super::body::{RequestBody, ResponseBody};
 use super::config::Settings;
 use super::convert::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
+use super::events::{self, EventSender, StreamKind};
 use super::future::ResponseFuture;
 use super::ids::new_session_id;
 use super::inner::{self, InnerBody, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
+use super::listen;
 use super::pending::AnswerKey;
 use super::rounds::{self, BridgedCall};
 use super::session::SessionRecord;
@@ -131,9 +133,9 @@ where
     }
     let session = header(&parts, &SESSION_ID).map(str::to_owned);
     if parts.method != Method::POST
-        && let Some(session) = &session
+        && let Some(session) = session
     {
-        return Ok(without_body(&settings, &parts, session).await);
+        return Ok(without_body(inner, settings, parts, session).await);
     }
     let bytes = match read_body(&settings, body).await {
         Ok(bytes) => bytes,
@@ -266,6 +268,10 @@ impl<S> Incoming<S> {
                 let session = session.as_deref();
                 return Ok(set_log_level(&settings, session, record, &id, params).await);
             }
+            "resources/subscribe" | "resources/unsubscribe" if session.is_some() => {
+                let session = session.as_deref().unwrap_or_default();
+                return Ok(subscription(&settings, session, record, method, &id, params).await);
+            }
             _ => {}
         }
         let client = Client {
@@ -361,7 +367,9 @@ async fn set_log_level<B>(
     json(StatusCode::OK, &convert::response(id, Ok(json!({}))))
 }
 
-/// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape.
+/// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape, as
+/// an event stream when the client takes one (with the inner's log messages and progress before
+/// it), as JSON otherwise.
 async fn forward_once<S, ResBody>(
     mut inner: S,
     settings: &Settings,
@@ -371,8 +379,8 @@ async fn forward_once<S, ResBody>(
     modern: Map<String, Value>,
 ) -> Result<BridgeResponse<ResBody>, S::Error>
 where
-    S: Service<Request<RequestBody>, Response = Response<ResBody>>,
-    ResBody: InnerBody,
+    S: Wrapped<ResBody>,
+    ResBody: InnerBody + Send + 'static,
 {
     let inner_id = settings.inner_id();
     let body = json!({"jsonrpc": "2.0", "id": inner_id, "method": method, "params": modern});
@@ -387,16 +395,59 @@ where
         name.as_deref(),
         body.to_string().into_bytes(),
     );
-    let response = inner::call(&mut inner, request).await?;
-    let mut reader = Reader::new(response);
-    let outcome = loop {
-        match reader.next().await {
-            Ok(Message::Notification(_)) => continue,
-            Ok(Message::Response(response)) => break legacy_outcome(response),
-            Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
+    // The tools' `x-mcp-header` arguments are learnt from every list relayed.
+    let is_tools_list = method == "tools/list";
+    if !events::accepts_event_stream(parts) {
+        let response = inner::call(&mut inner, request).await?;
+        let mut reader = Reader::new(response);
+        let outcome = loop {
+            match reader.next().await {
+                Ok(Message::Notification(_)) => continue,
+                Ok(Message::Response(response)) => break legacy_outcome(response),
+                Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
+            }
+        };
+        if let (true, Ok(result)) = (is_tools_list, &outcome) {
+            settings.tool_headers.learn(result);
         }
-    };
-    Ok(json(StatusCode::OK, &convert::response(id, outcome)))
+        return Ok(json(StatusCode::OK, &convert::response(id, outcome)));
+    }
+    let (events, stream) = EventSender::open(StreamKind::Post);
+    let id = id.clone();
+    let tool_headers = Arc::clone(&settings.tool_headers);
+    tokio::spawn(async move {
+        let call = async {
+            let Ok(response) = inner::call(&mut inner, request).await else {
+                let error = convert::error(INTERNAL_ERROR, "The inner service failed");
+                return Err(error);
+            };
+            let mut reader = Reader::new(response);
+            loop {
+                match reader.next().await {
+                    Ok(Message::Notification(notification)) => {
+                        let method = notification.get("method").and_then(Value::as_str);
+                        if matches!(
+                            method,
+                            Some("notifications/message" | "notifications/progress")
+                        ) {
+                            events.send(&notification).await;
+                        }
+                    }
+                    Ok(Message::Response(response)) => break legacy_outcome(response),
+                    Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
+                }
+            }
+        };
+        let outcome = tokio::select! {
+            () = events.closed() => return,
+            outcome = call => outcome,
+        };
+        if let (true, Ok(result)) = (is_tools_list, &outcome) {
+            tool_headers.learn(result);
+        }
+        events.send(&convert::response(&id, outcome)).await;
+    });
+    Ok(stream)
 }
 
 /// The inner's answer to a request that is not an MRTR method, in its 2025 shape.
@@ -462,6 +513,7 @@ where
         client_info: info,
         log_level: None,
         principal: principal_tag(settings, parts),
+        subscriptions: Vec::new(),
     };
     let session = new_session_id();
     if let Err(error) = settings.sessions.create(&session, record).await {
@@ -540,26 +592,81 @@ where
     Ok(Ok(result))
 }
 
-/// GET, DELETE (or any method without a JSON-RPC body) naming a session.
-async fn without_body<B>(settings: &Settings, parts: &Parts, session: &str) -> BridgeResponse<B> {
-    match lookup(settings, parts, session).await {
+/// GET, DELETE (or any method without a JSON-RPC body) naming a session: a GET that takes an
+/// event stream gets the session's stream (list changes, resource updates); the `Last-Event-ID`
+/// of a GET stream opens a fresh one, as nothing is replayed; that of a POST's stream gets 405,
+/// as it cannot be resumed.
+async fn without_body<S, ResBody>(
+    inner: S,
+    settings: Arc<Settings>,
+    parts: Parts,
+    session: String,
+) -> BridgeResponse<ResBody>
+where
+    S: Wrapped<ResBody>,
+    ResBody: InnerBody + Send + 'static,
+{
+    match lookup(&settings, &parts, &session).await {
         Ok(Some(_)) => {}
         Ok(None) => return session_not_found(),
         Err(error) => return store_failed(&error),
     }
     if parts.method == Method::DELETE {
-        return match settings.sessions.remove(session).await {
+        let removed = settings.sessions.remove(&session).await;
+        // Its GET streams in this process end now.
+        settings.listeners.changed(&session);
+        return match removed {
             Ok(_) => status(StatusCode::NO_CONTENT),
             Err(error) => store_failed(&error),
         };
     }
-    // No standalone stream: nothing is relayed outside a call (no list changes, no
-    // subscriptions), and there is no resumption.
+    // Only a GET stream can be taken up again (as a fresh one): a POST's cannot be resumed.
+    let resumes_a_post = header(&parts, &LAST_EVENT_ID)
+        .is_some_and(|id| StreamKind::of_event_id(id) != Some(StreamKind::Get));
+    if parts.method == Method::GET && events::accepts_event_stream(&parts) && !resumes_a_post {
+        return listen::open(inner, settings, parts, session);
+    }
     let mut response = status(StatusCode::METHOD_NOT_ALLOWED);
     response
         .headers_mut()
-        .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+        .insert(ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
     response
+}
+
+/// `resources/subscribe` and `resources/unsubscribe` of a session: its record keeps the URIs,
+/// which its GET stream listens for on the inner service (2026-07-28 has no such requests).
+async fn subscription<B>(
+    settings: &Settings,
+    session: &str,
+    mut record: SessionRecord,
+    method: &str,
+    id: &Value,
+    params: Option<&Value>,
+) -> BridgeResponse<B> {
+    let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
+        let error = convert::error(INVALID_PARAMS, "Invalid params: uri must be a string");
+        return json(StatusCode::OK, &convert::response(id, Err(error)));
+    };
+    let subscribed = record.subscriptions.iter().any(|known| known == uri);
+    let changed = match method {
+        "resources/subscribe" if !subscribed => {
+            record.subscriptions.push(uri.to_owned());
+            true
+        }
+        "resources/unsubscribe" if subscribed => {
+            record.subscriptions.retain(|known| known != uri);
+            true
+        }
+        _ => false,
+    };
+    if changed {
+        match settings.sessions.update(session, record).await {
+            Ok(true) => settings.listeners.changed(session),
+            Ok(false) => return session_not_found(),
+            Err(error) => return store_failed(&error),
+        }
+    }
+    json(StatusCode::OK, &convert::response(id, Ok(json!({}))))
 }
 
 /// A client's response to a request on a call's stream: handed to the call waiting for it, if
@@ -615,6 +722,7 @@ fn sessionless(version: Option<&str>) -> SessionRecord {
         client_info: json!({"name": "unknown", "version": "0"}),
         log_level: None,
         principal: None,
+        subscriptions: Vec::new(),
     }
 }
 
@@ -636,6 +744,10 @@ where
     let response = inner::call(&mut inner, request).await?;
     Ok(response.map(ResponseBody::inner))
 }
+
+/// `Last-Event-ID`: the stream a client takes up again.
+const LAST_EVENT_ID: http::header::HeaderName =
+    http::header::HeaderName::from_static(crate::wire::mcp::header::LAST_EVENT_ID);
 
 fn header<'a>(parts: &'a Parts, name: &http::header::HeaderName) -> Option<&'a str> {
     parts.headers.get(name).and_then(|v| v.to_str().ok())

@@ -31,6 +31,10 @@ pub struct SessionRecord {
     /// the layer's keyring as a token's is: never the credential, nor anything a store's reader
     /// can test guesses against without the key. `None` for an anonymous caller.
     pub principal: Option<String>,
+    /// The resource URIs the client subscribed to (`resources/subscribe`), relayed on its GET
+    /// stream through the inner service's `subscriptions/listen`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscriptions: Vec<String>,
 }
 
 /// Where the bridge keeps its sessions. Small on purpose: a shared (Redis) store implements the
@@ -258,6 +262,7 @@ mod tests {
             client_info: serde_json::json!({"name": "t", "version": "1"}),
             log_level: None,
             principal: None,
+            subscriptions: Vec::new(),
         }
     }
 

@@ -115,8 +115,9 @@ pub(crate) fn replace_data(event: &[u8], json: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-/// One JSON-RPC message as an event of a stream (`event: message`), as the bridge and the
-/// upstream adapter send them.
+/// One JSON-RPC message as an event of a stream (`event: message`), as the upstream adapter sends
+/// them (the bridge numbers its events: `bridge::events`).
+#[cfg_attr(not(feature = "upstream"), allow(dead_code))]
 pub(crate) fn message_event(message: &serde_json::Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }

@@ -30,12 +30,23 @@ struct Seen {
     calls: Arc<AtomicUsize>,
     /// Whether the `url_slow` flow has completed (out of band, as a browser would).
     flow_done: Arc<std::sync::atomic::AtomicBool>,
+    /// `tools/list` requests that reached it.
+    lists: Arc<AtomicUsize>,
+    /// Whether `regional` declares its header argument only from the second `tools/list` on (a
+    /// server whose tools changed).
+    regional_late: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn approval_form() -> Value {
     json!({"method": "elicitation/create", "params": {"mode": "form", "message": "Approve?",
         "requestedSchema": {"type": "object", "properties": {"approve": {"type": "boolean"}},
             "required": ["approve"]}}})
+}
+
+/// A tool with an argument declared as a header.
+fn regional() -> Value {
+    json!({"name": "regional", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]}})
 }
 
 fn input_required(key: &str, request: Value) -> Value {
@@ -60,8 +71,15 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
             None => input_required("context", approval_form()),
             Some(_) => json!({"resultType": "complete", "messages": []}),
         },
-        "tools/list" => json!({"resultType": "complete", "ttlMs": 1000, "cacheScope": "public",
-            "tools": [{"name": "ask", "inputSchema": {"type": "object"}}]}),
+        "tools/list" => {
+            let first = seen.lists.fetch_add(1, Ordering::SeqCst) == 0;
+            let mut regional = regional();
+            if first && seen.regional_late.load(Ordering::SeqCst) {
+                regional["inputSchema"]["properties"]["region"] = json!({"type": "string"});
+            }
+            json!({"resultType": "complete", "ttlMs": 1000, "cacheScope": "public",
+                "tools": [{"name": "ask", "inputSchema": {"type": "object"}}, regional]})
+        }
         "tools/call" => {
             seen.calls.fetch_add(1, Ordering::SeqCst);
             match params["name"].as_str().unwrap_or_default() {
@@ -105,6 +123,35 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
                     ),
                     Some(_) => text("picked"),
                 },
+                // As a 2026 server checks an `x-mcp-header` argument (SEP-2243).
+                "regional" => {
+                    let region = params["arguments"]["region"].as_str();
+                    let header = headers
+                        .get("mcp-param-region")
+                        .and_then(|v| v.to_str().ok());
+                    // A value that is not header-safe comes Base64-wrapped.
+                    let decoded = header.map(|header| {
+                        use base64::Engine as _;
+                        match header
+                            .strip_prefix("=?base64?")
+                            .and_then(|rest| rest.strip_suffix("?="))
+                        {
+                            Some(encoded) => base64::engine::general_purpose::STANDARD
+                                .decode(encoded)
+                                .ok()
+                                .and_then(|bytes| String::from_utf8(bytes).ok())
+                                .unwrap_or_default(),
+                            None => header.to_owned(),
+                        }
+                    });
+                    match (region, decoded) {
+                        (Some(region), Some(decoded)) if region == decoded => {
+                            text(&format!("region {}", header.unwrap_or_default()))
+                        }
+                        _ => json!({"error": {"code": -32020,
+                            "message": "missing required Mcp-Param-Region header"}}),
+                    }
+                }
                 "whoami" => {
                     let header = |name: &str| {
                         headers
@@ -125,17 +172,6 @@ fn answer(seen: &Seen, headers: &http::HeaderMap, message: &Value) -> Value {
                 _ => json!({"error": {"code": -32602, "message": "unknown tool"}}),
             }
         }
-        // What a 2026 server requires of a subscription: `Mcp-Name`, the resource's URI.
-        "resources/subscribe" | "resources/unsubscribe" => {
-            match headers.get("mcp-name").and_then(|v| v.to_str().ok()) {
-                Some(name) if Some(name) == params["uri"].as_str() => {
-                    json!({"resultType": "complete"})
-                }
-                _ => {
-                    json!({"error": {"code": -32020, "message": "missing required Mcp-Name header"}})
-                }
-            }
-        }
         _ => json!({"error": {"code": -32601, "message": "Method not found"}}),
     }
 }
@@ -149,6 +185,9 @@ async fn inner_service(
     let (parts, body) = request.into_parts();
     let bytes = body.collect().await.expect("a body").to_bytes();
     let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if message["method"] == "subscriptions/listen" {
+        return Ok(listen(&parts.headers, &message));
+    }
     let outcome = answer(&seen, &parts.headers, &message);
     let body = match outcome.get("error") {
         Some(error) => json!({"jsonrpc": "2.0", "id": message["id"], "error": error}),
@@ -164,6 +203,58 @@ async fn inner_service(
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
         .unwrap())
+}
+
+/// `subscriptions/listen`, as a 2026 server answers it: an event stream with the acknowledgment,
+/// then one `notifications/resources/updated` per resource asked for (with the subscription's id
+/// in `_meta`) and a tool list change. It ends there, without a final result (as a listen cut
+/// off does). A request without its 2026 headers and `_meta` is refused as rmcp refuses it.
+fn listen(headers: &http::HeaderMap, message: &Value) -> Response<Full<Bytes>> {
+    let id = &message["id"];
+    let params = &message["params"];
+    let versioned = params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28";
+    if headers
+        .get("mcp-method")
+        .is_none_or(|m| m != "subscriptions/listen")
+        || !versioned
+    {
+        let error = json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32020, "message": "missing required Mcp-Method header"}});
+        return Response::builder()
+            .status(400)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(error.to_string())))
+            .unwrap();
+    }
+    let filter = &params["notifications"];
+    let meta = json!({"io.modelcontextprotocol/subscriptionId": id});
+    let mut messages = vec![json!({"jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": filter, "_meta": meta}})];
+    for uri in filter["resourceSubscriptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        messages.push(
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": uri, "_meta": meta}}),
+        );
+    }
+    if filter["toolsListChanged"] == true {
+        messages.push(
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+            "params": {"_meta": meta}}),
+        );
+    }
+    let body: String = messages
+        .iter()
+        .map(|message| format!("event: message\ndata: {message}\n\n"))
+        .collect();
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
 }
 
 /// Counts what waits in the bridge's pending answers, so a test can see a wait end.
@@ -262,7 +353,26 @@ impl Server {
             .expect("in time")
             .expect("a response");
         let status = response.status().as_u16();
+        let stream = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|kind| kind == "text/event-stream");
         let bytes = response.bytes().await.unwrap();
+        if stream {
+            // A 2025 server may answer any request with an event stream: its last message.
+            let text = String::from_utf8(bytes.to_vec()).unwrap();
+            let last = text
+                .split("\n\n")
+                .filter_map(|event| {
+                    let data: Vec<&str> = event
+                        .lines()
+                        .filter_map(|line| line.strip_prefix("data: "))
+                        .collect();
+                    serde_json::from_str(&data.join("\n")).ok()
+                })
+                .last();
+            return (status, last.unwrap_or(Value::Null));
+        }
         (
             status,
             serde_json::from_slice(&bytes).unwrap_or(Value::Null),
@@ -344,7 +454,7 @@ async fn initialize_is_answered_from_the_inner_discovery() {
         let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
         assert_eq!(
             body["result"],
-            json!({"protocolVersion": answered, "capabilities": {"tools": {}, "logging": {}},
+            json!({"protocolVersion": answered, "capabilities": {"tools": {"listChanged": true}, "logging": {}},
                 "serverInfo": {"name": "inner-2026", "version": "9.9"},
                 "instructions": "Test tools."})
         );
@@ -352,16 +462,124 @@ async fn initialize_is_answered_from_the_inner_discovery() {
 }
 
 #[tokio::test]
-async fn a_subscription_reaches_the_inner_service_with_the_uri_it_names() {
+async fn subscriptions_and_list_changes_reach_the_get_stream_through_the_inners_listen() {
     let server = serve(bridge()).await;
     let session = server.initialize("2025-11-25", caps(), None).await;
-    for method in ["resources/subscribe", "resources/unsubscribe"] {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method,
-            "params": {"uri": "file:///notes.txt"}});
-        let (status, answer) = server.send(Some(&session), None, &body).await;
-        assert_eq!(status, 200, "{method}");
-        assert_eq!(answer["result"], json!({}), "{method}: {answer}");
+    let get = server
+        .http
+        .get(&server.url)
+        .header("mcp-session-id", &session)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 200);
+    assert_eq!(get.headers()["content-type"], "text/event-stream");
+    let mut stream = Events {
+        response: get,
+        buffer: Vec::new(),
+    };
+    // No subscription yet: the list changes alone, the acknowledgment kept back.
+    let first = stream.next().await.unwrap();
+    assert_eq!(
+        first,
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}})
+    );
+
+    let subscribe = |method: &str, uri: &str| json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"uri": uri}});
+    let (status, answer) = server
+        .send(
+            Some(&session),
+            None,
+            &subscribe("resources/subscribe", "file:///notes.txt"),
+        )
+        .await;
+    assert_eq!((status, &answer["result"]), (200, &json!({})), "{answer}");
+    // The listen is opened again with the resource: its update reaches the client, in 2025 shape.
+    assert_eq!(
+        stream.next().await.unwrap(),
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": "file:///notes.txt"}})
+    );
+    assert_eq!(stream.next().await.unwrap(), first);
+
+    let (status, answer) = server
+        .send(
+            Some(&session),
+            None,
+            &subscribe("resources/unsubscribe", "file:///notes.txt"),
+        )
+        .await;
+    assert_eq!((status, &answer["result"]), (200, &json!({})), "{answer}");
+    assert_eq!(stream.next().await.unwrap(), first);
+    // A subscription without a URI is refused, and changes nothing.
+    let bad = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {}});
+    assert_eq!(
+        server.send(Some(&session), None, &bad).await.1["error"]["code"],
+        -32602
+    );
+
+    // A dropped GET stream is taken up again (fresh: nothing is replayed); a POST's stream cannot
+    // be resumed, which the spec's 405 says.
+    for (last_event_id, status) in [("g00000000000000ab.3", 200), ("p00000000000000ab.1", 405)] {
+        let get = server
+            .http
+            .get(&server.url)
+            .header("mcp-session-id", &session)
+            .header("accept", "text/event-stream")
+            .header("last-event-id", last_event_id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(get.status(), status, "{last_event_id}");
     }
+
+    // Ending the session ends its stream.
+    let delete = server
+        .http
+        .delete(&server.url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 204);
+    assert_eq!(stream.next().await, None);
+}
+
+#[tokio::test]
+async fn x_mcp_header_arguments_reach_the_inner_service_as_mcp_param_headers() {
+    let server = serve(bridge()).await;
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    // No `tools/list` before: the bridge asks the inner service for the tool's schema itself.
+    for (id, region) in [(1, "eu-west-1"), (2, "café")] {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "regional", "arguments": {"region": region}}});
+        let mut events = server.stream(&session, None, &body).await;
+        let result = events.next().await.unwrap();
+        let expected = match region {
+            // Not header-safe: sent Base64-wrapped, as SEP-2243 asks.
+            "café" => "region =?base64?Y2Fmw6k=?=".to_owned(),
+            plain => format!("region {plain}"),
+        };
+        assert_eq!(result_text(&result), expected, "{result}");
+    }
+}
+
+#[tokio::test]
+async fn a_header_argument_the_bridge_did_not_know_of_is_learnt_again_on_32020() {
+    let server = serve(bridge()).await;
+    server.seen.regional_late.store(true, Ordering::SeqCst);
+    let session = server.initialize("2025-11-25", caps(), None).await;
+    // The client lists the tools first: the bridge learns `regional` without a header argument.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    assert_eq!(server.send(Some(&session), None, &list).await.0, 200);
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "regional", "arguments": {"region": "eu-west-1"}}});
+    let mut events = server.stream(&session, None, &body).await;
+    let result = events.next().await.unwrap();
+    // Refused once (-32020), the tools asked for again, the round retried with the header.
+    assert_eq!(result_text(&result), "region eu-west-1", "{result}");
+    assert_eq!(server.seen.lists.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
@@ -457,7 +675,7 @@ async fn utilities_are_answered_at_the_bridge_and_delete_ends_the_session() {
     assert_eq!(status, 200);
     assert_eq!(
         body["result"],
-        json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"}}]})
+        json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"}}, regional()]})
     );
     // An inner 404 (unknown method) reaches a 2025 client as a JSON-RPC error in a 200.
     let unknown = json!({"jsonrpc": "2.0", "id": 6, "method": "completion/complete"});

@@ -12,6 +12,7 @@ use support::server;
 
 mod adversarial;
 mod bridge;
+mod bridge_listen;
 mod bridge_redis;
 mod bridge_session_loss;
 mod cache_bounds;

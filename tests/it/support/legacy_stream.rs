@@ -26,7 +26,8 @@ impl Events {
                     .lines()
                     .filter_map(|line| line.strip_prefix("data: "))
                     .collect();
-                if data.is_empty() {
+                // A comment, or the priming event (an id, a `retry` and empty data): no message.
+                if data.iter().all(|line| line.trim().is_empty()) {
                     continue;
                 }
                 return Some(serde_json::from_str(&data.join("\n")).unwrap());

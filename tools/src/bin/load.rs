@@ -525,7 +525,8 @@ impl Stream {
                     .filter_map(|line| line.strip_prefix("data:"))
                     .map(str::trim_start)
                     .collect();
-                if data.is_empty() {
+                // A comment, or the bridge's priming event (an id, `retry`, empty data).
+                if data.iter().all(|line| line.is_empty()) {
                     continue;
                 }
                 return serde_json::from_str(&data.join("\n"))
