@@ -11,12 +11,11 @@
 #    the Tasks extension's and the pending ones, included);
 # 4. the 2025-11-25 set against the fixture behind LegacyBridgeLayer (MCP_STACK=bridge): its
 #    totals and every failing or warning check. Failures or warnings there fail the script
-#    only with CONFORMANCE_2025_STRICT=1 (default 0: the bridge does not pass it whole yet;
-#    see README.md, "Compatibility").
+#    too (CONFORMANCE_2025_STRICT=0 reports them without failing).
 #
 #   scripts/conformance.sh
 #   MCP_JSON_RESPONSE=1 scripts/conformance.sh   # application/json replies instead of SSE
-#   CONFORMANCE_2025_STRICT=1 scripts/conformance.sh
+#   CONFORMANCE_2025_STRICT=0 scripts/conformance.sh   # the 2025-11-25 set reported, not fatal
 #
 # Needs the Rust toolchain, python3 and npm. The suite (pinned) and the Node 22 runtime it
 # requires (npm package `node@22`) are installed into .cache/conformance/ on first use and
@@ -34,7 +33,7 @@ cache="${CONFORMANCE_CACHE:-$root/.cache/conformance}"
 results="$cache/results"
 node="$cache/node_modules/node/bin/node"
 cli="$cache/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-strict_2025="${CONFORMANCE_2025_STRICT:-0}"
+strict_2025="${CONFORMANCE_2025_STRICT:-1}"
 
 log() { printf 'conformance.sh: %s\n' "$*" >&2; }
 
@@ -256,9 +255,9 @@ print(f"conformance ({legacy}, through the bridge): {total[0]} passed, {total[1]
       f" {scored[2]} warnings)")
 if total[1] or total[2]:
     if strict_2025:
-        print(f"CONFORMANCE_2025_STRICT=1: the {legacy} set is not clean")
+        print(f"the {legacy} set is not clean (CONFORMANCE_2025_STRICT=0 reports it without failing)")
         exit_code = 1
     else:
-        print(f"(not fatal: CONFORMANCE_2025_STRICT=1 makes the {legacy} set's failures and warnings fail)")
+        print(f"(not fatal: CONFORMANCE_2025_STRICT=0)")
 sys.exit(exit_code)
 PY
