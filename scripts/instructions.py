@@ -12,6 +12,7 @@ removed work. What it does not say: time (a cache miss is one instruction), and 
     python3 scripts/instructions.py --json target/instr.json # ... and keep the counts
     python3 scripts/instructions.py --compare before.json    # ... beside counts kept earlier
     python3 scripts/instructions.py --only rmcp              # pairs whose label contains `rmcp`
+    python3 scripts/instructions.py --check                  # ... and PASS/MISS per target (issue #29)
 
 About 2 minutes after the build (22 ids, 1,000 requests each). Needs valgrind (Debian's
 `valgrind`). Standard library only.
@@ -33,6 +34,20 @@ from bench_report import PAIRS, bench_binary  # noqa: E402  (the time report's p
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = 1000
+
+# The targets of issue #29: the most instructions the layer may add to a request (layered minus
+# bare, on the pairs above), by what the request is, with the pairs that stand for it.
+TARGETS: list[tuple[str, int, tuple[str, ...]]] = [
+    ("tools/list", 2_000, ("echo tools_list", "rmcp tools_list")),
+    (
+        "first round, JSON and event stream",
+        50_000,
+        ("rmcp call_first", "rmcp-sse call_first", "echo call_first", "sse call_first"),
+    ),
+    ("verified retry", 25_000, ("rmcp call_retry", "echo call_retry")),
+    ("the layer's re-ask", 60_000, ("echo call_reask",)),
+    ("retry with 64 KiB arguments", 700_000, ("echo call_retry_64k",)),
+]
 
 
 def count(exe: Path, bench_id: str, requests: int) -> float:
@@ -68,17 +83,32 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--json", type=Path, help="write the counts here")
     parser.add_argument("--compare", type=Path, help="counts written earlier by --json")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="PASS/MISS for each target the pairs measure; exit 1 on any MISS",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_",
+        type=Path,
+        help="counts written earlier by --json, instead of counting again",
+    )
     args = parser.parse_args()
-    if shutil.which("valgrind") is None:
-        raise SystemExit("instructions: valgrind is not installed (apt-get install valgrind)")
-    exe = bench_binary("instructions")
     pairs = [p for p in PAIRS if args.only in p.label]
     counts: dict[str, float] = {}
-    for pair in pairs:
-        for bench_id in (pair.bare, pair.layer):
-            if bench_id not in counts:
-                counts[bench_id] = count(exe, bench_id, args.requests)
-                print(f"  {bench_id}: {counts[bench_id]:,.0f}", file=sys.stderr)
+    if args.from_:
+        counts = json.loads(args.from_.read_text())
+        pairs = [p for p in pairs if p.bare in counts and p.layer in counts]
+    else:
+        if shutil.which("valgrind") is None:
+            raise SystemExit("instructions: valgrind is not installed (apt-get install valgrind)")
+        exe = bench_binary("instructions")
+        for pair in pairs:
+            for bench_id in (pair.bare, pair.layer):
+                if bench_id not in counts:
+                    counts[bench_id] = count(exe, bench_id, args.requests)
+                    print(f"  {bench_id}: {counts[bench_id]:,.0f}", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(counts, indent=2) + "\n")
     before = json.loads(args.compare.read_text()) if args.compare else {}
@@ -103,6 +133,25 @@ def main() -> None:
         elif before:
             row += " | | |"
         print(row)
+    if args.check:
+        sys.exit(0 if check(pairs, counts) else 1)
+
+
+def check(pairs: list, counts: dict[str, float]) -> bool:
+    """Prints PASS or MISS for each target that `pairs` measure; whether every one passed."""
+    by_label = {pair.label: pair for pair in pairs}
+    print("\nTargets (issue #29: the layer's share, layered minus bare)\n")
+    passed = True
+    for request, most, labels in TARGETS:
+        for label in labels:
+            pair = by_label.get(label)
+            if pair is None:
+                continue
+            adds = counts[pair.layer] - counts[pair.bare]
+            verdict = "PASS" if adds <= most else "MISS"
+            passed &= verdict == "PASS"
+            print(f"{verdict}  {request} (`{label}`): {adds:+,.0f} (target <= +{most:,})")
+    return passed
 
 
 if __name__ == "__main__":

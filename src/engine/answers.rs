@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::form::validate::{FieldProblem, QuestionError, ReadQuestion, Rejection};
 use crate::token::claims::Questions;
-use crate::wire::edit::{edit_member, edit_object, member};
+use crate::wire::edit::{Along, edit_member, edit_object, member, with_set};
 use crate::wire::json::{Object, ObjectOr};
 use crate::wire::mcp::InputKind;
 
@@ -62,9 +62,13 @@ pub(super) fn check(
                 accepted.insert(key, clean);
             }
             Err(rejection) => {
-                let prefilled = prefilled(question, &rejection.valid);
-                let problems = rejection.in_order(&fields(&prefilled));
-                ask.insert(key.clone(), with_problems(&prefilled, &problems));
+                let (prefilled, shown) = reasked(question, &rejection).unwrap_or_else(|| {
+                    let prefilled = prefilled(question, &rejection.valid);
+                    let problems = rejection.in_order(&fields(&prefilled));
+                    let shown = with_problems(&prefilled, &problems);
+                    (prefilled, shown)
+                });
+                ask.insert(key.clone(), shown);
                 asked.insert(key, prefilled);
             }
         }
@@ -152,6 +156,100 @@ fn check_one(
             }
         }
     }
+}
+
+/// A form `question` asked again after `rejection`, from one read of its text: the question
+/// with the answer's valid fields as their `default`s ([`prefilled`]), and that question as
+/// shown ([`with_problems`]). `None` when the text cannot be read along its fields in one pass
+/// (a key given twice, a `params` that is not an object, …): the caller edits it member by
+/// member, to the same text.
+///
+/// A re-ask is the layer's own answer, and editing the question once per change read its whole
+/// text each time: most of the re-ask's work.
+fn reasked(question: &RawValue, rejection: &Rejection) -> Option<(Box<RawValue>, Box<RawValue>)> {
+    const PARAMS: usize = 1;
+    const PROPERTIES: usize = 3;
+    let form = Along::read(question.get(), &["params", "requestedSchema", "properties"])?;
+    let fields: Vec<String> = form
+        .level(PROPERTIES)
+        .map(|properties| properties.raw().map(|(key, _)| key.to_owned()).collect())
+        .unwrap_or_default();
+    let defaults = defaults(&rejection.valid);
+    let problems = rejection.in_order(&fields);
+    let (on_fields, others): (Vec<&FieldProblem>, Vec<&FieldProblem>) = problems
+        .iter()
+        .partition(|problem| problem.field.as_ref().is_some_and(|f| fields.contains(f)));
+    let mut lines: Vec<String> = others.iter().map(|problem| problem.line()).collect();
+    let names: Vec<&str> = on_fields
+        .iter()
+        .filter_map(|problem| problem.name.as_deref())
+        .collect();
+    let described: Vec<(&str, String)> = on_fields
+        .iter()
+        .filter_map(|problem| Some((problem.field.as_deref()?, problem.alone())))
+        .collect();
+    if !described.is_empty() {
+        lines.push(crate::texts::correct_fields(&names));
+    }
+    let message = form
+        .level(PARAMS)
+        .and_then(|params| params.get("message"))
+        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+        .unwrap_or_default();
+    let message = serde_json::to_string(&crate::texts::after_message(&message, &lines)).ok()?;
+    let default_of = |field: &str| {
+        defaults
+            .iter()
+            .find(|(name, _)| *name == field)
+            .map(|(_, value)| value.as_str())
+    };
+    let prefilled = if defaults.is_empty() {
+        question.to_owned()
+    } else {
+        let text = form.write(
+            &mut |depth, field, property| {
+                let value = default_of(field).filter(|_| depth == PROPERTIES)?;
+                let ObjectOr::Object(members) = Object::read(property.get(), &[]).ok()? else {
+                    return None;
+                };
+                Some(with_set(
+                    &members,
+                    property.get().len(),
+                    &[("default", value)],
+                ))
+            },
+            &|_| None,
+        );
+        RawValue::from_string(text).ok()?
+    };
+    let shown = form.write(
+        &mut |depth, key, value| match depth {
+            PARAMS if key == "message" => Some(message.clone()),
+            PROPERTIES => {
+                let default = default_of(key);
+                let problem = described.iter().find(|(field, _)| *field == key);
+                if default.is_none() && problem.is_none() {
+                    return None;
+                }
+                let ObjectOr::Object(property) = Object::read(value.get(), &[]).ok()? else {
+                    return None;
+                };
+                let description = problem.and_then(|(_, problem)| {
+                    let own = property
+                        .get("description")
+                        .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+                    serde_json::to_string(&crate::texts::on_field(own.as_deref(), problem)).ok()
+                });
+                let mut set = Vec::with_capacity(2);
+                set.extend(default.map(|value| ("default", value)));
+                set.extend(description.as_deref().map(|text| ("description", text)));
+                Some(with_set(&property, value.get().len(), &set))
+            }
+            _ => None,
+        },
+        &|depth| (depth == PARAMS).then(|| ("message", message.clone())),
+    );
+    Some((prefilled, RawValue::from_string(shown).ok()?))
 }
 
 /// The question again, its message followed by `lines` after a blank line: the text as it was
@@ -265,21 +363,26 @@ fn with_descriptions(question: &str, problems: &[(&str, String)]) -> Option<Stri
 /// its `default`, as far as [`MAX_PREFILLED_BYTES`] allows: the text as it was, but for those
 /// `default`s. Any other question is returned as it is.
 fn prefilled(question: &RawValue, valid: &Map<String, Value>) -> Box<RawValue> {
-    let mut budget = MAX_PREFILLED_BYTES;
-    let defaults: Vec<(&str, String)> = valid
-        .iter()
-        .filter_map(|(field, value)| {
-            let text = serde_json::to_string(value).ok()?;
-            budget = budget.checked_sub(text.len())?;
-            Some((field.as_str(), text))
-        })
-        .collect();
+    let defaults = defaults(valid);
     if defaults.is_empty() {
         return question.to_owned();
     }
     with_defaults(question.get(), &defaults)
         .and_then(|text| RawValue::from_string(text).ok())
         .unwrap_or_else(|| question.to_owned())
+}
+
+/// Each field of `valid` and its JSON text, as far as [`MAX_PREFILLED_BYTES`] allows.
+fn defaults(valid: &Map<String, Value>) -> Vec<(&str, String)> {
+    let mut budget = MAX_PREFILLED_BYTES;
+    valid
+        .iter()
+        .filter_map(|(field, value)| {
+            let text = serde_json::to_string(value).ok()?;
+            budget = budget.checked_sub(text.len())?;
+            Some((field.as_str(), text))
+        })
+        .collect()
 }
 
 fn with_defaults(question: &str, defaults: &[(&str, String)]) -> Option<String> {
@@ -490,6 +593,71 @@ mod tests {
             Checked::Reask { ask, asked, kept } => (ask, asked, kept),
             Checked::Complete(done) => panic!("expected a re-ask, got {done:?}"),
         }
+    }
+
+    /// A re-ask edits the question from one read of it ([`reasked`]) to the very text the edits
+    /// member by member make, whatever the form holds: a message or none, descriptions and
+    /// defaults of the author's, fields valid or not, problems of no field shown.
+    #[test]
+    fn one_read_of_a_question_edits_it_as_member_by_member_edits_do() {
+        let forms = [
+            form(APPROVAL, r#"["approve"]"#),
+            form(
+                r#"{"note":{"description":"Why","maxLength":2,"type":"string","default":"x"},"n":{"type":"integer","minimum":3}}"#,
+                r#"["n"]"#,
+            ),
+            RawValue::from_string(
+                r#"{"method":"elicitation/create","params":{"requestedSchema":{"properties":{"a\"b":{"type":"string","maxLength":1}},"type":"object"},"mode":"form"},"x":[1,{"y":2}]}"#
+                    .to_owned(),
+            )
+            .unwrap(),
+            RawValue::from_string(
+                r#"{"method":"elicitation/create","params":{"message":"M","requestedSchema":{"type":"object","required":["z"]}}}"#
+                    .to_owned(),
+            )
+            .unwrap(),
+        ];
+        let contents = [
+            json!({"approve": "yes", "note": "n".repeat(300), "count": 2.0}),
+            json!({"approve": true, "note": "ok", "count": "two"}),
+            json!({"note": "toolong", "n": 1}),
+            json!({"note": "", "n": 5, "extra": 1}),
+            json!({"a\"b": "xy"}),
+            json!({}),
+        ];
+        let cache = ValidatorCache::default();
+        let mut compared = 0;
+        for question in &forms {
+            let validator = cache
+                .read_shown(question.get())
+                .unwrap()
+                .question
+                .form
+                .clone();
+            for content in &contents {
+                let Err(rejection) = validator.as_ref().unwrap().check(content.clone()) else {
+                    continue;
+                };
+                let prefilled = prefilled(question, &rejection.valid);
+                let problems = rejection.in_order(&fields(&prefilled));
+                let shown = with_problems(&prefilled, &problems);
+                let (one_prefilled, one_shown) = reasked(question, &rejection).unwrap();
+                assert_eq!(one_prefilled.get(), prefilled.get(), "{content}");
+                assert_eq!(one_shown.get(), shown.get(), "{content}");
+                compared += 1;
+            }
+        }
+        assert!(compared >= 8, "{compared} rejections compared");
+        // A question it cannot read in one pass is left to the edits member by member.
+        let repeated = RawValue::from_string(
+            r#"{"method":"elicitation/create","params":{"message":"a","message":"b"}}"#.to_owned(),
+        )
+        .unwrap();
+        let rejection = Rejection {
+            problems: Vec::new(),
+            valid: Map::new(),
+        };
+        assert!(reasked(&repeated, &rejection).is_none());
     }
 
     const APPROVAL: &str = r#"{"approve":{"type":"boolean","title":"Approve"},"note":{"type":"string","title":"Note","maxLength":200},"count":{"type":"integer"}}"#;

@@ -167,6 +167,127 @@ pub(crate) fn edit_object(
     String::from_utf8(out).ok()
 }
 
+/// An object read once along a path of member names (a question's `params`, its
+/// `requestedSchema`, its `properties`), to be written back with several members changed at
+/// several levels: one read however many edits, where [`edit_object`] reads the text again for
+/// each.
+#[derive(Debug)]
+pub(crate) struct Along<'a> {
+    object: Object<'a>,
+}
+
+impl<'a> Along<'a> {
+    /// Reads `text` along `path`; `None` when it is not an object, a key occurs twice in an
+    /// object on the path, or a member on the path is there but not an object (its text would
+    /// be lost). The levels past one that is absent are absent.
+    pub(crate) fn read(text: &'a str, path: &[&str]) -> Option<Self> {
+        let ObjectOr::Object(object) = Object::read(text, path).ok()? else {
+            return None;
+        };
+        let mut level = &object;
+        loop {
+            if level.repeated().is_some() {
+                return None;
+            }
+            match level.nested() {
+                ObjectOr::Object(next) => level = next,
+                ObjectOr::Absent => return Some(Self { object }),
+                ObjectOr::Null | ObjectOr::NotObject => return None,
+            }
+        }
+    }
+
+    /// The object at `depth` along the path (0: the object itself), if it is there.
+    pub(crate) fn level(&self, depth: usize) -> Option<&Object<'a>> {
+        let mut level = &self.object;
+        for _ in 0..depth {
+            match level.nested() {
+                ObjectOr::Object(next) => level = next,
+                _ => return None,
+            }
+        }
+        Some(level)
+    }
+
+    /// The object written back as [`edit_object`] writes each level on the path: at `depth`,
+    /// each member whose new value `edit(depth, key, value)` gives replaced, and `add(depth)`
+    /// appended when it is not a member; every other value as it was.
+    pub(crate) fn write(
+        &self,
+        edit: &mut impl FnMut(usize, &str, &RawValue) -> Option<String>,
+        add: &impl Fn(usize) -> Option<(&'static str, String)>,
+    ) -> String {
+        let mut out = Vec::with_capacity(1024);
+        write_level(&mut out, &self.object, 0, edit, add);
+        // Keys written by serde_json, the rest copied from UTF-8 text or made by `edit`.
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+fn write_level(
+    out: &mut Vec<u8>,
+    object: &Object<'_>,
+    depth: usize,
+    edit: &mut impl FnMut(usize, &str, &RawValue) -> Option<String>,
+    add: &impl Fn(usize) -> Option<(&'static str, String)>,
+) {
+    let added = add(depth);
+    out.push(b'{');
+    let mut first = true;
+    let mut present = false;
+    for (key, value) in object.members() {
+        comma(out, &mut first);
+        write_key(out, key);
+        present |= added.as_ref().is_some_and(|(name, _)| name == key);
+        match (value, object.nested()) {
+            (Some(value), _) => match edit(depth, key, value) {
+                Some(new) => out.extend_from_slice(new.as_bytes()),
+                None => out.extend_from_slice(value.get().as_bytes()),
+            },
+            (None, ObjectOr::Object(next)) => write_level(out, next, depth + 1, edit, add),
+            // `Along::read` refuses a path member that is not an object.
+            (None, _) => out.extend_from_slice(b"null"),
+        }
+    }
+    if let Some((name, value)) = added.filter(|_| !present) {
+        comma(out, &mut first);
+        write_key(out, name);
+        out.extend_from_slice(value.as_bytes());
+    }
+    out.push(b'}');
+}
+
+/// The object `members` (read from a text of `len` bytes) written with each member of `set`
+/// (name, JSON text) put in: in place of every member of that name, else appended, in the order
+/// of `set`. The same text as [`edit_object`] setting one member after the other, from one read.
+pub(crate) fn with_set(members: &Object<'_>, len: usize, set: &[(&str, &str)]) -> String {
+    let extra: usize = set
+        .iter()
+        .map(|(name, value)| name.len() + value.len() + 4)
+        .sum();
+    let mut out = Vec::with_capacity(len + extra + 2);
+    out.push(b'{');
+    let mut first = true;
+    for (key, value) in members.raw() {
+        comma(&mut out, &mut first);
+        write_key(&mut out, key);
+        match set.iter().find(|(name, _)| *name == key) {
+            Some((_, new)) => out.extend_from_slice(new.as_bytes()),
+            None => out.extend_from_slice(value.get().as_bytes()),
+        }
+    }
+    for (name, value) in set {
+        if !members.raw().any(|(key, _)| key == *name) {
+            comma(&mut out, &mut first);
+            write_key(&mut out, name);
+            out.extend_from_slice(value.as_bytes());
+        }
+    }
+    out.push(b'}');
+    // Keys written by serde_json, the rest copied from UTF-8 text: always UTF-8.
+    String::from_utf8(out).unwrap_or_default()
+}
+
 /// A comma before every member but the first.
 pub(crate) fn comma(out: &mut Vec<u8>, first: &mut bool) {
     if !std::mem::take(first) {
@@ -176,12 +297,73 @@ pub(crate) fn comma(out: &mut Vec<u8>, first: &mut bool) {
 
 /// `"key":`, the key escaped as JSON.
 pub(crate) fn write_key(out: &mut Vec<u8>, key: &str) {
-    write_json(out, key);
-    out.push(b':');
+    // A key with nothing to escape is written as serde_json writes it, without its machinery
+    // (a call per key was a good part of an edit's work).
+    if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(key.len() + 3);
+        out.push(b'"');
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":");
+    } else {
+        write_json(out, key);
+        out.push(b':');
+    }
 }
 
 /// `value` as JSON text.
 pub(crate) fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // Strings, maps of `Value`s: serializing into a `Vec` cannot fail.
     let _ = serde_json::to_writer(&mut *out, value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key is written as serde_json writes it, whether or not it has anything to escape.
+    #[test]
+    fn a_key_is_written_as_serde_json_writes_it() {
+        for key in [
+            "",
+            "message",
+            "a b",
+            "é✓",
+            "q\"uote",
+            "back\\slash",
+            "tab\t",
+            "\u{1}",
+            "\u{7f}",
+        ] {
+            let mut out = Vec::new();
+            write_key(&mut out, key);
+            let expected = format!("{}:", serde_json::to_string(key).unwrap());
+            assert_eq!(String::from_utf8(out).unwrap(), expected, "{key:?}");
+        }
+    }
+
+    /// Members set in one write are the members set one edit after the other.
+    #[test]
+    fn setting_members_at_once_is_setting_them_in_turn() {
+        for text in [
+            r#"{"a":1,"default":0}"#,
+            r#"{"description":"d","a":[1]}"#,
+            "{}",
+            r#"{"default":1,"description":"x"}"#,
+        ] {
+            let set = [("default", "7"), ("description", "\"new\"")];
+            let ObjectOr::Object(members) = Object::read(text, &[]).unwrap() else {
+                panic!("an object")
+            };
+            let at_once = with_set(&members, text.len(), &set);
+            let first = edit_object(text, Some(set[0]), |key, _| {
+                (key == "default").then(|| "7".to_owned())
+            })
+            .unwrap();
+            let in_turn = edit_object(&first, Some(set[1]), |key, _| {
+                (key == "description").then(|| "\"new\"".to_owned())
+            })
+            .unwrap();
+            assert_eq!(at_once, in_turn, "{text}");
+        }
+    }
 }
