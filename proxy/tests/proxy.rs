@@ -1261,3 +1261,74 @@ async fn each_callers_authorization_reaches_an_http_upstream_when_passed_and_non
     let _ = server.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A reload while calls are in flight: one held at the server (a read of a fifo) and one held at
+/// the client (a gated write asked, not yet answered). The read finishes with its content, the
+/// write's approval from before the reload is still taken, and once the reload is in place a new
+/// read meets the new gate. No wait here is a sleep that must be long enough: each waits on the
+/// kernel (the fifo opened) or polls for the outcome.
+#[tokio::test]
+async fn a_reload_while_calls_are_in_flight_lets_them_finish_and_then_applies() {
+    let Some(entry) = filesystem() else { return };
+    let port = free_port();
+    let setup = Setup::new("reload-in-flight", &entry, port, "");
+    let proxy = Proxy::start(&setup.config, port).await;
+
+    // In flight at the client: asked before the reload.
+    let path = setup.data("w.txt");
+    let args = json!({"path": path, "content": "approved before"});
+    let state = state_of(&proxy.call("write_file", args.clone(), json!({})).await);
+
+    // In flight at the server: a read of a fifo, which waits for a writer.
+    let fifo = fifo(&setup);
+    let reading = proxy.call("read_text_file", json!({"path": fifo}), json!({}));
+    let reload = async {
+        opened(proxy.child.id(), &fifo).await;
+        let more = "\n[[gate]]\ntools = [\"read_text_file\"]\nform.approve = { type = \"boolean\" }\nrequire = { approve = true }\n";
+        let text = std::fs::read_to_string(&setup.config).unwrap();
+        std::fs::write(&setup.config, format!("{text}{more}")).unwrap();
+        proxy.signal(1);
+        // The writer that lets the read finish, after the reload was asked for.
+        let fifo = fifo.clone();
+        tokio::task::spawn_blocking(move || std::fs::write(fifo, "written late"))
+            .await
+            .unwrap()
+            .unwrap();
+    };
+    let (read, ()) = tokio::join!(reading, reload);
+    assert_eq!(read["result"]["resultType"], "complete", "{read:#}");
+    assert!(read.to_string().contains("written late"), "{read:#}");
+
+    let written = proxy
+        .call(
+            "write_file",
+            args,
+            answer(
+                &state,
+                json!({"action": "accept", "content": {"approve": true}}),
+            ),
+        )
+        .await;
+    assert!(written["result"]["isError"] != true, "{written:#}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "approved before");
+
+    std::fs::write(setup.data("x"), "x").unwrap();
+    let mut asked = Value::Null;
+    for _ in 0..100 {
+        asked = proxy
+            .call(
+                "read_text_file",
+                json!({"path": setup.data("x")}),
+                json!({}),
+            )
+            .await;
+        if asked["result"]["resultType"] == "input_required" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        asked["result"]["resultType"], "input_required",
+        "the reload's gate applies to new calls: {asked:#}"
+    );
+}

@@ -21,7 +21,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 
 const ASK: &str = r#"{"resultType":"input_required","inputRequests":{"deployment-approval":{"method":"elicitation/create","params":{"mode":"form","message":"Deploy to staging?","requestedSchema":{"type":"object","properties":{"approve":{"type":"boolean","title":"Approve"},"note":{"type":"string","maxLength":200}},"required":["approve"]}}}},"requestState":"floor"}"#;
-const DEPLOYED: &str = r#"{"content":[{"type":"text","text":"deployed"}],"structuredContent":{"deployed":true}}"#;
+const DEPLOYED: &str =
+    r#"{"content":[{"type":"text","text":"deployed"}],"structuredContent":{"deployed":true}}"#;
 
 /// The request's JSON-RPC id as it was written (a number in the load generator's requests).
 fn id_of(body: &[u8]) -> &[u8] {
@@ -77,13 +78,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let (socket, _) = listener.accept().await?;
         socket.set_nodelay(true)?;
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request: Request<Incoming>| async move {
-                let body = match request.into_body().collect().await {
-                    Ok(body) => body.to_bytes(),
-                    Err(_) => Bytes::new(),
-                };
-                Ok::<_, Infallible>(answer(&body, json))
-            });
+            let service =
+                hyper::service::service_fn(move |request: Request<Incoming>| async move {
+                    let body = match request.into_body().collect().await {
+                        Ok(body) => body.to_bytes(),
+                        Err(_) => Bytes::new(),
+                    };
+                    Ok::<_, Infallible>(answer(&body, json))
+                });
             let _ = Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(socket), service)
                 .await;
@@ -101,7 +103,8 @@ mod tests {
         let asked = answer(first, true);
         assert_eq!(asked.headers()["content-type"], "application/json");
         assert_eq!(id_of(first), b"41");
-        let wrong = br#"{"id": 42,"params":{"inputResponses":{"a":{"content":{"approve":"yes"}}}}}"#;
+        let wrong =
+            br#"{"id": 42,"params":{"inputResponses":{"a":{"content":{"approve":"yes"}}}}}"#;
         assert_eq!(id_of(wrong), b"42");
         assert!(!contains(wrong, b"\"approve\":true"));
         assert!(contains(br#"{"approve":true}"#, b"\"approve\":true"));
