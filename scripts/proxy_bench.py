@@ -181,8 +181,15 @@ class Http:
             headers["MCP-Protocol-Version"] = self.version
             if self.session:
                 headers["Mcp-Session-Id"] = self.session
-        self.conn.request("POST", self.path, body=json.dumps(message), headers=headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request("POST", self.path, body=json.dumps(message), headers=headers)
+            response = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The server closed the idle keep-alive connection (between the phases): a new one.
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            self.conn.request("POST", self.path, body=json.dumps(message), headers=headers)
+            response = self.conn.getresponse()
         body = response.read()
         got = {k.lower(): v for k, v in response.getheaders()}
         if "id" not in message:
