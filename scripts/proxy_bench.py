@@ -181,15 +181,7 @@ class Http:
             headers["MCP-Protocol-Version"] = self.version
             if self.session:
                 headers["Mcp-Session-Id"] = self.session
-        try:
-            self.conn.request("POST", self.path, body=json.dumps(message), headers=headers)
-            response = self.conn.getresponse()
-        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
-            # The server closed the idle keep-alive connection (between the phases): a new one.
-            self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-            self.conn.request("POST", self.path, body=json.dumps(message), headers=headers)
-            response = self.conn.getresponse()
+        response = self._send("conn", headers, json.dumps(message))
         body = response.read()
         got = {k.lower(): v for k, v in response.getheaders()}
         if "id" not in message:
@@ -197,6 +189,20 @@ class Http:
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}: {body[:300]!r}")
         return parse_reply(body, got.get("content-type", "")), got
+
+    def _send(self, which: str, headers: dict, body: str) -> http.client.HTTPResponse:
+        """POSTs on the connection `which`; a new one when the server closed it while idle
+        (between the phases)."""
+        conn = getattr(self, which)
+        try:
+            conn.request("POST", self.path, body=body, headers=headers)
+            return conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            setattr(self, which, conn)
+            conn.request("POST", self.path, body=body, headers=headers)
+            return conn.getresponse()
 
     def request(self, method: str, params: dict) -> dict:
         self.ident += 1
@@ -217,9 +223,8 @@ class Http:
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                    "MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": self.session}
         start = time.perf_counter_ns()
-        self.conn.request("POST", "/mcp", headers=headers, body=json.dumps(
+        response = self._send("conn", headers, json.dumps(
             {"jsonrpc": "2.0", "id": self.ident, "method": "tools/call", "params": params}))
-        response = self.conn.getresponse()
         asked = False
         while True:
             line = response.readline()
@@ -232,9 +237,8 @@ class Http:
                 asked = True
                 if legs is not None:
                     legs.append((time.perf_counter_ns() - start) / 1000)
-                self.answers.request("POST", "/mcp", headers=headers, body=json.dumps(
+                reply = self._send("answers", headers, json.dumps(
                     {"jsonrpc": "2.0", "id": event["id"], "result": answer}))
-                reply = self.answers.getresponse()
                 reply.read()
                 if reply.status != 202:
                     raise RuntimeError(f"the answer was taken with HTTP {reply.status}")
