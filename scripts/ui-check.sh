@@ -30,57 +30,15 @@
 # .cache/ui-check/results/legacy/.
 set -euo pipefail
 
-INSPECTOR_PACKAGE="@modelcontextprotocol/inspector@2.12.0"
-PLAYWRIGHT_PACKAGE="playwright-core@1.65.1"
-NODE_PACKAGE="node@22"
-CHROMIUM=/usr/bin/chromium
-
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cache="${UI_CHECK_CACHE:-$root/.cache/ui-check}"
-results="$cache/results"
-modules="$cache/node_modules"
-node="$modules/node/bin/node"
-launcher="$modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 docs=
 [[ ${1:-} == --docs ]] && docs=1
 
 log() { printf 'ui-check.sh: %s\n' "$*" >&2; }
 
-# ---- install (or reuse) Chromium, the Inspector, playwright-core and Node 22 ----
-if [[ ! -x $CHROMIUM ]]; then
-    if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-        log "error: $CHROMIUM is missing (on Debian, as root: apt-get install chromium)"
-        exit 1
-    fi
-    log "installing Debian's chromium"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
-fi
-
-version_of() {
-    "$node" -p "require('$modules/$1/package.json').version" 2>/dev/null
-}
-node_major() {
-    "$node" -p 'process.versions.node.split(".")[0]' 2>/dev/null
-}
-if [[ "$(node_major)" != 22 ||
-    "$(version_of @modelcontextprotocol/inspector)" != "${INSPECTOR_PACKAGE##*@}" ||
-    "$(version_of playwright-core)" != "${PLAYWRIGHT_PACKAGE##*@}" ]]; then
-    log "installing $INSPECTOR_PACKAGE, $PLAYWRIGHT_PACKAGE and $NODE_PACKAGE into $cache"
-    mkdir -p "$cache"
-    # node@22 ships its binary through an install script: allow exactly that one.
-    if [[ ! -f "$cache/package.json" ]]; then
-        printf '{ "private": true, "allowScripts": { "node": true } }\n' >"$cache/package.json"
-    fi
-    npm install --prefix "$cache" --no-audit --no-fund --loglevel=error \
-        "$INSPECTOR_PACKAGE" "$PLAYWRIGHT_PACKAGE" "$NODE_PACKAGE" >&2
-    if [[ "$(node_major)" != 22 ]]; then
-        log "error: $node is not a Node 22 binary (did npm skip the install script of $NODE_PACKAGE?)"
-        exit 1
-    fi
-    [[ -f $launcher ]] || { log "error: $launcher is missing after the install"; exit 1; }
-fi
-log "using Node $("$node" --version), Inspector $(version_of @modelcontextprotocol/inspector), playwright-core $(version_of playwright-core), $("$CHROMIUM" --version 2>/dev/null)"
+# shellcheck source=lib/ui-install.sh
+source "$root/scripts/lib/ui-install.sh"
+results="$cache/results"
 
 # ---- build the deploy example ----
 cargo build --quiet --release --manifest-path "$root/Cargo.toml" --example deploy >&2
@@ -91,10 +49,6 @@ server_bin="$target_dir/release/examples/deploy"
 rm -rf "$results"
 mkdir -p "$results"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ui-check.XXXXXX")
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 server_pid=
 inspector_pid=
@@ -119,19 +73,6 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-# Waits until `$2` (a PID) has printed `$3` into `$1`, at most `$4` seconds.
-wait_for_line() {
-    local file=$1 pid=$2 pattern=$3 seconds=$4
-    for _ in $(seq 1 $((seconds * 10))); do
-        grep -q "$pattern" "$file" 2>/dev/null && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    log "error: no \"$pattern\" from $file; its last lines:"
-    tail -n 30 "$file" >&2
-    return 1
-}
 
 # ---- once per protocol era: start the example and the Inspector on it, and drive it ----
 # A fresh example each time: its branches and URL flows are in memory, and a flow's handle is
