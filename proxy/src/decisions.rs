@@ -1,11 +1,12 @@
 //! The decision log: one JSON line on stderr per decision of the layer, saying what was called
 //! (`method`, `tool`: the tool's or prompt's name, or the resource's URI), which gate of the
 //! file judged it, the outcome (`ask`, `gates_accepted`, `gate_refused`, `forward`, `refused`,
-//! `rejected_state`, …), the round, and the caller's tag. Never the answers' content, nor the
+//! `rejected_state`, …), the round, the caller's tag, and for a gate's refusal why (`declined`,
+//! `cancelled`, `not_allowed`). Never the answers' content, nor the
 //! arguments: only these fixed fields are written.
 //!
 //! ```text
-//! {"decision":"gate_refused","method":"tools/call","tool":"write_file","gate":"gate 1 (line 9)","round":1,"caller":"c:5f1c0a2b9e04"}
+//! {"decision":"gate_refused","method":"tools/call","tool":"write_file","gate":"gate 1 (line 9)","round":1,"caller":"c:5f1c0a2b9e04","why":"declined"}
 //! ```
 //!
 //! Made from the debug events the library already sends for each decision (target
@@ -74,6 +75,7 @@ struct Fields {
     target: Option<String>,
     round: Option<u64>,
     caller: Option<String>,
+    why: Option<String>,
 }
 
 impl Visit for Fields {
@@ -99,6 +101,7 @@ impl Fields {
             "method" => self.method = Some(value),
             "target" => self.target = Some(value),
             "caller" => self.caller = Some(value),
+            "why" => self.why = Some(value),
             _ => {}
         }
     }
@@ -148,6 +151,9 @@ where
             "round".into(),
             fields.round.map_or(Value::Null, Value::from),
         );
+        if let Some(why) = fields.why {
+            line.insert("why".into(), Value::String(why));
+        }
         let mut stderr = std::io::stderr().lock();
         let _ = writeln!(stderr, "{}", Value::Object(line));
     }

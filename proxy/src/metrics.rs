@@ -6,7 +6,10 @@
 //! |---|---|
 //! | `elicitation_proxy_decisions_total{outcome}` | each decision of the layer: `ask` (a question asked, or asked again), `sealed` (the upstream's own questions sealed), `forward`, `gates_accepted`, `gate_refused` (declined, cancelled, or a rule not met), `refused` (an error answer), `rejected_state` |
 //! | `elicitation_proxy_replays_refused_total` | retries with an approval already spent |
+//! | `elicitation_proxy_gates_total{outcome}` | the file's gates: `asked` (a call's first ask), `accepted` (answers the gate's rules allow; a replayed approval passes them before the single-use check refuses it, counted in `replays_refused`), `declined`, `cancelled`, `refused` (an accepted answer the gate's rules turn down) |
+//! | `elicitation_proxy_reasks_total` | questions asked again: an answer missing or invalid, a gate's `retry_hint`, a URL flow not finished |
 //! | `elicitation_proxy_upstream_restarts_total` | the upstream server started again (it exited or hung) |
+//! | `elicitation_proxy_parked_calls` (gauge) | upstream calls held while the client answers the server's own questions |
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,13 +28,16 @@ pub struct Metrics {
 #[derive(Default)]
 struct Counts {
     decisions: BTreeMap<String, u64>,
+    gates: BTreeMap<&'static str, u64>,
+    reasks: u64,
     replays: u64,
     restarts: u64,
 }
 
 impl Metrics {
-    /// The counters in Prometheus's text exposition format.
-    pub fn render(&self) -> String {
+    /// The counters in Prometheus's text exposition format, and `parked`, the calls the
+    /// upstream holds now.
+    pub fn render(&self, parked: usize) -> String {
         let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();
         out.push_str("# HELP elicitation_proxy_decisions_total Decisions of the elicitation layer, by outcome.\n");
@@ -42,6 +48,18 @@ impl Metrics {
                 "elicitation_proxy_decisions_total{{outcome=\"{outcome}\"}} {count}"
             );
         }
+        out.push_str("# HELP elicitation_proxy_gates_total The file's gates, by outcome.\n");
+        out.push_str("# TYPE elicitation_proxy_gates_total counter\n");
+        for outcome in ["asked", "accepted", "declined", "cancelled", "refused"] {
+            let count = counts.gates.get(outcome).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "elicitation_proxy_gates_total{{outcome=\"{outcome}\"}} {count}"
+            );
+        }
+        out.push_str("# HELP elicitation_proxy_reasks_total Questions asked again.\n");
+        out.push_str("# TYPE elicitation_proxy_reasks_total counter\n");
+        let _ = writeln!(out, "elicitation_proxy_reasks_total {}", counts.reasks);
         out.push_str("# HELP elicitation_proxy_replays_refused_total Retries with an approval already spent.\n");
         out.push_str("# TYPE elicitation_proxy_replays_refused_total counter\n");
         let _ = writeln!(
@@ -56,6 +74,9 @@ impl Metrics {
             "elicitation_proxy_upstream_restarts_total {}",
             counts.restarts
         );
+        out.push_str("# HELP elicitation_proxy_parked_calls Upstream calls held while the client answers the server's questions.\n");
+        out.push_str("# TYPE elicitation_proxy_parked_calls gauge\n");
+        let _ = writeln!(out, "elicitation_proxy_parked_calls {parked}");
         out
     }
 }
@@ -65,6 +86,8 @@ impl Metrics {
 struct Fields {
     outcome: Option<String>,
     reason: Option<String>,
+    why: Option<String>,
+    round: Option<u64>,
     message: Option<String>,
 }
 
@@ -73,8 +96,15 @@ impl Visit for Fields {
         match field.name() {
             "outcome" => self.outcome = Some(value.to_owned()),
             "reason" => self.reason = Some(value.to_owned()),
+            "why" => self.why = Some(value.to_owned()),
             "message" => self.message = Some(value.to_owned()),
             _ => {}
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if field.name() == "round" {
+            self.round = Some(value);
         }
     }
 
@@ -101,6 +131,21 @@ impl<S: Subscriber> Layer<S> for Metrics {
                 .is_some_and(|r| r.contains("already used"))
             {
                 counts.replays += 1;
+            }
+            let gate = match (outcome.as_str(), fields.why.as_deref()) {
+                ("ask", _) if fields.round.unwrap_or(0) > 0 => {
+                    counts.reasks += 1;
+                    None
+                }
+                ("ask", _) => Some("asked"),
+                ("gates_accepted", _) => Some("accepted"),
+                ("gate_refused", Some("declined")) => Some("declined"),
+                ("gate_refused", Some("cancelled")) => Some("cancelled"),
+                ("gate_refused", _) => Some("refused"),
+                _ => None,
+            };
+            if let Some(gate) = gate {
+                *counts.gates.entry(gate).or_default() += 1;
             }
             *counts.decisions.entry(outcome).or_default() += 1;
         } else if fields.message.as_deref() == Some("restarting the server") {

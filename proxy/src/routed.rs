@@ -65,6 +65,20 @@ impl Routed {
         }
     }
 
+    /// Returns how many calls every adapter holds now, for the metrics' gauge.
+    pub fn parked_calls(&self) -> usize {
+        let mut parked = self.first.parked_calls();
+        if let Some(per_caller) = &self.per_caller {
+            let made = per_caller.made.lock().unwrap_or_else(|e| e.into_inner());
+            parked += made
+                .upstreams
+                .values()
+                .map(Upstream::parked_calls)
+                .sum::<usize>();
+        }
+        parked
+    }
+
     fn upstream_for(&self, authorization: Option<&HeaderValue>) -> Result<Upstream, Error> {
         let (Some(per_caller), Some(authorization)) = (&self.per_caller, authorization) else {
             return Ok(self.first.clone());

@@ -108,13 +108,15 @@ pub fn app(stack: &Stack, metrics: Metrics, principal: PrincipalFrom) -> axum::R
     let mcp = stack.bridge.clone().layer(Swap {
         current: Arc::clone(&stack.current),
     });
+    let upstream = stack.upstream.clone();
     axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route(
             "/metrics",
             axum::routing::get(move || {
                 let metrics = metrics.clone();
-                async move { metrics.render() }
+                let upstream = upstream.clone();
+                async move { metrics.render(upstream.parked_calls()) }
             }),
         )
         .nest_service("/mcp", mcp)

@@ -319,6 +319,49 @@ async fn a_gated_write_is_asked_written_once_on_approval_and_refused_on_decline(
         metrics.contains("elicitation_proxy_decisions_total{outcome=\"gate_refused\"} 1"),
         "{metrics}"
     );
+    for line in [
+        "elicitation_proxy_gates_total{outcome=\"asked\"} 2",
+        // The approval, and its replay: its answer passes the gate before the single-use
+        // check refuses it (counted in replays_refused).
+        "elicitation_proxy_gates_total{outcome=\"accepted\"} 2",
+        "elicitation_proxy_gates_total{outcome=\"declined\"} 1",
+        "elicitation_proxy_gates_total{outcome=\"refused\"} 0",
+        "elicitation_proxy_reasks_total 0",
+        "elicitation_proxy_parked_calls 0",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    // An answer of the wrong type is asked again, and counted so.
+    let state = state_of(
+        &proxy
+            .call(
+                "write_file",
+                json!({"path": path, "content": "x"}),
+                json!({}),
+            )
+            .await,
+    );
+    let wrong = proxy
+        .call(
+            "write_file",
+            json!({"path": path, "content": "x"}),
+            answer(
+                &state,
+                json!({"action": "accept", "content": {"approve": "yes"}}),
+            ),
+        )
+        .await;
+    state_of(&wrong);
+    let metrics = reqwest::get(proxy.url.replace("/mcp", "/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("elicitation_proxy_reasks_total 1"),
+        "{metrics}"
+    );
 
     // A read is not asked at all.
     std::fs::write(setup.data("b.txt"), "read me").unwrap();

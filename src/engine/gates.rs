@@ -11,7 +11,9 @@ use serde_json::{Map, Value, json};
 use super::answers::{self, Checked};
 use super::decision::{Decided, Decision, Effects, Round, Stop, invalid_state};
 use super::policy::Config;
-use super::reply::{ask, log_outcome, log_rejected, new_claims, reask, refuse, require};
+use super::reply::{
+    ask, log_gate_refused, log_outcome, log_rejected, new_claims, reask, refuse, require,
+};
 use crate::gate::{Answers, ErasedFlow, Gate, GateCall, GateKind};
 use crate::token::claims::{Claims, Questions, flow_handle};
 use crate::token::format::Reject;
@@ -340,7 +342,12 @@ impl<'c> GateRound<'c> {
             let answer = &answers[&gate.key];
             let action = answer.get("action").and_then(Value::as_str);
             if action != Some("accept") {
-                return Err(self.refuse_gate(gate));
+                let why = if action == Some("decline") {
+                    "declined"
+                } else {
+                    "cancelled"
+                };
+                return Err(self.refuse_gate(gate, why));
             }
             verdicts.push(match &gate.kind {
                 GateKind::Form { schema } => {
@@ -390,7 +397,7 @@ impl<'c> GateRound<'c> {
                     asked: question,
                 })
             }
-            _ => Err(self.refuse_gate(gate)),
+            _ => Err(self.refuse_gate(gate, "not_allowed")),
         }
     }
 
@@ -510,8 +517,10 @@ impl<'c> GateRound<'c> {
         .map_err(|_| Reply::internal(self.round.id.as_deref()))
     }
 
-    fn refuse_gate(&self, gate: &Gate) -> Reply {
-        log_outcome(&self.round, "gate_refused");
+    /// The gate's refusal; `why` is `declined`, `cancelled` or `not_allowed` (an accepted answer
+    /// its rules turn down), for the decision's event.
+    fn refuse_gate(&self, gate: &Gate, why: &'static str) -> Reply {
+        log_gate_refused(&self.round, why);
         self.refusal(&gate.refusal, Some(&gate.key))
     }
 

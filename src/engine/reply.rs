@@ -201,6 +201,19 @@ pub(super) fn log_outcome(round: &Round, outcome: &'static str) {
     );
 }
 
+/// The event of a gate's refusal (outcome `gate_refused`), with why: `declined`, `cancelled` or
+/// `not_allowed`.
+pub(super) fn log_gate_refused(round: &Round, why: &'static str) {
+    tracing::debug!(
+        target: "tower_elicitation",
+        method = round.method.as_str(),
+        target = %round.target,
+        round = round.number,
+        outcome = "gate_refused",
+        why,
+    );
+}
+
 /// The event of a `requestState` refused, with why.
 pub(super) fn log_rejected(round: &Round, reason: &str) {
     tracing::info!(

@@ -96,6 +96,11 @@ impl ParkedCalls {
         self.lock().remove(id)
     }
 
+    /// How many calls are parked now.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     /// Forgets every parked call (the child that ran them exited).
     pub(crate) fn clear(&self) {
         self.lock().clear();

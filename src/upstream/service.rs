@@ -134,6 +134,12 @@ impl Upstream {
         }
     }
 
+    /// Returns how many calls are parked now: held while the client answers the server's own
+    /// questions, at most [`UpstreamBuilder::max_parked`]. For a gauge.
+    pub fn parked_calls(&self) -> usize {
+        self.core.parked.len()
+    }
+
     /// Stops the child (killed if it does not exit), or ends the HTTP session, and waits until
     /// it is gone. Requests after
     /// it are answered with an error; clones stop with it.
