@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::hosts::AllowedHosts;
-use super::listen::Listeners;
+use super::listeners::Listeners;
 use super::params::ToolHeaders;
 use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
 use super::session::{ErasedSessionStore, MemorySessionStore};

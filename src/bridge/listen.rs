@@ -16,14 +16,14 @@
 //! A subscription change reaches a GET stream held by this process at once; one held by another
 //! replica sees it on its next keep-alive, when it re-reads the session.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use http::Response;
 use http::request::Parts;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
+use super::body::RequestBody;
 use super::body::ResponseBody;
 use super::config::{KEEP_ALIVE, Settings};
 use super::convert::{self, Client};
@@ -37,37 +37,6 @@ const LISTEN: &str = "subscriptions/listen";
 /// The notification that acknowledges a listen: the bridge's business, not the client's.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 
-/// One change counter per session with a GET stream open in this process: bumped when its
-/// subscriptions change, so that its listen is opened again with the new filter.
-#[derive(Debug, Default)]
-pub(crate) struct Listeners(Mutex<HashMap<String, watch::Sender<u64>>>);
-
-impl Listeners {
-    fn watch(&self, session: &str) -> watch::Receiver<u64> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(session.to_owned())
-            .or_insert_with(|| watch::channel(0).0)
-            .subscribe()
-    }
-
-    /// Tells the session's GET streams in this process that its subscriptions changed, or that
-    /// it ended.
-    pub(crate) fn changed(&self, session: &str) {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sender) = map.get(session) {
-            sender.send_modify(|n| *n = n.wrapping_add(1));
-        }
-    }
-
-    /// Forgets the session's counter once no stream holds it.
-    fn release(&self, session: &str) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map.get(session).is_some_and(|s| s.receiver_count() == 0) {
-            map.remove(session);
-        }
-    }
-}
-
 /// Answers a GET of a live session with its event stream, relayed in a task of its own.
 pub(crate) fn open<S, ResBody>(
     inner: S,
@@ -77,7 +46,7 @@ pub(crate) fn open<S, ResBody>(
 ) -> Response<ResponseBody<ResBody>>
 where
     S: tower_service::Service<
-            http::Request<super::RequestBody>,
+            http::Request<RequestBody>,
             Response = Response<ResBody>,
             Future: Send + 'static,
             Error: Send + 'static,
@@ -110,7 +79,7 @@ async fn relay<S, ResBody>(
     events: &EventSender,
     mut changes: watch::Receiver<u64>,
 ) where
-    S: tower_service::Service<http::Request<super::RequestBody>, Response = Response<ResBody>>,
+    S: tower_service::Service<http::Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: InnerBody,
 {
     let mut keep_alive =
@@ -178,11 +147,11 @@ fn listen_request(settings: &Settings, record: &SessionRecord) -> Value {
 /// One listen: its notifications relayed until it ends.
 async fn listen<S, ResBody>(
     inner: &mut S,
-    request: http::Request<super::RequestBody>,
+    request: http::Request<RequestBody>,
     events: &EventSender,
 ) -> Ended
 where
-    S: tower_service::Service<http::Request<super::RequestBody>, Response = Response<ResBody>>,
+    S: tower_service::Service<http::Request<RequestBody>, Response = Response<ResBody>>,
     ResBody: InnerBody,
 {
     let Ok(response) = inner::call(inner, request).await else {

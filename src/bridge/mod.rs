@@ -12,6 +12,7 @@ pub(crate) mod ids;
 mod inner;
 mod layer;
 mod listen;
+mod listeners;
 mod params;
 pub(crate) mod pending;
 mod rounds;

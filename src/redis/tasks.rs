@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use super::RedisStore;
+use super::store::RedisStore;
 use crate::store::{Consumed, StoreError, TaskStore};
 use crate::util::time::unix_millis;
 
