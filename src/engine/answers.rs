@@ -175,19 +175,11 @@ fn reasked(question: &RawValue, rejection: &Rejection) -> Option<(Box<RawValue>,
         .map(|properties| properties.raw().map(|(key, _)| key.to_owned()).collect())
         .unwrap_or_default();
     let defaults = defaults(&rejection.valid);
-    let problems = rejection.in_order(&fields);
-    let (on_fields, others): (Vec<&FieldProblem>, Vec<&FieldProblem>) = problems
-        .iter()
-        .partition(|problem| problem.field.as_ref().is_some_and(|f| fields.contains(f)));
-    let mut lines: Vec<String> = others.iter().map(|problem| problem.line()).collect();
-    let names: Vec<&str> = on_fields
-        .iter()
-        .filter_map(|problem| problem.name.as_deref())
-        .collect();
-    let described: Vec<(&str, String)> = on_fields
-        .iter()
-        .filter_map(|problem| Some((problem.field.as_deref()?, problem.alone())))
-        .collect();
+    let Placed {
+        mut lines,
+        names,
+        described,
+    } = Placed::of(&rejection.in_order(&fields), &fields);
     if !described.is_empty() {
         lines.push(crate::texts::correct_fields(&names));
     }
@@ -280,20 +272,42 @@ fn hinted(question: &RawValue, lines: &[String]) -> Option<String> {
 /// of the answer as a whole (or of a field it does not show) is a line of the message. The text
 /// as it was, but for those members.
 fn with_problems(question: &RawValue, problems: &[&FieldProblem]) -> Box<RawValue> {
-    let shown = fields(question);
-    let (on_fields, others): (Vec<&FieldProblem>, Vec<&FieldProblem>) = problems
-        .iter()
-        .partition(|problem| problem.field.as_ref().is_some_and(|f| shown.contains(f)));
-    let mut lines: Vec<String> = others.iter().map(|problem| problem.line()).collect();
-    let names: Vec<&str> = on_fields
-        .iter()
-        .filter_map(|problem| problem.name.as_deref())
-        .collect();
-    let described: Vec<(&str, String)> = on_fields
-        .iter()
-        .filter_map(|problem| Some((problem.field.as_deref()?, problem.alone())))
-        .collect();
+    let Placed {
+        mut lines,
+        names,
+        described,
+    } = Placed::of(problems, &fields(question));
     on_fields_shown(question, &described, &names, &mut lines)
+}
+
+/// Where each problem of a rejected answer goes when its form is shown again.
+struct Placed<'p> {
+    /// Lines of the message: problems of the answer as a whole, or of a field not shown.
+    lines: Vec<String>,
+    /// The names of the shown fields with a problem, for the line naming them.
+    names: Vec<&'p str>,
+    /// Each shown field with a problem: its key, and the problem as its description says it.
+    described: Vec<(&'p str, String)>,
+}
+
+impl<'p> Placed<'p> {
+    /// `problems` placed on the form whose fields are `shown`.
+    fn of(problems: &[&'p FieldProblem], shown: &[String]) -> Self {
+        let (on_fields, others): (Vec<&FieldProblem>, Vec<&FieldProblem>) = problems
+            .iter()
+            .partition(|problem| problem.field.as_ref().is_some_and(|f| shown.contains(f)));
+        Self {
+            lines: others.iter().map(|problem| problem.line()).collect(),
+            names: on_fields
+                .iter()
+                .filter_map(|problem| problem.name.as_deref())
+                .collect(),
+            described: on_fields
+                .iter()
+                .filter_map(|problem| Some((problem.field.as_deref()?, problem.alone())))
+                .collect(),
+        }
+    }
 }
 
 /// `question` with each of `described` (a field's key and its problem) on that field, and the
