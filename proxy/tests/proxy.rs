@@ -948,6 +948,20 @@ fn redis_command(url: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&reply[..read]).into_owned()
 }
 
+/// The `_meta` of a 2026 client that declares URL-mode elicitation.
+fn url_client_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}})
+}
+
+/// The retry params accepting the URL gate `signin` asked with `state`.
+fn accept_signin(state: &str, meta: &Value) -> Value {
+    json!({"requestState": state, "inputResponses": {"signin": {"action": "accept"}},
+        "_meta": meta})
+}
+
 #[tokio::test]
 async fn a_url_gate_lets_the_call_through_once_its_redis_key_says_complete() {
     let Some(entry) = filesystem() else { return };
@@ -961,15 +975,8 @@ async fn a_url_gate_lets_the_call_through_once_its_redis_key_says_complete() {
     let proxy = Proxy::start(&setup.config, port).await;
     let path = setup.data("signed");
     let args = json!({"path": path});
-    // A client that declares URL-mode elicitation.
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
-        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
-    let accept = |state: &str| {
-        json!({"requestState": state, "inputResponses": {"signin": {"action": "accept"}},
-            "_meta": meta})
-    };
+    let meta = url_client_meta();
+    let accept = |state: &str| accept_signin(state, &meta);
 
     let asked = proxy
         .call("create_directory", args.clone(), json!({"_meta": meta}))
@@ -1053,14 +1060,8 @@ async fn a_url_gate_checks_completion_over_http() {
     let proxy = Proxy::start(&setup.config, port).await;
     let path = setup.data("checked");
     let args = json!({"path": path});
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
-        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
-    let accept = |state: &str| {
-        json!({"requestState": state, "inputResponses": {"signin": {"action": "accept"}},
-            "_meta": meta})
-    };
+    let meta = url_client_meta();
+    let accept = |state: &str| accept_signin(state, &meta);
     let asked = proxy
         .call("create_directory", args.clone(), json!({"_meta": meta}))
         .await;
