@@ -52,33 +52,11 @@ rm -rf "$results"
 mkdir -p "$results"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ui-check-proxy.XXXXXX")
 
-proxy_pid=
-inspector_pid=
-stop() {
-    local pid
-    for pid in "$inspector_pid" "$proxy_pid"; do
-        if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-            kill "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    inspector_pid=
-    proxy_pid=
-}
-# shellcheck disable=SC2317  # invoked by the EXIT trap
-on_exit() {
-    local rc=$?
-    stop
-    rm -rf "$work"
-    exit "$rc"
-}
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_at_exit "$work"
 
 # ---- once per protocol era: start the proxy and the Inspector on it, and drive it ----
 run_era() {
-    local era=$1 out=$results/$1 port data proxy_url client_port token era_rc
+    local era=$1 out=$results/$1 proxy_pid inspector_pid port data proxy_url client_port token era_rc
     mkdir -p "$out" "$work/$era/home" "$work/$era/storage"
     data="$work/$era/data"
     cp -r "$root/examples/proxy/data" "$data"
@@ -91,6 +69,7 @@ run_era() {
     RUST_LOG="${RUST_LOG:-info}" "$proxy_bin" --config "$work/$era/filesystem.toml" \
         >"$out/proxy.log" 2>&1 &
     proxy_pid=$!
+    started "$proxy_pid"
     # The first run fetches server-filesystem through npx.
     wait_for_line "$out/proxy.log" "$proxy_pid" "listening on" 300 || return 1
     proxy_url="http://127.0.0.1:$port/mcp"
@@ -105,6 +84,7 @@ run_era() {
             "$node" "$launcher" --web --transport http --server-url "$proxy_url" --protocol-era "$era"
     ) >"$out/inspector.log" 2>&1 &
     inspector_pid=$!
+    started "$inspector_pid"
     wait_for_line "$out/inspector.log" "$inspector_pid" "is up and running" 120 || return 1
     log "Inspector ($era) at http://127.0.0.1:$client_port"
     set +e

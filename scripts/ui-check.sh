@@ -50,29 +50,7 @@ rm -rf "$results"
 mkdir -p "$results"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ui-check.XXXXXX")
 
-server_pid=
-inspector_pid=
-stop() {
-    local pid
-    for pid in "$inspector_pid" "$server_pid"; do
-        if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-            kill "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    inspector_pid=
-    server_pid=
-}
-# shellcheck disable=SC2317  # invoked by the EXIT trap
-on_exit() {
-    local rc=$?
-    stop
-    rm -rf "$work"
-    exit "$rc"
-}
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_at_exit "$work"
 
 # ---- once per protocol era: start the example and the Inspector on it, and drive it ----
 # A fresh example each time: its branches and URL flows are in memory, and a flow's handle is
@@ -82,13 +60,14 @@ trap 'exit 143' TERM
 # written. `modern` speaks MCP 2026-07-28 to the example; `legacy` speaks 2025-11-25, which the
 # example's bridge answers.
 run_era() {
-    local era=$1 out=$results/$1 port key server_url client_port token era_rc
+    local era=$1 out=$results/$1 server_pid inspector_pid port key server_url client_port token era_rc
     mkdir -p "$out" "$work/$era/home" "$work/$era/storage"
     port=$(free_port)
     key="k1:$(python3 -c 'import base64, secrets; print(base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode())')"
     MCP_ADDR="127.0.0.1:$port" MCP_REQUEST_STATE_KEYS="$key" RUST_LOG="${RUST_LOG:-info,tower_elicitation=debug}" \
         "$server_bin" >"$out/server.log" 2>&1 &
     server_pid=$!
+    started "$server_pid"
     wait_for_line "$out/server.log" "$server_pid" "listening on" 60 || return 1
     server_url="http://127.0.0.1:$port/mcp"
     log "deploy example ($era) at $server_url"
@@ -102,6 +81,7 @@ run_era() {
             "$node" "$launcher" --web --transport http --server-url "$server_url" --protocol-era "$era"
     ) >"$out/inspector.log" 2>&1 &
     inspector_pid=$!
+    started "$inspector_pid"
     wait_for_line "$out/inspector.log" "$inspector_pid" "is up and running" 120 || return 1
     log "Inspector ($era) at http://127.0.0.1:$client_port"
     set +e

@@ -3,8 +3,9 @@
 # and under $cache (default .cache/ui-check) the Inspector, `playwright-core` (launched with
 # Debian's Chromium; Playwright's own browser downloads are never used) and the Node 22 runtime
 # the Inspector needs (npm package `node@22`). Expects `root` (the repository) and `log`; sets
-# CHROMIUM, cache, modules, node and launcher, and defines `free_port` and
-# `wait_for_line FILE PID PATTERN SECONDS`.
+# CHROMIUM, cache, modules, node and launcher, and defines `free_port`,
+# `wait_for_line FILE PID PATTERN SECONDS`, and `started PID` / `stop` / `stop_at_exit DIR` (the
+# processes of one run, ended together; DIR removed at exit).
 
 INSPECTOR_PACKAGE="@modelcontextprotocol/inspector@2.12.0"
 PLAYWRIGHT_PACKAGE="playwright-core@1.65.1"
@@ -67,4 +68,30 @@ wait_for_line() {
     log "error: no \"$pattern\" from $file; its last lines:"
     tail -n 30 "$file" >&2
     return 1
+}
+
+# The processes of one run (the server under test, then the Inspector): `started PID` records
+# one, `stop` ends them all, the last started first.
+ui_pids=()
+started() {
+    ui_pids+=("$1")
+}
+stop() {
+    local i pid
+    for ((i = ${#ui_pids[@]} - 1; i >= 0; i--)); do
+        pid=${ui_pids[i]}
+        if kill -0 "$pid" 2>/dev/null; then
+            kill "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    ui_pids=()
+}
+
+# At exit (and on INT or TERM): `stop`, then remove `$1`, the run's temporary directory.
+stop_at_exit() {
+    ui_work=$1
+    trap 'ui_rc=$?; stop; rm -rf "$ui_work"; exit "$ui_rc"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
 }
