@@ -4,202 +4,14 @@
 //! socket: `--check` on good and bad files, a gated write asked, approved, replayed and declined,
 //! a read not asked, a reload with a bad file, and no child left behind after SIGTERM.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-const PROXY: &str = env!("CARGO_BIN_EXE_elicitation-proxy");
-
-fn filesystem() -> Option<PathBuf> {
-    let entry = Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "../.cache/upstream/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
-    );
-    if entry.exists() {
-        return Some(entry);
-    }
-    let why = format!(
-        "{} is missing: run scripts/upstream-servers.sh",
-        entry.display()
-    );
-    assert!(
-        std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() != Ok("1"),
-        "MCP_REQUIRE_UPSTREAMS=1: {why}"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
-}
-
-/// A directory of the test's own, and a config in it gating `write_file` on the filesystem
-/// server that serves it; `gates` are more `[[gate]]`s.
-struct Setup {
-    dir: PathBuf,
-    config: PathBuf,
-}
-
-impl Setup {
-    fn new(name: &str, entry: &Path, port: u16, gates: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("te-proxy-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("data")).unwrap();
-        let config = dir.join("gates.toml");
-        let text = format!(
-            r#"[upstream]
-command = ["node", "{}", "{}"]
-
-[listen]
-http = "127.0.0.1:{port}"
-
-[[gate]]
-tools = ["write_file"]
-message = "Write to {{path}}?"
-form.approve = {{ type = "boolean", title = "Approve" }}
-require = {{ approve = true }}
-{gates}"#,
-            entry.display(),
-            dir.join("data").display()
-        );
-        std::fs::write(&config, text).unwrap();
-        Self { dir, config }
-    }
-
-    fn data(&self, name: &str) -> PathBuf {
-        self.dir.join("data").join(name)
-    }
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The proxy serving `config`, killed when dropped.
-struct Proxy {
-    child: Child,
-    url: String,
-}
-
-impl Proxy {
-    async fn start(config: &Path, port: u16) -> Self {
-        Self::start_with(config, port, Stdio::inherit()).await
-    }
-
-    /// [`start`](Self::start), its stderr (logs) going to `stderr`.
-    async fn start_with(config: &Path, port: u16, stderr: impl Into<Stdio>) -> Self {
-        let child = Command::new(PROXY)
-            .arg("--config")
-            .arg(config)
-            .arg("--ephemeral-keys")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let proxy = Self {
-            child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        };
-        let health = format!("http://127.0.0.1:{port}/healthz");
-        for _ in 0..600 {
-            if reqwest::get(&health)
-                .await
-                .is_ok_and(|r| r.status().is_success())
-            {
-                return proxy;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("the proxy did not come up");
-    }
-
-    fn signal(&self, signal: i32) {
-        send_signal(self.child.id(), signal);
-    }
-
-    /// A `tools/call` of `tool` (2026-07-28, declaring form elicitation), `extra` params added.
-    async fn call(&self, tool: &str, arguments: Value, extra: Value) -> Value {
-        self.call_as(None, tool, arguments, extra).await
-    }
-
-    /// [`call`](Self::call) with `caller` as `(header, value)`.
-    async fn call_as(
-        &self,
-        caller: Option<(&str, &str)>,
-        tool: &str,
-        arguments: Value,
-        extra: Value,
-    ) -> Value {
-        let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-            "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}}});
-        params
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().cloned().unwrap_or_default());
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-        let mut request = reqwest::Client::new().post(&self.url);
-        if let Some((name, value)) = caller {
-            request = request.header(name, value);
-        }
-        let text = request
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", tool)
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let data = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-            .find(|e| e.get("id").is_some());
-        data.unwrap_or_else(|| {
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-        })
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Sends `signal` with kill(1).
-fn send_signal(pid: u32, signal: i32) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-fn state_of(reply: &Value) -> String {
-    assert_eq!(reply["result"]["resultType"], "input_required", "{reply:#}");
-    reply["result"]["requestState"].as_str().unwrap().to_owned()
-}
-
-fn answer(state: &str, answer: Value) -> Value {
-    json!({"requestState": state, "inputResponses": {"approval": answer}})
-}
+mod support;
+use support::*;
 
 #[tokio::test]
 async fn check_validates_the_file_against_the_upstream_and_says_where_it_is_wrong() {
@@ -438,24 +250,6 @@ async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leave
     assert!(left.is_empty(), "the server {left:?} outlived the proxy");
 }
 
-/// The Python `mcp` 1.30 client's interpreter (`scripts/upstream-servers.sh` makes the venv).
-fn host_python() -> Option<PathBuf> {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/upstream/venv/bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    let why = format!(
-        "{} is missing: run scripts/upstream-servers.sh",
-        python.display()
-    );
-    assert!(
-        std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() != Ok("1"),
-        "MCP_REQUIRE_UPSTREAMS=1: {why}"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
-}
-
 #[test]
 fn a_desktop_host_on_stdio_is_asked_refused_on_decline_and_written_on_approval() {
     let Some(entry) = filesystem() else { return };
@@ -691,72 +485,6 @@ async fn a_changed_file_is_reloaded_without_a_signal_and_a_bad_one_keeps_the_gat
     );
 }
 
-/// The pids of `parent`'s children.
-fn children_of(parent: u32) -> Vec<u32> {
-    let out = Command::new("pgrep")
-        .arg("-P")
-        .arg(parent.to_string())
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|pid| pid.parse().ok())
-        .collect()
-}
-
-/// The pids of `parent`'s descendants, children first.
-fn descendants_of(parent: u32) -> Vec<u32> {
-    let mut all = children_of(parent);
-    let mut next = 0;
-    while next < all.len() {
-        let more = children_of(all[next]);
-        all.extend(more);
-        next += 1;
-    }
-    all
-}
-
-/// Whether `pid` runs (a zombie does not).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.contains(") Z ") && !stat.contains(") X "))
-}
-
-/// Waits until a process under `root` (the server) is opening `fifo`: one of its threads waits
-/// in the kernel for a writer (`wait_for_partner`), or has it open. The call is in flight there.
-async fn opened(root: u32, fifo: &Path) {
-    for _ in 0..600 {
-        let mut pids = descendants_of(root);
-        pids.push(root);
-        for pid in pids {
-            let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
-            for task in tasks.into_iter().flatten().flatten() {
-                let wchan = std::fs::read_to_string(task.path().join("wchan")).unwrap_or_default();
-                if wchan.contains("wait_for_partner") {
-                    return;
-                }
-            }
-            let fds = std::fs::read_dir(format!("/proc/{pid}/fd"));
-            for fd in fds.into_iter().flatten().flatten() {
-                if std::fs::read_link(fd.path()).is_ok_and(|target| target == fifo) {
-                    return;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the server never opened {}", fifo.display());
-}
-
-/// A named pipe in the served directory: reading it blocks until someone writes, a call that
-/// stays in flight at the server.
-fn fifo(setup: &Setup) -> PathBuf {
-    let path = setup.data("fifo");
-    let status = Command::new("mkfifo").arg(&path).status().unwrap();
-    assert!(status.success());
-    path
-}
-
 #[tokio::test]
 async fn the_proxy_killed_mid_call_leaves_no_server_behind() {
     let Some(entry) = filesystem() else { return };
@@ -863,31 +591,6 @@ async fn the_server_killed_mid_call_is_a_clear_error_and_the_next_call_works() {
     );
 }
 
-/// Whether a Redis answers at `MCP_REDIS_URL` (default 127.0.0.1:6379); else skips, saying why,
-/// unless `MCP_REQUIRE_REDIS=1`.
-fn redis_url() -> Option<String> {
-    let url = std::env::var("MCP_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let host = url
-        .trim_start_matches("redis://")
-        .rsplit('@')
-        .next()
-        .unwrap_or_default()
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    if std::net::TcpStream::connect(&host).is_ok() {
-        return Some(url);
-    }
-    let why = format!("no Redis at {url}");
-    assert!(
-        std::env::var("MCP_REQUIRE_REDIS").as_deref() != Ok("1"),
-        "MCP_REQUIRE_REDIS=1: {why}"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
-}
-
 #[tokio::test]
 async fn two_replicas_on_redis_share_approvals_once() {
     let Some(entry) = filesystem() else { return };
@@ -923,43 +626,6 @@ async fn two_replicas_on_redis_share_approvals_once() {
     let replay = a.call("write_file", args, approve(&state)).await;
     assert_eq!(replay["error"]["code"], -32602, "{replay:#}");
     assert!(!path.exists(), "an approval used twice across replicas");
-}
-
-/// Sends one command to Redis at `url` (RESP), as the system that finishes a flow would.
-fn redis_command(url: &str, args: &[&str]) -> String {
-    use std::io::{Read, Write};
-    let host = url
-        .trim_start_matches("redis://")
-        .rsplit('@')
-        .next()
-        .unwrap_or_default()
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let mut tcp = std::net::TcpStream::connect(host).unwrap();
-    let mut command = format!("*{}\r\n", args.len());
-    for arg in args {
-        command.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-    }
-    tcp.write_all(command.as_bytes()).unwrap();
-    let mut reply = [0u8; 256];
-    let read = tcp.read(&mut reply).unwrap();
-    String::from_utf8_lossy(&reply[..read]).into_owned()
-}
-
-/// The `_meta` of a 2026 client that declares URL-mode elicitation.
-fn url_client_meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
-        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}})
-}
-
-/// The retry params accepting the URL gate `signin` asked with `state`.
-fn accept_signin(state: &str, meta: &Value) -> Value {
-    json!({"requestState": state, "inputResponses": {"signin": {"action": "accept"}},
-        "_meta": meta})
 }
 
 #[tokio::test]
@@ -1084,30 +750,6 @@ async fn a_url_gate_checks_completion_over_http() {
         !paths.is_empty() && paths.iter().all(|p| *p == format!("/flows/{handle}")),
         "{paths:?}"
     );
-}
-
-/// A 2026-07-28 request of `method` with `params` to `url`; the JSON-RPC answer.
-async fn request(url: &str, method: &str, name: &str, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}});
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let text = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 #[tokio::test]
