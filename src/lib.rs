@@ -185,7 +185,7 @@ pub use elicitation::body::{RequestBody, ResponseBody};
 pub use elicitation::future::ResponseFuture;
 pub use elicitation::layer::ElicitationLayer;
 pub use elicitation::service::Elicitation;
-pub use engine::policy::AnswersWithoutState;
+pub use engine::policy::{AnswersWithoutState, UnrecordedTasks};
 pub use form::FormSchemaError;
 pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, IntoFormSchema, UrlFlow};
 pub use token::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};

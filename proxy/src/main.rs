@@ -35,9 +35,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use tower_elicitation::redis::RedisStore;
-use tower_elicitation::store::MemoryTokenStore;
+use tower_elicitation::store::{MemoryTaskStore, MemoryTokenStore};
 use tower_elicitation::upstream::{Era, Http, Server, Stdio, Upstream};
-use tower_elicitation::{ElicitationLayer, Keyring};
+use tower_elicitation::{ElicitationLayer, Keyring, UnrecordedTasks};
 
 use crate::config::{Config, PrincipalFrom, Source, secret};
 use crate::gates::Offered;
@@ -333,10 +333,11 @@ fn server(
     }
 }
 
-/// The single-use store every layer built shares: spent approvals stay spent across reloads.
+/// The stores every layer built shares, so that spent approvals stay spent, and tasks stay known,
+/// across reloads: in process (single-use tokens and task records), or in Redis.
 #[derive(Clone)]
 enum Spent {
-    Memory(MemoryTokenStore),
+    Memory(MemoryTokenStore, MemoryTaskStore),
     Redis(RedisStore),
 }
 
@@ -344,7 +345,19 @@ impl Spent {
     fn new(redis: Option<RedisStore>) -> Self {
         match redis {
             Some(redis) => Self::Redis(redis),
-            None => Self::Memory(MemoryTokenStore::new()),
+            None => Self::Memory(MemoryTokenStore::new(), MemoryTaskStore::new()),
+        }
+    }
+
+    /// The layer spending its approvals here, and keeping its tasks' records beside them: in
+    /// process, or in Redis where replicas share it. Every layer built from one `Spent` shares
+    /// one task store, so a reload forgets no task.
+    fn keep(&self, layer: ElicitationLayer) -> ElicitationLayer {
+        match self {
+            Self::Memory(tokens, tasks) => {
+                layer.single_use(tokens.clone()).task_store(tasks.clone())
+            }
+            Self::Redis(store) => layer.single_use(store.clone()).task_store(store.tasks()),
         }
     }
 }
@@ -356,11 +369,11 @@ fn layer(
     spent: &Spent,
     built: Vec<gates::Built>,
 ) -> Result<ElicitationLayer, Error> {
-    let mut layer = identified(ElicitationLayer::new(keyring.clone()), principal);
-    layer = match spent {
-        Spent::Memory(store) => layer.single_use(store.clone()),
-        Spent::Redis(store) => layer.single_use(store.clone()),
-    };
+    let layer = identified(ElicitationLayer::new(keyring.clone()), principal)
+        // The upstream does not check who asks for a task: a task the layer saw no caller create
+        // is nobody's to read or cancel.
+        .unrecorded_tasks(UnrecordedTasks::Refuse);
+    let mut layer = spent.keep(layer);
     for gate in built {
         layer = layer.gate(gate.target, gate.gate)?;
     }

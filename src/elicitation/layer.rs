@@ -10,6 +10,7 @@ use super::service::Elicitation;
 use super::shared::{DEFAULT_MAX_BODY_BYTES, Shared};
 use crate::engine::policy::{
     AnswersWithoutState, Config, DEFAULT_MAX_ROUNDS, DEFAULT_MAX_STATE_BYTES, DEFAULT_TTL_SECS,
+    UnrecordedTasks,
 };
 use crate::gate::{Gate, GateError, GateTarget, Target};
 use crate::store::{TaskStore, TokenStore};
@@ -170,6 +171,25 @@ impl ElicitationLayer {
     /// ```
     pub fn task_store(self, store: impl TaskStore) -> Self {
         self.with_shared(|s| s.tasks = Arc::new(store))
+    }
+
+    /// Chooses what becomes of a `tasks/get` or `tasks/cancel` of a task the layer has no record
+    /// of (see [`task_store`](Self::task_store)): forwarded, or refused as `Unknown task`. A
+    /// `tasks/update` of such a task is refused either way.
+    ///
+    /// Default: [`UnrecordedTasks::Forward`]. A gatekeeper in front of a server that does not
+    /// itself check who asks for a task refuses them, so that no caller reads or cancels a task
+    /// it did not create.
+    ///
+    /// ```
+    /// use tower_elicitation::{ElicitationLayer, Keyring, UnrecordedTasks};
+    ///
+    /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
+    ///     .unrecorded_tasks(UnrecordedTasks::Refuse);
+    /// # Ok::<(), tower_elicitation::KeyringError>(())
+    /// ```
+    pub fn unrecorded_tasks(self, policy: UnrecordedTasks) -> Self {
+        self.with(|c| c.unrecorded_tasks = policy)
     }
 
     /// Declares a [`Gate`]: before a call matching `target` reaches the inner service, the layer

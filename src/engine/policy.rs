@@ -39,6 +39,22 @@ pub enum AnswersWithoutState {
     Reject,
 }
 
+/// What the layer does with a `tasks/get` or `tasks/cancel` of a task it has no record of: one
+/// it did not see created (or created before it was deployed), whose record its
+/// [`TaskStore`](crate::store::TaskStore) forgot, or that another replica's store keeps.
+///
+/// A `tasks/update` of such a task is always refused: its answers could not be checked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnrecordedTasks {
+    /// Forward the request: the inner service decides (it may know the task, and whose it is).
+    #[default]
+    Forward,
+    /// Answer `-32602` `Unknown task`, as for another caller's task; never forwarded. For a
+    /// gatekeeper in front of a server that does not check who asks for a task.
+    Refuse,
+}
+
 /// The engine's configuration: the policy (every option), and the caches behind `Arc`s, shared
 /// by every clone of the layer and its services. A clone shares the caches;
 /// [`renew_caches`](Self::renew_caches) gives it its own.
@@ -62,6 +78,8 @@ pub(crate) struct Config {
     /// adapter, through its store) before anything is done with it; a token without one is
     /// refused.
     pub(crate) single_use: bool,
+    /// Whether a `tasks/get` or `tasks/cancel` of a task with no record is forwarded.
+    pub(crate) unrecorded_tasks: UnrecordedTasks,
 }
 
 /// Default lifetime of a sealed token: 600 seconds.
@@ -87,6 +105,7 @@ impl Config {
             metas: Arc::default(),
             gates: Vec::new(),
             single_use: false,
+            unrecorded_tasks: UnrecordedTasks::default(),
         }
     }
 

@@ -19,7 +19,7 @@
 //! | request | decision |
 //! |---|---|
 //! | `tasks/get`, `tasks/cancel` of a task created by another caller | `-32602` `Unknown task`, as for a task that does not exist; never forwarded |
-//! | `tasks/get`, `tasks/cancel` of a task the layer did not see created | forwarded; its questions are not remembered |
+//! | `tasks/get`, `tasks/cancel` of a task the layer did not see created | forwarded, its questions not remembered ([`UnrecordedTasks::Forward`], the default); `-32602` `Unknown task`, never forwarded, with [`UnrecordedTasks::Refuse`] |
 //! | `tasks/update` whose `clientCapabilities` do not declare the extension | `-32021` naming it (HTTP 400), as SEP-2663 has a server answer; never forwarded |
 //! | `tasks/update` of a task the layer did not see created, or another caller's | `-32602` `Unknown task`; never forwarded |
 //! | `tasks/update` answering keys the layer did not see asked (or already answered) | those answers are dropped; the rest is judged |
@@ -53,7 +53,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
-use super::policy::Config;
+use super::policy::{Config, UnrecordedTasks};
 use crate::token::claims::{Questions, is_session_tag, session_tag};
 use crate::wire::jsonrpc::{
     Call, Field, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply, ReplyKind,
@@ -202,9 +202,11 @@ pub(crate) fn judge(
 ) -> TaskVerdict {
     let owned = record.map(|record| record.is_owner(principal, config));
     match call.method {
-        TaskMethod::Get | TaskMethod::Cancel => match owned {
-            Some(false) => TaskVerdict::Refuse(unknown_task(call, task_id)),
-            _ => TaskVerdict::Forward,
+        TaskMethod::Get | TaskMethod::Cancel => match (owned, config.unrecorded_tasks) {
+            (Some(true), _) | (None, UnrecordedTasks::Forward) => TaskVerdict::Forward,
+            (Some(false), _) | (None, UnrecordedTasks::Refuse) => {
+                TaskVerdict::Refuse(unknown_task(call, task_id))
+            }
         },
         // SEP-2663: a request that does not declare the extension cannot update a task.
         TaskMethod::Update if !declares_tasks(call) => TaskVerdict::Refuse(tasks_undeclared(call)),
