@@ -64,10 +64,15 @@ async fn consume<E: Effects>(
 ) -> Result<(), Reply> {
     let spent = match effects.consume(token).await {
         Ok(Consumed::Fresh) => effects.epoch().await.map(|epoch_ms| {
-            // Whole seconds against milliseconds: a token sealed in the second the epoch began
-            // may be older than it, and is refused with the older ones.
-            (token.issued_at.saturating_mul(1000) < epoch_ms)
-                .then_some("single-use token sealed before the store's epoch (the store lost its spent ids since)")
+            let before = match token.epoch {
+                // Bound to the epoch it was sealed under: accepted only while the store is
+                // still in it, whatever any clock says.
+                Some(sealed_under) => sealed_under != epoch_ms,
+                // A token sealed before tokens named their epoch: dated by its whole second,
+                // so one sealed in the second the epoch began is refused with the older ones.
+                None => token.issued_at.saturating_mul(1000) < epoch_ms,
+            };
+            before.then_some("single-use token sealed before the store's epoch (the store lost its spent ids since)")
         }),
         Ok(_) => Ok(Some("single-use token already used")),
         Err(error) => Err(error),
@@ -111,7 +116,17 @@ async fn decide_once<E: Effects>(
     let arguments = Arguments::new(raw_arguments);
     let state = call.state();
     let sealed_retry = matches!(state, Ok(Some(_)));
-    let (round, gated_call) = read_round(call, cx, config, &arguments, sealed_retry)?;
+    let (mut round, gated_call) = read_round(call, cx, config, &arguments, sealed_retry)?;
+    if !sealed_retry {
+        if gated_call {
+            // A call of its own: its flows get handles no other call shares.
+            round.nonce = Some(crate::token::claims::call_nonce());
+        }
+        if config.single_use && round.mrtr {
+            // Whatever is sealed for this call is bound to the store's epoch as it is now.
+            round.epoch = Some(effects.current_epoch().await);
+        }
+    }
     let gated = if gated_call {
         gate_round(call, config, &round, raw_arguments)?
     } else {
@@ -147,8 +162,13 @@ async fn decide_once<E: Effects>(
     let valid_until = claims.expires_at.saturating_add(config.skew_secs);
     *single_use = single_use_id(&claims, valid_until, config, &round)?;
 
-    let round = verified_round(round, &claims, &arguments);
-    let gated = gated.map(|g| g.with_round(&round, valid_until));
+    let mut round = verified_round(round, &claims, &arguments);
+    if config.single_use && round.epoch.is_none() {
+        // A token sealed before tokens named their epoch: what is sealed from it names the
+        // present one.
+        round.epoch = Some(effects.current_epoch().await);
+    }
+    let gated = gated.map(|g| g.with_round(config, &round, valid_until));
     let responses = responses.unwrap_or_default();
     if let Some(gated) = &gated
         && !gated.all_accepted()
@@ -204,6 +224,7 @@ fn single_use_id(
         id: token_id.clone(),
         until: valid_until,
         issued_at: claims.issued_at,
+        epoch: claims.epoch,
     }))
 }
 
@@ -244,6 +265,8 @@ fn read_round(
         mrtr,
         number: 0,
         gates: Map::new(),
+        nonce: None,
+        epoch: None,
     };
     Ok((round, gated_call))
 }
@@ -350,6 +373,8 @@ fn verified_round(round: Round, claims: &Claims, arguments: &Arguments<'_>) -> R
         },
         number: claims.round,
         gates: claims.gate_answers.clone(),
+        nonce: claims.nonce.clone(),
+        epoch: claims.epoch,
         ..round
     }
 }
