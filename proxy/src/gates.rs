@@ -114,9 +114,7 @@ fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Bu
     let message = spec.message.clone();
     let mut placeholders = message.as_deref().map(placeholders).unwrap_or_default();
     if let Some(flow) = &flow {
-        let check = match &flow.check {
-            Check::RedisKey(template) | Check::Http(template) => template,
-        };
+        let check = flow.check.template();
         placeholders.extend(
             self::placeholders(&flow.url)
                 .into_iter()
@@ -230,7 +228,7 @@ fn flow(spec: &GateSpec, backends: &Backends) -> Result<Option<ConfiguredFlow>, 
             }
             Check::RedisKey(key.clone())
         }
-        Some((None, Some(http))) => Check::Http(http.clone()),
+        Some((None, Some(http))) => Check::Http(crate::flows::HttpCheck::new(http)?),
         _ => {
             return Err(
                 "a URL gate needs `complete_when = { redis_key = \"…\" }` or `{ http = \"…\" }`"

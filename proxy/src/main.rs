@@ -190,9 +190,7 @@ async fn run(
             ),
             None => None,
         },
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()?,
+        http: flows::http_client()?,
     };
     let built = gates::build(&source, &config, &offered, &backends)?;
     if options.check {

@@ -149,7 +149,7 @@ impl ElicitationLayer {
     pub fn single_use(self, store: impl TokenStore) -> Self {
         self.with_shared(|s| {
             s.tokens = Some(Arc::new(store));
-            s.epoch_begun = Arc::default();
+            s.known_epoch = Arc::default();
             s.config.single_use = true;
         })
     }

@@ -118,9 +118,6 @@ where
         probed: false,
         body: PhantomData,
     };
-    if let Some(store) = &shared.tokens {
-        shared.epoch_begun.begin(&**store).await;
-    }
     let decision = engine::decide(&call, cx, config, &mut effects).await?;
     let probed = effects.probed;
     match decision {
@@ -205,6 +202,13 @@ where
         };
         let epoch = store.epoch().await.map_err(|error| error.to_string())?;
         Ok(unix_millis(epoch))
+    }
+
+    async fn current_epoch(&mut self) -> u64 {
+        match &self.shared.tokens {
+            Some(store) => self.shared.known_epoch.now(&**store).await,
+            None => 0,
+        }
     }
 
     async fn flow_url(

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::engine::policy::Config;
-use crate::store::{EpochBegun, ErasedTaskStore, ErasedTokenStore, MemoryTaskStore};
+use crate::store::{ErasedTaskStore, ErasedTokenStore, KnownEpoch, MemoryTaskStore};
 use crate::token::Keyring;
 use crate::util::principal::Principal;
 
@@ -22,8 +22,8 @@ pub(crate) struct Shared {
     pub(crate) max_body_bytes: usize,
     /// Where single-use token ids are consumed, when tokens are single-use.
     pub(crate) tokens: Option<Arc<dyn ErasedTokenStore>>,
-    /// Whether `tokens` was asked its epoch, before the first single-use token is sealed.
-    pub(crate) epoch_begun: Arc<EpochBegun>,
+    /// The epoch `tokens` last named: each call's first round asks it again.
+    pub(crate) known_epoch: Arc<KnownEpoch>,
     /// What is remembered per task of the Tasks extension: whose it is, what it asked.
     pub(crate) tasks: Arc<dyn ErasedTaskStore>,
 }
@@ -36,7 +36,7 @@ impl Shared {
             principal: Principal::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             tokens: None,
-            epoch_begun: Arc::default(),
+            known_epoch: Arc::default(),
             tasks: Arc::new(MemoryTaskStore::new()),
         }
     }

@@ -41,6 +41,13 @@ pub(crate) struct Round {
     pub(crate) number: u32,
     /// Gate answers accepted so far.
     pub(crate) gates: Map<String, Value>,
+    /// The call's nonce (claim `n`): drawn when a gated call is first asked, then carried by
+    /// every token of the call; its gates' flow handles are derived with it.
+    pub(crate) nonce: Option<String>,
+    /// With single-use tokens, the store's epoch (claim `e`, Unix ms) every token sealed for
+    /// this round is bound to: the one read from the store on a call's first round, or the one
+    /// its verified token carries (which the consumption confirms before anything leaves).
+    pub(crate) epoch: Option<u64>,
 }
 
 /// The frozen answer to every requestState failure.
@@ -98,6 +105,13 @@ pub(crate) trait Effects {
     async fn epoch(&mut self) -> Result<u64, String> {
         Ok(0)
     }
+    /// The single-use store's epoch as it is now, in Unix milliseconds, asked of the store on a
+    /// call's first round: the tokens sealed for the call are bound to it. When the store cannot
+    /// say, the last epoch it said (0 if none): a token bound to an epoch that has ended is
+    /// refused on its retry, so this fails closed.
+    async fn current_epoch(&mut self) -> u64 {
+        0
+    }
     /// The URL of `flow` for `call`, creating the flow if it does not exist yet.
     async fn flow_url(
         &mut self,
@@ -154,8 +168,11 @@ pub(crate) struct SingleUseId {
     /// clock skew): the store must remember the id until then.
     pub(crate) until: u64,
     /// When the token was sealed (claim `iat`), in Unix seconds: one sealed before the store's
-    /// epoch is refused.
+    /// epoch is refused (a token without `epoch`).
     pub(crate) issued_at: u64,
+    /// The store's epoch it was sealed under (claim `e`), in Unix milliseconds: it is accepted
+    /// only while the store is in that epoch.
+    pub(crate) epoch: Option<u64>,
 }
 
 /// The answer when the store that consumes single-use ids cannot be reached: `-32603`, HTTP 503.

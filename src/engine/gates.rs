@@ -79,17 +79,9 @@ impl<'c> GateRound<'c> {
         arguments: Option<&Value>,
         raw_arguments: Option<&RawValue>,
     ) -> Option<Self> {
-        let (_, key) = config.keyring.active();
         let gates: Vec<_> = config
             .gates_for(round.method, &round.target)
-            .map(|(_, gate)| {
-                let handle = flow_handle(
-                    key,
-                    round.principal.as_deref(),
-                    [round.method.as_str(), &round.target, &round.args, &gate.key],
-                );
-                (gate, handle)
-            })
+            .map(|(_, gate)| (gate, handle_of(config, round, gate)))
             .collect();
         if gates.is_empty() {
             return None;
@@ -103,10 +95,17 @@ impl<'c> GateRound<'c> {
         })
     }
 
-    /// The same gates, on the round a verified token describes; the token holds until
-    /// `valid_until` (Unix seconds, skew included).
-    pub(super) fn with_round(self, round: &Round, valid_until: u64) -> Self {
+    /// The same gates, on the round a verified token describes (their handles derived with
+    /// the call's nonce it carries); the token holds until `valid_until` (Unix seconds, skew
+    /// included).
+    pub(super) fn with_round(self, config: &Config, round: &Round, valid_until: u64) -> Self {
+        let gates = self
+            .gates
+            .into_iter()
+            .map(|(gate, _)| (gate, handle_of(config, round, gate)))
+            .collect();
         Self {
+            gates,
             round: round.clone(),
             valid_until: Some(valid_until),
             ..self
@@ -313,15 +312,22 @@ impl<'c> GateRound<'c> {
             Ok(Checked::Complete(answers)) => answers,
         };
         let verdicts = self.verdicts(claims, &answers, config)?;
-        let (again, asked, now) = self
+        let (again, mut asked, completed, now) = self
             .with_completions(verdicts, claims, now, effects)
             .await?;
         if !again.is_empty() {
+            // A flow that completed is spent by its check: its gate is accepted for the rest of
+            // the call (claim `g`), never checked again.
+            let mut round = round.clone();
+            for key in &completed {
+                round.gates.insert(key.clone(), answers[key].clone());
+                asked.shift_remove(key);
+            }
             let kept = answers
                 .into_iter()
-                .filter(|(key, _)| !again.contains_key(key))
+                .filter(|(key, _)| !again.contains_key(key) && !completed.contains(key))
                 .collect();
-            let reply = reask(round, claims, asked, again, kept, config, now);
+            let reply = reask(&round, claims, asked, again, kept, config, now);
             return Err(reply.unwrap_or_else(identity).into());
         }
         Ok(self.forward_accepted(claims, &answers, call))
@@ -401,16 +407,17 @@ impl<'c> GateRound<'c> {
         }
     }
 
-    /// The gates to ask again, each with a line saying why, and the questions to seal: each URL
-    /// flow the client consented to is asked whether it completed, in order. With `now`, or the
-    /// time after the flows answered when any was asked.
+    /// The gates to ask again, each with a line saying why, the questions to seal, and the keys
+    /// of the URL gates whose flows completed: each URL flow the client consented to is asked
+    /// whether it completed, in order. With `now`, or the time after the flows answered when any
+    /// was asked.
     async fn with_completions<E: Effects>(
         &self,
         verdicts: Vec<Verdict<'_>>,
         claims: &Claims,
         now: u64,
         effects: &mut E,
-    ) -> Result<(Questions, Questions, u64), Stop<E::Error>> {
+    ) -> Result<(Questions, Questions, Vec<String>, u64), Stop<E::Error>> {
         let mut completed = Vec::new();
         for verdict in &verdicts {
             if let Verdict::AwaitingCompletion { flow, handle, .. } = verdict {
@@ -425,6 +432,7 @@ impl<'c> GateRound<'c> {
         let mut completed = completed.into_iter();
         let mut again = Questions::new();
         let mut asked = claims.questions.clone();
+        let mut done = Vec::new();
         for verdict in verdicts {
             match verdict {
                 Verdict::Accepted => {}
@@ -437,7 +445,9 @@ impl<'c> GateRound<'c> {
                     asked.insert(key.to_owned(), question);
                 }
                 Verdict::AwaitingCompletion { gate, .. } => {
-                    if completed.next() == Some(false) {
+                    if completed.next() == Some(true) {
+                        done.push(gate.key.clone());
+                    } else {
                         // Consent is not completion: ask again, with the same URL.
                         let asked = &claims.questions[&gate.key];
                         let line = slice::from_ref(&gate.incomplete_hint);
@@ -446,7 +456,7 @@ impl<'c> GateRound<'c> {
                 }
             }
         }
-        Ok((again, asked, now))
+        Ok((again, asked, done, now))
     }
 
     /// Every gate accepted: the call forwarded with their answers delivered.
@@ -545,6 +555,23 @@ impl<'c> GateRound<'c> {
             }
         }
     }
+}
+
+/// The flow handle of `gate` on `round`'s call: keyed with the active key, bound to the caller,
+/// the method, the target, the arguments, the gate and the call's nonce.
+fn handle_of(config: &Config, round: &Round, gate: &Gate) -> String {
+    let (_, key) = config.keyring.active();
+    flow_handle(
+        key,
+        round.principal.as_deref(),
+        [
+            round.method.as_str(),
+            &round.target,
+            &round.args,
+            &gate.key,
+            round.nonce.as_deref().unwrap_or_default(),
+        ],
+    )
 }
 
 /// A gate's elicitation request, written in this order.

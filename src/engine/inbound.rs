@@ -64,10 +64,15 @@ async fn consume<E: Effects>(
 ) -> Result<(), Reply> {
     let spent = match effects.consume(token).await {
         Ok(Consumed::Fresh) => effects.epoch().await.map(|epoch_ms| {
-            // Whole seconds against milliseconds: a token sealed in the second the epoch began
-            // may be older than it, and is refused with the older ones.
-            (token.issued_at.saturating_mul(1000) < epoch_ms)
-                .then_some("single-use token sealed before the store's epoch (the store lost its spent ids since)")
+            let before = match token.epoch {
+                // Bound to the epoch it was sealed under: accepted only while the store is
+                // still in it, whatever any clock says.
+                Some(sealed_under) => sealed_under != epoch_ms,
+                // A token sealed before tokens named their epoch: dated by its whole second,
+                // so one sealed in the second the epoch began is refused with the older ones.
+                None => token.issued_at.saturating_mul(1000) < epoch_ms,
+            };
+            before.then_some("single-use token sealed before the store's epoch (the store lost its spent ids since)")
         }),
         Ok(_) => Ok(Some("single-use token already used")),
         Err(error) => Err(error),
@@ -111,7 +116,17 @@ async fn decide_once<E: Effects>(
     let arguments = Arguments::new(raw_arguments);
     let state = call.state();
     let sealed_retry = matches!(state, Ok(Some(_)));
-    let (round, gated_call) = read_round(call, cx, config, &arguments, sealed_retry)?;
+    let (mut round, gated_call) = read_round(call, cx, config, &arguments, sealed_retry)?;
+    if !sealed_retry {
+        if gated_call {
+            // A call of its own: its flows get handles no other call shares.
+            round.nonce = Some(crate::token::claims::call_nonce());
+        }
+        if config.single_use && round.mrtr {
+            // Whatever is sealed for this call is bound to the store's epoch as it is now.
+            round.epoch = Some(effects.current_epoch().await);
+        }
+    }
     let gated = if gated_call {
         gate_round(call, config, &round, raw_arguments)?
     } else {
@@ -147,8 +162,13 @@ async fn decide_once<E: Effects>(
     let valid_until = claims.expires_at.saturating_add(config.skew_secs);
     *single_use = single_use_id(&claims, valid_until, config, &round)?;
 
-    let round = verified_round(round, &claims, &arguments);
-    let gated = gated.map(|g| g.with_round(&round, valid_until));
+    let mut round = verified_round(round, &claims, &arguments);
+    if config.single_use && round.epoch.is_none() {
+        // A token sealed before tokens named their epoch: what is sealed from it names the
+        // present one.
+        round.epoch = Some(effects.current_epoch().await);
+    }
+    let gated = gated.map(|g| g.with_round(config, &round, valid_until));
     let responses = responses.unwrap_or_default();
     if let Some(gated) = &gated
         && !gated.all_accepted()
@@ -204,6 +224,7 @@ fn single_use_id(
         id: token_id.clone(),
         until: valid_until,
         issued_at: claims.issued_at,
+        epoch: claims.epoch,
     }))
 }
 
@@ -244,6 +265,8 @@ fn read_round(
         mrtr,
         number: 0,
         gates: Map::new(),
+        nonce: None,
+        epoch: None,
     };
     Ok((round, gated_call))
 }
@@ -350,6 +373,8 @@ fn verified_round(round: Round, claims: &Claims, arguments: &Arguments<'_>) -> R
         },
         number: claims.round,
         gates: claims.gate_answers.clone(),
+        nonce: claims.nonce.clone(),
+        epoch: claims.epoch,
         ..round
     }
 }
@@ -677,6 +702,10 @@ mod tests {
         complete: bool,
         now: u64,
         events: Vec<&'static str>,
+        /// What the store says its epoch is (Unix ms), on a first round and after a spend.
+        epoch: u64,
+        /// The handle of every flow asked, in order.
+        handles: Vec<String>,
     }
 
     impl Recorded {
@@ -686,6 +715,8 @@ mod tests {
                 complete,
                 now,
                 events: Vec::new(),
+                epoch: 0,
+                handles: Vec::new(),
             }
         }
     }
@@ -701,16 +732,24 @@ mod tests {
             self.events.push("consume");
             Ok(Consumed::Fresh)
         }
+        async fn epoch(&mut self) -> Result<u64, String> {
+            Ok(self.epoch)
+        }
+        async fn current_epoch(&mut self) -> u64 {
+            self.epoch
+        }
         async fn flow_url(
             &mut self,
             _: &dyn ErasedFlow,
-            _: &GateCall<'_>,
+            call: &GateCall<'_>,
         ) -> Result<String, BoxError> {
             self.events.push("flow_url");
+            self.handles.push(call.handle().to_owned());
             Ok("https://flows.example/1".to_owned())
         }
-        async fn flow_complete(&mut self, _: &dyn ErasedFlow, _: &GateCall<'_>) -> bool {
+        async fn flow_complete(&mut self, _: &dyn ErasedFlow, call: &GateCall<'_>) -> bool {
             self.events.push("flow_complete");
+            self.handles.push(call.handle().to_owned());
             self.complete
         }
         fn now(&self) -> u64 {
@@ -757,12 +796,12 @@ mod tests {
 
     /// The sealed `input_required` of a URL gate's first ask, dated after its flow answered.
     async fn asked_at(now: u64) -> String {
-        let mut effects = Recorded {
-            complete: false,
-            now,
-            events: Vec::new(),
-        };
-        let decided = run_gated(&gated_body(""), 1_000, &mut effects).await;
+        asked_with(&mut Recorded::new(false, now)).await
+    }
+
+    /// [`asked_at`] with `effects`' clock, epoch and record.
+    async fn asked_with(effects: &mut Recorded) -> String {
+        let decided = run_gated(&gated_body(""), 1_000, effects).await;
         assert_eq!(effects.events, ["flow_url"]);
         let Decided::Respond(reply) = decided else {
             panic!("asked: {decided:?}")
@@ -838,5 +877,97 @@ mod tests {
         };
         let reply: Value = serde_json::from_slice(&reply.body).unwrap();
         assert_eq!(reply["error"]["data"]["reason"], "invalid_request_state");
+    }
+
+    /// The claims a token carries, read without checking it (they are signed, not encrypted).
+    fn claims_of(token: &str) -> Value {
+        use base64::Engine as _;
+        let body = token.split('.').nth(2).unwrap();
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(body)
+            .unwrap();
+        serde_json::from_slice(&json).unwrap()
+    }
+
+    /// The reply's error reason, or `None` when the call was forwarded.
+    fn refusal(decided: &Decided<()>) -> Option<String> {
+        match decided {
+            Decided::Forward { .. } => None,
+            Decided::Respond(reply) => {
+                let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+                Some(reply["error"]["data"]["reason"].to_string())
+            }
+            Decided::Pass(()) => panic!("nothing probed"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_single_use_token_is_bound_to_the_store_epoch_it_was_sealed_under() {
+        // Sealed in second 2 000 under an epoch that began at 2 000.900 s: by the clock it would
+        // be older than its epoch (2 000 000 ms < 2 000 900 ms); bound to it, it is accepted.
+        let mut first = Recorded::new(false, 2_000);
+        first.epoch = 2_000_900;
+        let state = asked_with(&mut first).await;
+        let claims = claims_of(&state);
+        assert_eq!(claims["e"], 2_000_900, "{claims}");
+        let mut retry = Recorded::new(true, 2_000);
+        retry.epoch = 2_000_900;
+        let decided = run_gated(&accepted(&state), 2_000, &mut retry).await;
+        assert_eq!(refusal(&decided), None, "{decided:?}");
+
+        // The store began another epoch since (it lost its spent ids): refused, whatever the
+        // clocks say, even an epoch dated before the token.
+        for epoch in [2_000_901, 1_999_000, 0] {
+            let mut retry = Recorded::new(true, 2_000);
+            retry.epoch = epoch;
+            let decided = run_gated(&accepted(&state), 2_000, &mut retry).await;
+            assert_eq!(
+                refusal(&decided).as_deref(),
+                Some("\"invalid_request_state\""),
+                "epoch {epoch}: {decided:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reask_is_bound_to_the_epoch_of_the_token_it_was_sealed_from() {
+        let mut first = Recorded::new(false, 2_000);
+        first.epoch = 7;
+        let state = asked_with(&mut first).await;
+        // Not finished: the re-ask's token names the same epoch (the spend confirmed it).
+        let mut retry = Recorded::new(false, 2_000);
+        retry.epoch = 7;
+        let Decided::Respond(reply) = run_gated(&accepted(&state), 2_000, &mut retry).await else {
+            panic!("asked again")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        let again = reply["result"]["requestState"].as_str().unwrap();
+        let claims = claims_of(again);
+        assert_eq!(claims["e"], 7, "{claims}");
+        assert_eq!(claims["n"], claims_of(&state)["n"]);
+    }
+
+    #[tokio::test]
+    async fn each_call_has_its_own_handle_kept_across_its_rounds() {
+        let mut first = Recorded::new(false, 2_000);
+        let state = asked_with(&mut first).await;
+        let mut second = Recorded::new(false, 2_000);
+        asked_with(&mut second).await;
+        assert_ne!(
+            first.handles, second.handles,
+            "identical calls, two handles"
+        );
+        // The rounds of one call: "not finished", then complete, all with the first handle.
+        let mut retry = Recorded::new(false, 2_000);
+        let Decided::Respond(reply) = run_gated(&accepted(&state), 2_000, &mut retry).await else {
+            panic!("asked again")
+        };
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        let again = reply["result"]["requestState"].as_str().unwrap();
+        let mut done = Recorded::new(true, 2_000);
+        let decided = run_gated(&accepted(again), 2_000, &mut done).await;
+        assert_eq!(refusal(&decided), None, "{decided:?}");
+        assert_eq!(retry.handles, first.handles);
+        assert_eq!(done.handles, first.handles);
     }
 }

@@ -30,7 +30,7 @@ pub(super) fn reask(
     config: &Config,
     now: u64,
 ) -> Result<Reply, Reply> {
-    let claims = new_claims(
+    let mut claims = new_claims(
         round,
         previous.round + 1,
         previous.inner_state.clone(),
@@ -39,6 +39,13 @@ pub(super) fn reask(
         config,
         now,
     );
+    // The URL flows still asked keep the handles they were asked with.
+    claims.flow_handles = previous
+        .flow_handles
+        .iter()
+        .filter(|(key, _)| claims.questions.contains_key(*key))
+        .map(|(key, handle)| (key.clone(), handle.clone()))
+        .collect();
     sealed_ask(round, claims, ask_now, config)
 }
 
@@ -142,6 +149,8 @@ pub(super) fn new_claims(
         gate_answers: round.gates.clone(),
         flow_handles: BTreeMap::new(),
         token_id: None,
+        nonce: round.nonce.clone(),
+        epoch: round.epoch.filter(|_| config.single_use),
     }
 }
 

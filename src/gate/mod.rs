@@ -556,9 +556,11 @@ impl<'a> GateCall<'a> {
         self.principal
     }
 
-    /// Returns a stable, unguessable handle for this call: the same for every round of the same call by
-    /// the same caller (same method, target, arguments and principal, same signing key), and
-    /// different for any other. URL flows key their state by it.
+    /// Returns an unguessable handle for this call: the same for every round of the same call (a
+    /// random nonce drawn on its first round is sealed in its tokens), and different for any
+    /// other call, even an identical one by the same caller. It is bound to the method, target,
+    /// arguments, gate and principal, keyed with the signing key. URL flows key their state by
+    /// it; see [`UrlFlow`] for why a completion should be spent once.
     pub fn handle(&self) -> &'a str {
         self.handle
     }
@@ -604,7 +606,8 @@ pub trait UrlFlow: Send + Sync + 'static {
     /// nothing, and logs the error.
     fn url(&self, call: &GateCall<'_>) -> impl Future<Output = Result<String, BoxError>> + Send;
 
-    /// Returns whether this call's flow has completed.
+    /// Returns whether this call's flow has completed. Answer `true` once per handle (take the
+    /// completion as you read it): the layer asks again only while the answer is `false`.
     fn is_complete(&self, call: &GateCall<'_>) -> impl Future<Output = bool> + Send;
 }
 

@@ -34,10 +34,18 @@
 //!   store's memory began (Unix milliseconds, by Redis's clock, written once). Each spend reads
 //!   it in the same script; when it is gone, a new epoch begins, and every single-use token
 //!   sealed before it is refused with the frozen `-32602` (the person starts the flow again).
-//!   Tokens are dated to the second, so a token sealed in the second the new epoch began is
-//!   refused as well; a replica whose clock runs ahead of Redis's by `d` leaves a window of `d`
-//!   before the loss uncaught: keep clocks synchronized (NTP). The first epoch is begun before
-//!   the layer seals its first token, dated a second back, so a fresh Redis refuses none.
+//!   A token is **bound to the epoch it was sealed under** (claim `e`), not dated against it:
+//!   on a call's first round the layer reads `<prefix>epoch` (one round trip, beginning an epoch
+//!   if there is none), every token of that call names it, and a retry is accepted only while
+//!   the spend's own script still reads that epoch. No clocks are compared, so neither a token
+//!   sealed in the millisecond after a new epoch began nor the replicas' clock skew matters:
+//!   none sealed after the epoch began is refused, none sealed before accepted. (Why not dates
+//!   in milliseconds: a replica's clock `d` behind Redis's would refuse what it sealed in the
+//!   `d` after the epoch began, one `d` ahead accept what it sealed in the `d` before; a skew
+//!   margin only trades one for the other.) Epochs are named by when they began, to the
+//!   millisecond, an odd number when a spend began it and an even one when a first round did,
+//!   so no two share a name. A token sealed before tokens named their epoch (an older
+//!   version) is still dated by its whole second against the epoch.
 //! - One Redis, not a cluster: the scripts touch several keys of one prefix.
 //!
 //! # Example

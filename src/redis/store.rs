@@ -20,13 +20,15 @@ const POLICY_RECHECK: Duration = Duration::from_secs(60);
 
 /// Spends a token id, in one atomic step with reading the store's epoch: `KEYS[1]` the epoch,
 /// `KEYS[2]` the id, `ARGV[1]` until when (Unix ms). No epoch means Redis lost its data (or this
-/// is its first use, which [`BEGIN`] made earlier): a new one begins now, by Redis's clock.
+/// is its first use, which [`BEGIN`] made earlier): a new one begins now, by Redis's clock, an
+/// odd number of milliseconds ([`BEGIN`]'s are even, so no two epochs share a name).
 /// Answers `{fresh (1 or 0), epoch (Unix ms)}`.
 const CONSUME: &str = r"
 local epoch = redis.call('GET', KEYS[1])
 if not epoch then
   local t = redis.call('TIME')
-  epoch = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  epoch = string.format('%.0f', ms - ms % 2 + 1)
   redis.call('SET', KEYS[1], epoch)
 end
 local fresh = redis.call('SET', KEYS[2], '1', 'NX', 'PXAT', ARGV[1])
@@ -34,14 +36,17 @@ if fresh then return {1, tonumber(epoch)} end
 return {0, tonumber(epoch)}
 ";
 
-/// The store's epoch (`KEYS[1]`), begun if there is none yet: dated at the start of the second
-/// before now, by Redis's clock, so that a token sealed in this second (dated by its whole
-/// second) by a replica up to a second behind Redis is not older than it.
+/// The store's epoch (`KEYS[1]`), begun if there is none yet: dated a second before now, to the
+/// millisecond (even), by Redis's clock. Tokens are bound to the epoch they were sealed under,
+/// which its date only names (two epochs never begin in the same millisecond); the second before is
+/// for a token sealed before tokens named their epoch (dated by its whole second), so that one
+/// sealed in this second is not older than it.
 const BEGIN: &str = r"
 local epoch = redis.call('GET', KEYS[1])
 if not epoch then
   local t = redis.call('TIME')
-  epoch = string.format('%.0f', (tonumber(t[1]) - 1) * 1000)
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - 1000
+  epoch = string.format('%.0f', ms - ms % 2)
   redis.call('SET', KEYS[1], epoch)
 end
 return tonumber(epoch)
@@ -448,6 +453,15 @@ impl TokenStore for RedisStore {
             known = self.learn_epoch(epoch_ms);
         }
         Ok(UNIX_EPOCH + Duration::from_millis(known))
+    }
+
+    /// Reads `<prefix>epoch` (one round trip), beginning a new epoch if Redis has none (its
+    /// first use, or it lost its data): a call's tokens are bound to it, so a token sealed after a
+    /// new epoch began is never refused for it, on any replica, whatever the replicas' clocks.
+    async fn current_epoch(&self) -> Result<SystemTime, StoreError> {
+        let epoch_ms: u64 = self.eval(BEGIN, &[&self.key("epoch", "")], &[]).await?;
+        self.learn_epoch(epoch_ms);
+        Ok(UNIX_EPOCH + Duration::from_millis(epoch_ms))
     }
 }
 

@@ -60,18 +60,20 @@ pub trait TokenStore: Send + Sync + 'static {
         until: SystemTime,
     ) -> impl Future<Output = Result<Consumed, StoreError>> + Send;
 
-    /// Returns when the store's present memory of spent ids began (its epoch): a token sealed
-    /// before it may have been spent and then forgotten (a restart without persistence, data
-    /// lost), so the layer refuses it like a spent one, and the person starts the flow again.
+    /// Returns when the store's present memory of spent ids began (its epoch), which also names
+    /// it: each single-use token is bound to the epoch it was sealed under (claim `e`), and is
+    /// accepted only while the store is still in that epoch. A token sealed before may have been
+    /// spent and then forgotten (a restart without persistence, data lost), so the layer refuses
+    /// it like a spent one, and the person starts the flow again.
     ///
-    /// The layer asks once before it seals its first single-use token, so that a store that
-    /// starts its epoch on first use does not refuse the tokens sealed after, and again after each
-    /// [`Consumed::Fresh`]. The answer must be no earlier than the start of the memory in which
-    /// that `consume` ran; it may come from what the `consume` just before it learned.
+    /// The layer asks after each [`Consumed::Fresh`]: the answer must name the epoch in which
+    /// that `consume` ran (or a later one); it may come from what the `consume` just before it
+    /// learned. Two epochs of one store must never have the same time.
     ///
     /// The default, the Unix epoch, says the store never forgets an id before `until`: right for
-    /// a store whose memory is durable. [`MemoryTokenStore`] answers its creation (to the second);
-    /// `RedisStore` (feature `redis`) keeps its epoch in Redis and notices when Redis lost it.
+    /// a store whose memory is durable. [`MemoryTokenStore`] answers its creation (to the
+    /// millisecond); `RedisStore` (feature `redis`) keeps its epoch in Redis and notices when
+    /// Redis lost it.
     ///
     /// # Errors
     ///
@@ -79,12 +81,29 @@ pub trait TokenStore: Send + Sync + 'static {
     fn epoch(&self) -> impl Future<Output = Result<SystemTime, StoreError>> + Send {
         std::future::ready(Ok(UNIX_EPOCH))
     }
+
+    /// Returns the store's epoch as it is now, beginning one if the store has none (its first
+    /// use, or after it lost its memory). The layer asks on a call's first round, before it seals
+    /// anything for it, and binds every token of the call to the answer; so a token sealed after
+    /// an epoch began is never refused for having been sealed before it.
+    ///
+    /// The default is [`epoch`](Self::epoch): right for a store that knows its epoch without
+    /// asking anyone. `RedisStore` asks Redis (one round trip).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot say: the layer then binds the call's tokens to the
+    /// last epoch the store named, and a retry is accepted only if the store is still in it.
+    fn current_epoch(&self) -> impl Future<Output = Result<SystemTime, StoreError>> + Send {
+        self.epoch()
+    }
 }
 
 /// [`TokenStore`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedTokenStore: Send + Sync {
     fn consume<'a>(&'a self, id: &'a str, until: SystemTime) -> StoreFuture<'a, Consumed>;
     fn epoch(&self) -> StoreFuture<'_, SystemTime>;
+    fn current_epoch(&self) -> StoreFuture<'_, SystemTime>;
 }
 
 impl<T: TokenStore> ErasedTokenStore for T {
@@ -95,45 +114,55 @@ impl<T: TokenStore> ErasedTokenStore for T {
     fn epoch(&self) -> StoreFuture<'_, SystemTime> {
         Box::pin(TokenStore::epoch(self))
     }
+
+    fn current_epoch(&self) -> StoreFuture<'_, SystemTime> {
+        Box::pin(TokenStore::current_epoch(self))
+    }
 }
 
-/// Whether the layer has asked its store for its epoch yet, before it seals its first single-use
-/// token ([`TokenStore::epoch`]): a store that starts its epoch on first use then dates it before
-/// that token, not after.
+/// The single-use store's epoch as the layer last learnt it ([`TokenStore::current_epoch`]),
+/// for the first round of a call: each is bound to the store's epoch as it is then.
 #[derive(Debug, Default)]
-pub(crate) struct EpochBegun {
-    /// `u64::MAX` once asked; else when the last attempt failed (Unix milliseconds), or 0.
-    state: AtomicU64,
+pub(crate) struct KnownEpoch {
+    /// The last epoch the store named (Unix milliseconds), 0 before the first.
+    epoch_ms: AtomicU64,
+    /// When the last attempt failed (Unix milliseconds), or 0.
+    failed_at: AtomicU64,
 }
 
-impl EpochBegun {
+impl KnownEpoch {
     /// A failed attempt is not repeated for this long: a store that is down does not slow every
     /// first round by its timeout.
     const RETRY_AFTER_MS: u64 = 1000;
 
-    /// Asks `store` for its epoch unless it was asked already (or failed just now). A failure
-    /// is logged and changes nothing else: at worst, a token sealed now is refused later.
-    pub(crate) async fn begin(&self, store: &dyn ErasedTokenStore) {
-        let state = self.state.load(Ordering::Relaxed);
+    /// The store's epoch now (Unix milliseconds). When it cannot say, or failed just now, the
+    /// last epoch it named (0 if none), the failure logged: a token bound to an epoch that has
+    /// ended (or to none) is refused on its retry, so this fails closed.
+    pub(crate) async fn now(&self, store: &dyn ErasedTokenStore) -> u64 {
         let now = unix_millis(SystemTime::now());
-        if state == u64::MAX || now.saturating_sub(state) < Self::RETRY_AFTER_MS {
-            return;
-        }
-        match store.epoch().await {
-            Ok(_) => self.state.store(u64::MAX, Ordering::Relaxed),
-            Err(error) => {
-                tracing::warn!(target: "tower_elicitation", %error, "cannot learn the single-use store's epoch");
-                self.state.store(now, Ordering::Relaxed);
+        let failed_at = self.failed_at.load(Ordering::Relaxed);
+        if now.saturating_sub(failed_at) >= Self::RETRY_AFTER_MS {
+            match store.current_epoch().await {
+                Ok(epoch) => {
+                    let epoch_ms = unix_millis(epoch);
+                    self.epoch_ms.store(epoch_ms, Ordering::Relaxed);
+                    return epoch_ms;
+                }
+                Err(error) => {
+                    tracing::warn!(target: "tower_elicitation", %error, "cannot learn the single-use store's epoch: this round's tokens are bound to the last one it named");
+                    self.failed_at.store(now, Ordering::Relaxed);
+                }
             }
         }
+        self.epoch_ms.load(Ordering::Relaxed)
     }
 }
 
 /// The in-process [`TokenStore`], for one replica: spent ids in a map bounded in entries, each
 /// forgotten once its token expired.
 ///
-/// Its [epoch](TokenStore::epoch) is its creation, to the second: a token sealed before it (by
-/// the process before a restart, say) is refused, since the ids it spent are gone.
+/// Its [epoch](TokenStore::epoch) is its creation, to the millisecond: a token sealed before it
+/// (by the process before a restart, say) is refused, since the ids it spent are gone.
 ///
 /// Over the bound it fails closed rather than forget an id that could still be replayed: a
 /// retry then gets `-32603` (HTTP 503) until entries expire. Each entry takes about 100 bytes,
@@ -145,7 +174,7 @@ impl EpochBegun {
 #[derive(Clone)]
 pub struct MemoryTokenStore {
     spent: Arc<Mutex<Spent>>,
-    /// When it was made, in Unix seconds: its epoch.
+    /// When it was made, in Unix milliseconds: its epoch.
     created: u64,
 }
 
@@ -174,7 +203,7 @@ impl MemoryTokenStore {
                 capacity: capacity.max(1),
                 earliest: u64::MAX,
             })),
-            created: unix_secs(SystemTime::now()),
+            created: unix_millis(SystemTime::now()),
         }
     }
 
@@ -242,7 +271,7 @@ impl TokenStore for MemoryTokenStore {
     }
 
     async fn epoch(&self) -> Result<SystemTime, StoreError> {
-        Ok(UNIX_EPOCH + Duration::from_secs(self.created))
+        Ok(UNIX_EPOCH + Duration::from_millis(self.created))
     }
 }
 
@@ -286,10 +315,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn its_epoch_is_its_creation_to_the_second() {
-        let before = unix_secs(SystemTime::now());
+    async fn its_epoch_is_its_creation_to_the_millisecond() {
+        let before = unix_millis(SystemTime::now());
         let store = MemoryTokenStore::new();
-        let epoch = unix_secs(TokenStore::epoch(&store).await.unwrap());
-        assert!(epoch >= before && epoch <= unix_secs(SystemTime::now()));
+        let epoch = unix_millis(TokenStore::epoch(&store).await.unwrap());
+        assert!(epoch >= before && epoch <= unix_millis(SystemTime::now()));
+        assert_eq!(
+            unix_millis(TokenStore::current_epoch(&store).await.unwrap()),
+            epoch
+        );
     }
 }

@@ -86,6 +86,18 @@ pub(crate) struct Claims {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "j")]
     pub(crate) token_id: Option<String>,
+    /// The call's own random nonce, drawn when a gated call is first asked and carried by every
+    /// token of that call: its gates' flow handles ([`flow_handle`]) are derived with it, so that
+    /// a later identical call gets handles of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "n")]
+    pub(crate) nonce: Option<String>,
+    /// With single-use tokens: the single-use store's epoch (Unix milliseconds, as the store
+    /// names it) this token was sealed under. A retry is accepted only while the store is still
+    /// in that epoch: no clocks are compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "e")]
+    pub(crate) epoch: Option<u64>,
 }
 
 /// Asked input requests by key, each as the text the client is shown, in the order they were
@@ -242,10 +254,16 @@ pub(crate) fn token_id() -> String {
 
 const FLOW_LABEL: &[u8] = b"tower-elicitation/flow/v1\0";
 
-/// A stable, unguessable handle for one call's URL flow behind one gate: the same for every round
-/// of the same call by the same caller, different for anything else, and meaningless without the
-/// key.
-pub(crate) fn flow_handle(key: &HmacSha256, principal: Option<&[u8]>, parts: [&str; 4]) -> String {
+/// A fresh call nonce (claim `n`): 16 bytes from the OS, base64url (22 characters).
+pub(crate) fn call_nonce() -> String {
+    token_id()
+}
+
+/// An unguessable handle for one call's URL flow behind one gate: the same for every round of the
+/// same call (its nonce, claim `n`, is carried from round to round), different for any other
+/// call, identical or not, and meaningless without the key. `parts` are the method, target,
+/// arguments' digest, gate key and the call's nonce (empty for a token sealed without one).
+pub(crate) fn flow_handle(key: &HmacSha256, principal: Option<&[u8]>, parts: [&str; 5]) -> String {
     let mut mac = key.clone().chain_update(FLOW_LABEL);
     // Length-prefixed, so no two different inputs run together into the same bytes.
     let principal = principal.unwrap_or_default();

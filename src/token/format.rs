@@ -237,6 +237,8 @@ mod tests {
             gate_answers: Map::new(),
             flow_handles: Default::default(),
             token_id: None,
+            nonce: None,
+            epoch: None,
         }
     }
 

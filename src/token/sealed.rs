@@ -89,6 +89,8 @@ mod tests {
             gate_answers: Map::new(),
             flow_handles: Default::default(),
             token_id: None,
+            nonce: None,
+            epoch: None,
         })
     }
 

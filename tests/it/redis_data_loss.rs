@@ -303,9 +303,8 @@ async fn a_token_spent_before_redis_restarted_empty_is_refused_after() {
         "0 replays accepted"
     );
 
-    // Starting again works, once, on either replica: from the second after the new epoch began
-    // (a token is dated to the second; one of the epoch's own second is refused with the older).
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Starting again works, once, on either replica, at once: a token is bound to the epoch it
+    // was sealed under, not dated against it.
     let fresh = asked(&a).await;
     assert!(deployed(&send(&b, approve(&fresh)).await.1));
     let (status, reply) = send(&a, approve(&fresh)).await;
@@ -313,6 +312,52 @@ async fn a_token_spent_before_redis_restarted_empty_is_refused_after() {
     assert_eq!(
         deployed_a.load(Ordering::SeqCst) + deployed_b.load(Ordering::SeqCst),
         2
+    );
+}
+
+#[tokio::test]
+async fn a_token_sealed_right_after_a_new_epoch_began_is_accepted_on_every_replica() {
+    let Some(mut redis) = OwnRedis::start("new_epoch", &[]) else {
+        return;
+    };
+    let prefix = "te-epoch:";
+    let (a, deployed_a) = replica(store(&redis.url(), prefix).build().unwrap());
+    let (b, deployed_b) = replica(store(&redis.url(), prefix).build().unwrap());
+    // Both replicas know the first epoch.
+    let state = asked(&a).await;
+    assert!(deployed(&send(&b, approve(&state)).await.1));
+    let state = asked(&b).await;
+    assert!(deployed(&send(&a, approve(&state)).await.1));
+    let before_a = asked(&a).await;
+    let before_b = asked(&b).await;
+
+    // The epoch key is gone (evicted, flushed): the next first round begins a new epoch.
+    assert_eq!(redis.cli(&["DEL", &format!("{prefix}epoch")]), "1");
+    // Sealed right after, on one replica, approved on the other (whose last known epoch is the
+    // old one): accepted, in the very second the epoch began.
+    let after_a = asked(&a).await;
+    let after_b = asked(&b).await;
+    assert!(deployed(&send(&b, approve(&after_a)).await.1));
+    assert!(deployed(&send(&a, approve(&after_b)).await.1));
+    // Sealed before: refused on either replica (they may have been spent and forgotten).
+    let (status, reply) = send(&b, approve(&before_a)).await;
+    assert_refused(status, &reply);
+    let (status, reply) = send(&a, approve(&before_b)).await;
+    assert_refused(status, &reply);
+
+    // Redis restarted empty: the same, with the whole memory gone.
+    let before = asked(&b).await;
+    redis.restart_empty();
+    // Each replica reconnected (a retry answered 503 until then): sealed before, refused.
+    let (status, reply) = once_back(&a, || approve(&before)).await;
+    assert_refused(status, &reply);
+    let (status, reply) = once_back(&b, || approve(&before)).await;
+    assert_refused(status, &reply);
+    let after = asked(&a).await;
+    assert!(deployed(&send(&b, approve(&after)).await.1));
+    assert_eq!(
+        deployed_a.load(Ordering::SeqCst) + deployed_b.load(Ordering::SeqCst),
+        5
     );
 }
 
@@ -375,7 +420,6 @@ async fn with_the_override_a_lost_epoch_key_still_refuses_older_tokens() {
 
     // Only the spent id evicted, the epoch key kept (the likely case under LRU: every retry
     // reads it): the override's risk, which it names. This is what the epoch cannot see.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
     let again = asked(&service).await;
     assert!(deployed(&send(&service, approve(&again)).await.1));
     let keys = redis.cli(&["--scan", "--pattern", &format!("{prefix}jti:*")]);
