@@ -41,6 +41,8 @@ pub(crate) struct Round {
     pub(crate) number: u32,
     /// Gate answers accepted so far.
     pub(crate) gates: Map<String, Value>,
+    /// What each gate on the call binds its approval to, now (claim `b`).
+    pub(crate) bindings: std::collections::BTreeMap<String, String>,
 }
 
 /// The frozen answer to every requestState failure.

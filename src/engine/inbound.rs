@@ -111,12 +111,17 @@ async fn decide_once<E: Effects>(
     let arguments = Arguments::new(raw_arguments);
     let state = call.state();
     let sealed_retry = matches!(state, Ok(Some(_)));
-    let (round, gated_call) = read_round(call, cx, config, &arguments, sealed_retry)?;
+    let (mut round, gated_call) = read_round(call, cx, config, &arguments, sealed_retry)?;
     let gated = if gated_call {
         gate_round(call, config, &round, raw_arguments)?
     } else {
         None
     };
+    if let Some(gated) = &gated {
+        // Nobody is asked about a call bound to fail.
+        gated.check_call()?;
+        round.bindings = gated.bindings().clone();
+    }
     let has_unverified =
         call.raw_field("requestState").is_some() || call.raw_field("inputResponses").is_some();
 
@@ -148,7 +153,17 @@ async fn decide_once<E: Effects>(
     *single_use = single_use_id(&claims, valid_until, config, &round)?;
 
     let round = verified_round(round, &claims, &arguments);
-    let gated = gated.map(|g| g.with_round(&round, valid_until));
+    let mut gated = gated.map(|g| g.with_round(&round, valid_until));
+    if let Some(gated) = &mut gated
+        && gated.forget_changed(&claims)
+    {
+        // What was approved is not what would run: nothing is forwarded on that approval.
+        tracing::info!(
+            target: "tower_elicitation",
+            "a gate's binding changed since it was asked: asking again"
+        );
+        return gated.ask(config, cx.now, effects).await;
+    }
     let responses = responses.unwrap_or_default();
     if let Some(gated) = &gated
         && !gated.all_accepted()
@@ -244,6 +259,7 @@ fn read_round(
         mrtr,
         number: 0,
         gates: Map::new(),
+        bindings: Default::default(),
     };
     Ok((round, gated_call))
 }
@@ -285,12 +301,7 @@ fn gate_round<'c>(
         Some(name) => call.gate_view(name).map_err(|m| m.reply(call.id))?,
         None => Field::Absent,
     };
-    Ok(GateRound::new(
-        config,
-        round,
-        arguments.as_ref(),
-        raw_arguments,
-    ))
+    GateRound::new(config, round, arguments.as_ref(), raw_arguments)
 }
 
 /// The call forwarded without what the layer could not verify: rewritten without

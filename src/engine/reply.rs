@@ -142,6 +142,7 @@ pub(super) fn new_claims(
         gate_answers: round.gates.clone(),
         flow_handles: BTreeMap::new(),
         token_id: None,
+        bindings: round.bindings.clone(),
     }
 }
 
