@@ -78,8 +78,10 @@ impl Catalog {
             return Ok(());
         };
         let mut redis = redis.clone();
-        let stored: BTreeMap<String, String> =
-            redis::cmd("HGETALL").arg(key).query_async(&mut redis).await?;
+        let stored: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(key)
+            .query_async(&mut redis)
+            .await?;
         let mut known = self.write();
         for (name, text) in stored.into_iter().take(MAX_TOOLS) {
             if let Ok(definition) = serde_json::from_str(&text) {
@@ -435,8 +437,14 @@ mod tests {
     fn arguments_are_checked_against_the_listed_schema() {
         let catalog = Catalog::new(None, Metrics::default());
         catalog.observe(&listing("Echoes"));
-        assert!(catalog.check_arguments("echo", &json!({"text": "hi"})).is_ok());
-        let error = catalog.check_arguments("echo", &json!({"text": 5})).unwrap_err();
+        assert!(
+            catalog
+                .check_arguments("echo", &json!({"text": "hi"}))
+                .is_ok()
+        );
+        let error = catalog
+            .check_arguments("echo", &json!({"text": 5}))
+            .unwrap_err();
         assert!(error.contains("/text"), "{error}");
         assert!(catalog.check_arguments("echo", &Value::Null).is_err());
         assert!(catalog.check_arguments("other", &json!({"x": 1})).is_ok());
@@ -447,8 +455,7 @@ mod tests {
         let catalog = Catalog::new(None, Metrics::default());
         catalog.observe(&listing("a"));
         let message = json!({"jsonrpc": "2.0", "id": 1, "result": listing("b")});
-        let (body, changes) =
-            read_listing(&catalog, message.to_string().as_bytes(), false, true);
+        let (body, changes) = read_listing(&catalog, message.to_string().as_bytes(), false, true);
         assert_eq!(changes.len(), 1);
         let body: Value = serde_json::from_slice(&body.unwrap()).unwrap();
         assert_eq!(body["result"]["tools"], json!([]));

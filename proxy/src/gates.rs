@@ -160,7 +160,10 @@ fn change_summary(change: &Change) -> String {
             description(&change.after)
         ));
     }
-    for (member, name) in [("inputSchema", "Input schema"), ("annotations", "Annotations")] {
+    for (member, name) in [
+        ("inputSchema", "Input schema"),
+        ("annotations", "Annotations"),
+    ] {
         if change.before[member] != change.after[member] {
             text.push_str(&format!(
                 "\n{name} was: {}\n{name} is now: {}",
@@ -324,7 +327,8 @@ fn one(
     };
     let key = spec.key.clone().unwrap_or_else(|| "approval".to_owned());
     // The approval is bound to the gate as written: a reload that changes it asks again.
-    let spec_digest = crate::catalog::digest(&serde_json::to_value(spec).map_err(|e| e.to_string())?);
+    let spec_digest =
+        crate::catalog::digest(&serde_json::to_value(spec).map_err(|e| e.to_string())?);
     let rules = Arc::new(rules);
     let mut built = Vec::new();
     for (kind, target, pattern, listed, covered) in targets {
@@ -341,7 +345,10 @@ fn one(
                     interpolate(template, &serde_json::json!({ "uri": call.target() }))
                 }
                 Some(template) => interpolate(template, call.arguments()),
-                None => format!("Allow {}?", shown::quoted(call.target(), shown::PLACEHOLDER_CAP)),
+                None => format!(
+                    "Allow {}?",
+                    shown::quoted(call.target(), shown::PLACEHOLDER_CAP)
+                ),
             };
             if show_arguments {
                 text.push_str("\n\n");
@@ -365,9 +372,8 @@ fn one(
         let tool = kind == "tool";
         if tool {
             let checked = Arc::clone(catalog);
-            gate = gate.check_call(move |call| {
-                checked.check_arguments(call.target(), call.arguments())
-            });
+            gate = gate
+                .check_call(move |call| checked.check_arguments(call.target(), call.arguments()));
         }
         let (bound, digest) = (Arc::clone(catalog), spec_digest.clone());
         gate = gate.bound_to(move |call| {
@@ -385,7 +391,9 @@ fn one(
             target_name: pattern.clone(),
             listed,
             label: String::new(),
-            message: message.clone().unwrap_or_else(|| format!("Allow {pattern}?")),
+            message: message
+                .clone()
+                .unwrap_or_else(|| format!("Allow {pattern}?")),
             schema: schema.clone(),
             covered_prompt: covered,
         });
@@ -588,7 +596,11 @@ retry_hint = "That is not the branch name."
         let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
         assert_eq!(names, ["tool delete_*"]);
         assert_eq!(gates[0].listed, ["delete_branch", "delete_tag"]);
-        assert!(gates[0].target.applies_to("tools/call", "delete_anything_added_later"));
+        assert!(
+            gates[0]
+                .target
+                .applies_to("tools/call", "delete_anything_added_later")
+        );
         assert_eq!(
             gates[0].schema,
             r#"{"type": "object", "properties": {"confirm": {"type":"string","title":"Branch name"}, "why": {"type":"string"}}, "required": ["confirm"]}"#
@@ -605,11 +617,15 @@ retry_hint = "That is not the branch name."
             "{:?}",
             gates.warnings
         );
-        let error = built("[[gate]]\ntools = [\"delete_[ab]\"]\nform.approve = { type = \"boolean\" }\n")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(error.starts_with("g.toml:3: gate 1: tool pattern"), "{error}");
+        let error =
+            built("[[gate]]\ntools = [\"delete_[ab]\"]\nform.approve = { type = \"boolean\" }\n")
+                .err()
+                .unwrap()
+                .to_string();
+        assert!(
+            error.starts_with("g.toml:3: gate 1: tool pattern"),
+            "{error}"
+        );
 
         let error = built("[[gate]]\ntools = [\"write_file\"]\nmessage = \"Write {pth}?\"\nform.approve = { type = \"boolean\" }\n")
             .err()
@@ -663,7 +679,10 @@ retry_hint = "That is not the branch name."
         let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
         assert_eq!(
             names,
-            ["resource demo://d?cs/*.md", "resource file:///srv/secret/**"]
+            [
+                "resource demo://d?cs/*.md",
+                "resource file:///srv/secret/**"
+            ]
         );
         assert_eq!(gates[0].listed, ["demo://docs/a.md"]);
         assert!(

@@ -219,7 +219,11 @@ async fn run(
             "{}: {} gates on {} targets, all valid",
             source.path.display(),
             config.gates.len(),
-            built.built.iter().filter(|gate| !gate.covered_prompt).count()
+            built
+                .built
+                .iter()
+                .filter(|gate| !gate.covered_prompt)
+                .count()
         );
         upstream.shutdown().await;
         return Ok(());
@@ -267,7 +271,13 @@ async fn run(
             let mode = config.upstream.on_tool_change()?;
             let offered = futures_block(offered_now(&upstream, &policy.catalog))?;
             // Checked before anything is accepted: a file with a mistake changes nothing.
-            gates::build(&source, &config, &offered, &policy.backends, &policy.catalog)?;
+            gates::build(
+                &source,
+                &config,
+                &offered,
+                &policy.backends,
+                &policy.catalog,
+            )?;
             // A reload accepts the tools' definitions as listed now.
             policy.catalog.accept();
             *policy.mode.write().unwrap_or_else(|e| e.into_inner()) = mode;
@@ -331,14 +341,26 @@ impl Policy {
     /// Builds the gates again from the file as last read and the tools as known now, and puts
     /// them in front of every request from now on; how many there are.
     fn rebuild(&self) -> Result<usize, Error> {
-        let source = self.source.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let source = self
+            .source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let config = source.parse()?;
-        let offered = self.offered.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let offered = self
+            .offered
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let built = assemble(&source, &config, &offered, &self.backends, &self.catalog)?;
         let count = built.built.len();
         self.labels.set(labels_of(&built.built));
-        self.stack
-            .replace(layer(&self.keyring, &self.principal, &self.spent, built.built)?);
+        self.stack.replace(layer(
+            &self.keyring,
+            &self.principal,
+            &self.spent,
+            built.built,
+        )?);
         Ok(count)
     }
 

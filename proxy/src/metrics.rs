@@ -39,7 +39,10 @@ struct Counts {
 impl Metrics {
     /// Counts a tool whose definition changed since it was first listed.
     pub fn tool_changed(&self) {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner()).tool_changes += 1;
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .tool_changes += 1;
     }
 
     /// The counters in Prometheus's text exposition format, and `parked`, the calls the

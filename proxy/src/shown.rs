@@ -62,10 +62,7 @@ pub fn arguments(arguments: &Value) -> String {
                 out.push_str(&value(argument, ARGUMENT_CAP));
             }
             if members.len() > MAX_ARGUMENTS {
-                out.push_str(&format!(
-                    "\n- … and {} more",
-                    members.len() - MAX_ARGUMENTS
-                ));
+                out.push_str(&format!("\n- … and {} more", members.len() - MAX_ARGUMENTS));
             }
         }
         _ if arguments.is_null() => out.push_str(" none"),
@@ -169,7 +166,11 @@ mod tests {
         lines.sort_unstable();
         assert_eq!(
             lines,
-            ["- \"bad\\nkey\": 1", "- content: \"hi\\nthere\"", "- path: \"/a\""]
+            [
+                "- \"bad\\nkey\": 1",
+                "- content: \"hi\\nthere\"",
+                "- path: \"/a\""
+            ]
         );
         assert_eq!(arguments(&Value::Null), "Arguments: none");
     }

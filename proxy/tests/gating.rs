@@ -84,7 +84,11 @@ async fn a_tool_the_server_adds_at_run_time_is_gated_by_its_glob() {
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked:#}");
     let state = state_of(&asked);
     let done = proxy
-        .call("danger_delete", json!({"path": "/srv"}), answer(&state, accept()))
+        .call(
+            "danger_delete",
+            json!({"path": "/srv"}),
+            answer(&state, accept()),
+        )
         .await;
     assert_eq!(text_of(&done), "deleted /srv", "{done:#}");
 }
@@ -131,7 +135,11 @@ async fn placeholders_are_quoted_escaped_and_capped() {
     let dir = setup.data("").display().to_string();
     let lying = format!("{dir}a\u{202E}txt.exe\nApproved by the admin. [ok](https://x)");
     let asked = proxy
-        .call("write_file", json!({"path": lying, "content": "x"}), json!({}))
+        .call(
+            "write_file",
+            json!({"path": lying, "content": "x"}),
+            json!({}),
+        )
         .await;
     let message = message_of(&asked, "approval");
     assert_eq!(
@@ -144,7 +152,11 @@ async fn placeholders_are_quoted_escaped_and_capped() {
 
     let long = format!("{dir}{}", "a".repeat(20_000));
     let asked = proxy
-        .call("write_file", json!({"path": long, "content": "x"}), json!({}))
+        .call(
+            "write_file",
+            json!({"path": long, "content": "x"}),
+            json!({}),
+        )
         .await;
     let message = message_of(&asked, "approval");
     assert!(message.len() < 400, "{} bytes", message.len());
@@ -160,7 +172,9 @@ async fn show_arguments_shows_what_a_write_would_write() {
     let Some(entry) = filesystem() else { return };
     let port = free_port();
     let dir = std::env::temp_dir().join(format!("te-gating-show-{}", std::process::id()));
-    let gates = format!("[[gate]]\ntools = [\"write_file\"]\nmessage = \"Write to {{path}}?\"\nshow = \"arguments\"\n{APPROVE}");
+    let gates = format!(
+        "[[gate]]\ntools = [\"write_file\"]\nmessage = \"Write to {{path}}?\"\nshow = \"arguments\"\n{APPROVE}"
+    );
     let config = filesystem_config(&dir, &entry, port, &gates);
     let proxy = Proxy::start(&config, port).await;
     let path = dir.join("data/a.txt").display().to_string();
@@ -180,7 +194,10 @@ async fn show_arguments_shows_what_a_write_would_write() {
         message.contains("\n- content: \"rm -rf ~\\n\\u{2066}hidden\""),
         "{message}"
     );
-    assert!(message.contains(&format!("\n- path: \"{path}\"")), "{message}");
+    assert!(
+        message.contains(&format!("\n- path: \"{path}\"")),
+        "{message}"
+    );
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -198,13 +215,18 @@ async fn a_call_its_input_schema_refuses_is_refused_before_anyone_is_asked() {
     assert_eq!(refused["result"]["isError"], true, "{refused:#}");
     let text = text_of(&refused);
     assert!(
-        text.contains("do not match the inputSchema of \"write_file\"") && text.contains("/content"),
+        text.contains("do not match the inputSchema of \"write_file\"")
+            && text.contains("/content"),
         "{text}"
     );
     assert!(refused["result"].get("inputRequests").is_none());
     // A call the schema accepts is asked.
     let asked = proxy
-        .call("write_file", json!({"path": path, "content": "5"}), json!({}))
+        .call(
+            "write_file",
+            json!({"path": path, "content": "5"}),
+            json!({}),
+        )
         .await;
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked:#}");
 }
@@ -241,7 +263,10 @@ async fn a_reload_that_changes_the_gate_asks_again_before_anything_runs() {
     assert_eq!(retry["result"]["resultType"], "input_required", "{retry:#}");
     let message = message_of(&retry, "approval");
     assert!(message.starts_with("Overwrite"), "{message}");
-    assert!(message.contains("This changed since you were asked"), "{message}");
+    assert!(
+        message.contains("This changed since you were asked"),
+        "{message}"
+    );
     assert!(!path.exists(), "nothing written on the old approval");
     let done = proxy
         .call("write_file", args, answer(&state_of(&retry), accept()))
@@ -265,7 +290,9 @@ async fn an_approval_is_not_good_for_a_tool_whose_definition_changed() {
     let listed = list_tools(&proxy).await;
     assert!(listed["result"]["tools"].is_array(), "{listed:#}");
 
-    let retry = proxy.call("echo", args.clone(), answer(&state, accept())).await;
+    let retry = proxy
+        .call("echo", args.clone(), answer(&state, accept()))
+        .await;
     assert_eq!(retry["result"]["resultType"], "input_required", "{retry:#}");
     assert!(
         message_of(&retry, "approval").contains("This changed since you were asked"),
@@ -297,7 +324,10 @@ async fn a_changed_tool_asks_until_a_reload_accepts_it() {
         return;
     };
     let proxy = Proxy::start(&setup.config, port).await;
-    assert_eq!(text_of(&proxy.call("echo", json!({"text": "a"}), json!({})).await), "echo: a");
+    assert_eq!(
+        text_of(&proxy.call("echo", json!({"text": "a"}), json!({})).await),
+        "echo: a"
+    );
     proxy.call("change_description", json!({}), json!({})).await;
     list_tools(&proxy).await;
     let asked = proxy.call("echo", json!({"text": "a"}), json!({})).await;

@@ -692,10 +692,12 @@ impl Target {
                 .each()
                 .any(|spelling| patterns.iter().any(|p| p.matches(spelling))),
             (ResourcePattern(patterns), ResourcePrefix(prefix))
-            | (ResourcePrefix(prefix), ResourcePattern(patterns)) => prefix.each().any(|spelling| {
-                let prefix = Pattern::prefix(spelling);
-                patterns.iter().any(|p| p.overlaps(&prefix))
-            }),
+            | (ResourcePrefix(prefix), ResourcePattern(patterns)) => {
+                prefix.each().any(|spelling| {
+                    let prefix = Pattern::prefix(spelling);
+                    patterns.iter().any(|p| p.overlaps(&prefix))
+                })
+            }
             (ResourcePattern(a), ResourcePattern(b)) => {
                 a.iter().any(|p| b.iter().any(|q| p.overlaps(q)))
             }

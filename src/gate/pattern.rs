@@ -231,8 +231,16 @@ impl Pattern {
             if let (Some(a), Some(b)) = (a, b)
                 && self.shares_a_char(a, other, b)
             {
-                let i2 = if matches!(a, Token::Star | Token::Any) { i } else { i + 1 };
-                let j2 = if matches!(b, Token::Star | Token::Any) { j } else { j + 1 };
+                let i2 = if matches!(a, Token::Star | Token::Any) {
+                    i
+                } else {
+                    i + 1
+                };
+                let j2 = if matches!(b, Token::Star | Token::Any) {
+                    j
+                } else {
+                    j + 1
+                };
                 next.push((i2, j2));
             }
             for state in next {
