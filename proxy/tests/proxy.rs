@@ -800,7 +800,7 @@ require = { approve = true }
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        printed.contains(r#"prompt args-prompt: asks "Ask about {city}?""#),
+        printed.contains(r#"prompt args-*: asks "Ask about {city}?""#),
         "{printed}"
     );
     assert!(
