@@ -42,6 +42,10 @@ pub(crate) fn correct_fields(names: &[&str]) -> String {
 pub(crate) const URL_NOT_FINISHED: &str =
     "Not finished yet: complete it in the browser, then continue.";
 
+/// The line a gate's question gains when it is asked again because what it bound its approval
+/// to ([`Gate::bound_to`](crate::Gate::bound_to)) changed since it was asked.
+pub(crate) const GATE_CHANGED: &str = "This changed since you were asked (the tool's definition or the approval rule): nothing ran; please look again before you answer.";
+
 /// A gate's message when none is configured.
 pub(crate) fn gate_message(target: &str) -> String {
     format!("Allow {target}?")

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 /// The whole file.
@@ -38,6 +38,40 @@ pub struct Upstream {
     pub cwd: Option<PathBuf>,
     /// `detect` (default), `2025` or `2026`.
     pub era: Option<String>,
+    /// What a tool whose definition changed since it was first listed gets: `ask` (default),
+    /// `hide` or `allow`.
+    pub on_tool_change: Option<String>,
+}
+
+/// `[upstream] on_tool_change`: what a tool whose definition (description, `inputSchema`,
+/// annotations) changed since it was first listed gets, until a reload accepts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnToolChange {
+    /// Every call of it asks first, with a question showing what changed.
+    #[default]
+    Ask,
+    /// It is taken out of `tools/list`, and its calls are refused.
+    Hide,
+    /// It runs as before (the change is logged and counted).
+    Allow,
+}
+
+impl Upstream {
+    /// What `on_tool_change` says.
+    ///
+    /// # Errors
+    ///
+    /// A value other than `ask`, `hide` or `allow`.
+    pub fn on_tool_change(&self) -> Result<OnToolChange, String> {
+        match self.on_tool_change.as_deref() {
+            None | Some("ask") => Ok(OnToolChange::Ask),
+            Some("hide") => Ok(OnToolChange::Hide),
+            Some("allow") => Ok(OnToolChange::Allow),
+            Some(other) => Err(format!(
+                "[upstream] on_tool_change {other:?}: \"ask\", \"hide\" or \"allow\""
+            )),
+        }
+    }
 }
 
 /// `[listen]`: where hosts reach the proxy.
@@ -123,8 +157,8 @@ impl Identity {
     }
 }
 
-/// One `[[gate]]`.
-#[derive(Debug, Deserialize)]
+/// One `[[gate]]`. Serialized only to digest it: an approval is bound to the gate that asked.
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GateSpec {
     /// Tool names or globs (`delete_*`).
@@ -155,10 +189,14 @@ pub struct GateSpec {
     pub url: Option<String>,
     /// Where a URL gate's completion is checked.
     pub complete_when: Option<CompleteWhen>,
+    /// `arguments`: every argument of the call shown (each capped) below the message.
+    pub show: Option<String>,
+    /// Whether the gate's `tools` also gate the prompts of the same names (default `true`).
+    pub cover_prompts: Option<bool>,
 }
 
 /// `complete_when`: a Redis key or an HTTP URL, with `{handle}` and `{argument}` placeholders.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteWhen {
     pub redis_key: Option<String>,
@@ -185,7 +223,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The file as read, kept to point at lines.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Source {
     pub path: PathBuf,
     pub text: String,

@@ -1,16 +1,29 @@
-//! The file's `[[gate]]`s made the layer's own [`Gate`]s, checked against what the upstream
-//! offers: a name or glob that matches nothing, or a placeholder naming an argument a matched
-//! tool does not take, is an error at the gate's line.
+//! The file's `[[gate]]`s made the layer's own [`Gate`]s. Each name, glob and resource pattern
+//! becomes one target the layer matches on every call, against the call's own name or URI: a
+//! tool the server adds later, or accepts without listing it, is gated as soon as it matches.
+//! What the upstream lists at start only checks the file: a placeholder naming an argument a
+//! listed tool does not take is an error at the gate's line; a pattern that matches nothing
+//! listed is a warning (`--check` prints it).
+//!
+//! Every gate shows the call's values made safe ([`shown`]), refuses before asking a tool call
+//! whose arguments its `inputSchema` refuses, and binds its approval to the gate's own text and
+//! to the tool's definition as last listed ([`Catalog`]). A tool gate also gates the prompts of
+//! the same names, unless `cover_prompts = false`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use globset::Glob;
 use serde_json::{Map, Value};
 use tower_elicitation::{Gate, GateTarget};
 
-use crate::config::{Config, ConfigError, GateSpec, Source};
+use crate::catalog::{Catalog, Change};
+use crate::config::{Config, ConfigError, GateSpec, OnToolChange, Source};
 use crate::flows::{Backends, Check, ConfiguredFlow};
+use crate::shown;
+
+/// The key of the question a changed tool asks (`on_tool_change = "ask"`), which the file's
+/// gates may not use.
+pub const TOOL_CHANGE_KEY: &str = "tool-change";
 
 /// What the upstream offers: each tool's (and prompt's) argument names.
 #[derive(Debug, Default, Clone)]
@@ -25,15 +38,26 @@ pub struct Offered {
 pub struct Built {
     pub target: GateTarget,
     pub gate: Gate,
-    /// `tool write_file` or `prompt p`.
+    /// `tool write_file`, `tool delete_*` or `prompt p`.
     pub name: String,
-    /// The tool's or prompt's own name.
+    /// The tool's or prompt's own name, or the pattern.
     pub target_name: String,
+    /// What the upstream lists now that the target matches.
+    pub listed: Vec<String>,
     /// Which gate of the file: `gate 1 (line 9)`.
     pub label: String,
     pub message: String,
     /// The form's `requestedSchema`, as the client gets it.
     pub schema: String,
+    /// A prompt gated because a tool of its name is: left out, not refused, when another gate
+    /// of the same key gates that prompt already.
+    pub covered_prompt: bool,
+}
+
+/// Every gate of the file, and what `--check` warns of.
+pub struct Gates {
+    pub built: Vec<Built>,
+    pub warnings: Vec<String>,
 }
 
 /// How a `require` rule judges its field.
@@ -49,56 +73,164 @@ pub fn build(
     config: &Config,
     offered: &Offered,
     backends: &Backends,
-) -> Result<Vec<Built>, ConfigError> {
-    let mut built = Vec::new();
+    catalog: &Arc<Catalog>,
+) -> Result<Gates, ConfigError> {
+    let mut gates = Gates {
+        built: Vec::new(),
+        warnings: Vec::new(),
+    };
     for (number, spanned) in config.gates.iter().enumerate() {
         let line = source.line_of(spanned.span().start);
         let spec = spanned.get_ref();
+        let label = format!("gate {} (line {})", number + 1, line);
         let fail =
             |message: String| source.error(Some(line), format!("gate {}: {message}", number + 1));
-        let mut gates = one(spec, offered, backends).map_err(fail)?;
-        for gate in &mut gates {
-            gate.label = format!("gate {} (line {})", number + 1, line);
+        let (mut built, warnings) = one(spec, offered, backends, catalog).map_err(fail)?;
+        for gate in &mut built {
+            gate.label = label.clone();
         }
-        built.extend(gates);
+        gates
+            .warnings
+            .extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
+        gates.built.extend(built);
     }
-    Ok(built)
+    Ok(gates)
 }
 
-fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Built>, String> {
+/// The gates the tools changed since first listed get under `mode`.
+pub fn changed(catalog: &Arc<Catalog>, mode: OnToolChange) -> Vec<Built> {
+    if mode == OnToolChange::Allow {
+        return Vec::new();
+    }
+    let schema = r#"{"type": "object", "properties": {"approve": {"type": "boolean", "title": "Run it anyway"}}, "required": ["approve"]}"#;
+    let mut built = Vec::new();
+    for change in catalog.changed() {
+        let Ok(gate) = Gate::form(TOOL_CHANGE_KEY, schema) else {
+            continue;
+        };
+        let summary = change_summary(&change);
+        let message = summary.clone();
+        let bound = Arc::clone(catalog);
+        let mut gate = gate
+            .message(move |call| format!("{message}\n\n{}", shown::arguments(call.arguments())))
+            .require(|answer, _| answer.get("approve") == Some(&Value::Bool(true)))
+            .refusal(format!(
+                "Not run: the server changed the tool {} since it was approved.",
+                shown::quoted(&change.tool, 128)
+            ))
+            .bound_to(move |call| bound.digest_of(call.target()));
+        if mode == OnToolChange::Hide {
+            let tool = change.tool.clone();
+            gate = gate.check_call(move |_| {
+                Err(format!(
+                    "The server changed the tool {} since it was first listed: it is hidden until the operator reloads the proxy's config.",
+                    shown::quoted(&tool, 128)
+                ))
+            });
+        }
+        built.push(Built {
+            target: GateTarget::tool(change.tool.clone()),
+            gate,
+            name: format!("tool {}", change.tool),
+            target_name: change.tool.clone(),
+            listed: vec![change.tool.clone()],
+            label: "on_tool_change".to_owned(),
+            message: summary,
+            schema: schema.to_owned(),
+            covered_prompt: false,
+        });
+    }
+    built
+}
+
+/// What changed in a tool, for the person asked.
+fn change_summary(change: &Change) -> String {
+    let mut text = format!(
+        "The server changed the tool {} since it was first listed, and the operator has not accepted the change.",
+        shown::quoted(&change.tool, 128)
+    );
+    let description = |definition: &Value| match &definition["description"] {
+        Value::Null => "none".to_owned(),
+        other => shown::value(other, 500),
+    };
+    if change.before["description"] != change.after["description"] {
+        text.push_str(&format!(
+            "\nDescription was: {}\nDescription is now: {}",
+            description(&change.before),
+            description(&change.after)
+        ));
+    }
+    for (member, name) in [
+        ("inputSchema", "Input schema"),
+        ("annotations", "Annotations"),
+    ] {
+        if change.before[member] != change.after[member] {
+            text.push_str(&format!(
+                "\n{name} was: {}\n{name} is now: {}",
+                shown::value(&change.before[member], 500),
+                shown::value(&change.after[member], 500)
+            ));
+        }
+    }
+    text.push_str("\nRun this call anyway?");
+    text
+}
+
+type Target = (&'static str, GateTarget, String, Vec<String>, bool);
+
+fn one(
+    spec: &GateSpec,
+    offered: &Offered,
+    backends: &Backends,
+    catalog: &Arc<Catalog>,
+) -> Result<(Vec<Built>, Vec<String>), String> {
     if spec.tools.is_empty() && spec.prompts.is_empty() && spec.resources.is_empty() {
         return Err("names no `tools`, `prompts` or `resources`".to_owned());
     }
+    if spec.key.as_deref() == Some(TOOL_CHANGE_KEY) {
+        return Err(format!(
+            "key {TOOL_CHANGE_KEY:?} is the proxy's own (on_tool_change)"
+        ));
+    }
+    let show_arguments = match spec.show.as_deref() {
+        None => false,
+        Some("arguments") => true,
+        Some(other) => return Err(format!("show {other:?}: only \"arguments\"")),
+    };
     let flow = flow(spec, backends)?;
     if spec.form.is_empty() && flow.is_none() {
         return Err("has no `form` fields and no `url`: it would ask nothing".to_owned());
     }
-    let mut targets = Vec::new();
+    let mut warnings = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
+    let cover_prompts = spec.cover_prompts != Some(false);
     for (kind, patterns, names) in [
         ("tool", &spec.tools, &offered.tools),
         ("prompt", &spec.prompts, &offered.prompts),
         ("resource", &spec.resources, &offered.resources),
     ] {
         for pattern in patterns {
-            // `prefix*`: every URI under it, listed or not (however the call spells it).
-            if let Some(prefix) = pattern.strip_suffix('*')
-                && kind == "resource"
-                && !prefix.contains(['*', '?', '[', '{'])
-            {
-                targets.push(("resource prefix", prefix.to_owned(), vec!["uri".to_owned()]));
-                continue;
+            let target = match kind {
+                "tool" => GateTarget::tool_glob(pattern),
+                "prompt" => GateTarget::prompt_glob(pattern),
+                _ if pattern.contains(['*', '?']) => GateTarget::resource_pattern(pattern),
+                _ => Ok(GateTarget::resource(pattern.clone())),
             }
-            let matcher = Glob::new(pattern)
-                .map_err(|error| format!("{kind} pattern {pattern:?}: {error}"))?
-                .compile_matcher();
-            let matched: Vec<_> = names
-                .iter()
-                .filter(|(name, _)| matcher.is_match(name))
+            .map_err(|error| format!("{kind} {error}"))?;
+            let method = match kind {
+                "tool" => "tools/call",
+                "prompt" => "prompts/get",
+                _ => "resources/read",
+            };
+            let listed: Vec<String> = names
+                .keys()
+                .filter(|name| target.applies_to(method, name))
+                .cloned()
                 .collect();
-            if matched.is_empty() {
+            if listed.is_empty() {
                 let known: Vec<&str> = names.keys().map(String::as_str).collect();
-                return Err(format!(
-                    "{kind} {pattern:?} matches nothing the upstream offers ({})",
+                warnings.push(format!(
+                    "{kind} {pattern:?} matches nothing the upstream lists now ({}); it is matched on each call",
                     if known.is_empty() {
                         "none".to_owned()
                     } else {
@@ -106,9 +238,25 @@ fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Bu
                     }
                 ));
             }
-            for (name, arguments) in matched {
-                targets.push((kind, name.clone(), arguments.clone()));
+            if kind == "tool" {
+                let prompt = GateTarget::prompt_glob(pattern).map_err(|e| format!("{kind} {e}"))?;
+                let prompts: Vec<String> = offered
+                    .prompts
+                    .keys()
+                    .filter(|name| prompt.applies_to("prompts/get", name))
+                    .cloned()
+                    .collect();
+                if cover_prompts {
+                    targets.push(("prompt", prompt, pattern.clone(), prompts, true));
+                } else {
+                    for name in prompts {
+                        warnings.push(format!(
+                            "prompt {name:?} has the name of a gated tool but is not gated (cover_prompts = false)"
+                        ));
+                    }
+                }
             }
+            targets.push((kind, target, pattern.clone(), listed, false));
         }
     }
     let message = spec.message.clone();
@@ -123,23 +271,42 @@ fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Bu
         );
     }
     let rules = rules(spec)?;
-    for (kind, name, arguments) in &targets {
-        let needed = placeholders
+    for (kind, _, pattern, listed, covered) in &targets {
+        if *covered {
+            continue;
+        }
+        let needed: Vec<&String> = placeholders
             .iter()
             .chain(rules.values().filter_map(|rule| match rule {
                 Rule::SameAs(argument) => Some(argument),
                 Rule::Equals(_) => None,
-            }));
-        for argument in needed {
-            if !arguments.contains(argument) {
-                return Err(format!(
-                    "{{{argument}}} names an argument {kind} {name} does not take (it takes {})",
-                    if arguments.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        arguments.join(", ")
-                    }
-                ));
+            }))
+            .collect();
+        let each: Vec<(&String, Vec<String>)> = if *kind == "resource" {
+            vec![(pattern, vec!["uri".to_owned()])]
+        } else {
+            let names = if *kind == "tool" {
+                &offered.tools
+            } else {
+                &offered.prompts
+            };
+            listed
+                .iter()
+                .map(|name| (name, names.get(name).cloned().unwrap_or_default()))
+                .collect()
+        };
+        for (name, arguments) in each {
+            for argument in &needed {
+                if !arguments.contains(argument) {
+                    return Err(format!(
+                        "{{{argument}}} names an argument {kind} {name} does not take (it takes {})",
+                        if arguments.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            arguments.join(", ")
+                        }
+                    ));
+                }
             }
         }
     }
@@ -157,24 +324,36 @@ fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Bu
         None => schema(&spec.form, &required)?,
     };
     let key = spec.key.clone().unwrap_or_else(|| "approval".to_owned());
+    // The approval is bound to the gate as written: a reload that changes it asks again.
+    let spec_digest =
+        crate::catalog::digest(&serde_json::to_value(spec).map_err(|e| e.to_string())?);
     let rules = Arc::new(rules);
     let mut built = Vec::new();
-    for (kind, name, _) in targets {
+    for (kind, target, pattern, listed, covered) in targets {
         let mut gate = match &flow {
             Some(flow) => Gate::url(key.clone(), flow.clone()),
             None => Gate::form(key.clone(), schema.clone()),
         }
         .map_err(|error| error.to_string())?;
-        if let Some(message) = message.clone() {
-            let resource = kind.starts_with("resource");
-            gate = gate.message(move |call| {
-                if resource {
-                    interpolate(&message, &serde_json::json!({ "uri": call.target() }))
-                } else {
-                    interpolate(&message, call.arguments())
+        let resource = kind == "resource";
+        let template = message.clone();
+        gate = gate.message(move |call| {
+            let mut text = match &template {
+                Some(template) if resource => {
+                    interpolate(template, &serde_json::json!({ "uri": call.target() }))
                 }
-            });
-        }
+                Some(template) => interpolate(template, call.arguments()),
+                None => format!(
+                    "Allow {}?",
+                    shown::quoted(call.target(), shown::PLACEHOLDER_CAP)
+                ),
+            };
+            if show_arguments {
+                text.push_str("\n\n");
+                text.push_str(&shown::arguments(call.arguments()));
+            }
+            text
+        });
         if !rules.is_empty() {
             let rules = Arc::clone(&rules);
             gate = gate.require(move |answer, call| allows(&rules, answer, call.arguments()));
@@ -188,23 +367,36 @@ fn one(spec: &GateSpec, offered: &Offered, backends: &Backends) -> Result<Vec<Bu
         if let Some(argument) = &spec.inject_as {
             gate = gate.inject_as(argument.clone());
         }
-        let target = match kind {
-            "tool" => GateTarget::tool(name.clone()),
-            "resource" => GateTarget::resource(name.clone()),
-            "resource prefix" => GateTarget::resource_prefix(name.clone()),
-            _ => GateTarget::prompt(name.clone()),
-        };
+        let tool = kind == "tool";
+        if tool {
+            let checked = Arc::clone(catalog);
+            gate = gate
+                .check_call(move |call| checked.check_arguments(call.target(), call.arguments()));
+        }
+        let (bound, digest) = (Arc::clone(catalog), spec_digest.clone());
+        gate = gate.bound_to(move |call| {
+            let definition = if tool {
+                bound.digest_of(call.target())
+            } else {
+                String::new()
+            };
+            format!("{digest}\0{definition}")
+        });
         built.push(Built {
             target,
             gate,
-            name: format!("{kind} {name}"),
-            target_name: name.clone(),
+            name: format!("{kind} {pattern}"),
+            target_name: pattern.clone(),
+            listed,
             label: String::new(),
-            message: message.clone().unwrap_or_else(|| format!("Allow {name}?")),
+            message: message
+                .clone()
+                .unwrap_or_else(|| format!("Allow {pattern}?")),
             schema: schema.clone(),
+            covered_prompt: covered,
         });
     }
-    Ok(built)
+    Ok((built, warnings))
 }
 
 /// The file's URL flow for `spec`, when it is a URL gate.
@@ -267,8 +459,8 @@ pub(crate) fn is_name(text: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// The message with each `{argument}` replaced by the call's argument: a string as it is,
-/// anything else as JSON; a missing one as nothing.
+/// The message with each `{argument}` replaced by the call's argument made safe to show
+/// ([`shown::value`]: a string quoted, what hides escaped, capped); a missing one as nothing.
 fn interpolate(template: &str, arguments: &Value) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
@@ -277,10 +469,8 @@ fn interpolate(template: &str, arguments: &Value) -> String {
         let after = &rest[start + 1..];
         match after.find('}') {
             Some(end) if is_name(&after[..end]) => {
-                match arguments.get(&after[..end]) {
-                    Some(Value::String(text)) => out.push_str(text),
-                    Some(other) => out.push_str(&other.to_string()),
-                    None => {}
+                if let Some(value) = arguments.get(&after[..end]) {
+                    out.push_str(&shown::value(value, shown::PLACEHOLDER_CAP));
                 }
                 rest = &after[end + 1..];
             }
@@ -366,6 +556,14 @@ mod tests {
     }
 
     fn built(text: &str) -> Result<Vec<Built>, ConfigError> {
+        Ok(checked(text)?
+            .built
+            .into_iter()
+            .filter(|b| !b.covered_prompt)
+            .collect())
+    }
+
+    fn checked(text: &str) -> Result<Gates, ConfigError> {
         let source = Source {
             path: PathBuf::from("g.toml"),
             text: format!("[upstream]\ncommand = [\"x\"]\n{text}"),
@@ -375,11 +573,12 @@ mod tests {
             redis: None,
             http: reqwest::Client::new(),
         };
-        build(&source, &config, &offered(), &backends)
+        let catalog = Arc::new(Catalog::new(None, crate::metrics::Metrics::default()));
+        build(&source, &config, &offered(), &backends, &catalog)
     }
 
     #[test]
-    fn globs_expand_to_the_tools_they_match_and_forms_keep_their_order() {
+    fn globs_match_each_call_and_forms_keep_their_order() {
         let gates = built(
             r#"
 [[gate]]
@@ -393,7 +592,13 @@ retry_hint = "That is not the branch name."
         )
         .unwrap();
         let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
-        assert_eq!(names, ["tool delete_branch", "tool delete_tag"]);
+        assert_eq!(names, ["tool delete_*"]);
+        assert_eq!(gates[0].listed, ["delete_branch", "delete_tag"]);
+        assert!(
+            gates[0]
+                .target
+                .applies_to("tools/call", "delete_anything_added_later")
+        );
         assert_eq!(
             gates[0].schema,
             r#"{"type": "object", "properties": {"confirm": {"type":"string","title":"Branch name"}, "why": {"type":"string"}}, "required": ["confirm"]}"#
@@ -401,14 +606,22 @@ retry_hint = "That is not the branch name."
     }
 
     #[test]
-    fn a_gate_matching_nothing_or_a_placeholder_no_tool_takes_is_an_error_at_its_line() {
+    fn a_gate_matching_nothing_is_a_warning_and_a_placeholder_no_tool_takes_an_error() {
+        let gates =
+            checked("\n[[gate]]\ntools = [\"move_*\"]\nform.approve = { type = \"boolean\" }\n")
+                .unwrap();
+        assert!(
+            gates.warnings[0].starts_with("gate 1 (line 4): tool \"move_*\" matches nothing"),
+            "{:?}",
+            gates.warnings
+        );
         let error =
-            built("\n[[gate]]\ntools = [\"move_*\"]\nform.approve = { type = \"boolean\" }\n")
+            built("[[gate]]\ntools = [\"delete_[ab]\"]\nform.approve = { type = \"boolean\" }\n")
                 .err()
                 .unwrap()
                 .to_string();
         assert!(
-            error.starts_with("g.toml:4: gate 1: tool \"move_*\" matches nothing"),
+            error.starts_with("g.toml:3: gate 1: tool pattern"),
             "{error}"
         );
 
@@ -460,14 +673,20 @@ retry_hint = "That is not the branch name."
 
     #[test]
     fn resource_patterns_are_listed_uris_or_prefixes() {
-        let gates = built("[[gate]]\nresources = [\"demo://d?cs/*.md\", \"file:///srv/secret/*\"]\nmessage = \"Read {uri}?\"\nform.approve = { type = \"boolean\" }\n").unwrap();
+        let gates = built("[[gate]]\nresources = [\"demo://d?cs/*.md\", \"file:///srv/secret/**\"]\nmessage = \"Read {uri}?\"\nform.approve = { type = \"boolean\" }\n").unwrap();
         let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
         assert_eq!(
             names,
             [
-                "resource demo://docs/a.md",
-                "resource prefix file:///srv/secret/"
+                "resource demo://d?cs/*.md",
+                "resource file:///srv/secret/**"
             ]
+        );
+        assert_eq!(gates[0].listed, ["demo://docs/a.md"]);
+        assert!(
+            gates[1]
+                .target
+                .applies_to("resources/read", "file:///srv/secret/sub/id_rsa")
         );
         let error = built("[[gate]]\nresources = [\"demo://docs/a.md\"]\nmessage = \"{path}\"\nform.approve = { type = \"boolean\" }\n")
             .err()
@@ -486,7 +705,7 @@ retry_hint = "That is not the branch name."
         let call = serde_json::json!({"path": "/srv/a.txt", "n": 3});
         assert_eq!(
             interpolate("Write {n} to {path}? {x} {not a name}", &call),
-            "Write 3 to /srv/a.txt?  {not a name}"
+            "Write 3 to \"/srv/a.txt\"?  {not a name}"
         );
         let mut rules = BTreeMap::new();
         rules.insert("approve".to_owned(), Rule::Equals(Value::Bool(true)));

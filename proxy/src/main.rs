@@ -18,6 +18,7 @@
 //! command upstream runs under `--supervise`, so it never outlives the proxy (`supervise`).
 //! Everything it does, a Rust program can compose from the library's layers.
 
+mod catalog;
 mod config;
 mod decisions;
 mod flows;
@@ -25,11 +26,13 @@ mod gates;
 mod metrics;
 mod routed;
 mod serve;
+mod shown;
 mod stdio;
 mod supervise;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -39,7 +42,8 @@ use tower_elicitation::store::{MemoryTaskStore, MemoryTokenStore};
 use tower_elicitation::upstream::{Era, Http, Server, Stdio, Upstream};
 use tower_elicitation::{ElicitationLayer, Keyring, UnrecordedTasks};
 
-use crate::config::{Config, PrincipalFrom, Source, secret};
+use crate::catalog::Catalog;
+use crate::config::{Config, OnToolChange, PrincipalFrom, Source, secret};
 use crate::gates::Offered;
 
 /// mimalloc, as the benches use: the proxy allocates JSON values for every message it passes, and
@@ -178,9 +182,9 @@ async fn run(
         None => None,
     };
     let principal = config.identity.principal()?;
+    let mode = Arc::new(RwLock::new(config.upstream.on_tool_change()?));
     let base = identified(ElicitationLayer::new(keyring.clone()), &principal);
     let upstream = spawn(&config.upstream, &base, redis.as_ref(), None)?;
-    let offered = offered(&upstream).await?;
     let backends = flows::Backends {
         redis: match &config.state.redis {
             Some(url) => Some(
@@ -192,24 +196,42 @@ async fn run(
         },
         http: flows::http_client()?,
     };
-    let built = gates::build(&source, &config, &offered, &backends)?;
+    let remembered = backends.redis.clone().map(|redis| {
+        let upstream = format!("{:?} {:?}", config.upstream.command, config.upstream.url);
+        let key = catalog::digest(&Value::String(upstream));
+        (redis, format!("elicitation-proxy:tool-definitions:{key}"))
+    });
+    let catalog = Arc::new(Catalog::new(remembered, metrics.clone()));
+    catalog.load().await?;
+    let offered = offered(&upstream, &catalog).await?;
+    let built = assemble(&source, &config, &offered, &backends, &catalog)?;
     if options.check {
-        for gate in &built {
+        for gate in built.built.iter().filter(|gate| !gate.covered_prompt) {
             println!("{}: asks {:?}", gate.name, gate.message);
             println!("  {}", gate.schema);
+        }
+        for warning in &built.warnings {
+            println!("warning: {warning}");
         }
         println!(
             "{}: {} gates on {} targets, all valid",
             source.path.display(),
             config.gates.len(),
-            built.len()
+            built
+                .built
+                .iter()
+                .filter(|gate| !gate.covered_prompt)
+                .count()
         );
         upstream.shutdown().await;
         return Ok(());
     }
+    for warning in &built.warnings {
+        tracing::warn!("{warning}");
+    }
     let spent = Spent::new(redis.clone());
-    labels.set(labels_of(&built));
-    let first = layer(&keyring, &principal, &spent, built)?;
+    labels.set(labels_of(&built.built));
+    let first = layer(&keyring, &principal, &spent, built.built)?;
     let routed = if config.identity.pass_to_upstream {
         if config.upstream.url.is_none() {
             return Err("[identity] pass_to_upstream needs an [upstream] url".into());
@@ -225,27 +247,56 @@ async fn run(
         routed::Routed::single(upstream.clone())
     };
     let stack = serve::Stack::new(&config, first, routed, redis.as_ref());
+    let policy = Arc::new(Policy {
+        source: RwLock::new(source),
+        offered: RwLock::new(offered),
+        backends,
+        catalog: Arc::clone(&catalog),
+        keyring,
+        principal: principal.clone(),
+        spent,
+        labels: labels.clone(),
+        stack: stack.clone(),
+        mode: Arc::clone(&mode),
+    });
     let reload = {
-        let stack = stack.clone();
-        let principal = principal.clone();
-        let labels = labels.clone();
+        let policy = Arc::clone(&policy);
         let upstream = upstream.clone();
         let path = options.config.clone();
         move || -> Result<usize, Error> {
             let source = Source::read(&path)?;
             let config = source.parse()?;
-            let offered = futures_block(offered_now(&upstream))?;
-            let built = gates::build(&source, &config, &offered, &backends)?;
-            let count = built.len();
-            labels.set(labels_of(&built));
-            stack.replace(layer(&keyring, &principal, &spent, built)?);
-            Ok(count)
+            let mode = config.upstream.on_tool_change()?;
+            let offered = futures_block(offered_now(&upstream, &policy.catalog))?;
+            // Checked before anything is accepted: a file with a mistake changes nothing.
+            gates::build(
+                &source,
+                &config,
+                &offered,
+                &policy.backends,
+                &policy.catalog,
+            )?;
+            // A reload accepts the tools' definitions as listed now.
+            policy.catalog.accept();
+            *policy.mode.write().unwrap_or_else(|e| e.into_inner()) = mode;
+            *policy.source.write().unwrap_or_else(|e| e.into_inner()) = source;
+            *policy.offered.write().unwrap_or_else(|e| e.into_inner()) = offered;
+            policy.rebuild()
         }
     };
     let reload = std::sync::Arc::new(reload);
     serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
     serve::reload_on_change(options.config.clone(), reload);
     let app = serve::app(&stack, metrics, principal);
+    let app = {
+        let policy = Arc::clone(&policy);
+        app.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let policy = Arc::clone(&policy);
+                async move { observe(&policy, request, next).await }
+            },
+        ))
+    };
     if options.stdio || config.listen.stdio {
         stdio::run(app).await?;
     } else {
@@ -253,6 +304,133 @@ async fn run(
     }
     upstream.shutdown().await;
     Ok(())
+}
+
+/// The file's gates, and those the tools changed since first listed get.
+fn assemble(
+    source: &Source,
+    config: &Config,
+    offered: &Offered,
+    backends: &flows::Backends,
+    catalog: &Arc<Catalog>,
+) -> Result<gates::Gates, Error> {
+    let mode = config.upstream.on_tool_change()?;
+    let mut built = gates::build(source, config, offered, backends, catalog)?;
+    built.built.extend(gates::changed(catalog, mode));
+    Ok(built)
+}
+
+/// What the gates are built from, kept to build them again when a tool changes.
+struct Policy {
+    /// The file as last read without a mistake.
+    source: RwLock<Source>,
+    offered: RwLock<Offered>,
+    backends: flows::Backends,
+    catalog: Arc<Catalog>,
+    keyring: Keyring,
+    principal: PrincipalFrom,
+    spent: Spent,
+    labels: decisions::Labels,
+    stack: serve::Stack,
+    mode: Arc<RwLock<OnToolChange>>,
+}
+
+impl Policy {
+    /// Builds the gates again from the file as last read and the tools as known now, and puts
+    /// them in front of every request from now on; how many there are.
+    fn rebuild(&self) -> Result<usize, Error> {
+        let source = self
+            .source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let config = source.parse()?;
+        let offered = self
+            .offered
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let built = assemble(&source, &config, &offered, &self.backends, &self.catalog)?;
+        let count = built.built.len();
+        self.labels.set(labels_of(&built.built));
+        self.stack.replace(layer(
+            &self.keyring,
+            &self.principal,
+            &self.spent,
+            built.built,
+        )?);
+        Ok(count)
+    }
+
+    fn hides(&self) -> bool {
+        *self.mode.read().unwrap_or_else(|e| e.into_inner()) == OnToolChange::Hide
+    }
+}
+
+/// Reads every `tools/list` answer on its way to the client: the catalog learns what is listed,
+/// a tool changed since first listed gets its gate before the answer leaves (and, with
+/// `on_tool_change = "hide"`, is taken out of it).
+async fn observe(
+    policy: &Policy,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if request.method() != http::Method::POST || !request.uri().path().starts_with("/mcp") {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let read = tokio::time::timeout(
+        Duration::from_secs(30),
+        axum::body::to_bytes(body, catalog::MAX_REQUEST_BYTES),
+    )
+    .await;
+    let Ok(Ok(bytes)) = read else {
+        let error = json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32600, "message": "Request body too large, or too slow"}});
+        return (http::StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error)).into_response();
+    };
+    let listing = bytes.windows(10).any(|w| w == b"tools/list")
+        && serde_json::from_slice::<Value>(&bytes)
+            .is_ok_and(|message| message["method"] == "tools/list");
+    let response = next
+        .run(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes),
+        ))
+        .await;
+    if !listing || !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let event_stream = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    let Ok(bytes) = axum::body::to_bytes(body, catalog::MAX_LISTING_BYTES).await else {
+        let error = json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32603, "message": "The tool list could not be read"}});
+        return (http::StatusCode::BAD_GATEWAY, axum::Json(error)).into_response();
+    };
+    let (rewritten, changes) =
+        catalog::read_listing(&policy.catalog, &bytes, event_stream, policy.hides());
+    if !changes.is_empty()
+        && let Err(error) = policy.rebuild()
+    {
+        tracing::error!(%error, "a tool changed, and the gates could not be built again");
+        let error = json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32603, "message": "A tool changed and the proxy could not gate it"}});
+        return (http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(error)).into_response();
+    }
+    let body = match rewritten {
+        Some(body) => {
+            parts.headers.remove(http::header::CONTENT_LENGTH);
+            axum::body::Body::from(body)
+        }
+        None => axum::body::Body::from(bytes),
+    };
+    axum::response::Response::from_parts(parts, body)
 }
 
 /// The keys that seal `requestState`: `[state] keys`, else (when allowed) a random one.
@@ -373,6 +551,13 @@ fn layer(
         .unrecorded_tasks(UnrecordedTasks::Refuse);
     let mut layer = spent.keep(layer);
     for gate in built {
+        if gate.covered_prompt {
+            // Another gate of the same key gates this prompt already.
+            if let Ok(covered) = layer.clone().gate(gate.target, gate.gate) {
+                layer = covered;
+            }
+            continue;
+        }
         layer = layer.gate(gate.target, gate.gate)?;
     }
     Ok(layer)
@@ -382,7 +567,11 @@ fn layer(
 fn labels_of(built: &[gates::Built]) -> std::collections::BTreeMap<String, String> {
     built
         .iter()
-        .map(|gate| (gate.target_name.clone(), gate.label.clone()))
+        .flat_map(|gate| {
+            std::iter::once(&gate.target_name)
+                .chain(&gate.listed)
+                .map(|name| (name.clone(), gate.label.clone()))
+        })
         .collect()
 }
 
@@ -405,10 +594,10 @@ fn futures_block<F: std::future::Future>(future: F) -> F::Output {
 }
 
 /// What the upstream offers, waiting (up to a minute) for it to start.
-async fn offered(upstream: &Upstream) -> Result<Offered, Error> {
+async fn offered(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, Error> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        match offered_now(upstream).await {
+        match offered_now(upstream, catalog).await {
             Ok(offered) => return Ok(offered),
             Err(why) if tokio::time::Instant::now() >= deadline => {
                 return Err(format!("the upstream did not list its tools: {why}").into());
@@ -418,7 +607,8 @@ async fn offered(upstream: &Upstream) -> Result<Offered, Error> {
     }
 }
 
-async fn offered_now(upstream: &Upstream) -> Result<Offered, Error> {
+/// What the upstream lists now; the catalog learns its tools.
+async fn offered_now(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, Error> {
     let mut offered = Offered::default();
     let discovered = rpc(upstream, "server/discover", json!({})).await?;
     let capabilities = &discovered["capabilities"];
@@ -437,6 +627,9 @@ async fn offered_now(upstream: &Upstream) -> Result<Offered, Error> {
                 None => json!({}),
             };
             let listed = rpc(upstream, method, params).await?;
+            if field == "tools" {
+                catalog.observe(&listed);
+            }
             for item in listed[field].as_array().into_iter().flatten() {
                 let key = if field == "resources" { "uri" } else { "name" };
                 let Some(name) = item[key].as_str() else {

@@ -8,6 +8,7 @@
 //! | `elicitation_proxy_replays_refused_total` | retries with an approval already spent |
 //! | `elicitation_proxy_gates_total{outcome}` | the file's gates: `asked` (a call's first ask), `accepted` (answers the gate's rules allow; a replayed approval passes them before the single-use check refuses it, counted in `replays_refused`), `declined`, `cancelled`, `refused` (an accepted answer the gate's rules turn down) |
 //! | `elicitation_proxy_reasks_total` | questions asked again: an answer missing or invalid, a gate's `retry_hint`, a URL flow not finished |
+//! | `elicitation_proxy_tool_changes_total` | tools whose definition (description, `inputSchema`, annotations) changed since first listed, each counted once until a reload accepts it |
 //! | `elicitation_proxy_upstream_restarts_total` | the upstream server started again (it exited or hung) |
 //! | `elicitation_proxy_parked_calls` (gauge) | upstream calls held while the client answers the server's own questions |
 
@@ -32,9 +33,18 @@ struct Counts {
     reasks: u64,
     replays: u64,
     restarts: u64,
+    tool_changes: u64,
 }
 
 impl Metrics {
+    /// Counts a tool whose definition changed since it was first listed.
+    pub fn tool_changed(&self) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .tool_changes += 1;
+    }
+
     /// The counters in Prometheus's text exposition format, and `parked`, the calls the
     /// upstream holds now.
     pub fn render(&self, parked: usize) -> String {
@@ -66,6 +76,13 @@ impl Metrics {
             out,
             "elicitation_proxy_replays_refused_total {}",
             counts.replays
+        );
+        out.push_str("# HELP elicitation_proxy_tool_changes_total Tools whose definition changed since first listed.\n");
+        out.push_str("# TYPE elicitation_proxy_tool_changes_total counter\n");
+        let _ = writeln!(
+            out,
+            "elicitation_proxy_tool_changes_total {}",
+            counts.tool_changes
         );
         out.push_str("# HELP elicitation_proxy_upstream_restarts_total Times the upstream server was started again.\n");
         out.push_str("# TYPE elicitation_proxy_upstream_restarts_total counter\n");

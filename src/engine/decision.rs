@@ -48,6 +48,8 @@ pub(crate) struct Round {
     /// this round is bound to: the one read from the store on a call's first round, or the one
     /// its verified token carries (which the consumption confirms before anything leaves).
     pub(crate) epoch: Option<u64>,
+    /// What each gate on the call binds its approval to, now (claim `b`).
+    pub(crate) bindings: std::collections::BTreeMap<String, String>,
 }
 
 /// The frozen answer to every requestState failure.

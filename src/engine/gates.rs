@@ -30,6 +30,8 @@ pub(super) struct GateRound<'c> {
     raw_arguments: Option<Box<RawValue>>,
     /// Until when (Unix seconds, skew included) the verified token holds; `None` without one.
     valid_until: Option<u64>,
+    /// Gates asked again because what they bind changed since the token was sealed.
+    changed: Vec<String>,
 }
 
 /// What accepted gate answers add to the forwarded call.
@@ -72,27 +74,84 @@ enum Verdict<'g> {
 }
 
 impl<'c> GateRound<'c> {
-    /// The gates on `round`'s call; `None` when no gate applies.
+    /// The gates on `round`'s call, with what each binds its approval to now; `None` when no
+    /// gate applies. Two gates of one key on one call (which declaring them refuses, but a
+    /// call's URI could still be spelt so that both match) fail closed: `-32603`.
     pub(super) fn new(
         config: &'c Config,
         round: &Round,
         arguments: Option<&Value>,
         raw_arguments: Option<&RawValue>,
-    ) -> Option<Self> {
+    ) -> Result<Option<Self>, Reply> {
         let gates: Vec<_> = config
             .gates_for(round.method, &round.target)
             .map(|(_, gate)| (gate, handle_of(config, round, gate)))
             .collect();
         if gates.is_empty() {
-            return None;
+            return Ok(None);
         }
-        Some(Self {
+        for (at, (gate, _)) in gates.iter().enumerate() {
+            if gates[..at].iter().any(|(other, _)| other.key == gate.key) {
+                tracing::warn!(
+                    target: "tower_elicitation",
+                    gate = %gate.key,
+                    "two gates of one key apply to this call: refused (-32603)"
+                );
+                return Err(Reply::internal(round.id.as_deref()));
+            }
+        }
+        let mut gated = Self {
             gates,
             round: round.clone(),
             arguments: arguments.cloned().unwrap_or(Value::Null),
             raw_arguments: raw_arguments.map(ToOwned::to_owned),
             valid_until: None,
-        })
+            changed: Vec::new(),
+        };
+        let bindings = gated
+            .gates
+            .iter()
+            .filter_map(|(gate, handle)| {
+                let binding = gate.binding_for(&gated.call(handle))?;
+                Some((gate.key.clone(), binding))
+            })
+            .collect();
+        gated.round.bindings = bindings;
+        Ok(Some(gated))
+    }
+
+    /// What each gate binds its approval to, now.
+    pub(super) fn bindings(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.round.bindings
+    }
+
+    /// Each gate's own check of the call ([`Gate::check_call`]), in order: the first refusal
+    /// ends the call before anyone is asked.
+    pub(super) fn check_call(&self) -> Result<(), Reply> {
+        for (gate, handle) in &self.gates {
+            if let Err(text) = gate.check(&self.call(handle)) {
+                log_gate_refused(&self.round, "check_failed");
+                return Err(self.refusal(&text, Some(&gate.key)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The gates whose binding differs from the one `claims` sealed: their earlier answers no
+    /// longer count, and they are asked again, saying so.
+    pub(super) fn forget_changed(&mut self, claims: &Claims) -> bool {
+        let changed: Vec<String> = self
+            .gates
+            .iter()
+            .map(|(gate, _)| &gate.key)
+            .filter(|key| self.round.bindings.get(*key) != claims.bindings.get(*key))
+            .cloned()
+            .collect();
+        for key in &changed {
+            self.round.gates.remove(key);
+        }
+        self.changed = changed;
+        !self.changed.is_empty()
     }
 
     /// The same gates, on the round a verified token describes (their handles derived with
@@ -179,7 +238,11 @@ impl<'c> GateRound<'c> {
     fn questions(&self) -> Result<Vec<Question<'_>>, Reply> {
         let mut questions = Vec::new();
         for (gate, handle) in self.pending() {
-            let message = gate.message_for(&self.call(handle));
+            let mut message = gate.message_for(&self.call(handle));
+            if self.changed.contains(&gate.key) {
+                message.push_str("\n\n");
+                message.push_str(crate::texts::GATE_CHANGED);
+            }
             questions.push(match &gate.kind {
                 GateKind::Form { schema } => Question::Written(
                     &gate.key,

@@ -132,6 +132,11 @@ async fn decide_once<E: Effects>(
     } else {
         None
     };
+    if let Some(gated) = &gated {
+        // Nobody is asked about a call bound to fail.
+        gated.check_call()?;
+        round.bindings = gated.bindings().clone();
+    }
     let has_unverified =
         call.raw_field("requestState").is_some() || call.raw_field("inputResponses").is_some();
 
@@ -168,7 +173,17 @@ async fn decide_once<E: Effects>(
         // present one.
         round.epoch = Some(effects.current_epoch().await);
     }
-    let gated = gated.map(|g| g.with_round(config, &round, valid_until));
+    let mut gated = gated.map(|g| g.with_round(config, &round, valid_until));
+    if let Some(gated) = &mut gated
+        && gated.forget_changed(&claims)
+    {
+        // What was approved is not what would run: nothing is forwarded on that approval.
+        tracing::info!(
+            target: "tower_elicitation",
+            "a gate's binding changed since it was asked: asking again"
+        );
+        return gated.ask(config, cx.now, effects).await;
+    }
     let responses = responses.unwrap_or_default();
     if let Some(gated) = &gated
         && !gated.all_accepted()
@@ -267,6 +282,7 @@ fn read_round(
         gates: Map::new(),
         nonce: None,
         epoch: None,
+        bindings: Default::default(),
     };
     Ok((round, gated_call))
 }
@@ -308,12 +324,7 @@ fn gate_round<'c>(
         Some(name) => call.gate_view(name).map_err(|m| m.reply(call.id))?,
         None => Field::Absent,
     };
-    Ok(GateRound::new(
-        config,
-        round,
-        arguments.as_ref(),
-        raw_arguments,
-    ))
+    GateRound::new(config, round, arguments.as_ref(), raw_arguments)
 }
 
 /// The call forwarded without what the layer could not verify: rewritten without

@@ -151,6 +151,7 @@ pub(super) fn new_claims(
         token_id: None,
         nonce: round.nonce.clone(),
         epoch: round.epoch.filter(|_| config.single_use),
+        bindings: round.bindings.clone(),
     }
 }
 

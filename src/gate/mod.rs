@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use self::pattern::Pattern;
 use self::uri::Spellings;
 use crate::form::FormSchemaError;
 use crate::wire::mcp::Method;
@@ -15,10 +16,13 @@ use crate::wire::mcp::Method;
 use crate::BoxError;
 use crate::util::BoxFuture;
 
+pub(crate) mod pattern;
 pub(crate) mod uri;
 
 type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;
+type BindingFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
+type CheckFn = dyn Fn(&GateCall<'_>) -> Result<(), String> + Send + Sync;
 
 /// A question the layer asks before a call may reach the inner service.
 ///
@@ -73,6 +77,8 @@ pub struct Gate {
     /// The line a URL gate's question gains when its flow is not complete yet.
     pub(crate) incomplete_hint: String,
     pub(crate) inject: Option<String>,
+    binding: Option<Arc<BindingFn>>,
+    check: Option<Arc<CheckFn>>,
 }
 
 #[derive(Clone)]
@@ -208,6 +214,8 @@ impl Gate {
             retry_hint: None,
             incomplete_hint: crate::texts::URL_NOT_FINISHED.to_owned(),
             inject: None,
+            binding: None,
+            check: None,
         }
     }
 
@@ -282,6 +290,60 @@ impl Gate {
         self
     }
 
+    /// Binds an approval to what `binding` says of the call: the definition of the tool the
+    /// person was shown, the version of the policy that asked.
+    ///
+    /// The layer seals a digest of `binding`'s text for the call with the gate's question, and
+    /// with every later round's token while the call goes on. On each retry it asks `binding`
+    /// again: when the text differs (the tool's definition changed, a reload changed the gate),
+    /// the sealed answer is not accepted, and the gate is asked again, its message followed by a
+    /// blank line and a line saying that what was approved changed. Nothing reaches the inner
+    /// service on the old approval.
+    ///
+    /// ```
+    /// use std::sync::{Arc, RwLock};
+    /// use tower_elicitation::Gate;
+    ///
+    /// let definition = Arc::new(RwLock::new(String::from("v1: writes a file")));
+    /// let seen = Arc::clone(&definition);
+    /// let gate = Gate::form("approval", r#"{"type": "object", "properties": {}}"#)?
+    ///     .bound_to(move |_call| seen.read().unwrap().clone());
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn bound_to<F>(mut self, binding: F) -> Self
+    where
+        F: Fn(&GateCall<'_>) -> String + Send + Sync + 'static,
+    {
+        self.binding = Some(Arc::new(binding));
+        self
+    }
+
+    /// Sets a check of the call itself, run before the gate is asked and again on every retry:
+    /// when it returns `Err(text)`, the call is refused with `text` (a `tools/call` error
+    /// result, or a `-32602` error for prompts and resources), nobody is asked, and nothing
+    /// reaches the inner service. So nobody approves a call that is bound to fail, such as one
+    /// whose arguments the tool's `inputSchema` refuses.
+    ///
+    /// ```
+    /// use tower_elicitation::Gate;
+    ///
+    /// let gate = Gate::form("approval", r#"{"type": "object", "properties": {}}"#)?
+    ///     .check_call(|call| match call.argument_str("path") {
+    ///         Some(_) => Ok(()),
+    ///         None => Err("`path` must be a string".to_owned()),
+    ///     });
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn check_call<F>(mut self, check: F) -> Self
+    where
+        F: Fn(&GateCall<'_>) -> Result<(), String> + Send + Sync + 'static,
+    {
+        self.check = Some(Arc::new(check));
+        self
+    }
+
     /// Returns the gate's key in `inputRequests` and `inputResponses`.
     pub fn key(&self) -> &str {
         &self.key
@@ -292,6 +354,17 @@ impl Gate {
             Some(message) => message(call),
             None => crate::texts::gate_message(call.target()),
         }
+    }
+
+    /// The digest of what [`bound_to`](Self::bound_to) says of `call`; `None` without it.
+    pub(crate) fn binding_for(&self, call: &GateCall<'_>) -> Option<String> {
+        let binding = self.binding.as_ref()?;
+        Some(crate::token::claims::binding_digest(&binding(call)))
+    }
+
+    /// What [`check_call`](Self::check_call) says of `call`.
+    pub(crate) fn check(&self, call: &GateCall<'_>) -> Result<(), String> {
+        self.check.as_ref().map_or(Ok(()), |check| check(call))
     }
 
     pub(crate) fn allows(&self, content: &Map<String, Value>, call: &GateCall<'_>) -> bool {
@@ -444,6 +517,105 @@ impl GateTarget {
         Self::from(Target::ResourcePrefix(Spellings::new(prefix.into())))
     }
 
+    /// Targets `tools/call` of every tool whose name matches `glob`, checked on each call
+    /// against the call's own name: a tool the server adds later, or accepts without listing
+    /// it, is gated as soon as its name matches.
+    ///
+    /// `*` matches any run of characters (none too), `?` any one character; every other
+    /// character is itself. A glob without `*` or `?` is [`tool`](Self::tool).
+    ///
+    /// ```
+    /// use tower_elicitation::GateTarget;
+    ///
+    /// let deletes = GateTarget::tool_glob("delete_*")?;
+    /// assert!(GateTarget::tool_glob("delete_[ab]*").is_err());
+    /// # let _ = deletes;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`GateError::Pattern`] for an empty glob, or one with `[`, `]`, `{`, `}`, `\` or three
+    /// `*` in a row, which this matcher does not read as syntax: name each tool instead.
+    pub fn tool_glob(glob: &str) -> Result<Self, GateError> {
+        let glob = Self::name_pattern(glob)?;
+        if glob.is_literal() {
+            return Ok(Self::tool(glob.text()));
+        }
+        Ok(Self::from(Target::ToolPattern(glob)))
+    }
+
+    /// Targets `prompts/get` of every prompt whose name matches `glob`, checked on each call;
+    /// the syntax is [`tool_glob`](Self::tool_glob)'s.
+    ///
+    /// # Errors
+    ///
+    /// [`GateError::Pattern`], as for [`tool_glob`](Self::tool_glob).
+    pub fn prompt_glob(glob: &str) -> Result<Self, GateError> {
+        let glob = Self::name_pattern(glob)?;
+        if glob.is_literal() {
+            return Ok(Self::prompt(glob.text()));
+        }
+        Ok(Self::from(Target::PromptPattern(glob)))
+    }
+
+    /// Targets `resources/read` of every URI matching `pattern`, however the call spells it,
+    /// checked on each call (listed or not).
+    ///
+    /// `**` matches any run of characters, `/` included; `*` any run within one path segment,
+    /// except a `*` that ends the pattern, which matches the rest of the URI (a prefix); `?`
+    /// any one character but `/`. So `file:///srv/secret/**` (or `file:///srv/secret/*`) gates
+    /// `file:///srv/secret/sub/id_rsa`, and `file:///srv/*/key` gates `file:///srv/a/key` but
+    /// not `file:///srv/a/b/key`. The pattern and the call's URI are compared in the spellings
+    /// [`resource`](Self::resource) uses (as written, normalized, decoded): the gate applies
+    /// when any spelling of the call matches any spelling of the pattern.
+    ///
+    /// ```
+    /// use tower_elicitation::GateTarget;
+    ///
+    /// let secrets = GateTarget::resource_pattern("file:///srv/secret/**")?;
+    /// # let _ = secrets;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`GateError::Pattern`] for an empty pattern, or one with `[`, `]`, `{`, `}`, `\` or
+    /// three `*` in a row: name each URI, or use [`resource_prefix`](Self::resource_prefix).
+    pub fn resource_pattern(pattern: &str) -> Result<Self, GateError> {
+        Pattern::uri(pattern).map_err(|error| GateError::Pattern {
+            pattern: pattern.to_owned(),
+            reason: error.to_string(),
+        })?;
+        let spellings = Spellings::new(pattern.to_owned());
+        let patterns = spellings.each().map(Pattern::uri_spelling).collect();
+        Ok(Self::from(Target::ResourcePattern(patterns)))
+    }
+
+    /// Returns whether this target gates a call of `method` (`tools/call`, `prompts/get`,
+    /// `resources/read`) naming `target` (the tool's or prompt's name, the resource's URI): the
+    /// very test the layer makes on each call.
+    ///
+    /// ```
+    /// use tower_elicitation::GateTarget;
+    ///
+    /// let secrets = GateTarget::resource_pattern("file:///srv/secret/**")?;
+    /// assert!(secrets.applies_to("resources/read", "file:///srv/./secret/sub/id_rsa"));
+    /// assert!(!secrets.applies_to("resources/read", "file:///srv/public/a"));
+    /// assert!(!secrets.applies_to("tools/call", "file:///srv/secret/a"));
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn applies_to(&self, method: &str, target: &str) -> bool {
+        Method::parse(method).is_some_and(|method| self.target.matches(method, target, &mut None))
+    }
+
+    fn name_pattern(glob: &str) -> Result<Pattern, GateError> {
+        Pattern::name(glob).map_err(|error| GateError::Pattern {
+            pattern: glob.to_owned(),
+            reason: error.to_string(),
+        })
+    }
+
     fn from(target: Target) -> Self {
         Self { target }
     }
@@ -457,6 +629,10 @@ pub(crate) enum Target {
     Prompt(String),
     Resource(Spellings<'static>),
     ResourcePrefix(Spellings<'static>),
+    ToolPattern(Pattern),
+    PromptPattern(Pattern),
+    /// The pattern as written first, then as each other spelling of its text reads.
+    ResourcePattern(Vec<Pattern>),
 }
 
 impl Target {
@@ -482,6 +658,14 @@ impl Target {
             (Self::ResourcePrefix(prefix), Method::ResourcesRead) => uri
                 .get_or_insert_with(|| Spellings::new(target))
                 .starts_with(prefix),
+            (Self::ToolPattern(glob), Method::ToolsCall)
+            | (Self::PromptPattern(glob), Method::PromptsGet) => glob.matches(target),
+            (Self::ResourcePattern(patterns), Method::ResourcesRead) => {
+                let spellings = uri.get_or_insert_with(|| Spellings::new(target));
+                spellings
+                    .each()
+                    .any(|spelling| patterns.iter().any(|p| p.matches(spelling)))
+            }
             _ => false,
         }
     }
@@ -496,6 +680,27 @@ impl Target {
                 uri.starts_with(prefix)
             }
             (ResourcePrefix(a), ResourcePrefix(b)) => a.starts_with(b) || b.starts_with(a),
+            (ToolPattern(glob), Tool(name))
+            | (Tool(name), ToolPattern(glob))
+            | (PromptPattern(glob), Prompt(name))
+            | (Prompt(name), PromptPattern(glob)) => glob.matches(name),
+            (ToolPattern(a), ToolPattern(b)) | (PromptPattern(a), PromptPattern(b)) => {
+                a.overlaps(b)
+            }
+            (ResourcePattern(patterns), Resource(uri))
+            | (Resource(uri), ResourcePattern(patterns)) => uri
+                .each()
+                .any(|spelling| patterns.iter().any(|p| p.matches(spelling))),
+            (ResourcePattern(patterns), ResourcePrefix(prefix))
+            | (ResourcePrefix(prefix), ResourcePattern(patterns)) => {
+                prefix.each().any(|spelling| {
+                    let prefix = Pattern::prefix(spelling);
+                    patterns.iter().any(|p| p.overlaps(&prefix))
+                })
+            }
+            (ResourcePattern(a), ResourcePattern(b)) => {
+                a.iter().any(|p| b.iter().any(|q| p.overlaps(q)))
+            }
             _ => false,
         }
     }
@@ -508,6 +713,12 @@ impl fmt::Debug for Target {
             Self::Prompt(name) => ("Prompt", name.as_str()),
             Self::Resource(uri) => ("Resource", uri.raw()),
             Self::ResourcePrefix(prefix) => ("ResourcePrefix", prefix.raw()),
+            Self::ToolPattern(glob) => ("ToolPattern", glob.text()),
+            Self::PromptPattern(glob) => ("PromptPattern", glob.text()),
+            Self::ResourcePattern(patterns) => (
+                "ResourcePattern",
+                patterns.first().map_or("", Pattern::text),
+            ),
         };
         f.debug_tuple(variant).field(&text).finish()
     }
@@ -689,6 +900,13 @@ pub enum GateError {
     },
     /// Two gates that can apply to the same call share a key.
     DuplicateKey(String),
+    /// A glob or resource pattern the matcher cannot honour as written.
+    Pattern {
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl fmt::Display for GateError {
@@ -719,6 +937,7 @@ impl fmt::Display for GateError {
                 f,
                 "two gates that can apply to the same call share the key `{key}`"
             ),
+            Self::Pattern { reason, .. } => write!(f, "pattern {reason}"),
         }
     }
 }

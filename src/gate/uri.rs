@@ -66,7 +66,7 @@ impl<'a> Spellings<'a> {
         &self.raw
     }
 
-    fn each(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn each(&self) -> impl Iterator<Item = &str> {
         [
             Some(&*self.raw),
             self.normalized.as_deref(),

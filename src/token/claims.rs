@@ -98,6 +98,11 @@ pub(crate) struct Claims {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "e")]
     pub(crate) epoch: Option<u64>,
+    /// What each gate bound its approval to ([`Gate::bound_to`](crate::Gate::bound_to)), by
+    /// gate key, as [`binding_digest`]s: a retry whose gate now says otherwise is asked again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(rename = "b")]
+    pub(crate) bindings: BTreeMap<String, String>,
 }
 
 /// Asked input requests by key, each as the text the client is shown, in the order they were
@@ -250,6 +255,15 @@ pub(crate) fn is_session_tag(keyring: &Keyring, tag: &str, principal: &[u8]) -> 
 /// A fresh random token id: 16 bytes from the OS, base64url (22 characters).
 pub(crate) fn token_id() -> String {
     URL_SAFE_NO_PAD.encode(crate::util::random::bytes::<16>())
+}
+
+const BINDING_CONTEXT: &str = "tower-elicitation 2026-12-02 gate binding v1";
+
+/// The digest bound as `b` for one gate: base64url of the first 16 bytes of BLAKE3 (derive-key
+/// mode) over what the gate's binding says, so a token stays small whatever it says.
+pub(crate) fn binding_digest(text: &str) -> String {
+    let digest = blake3::derive_key(BINDING_CONTEXT, text.as_bytes());
+    URL_SAFE_NO_PAD.encode(&digest[..16])
 }
 
 const FLOW_LABEL: &[u8] = b"tower-elicitation/flow/v1\0";

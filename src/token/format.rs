@@ -235,6 +235,7 @@ mod tests {
             questions: crate::token::claims::questions(&q),
             accepted: Map::new(),
             gate_answers: Map::new(),
+            bindings: Default::default(),
             flow_handles: Default::default(),
             token_id: None,
             nonce: None,

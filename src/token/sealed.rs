@@ -87,6 +87,7 @@ mod tests {
             questions: Default::default(),
             accepted: Map::new(),
             gate_answers: Map::new(),
+            bindings: Default::default(),
             flow_handles: Default::default(),
             token_id: None,
             nonce: None,

@@ -104,7 +104,8 @@ async def test_a_write_is_asked_with_the_gates_form_and_written_on_approval(prox
     assert path.read_text() == "approved\n"
     ((key, message, schema),) = user.rounds
     assert key == "approval"
-    assert message == f"Write to {path}?"
+    assert message.startswith(f'Write to "{path}"?\n\nArguments:\n'), message
+    assert '\n- content: "approved\\n"' in message, message
     assert schema["properties"]["approve"]["type"] == "boolean"
     assert schema["properties"]["approve"]["description"] == "Let the assistant write this file"
     assert schema["properties"]["reason"] == {"type": "string", "title": "Reason", "maxLength": 200}

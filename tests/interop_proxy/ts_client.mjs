@@ -81,7 +81,10 @@ async function write(path, content, answer) {
   answers.push(answer);
   const result = await client.callTool({ name: 'write_file', arguments: { path, content } });
   expect(asked.length === 1, `asked ${asked.length} times`);
-  expect(asked[0].message === `Write to ${path}?`, `asked ${JSON.stringify(asked[0].message)}`);
+  expect(
+    asked[0].message.startsWith(`Write to "${path}"?\n\nArguments:\n`),
+    `asked ${JSON.stringify(asked[0].message)}`,
+  );
   const approve = asked[0].requestedSchema?.properties?.approve;
   expect(approve?.type === 'boolean', `approve is ${JSON.stringify(approve)}`);
   return result;

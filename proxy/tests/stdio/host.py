@@ -42,7 +42,7 @@ async def main() -> None:
 
             answers.append(types.ElicitResult(action="decline"))
             declined = await session.call_tool("write_file", args)
-            assert asked == [f"Write to {target}?"], asked
+            assert asked == [f'Write to "{target}"?'], asked
             assert declined.isError, declined
             assert not target.exists(), "written although declined"
             print("declined: asked", asked[-1], "-> refused, nothing written")
