@@ -160,6 +160,7 @@ async fn run(
 ) -> Result<(), Error> {
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
+    source.check(&config)?;
     // `--check` seals nothing: it needs no keys.
     let keyring = if options.check {
         Keyring::ephemeral()
@@ -219,6 +220,8 @@ async fn run(
         let (settings, base, redis) = (config.upstream.clone(), base.clone(), redis.clone());
         routed::Routed::per_caller(
             upstream.clone(),
+            config.identity.allow_anonymous,
+            config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
             Box::new(move |authorization| {
                 spawn(&settings, &base, redis.as_ref(), Some(authorization))
             }),
@@ -236,6 +239,7 @@ async fn run(
         move || -> Result<usize, Error> {
             let source = Source::read(&path)?;
             let config = source.parse()?;
+            source.check(&config)?;
             let offered = futures_block(offered_now(&upstream))?;
             let built = gates::build(&source, &config, &offered, &backends)?;
             let count = built.len();
@@ -247,7 +251,7 @@ async fn run(
     let reload = std::sync::Arc::new(reload);
     serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
     serve::reload_on_change(options.config.clone(), reload);
-    let app = serve::app(&stack, metrics, principal);
+    let app = serve::app(&stack, metrics);
     if options.stdio || config.listen.stdio {
         stdio::run(app).await?;
     } else {
@@ -308,8 +312,11 @@ fn server(
             let mut stdio = Stdio::new(std::env::current_exe()?)
                 .args(["--supervise", "--"])
                 .args(command);
+            for name in &upstream.env_passthrough {
+                stdio = stdio.pass_env(name.get_ref());
+            }
             for (key, value) in &upstream.env {
-                stdio = stdio.env(key, secret(value)?);
+                stdio = stdio.env(key, secret(value.get_ref())?);
             }
             if let Some(cwd) = &upstream.cwd {
                 stdio = stdio.current_dir(cwd);

@@ -45,10 +45,18 @@ pub(crate) async fn decide<E: Effects>(
     };
     // Once a token was verified, nothing is forwarded, and no token sealed from it (a re-ask's)
     // leaves, before its id is consumed: after the flows answered, by the decision made.
+    let forwarded = match &decided {
+        Decided::Forward { round, outcome, .. } => Some((round, *outcome)),
+        _ => None,
+    };
     if let Some(token) = single_use
-        && let Err(reply) = consume(effects, &token, call.id).await
+        && let Err(reply) = consume(effects, &token, call.id, forwarded.map(|(r, _)| r)).await
     {
         return Ok(Decided::Respond(reply));
+    }
+    // A forward's event, only now that nothing can refuse it any more.
+    if let Some((round, Some(outcome))) = forwarded {
+        log_outcome(round, outcome);
     }
     Ok(decided)
 }
@@ -57,10 +65,14 @@ pub(crate) async fn decide<E: Effects>(
 /// store's present memory; the frozen `-32602` when it was spent already, or sealed before the
 /// store's epoch (it may have been spent, and forgotten); `-32603` (HTTP 503) when the store
 /// cannot say.
+///
+/// A token refused here is logged as the call's refusal (outcome `refused`, with `round`'s
+/// method and target when the call was to be forwarded), never as what it would have been.
 async fn consume<E: Effects>(
     effects: &mut E,
     token: &SingleUseId,
     id: Option<&RawValue>,
+    round: Option<&Round>,
 ) -> Result<(), Reply> {
     let spent = match effects.consume(token).await {
         Ok(Consumed::Fresh) => effects.epoch().await.map(|epoch_ms| {
@@ -77,9 +89,13 @@ async fn consume<E: Effects>(
         Ok(Some(reason)) => {
             tracing::info!(
                 target: "tower_elicitation",
-                outcome = "rejected_state",
+                method = round.map(|r| r.method.as_str()),
+                target = round.map(|r| r.target.as_str()),
+                round = round.map(|r| r.number),
+                outcome = "refused",
+                why = "single_use",
                 reason,
-                "requestState refused"
+                "requestState refused: its single-use token was spent"
             );
             Err(invalid_state(id))
         }
@@ -300,6 +316,7 @@ fn forward_stripped<R>(call: &Call<'_>, round: Round, strip: bool) -> Decided<R>
         body: strip.then(|| call.rewrite(None, None, None)),
         round,
         answers: None,
+        outcome: None,
     }
 }
 
@@ -382,7 +399,6 @@ fn forward_answered<R>(
             Err(reask(&round, claims, asked, ask, kept, config, now).unwrap_or_else(identity))
         }
         Ok(Checked::Complete(mut answers)) => {
-            log_outcome(&round, "forward");
             let delivered = gated.map(GateRound::delivery);
             if let Some(delivery) = &delivered {
                 answers.extend(delivery.responses.clone());
@@ -394,6 +410,7 @@ fn forward_answered<R>(
                 body: Some(body),
                 round,
                 answers: delivered.map(|d| d.extension),
+                outcome: Some("forward"),
             })
         }
     }
@@ -530,6 +547,7 @@ async fn probe<E: Effects>(
                 body: Some(body),
                 round,
                 answers: None,
+                outcome: None,
             },
         },
     })
