@@ -45,17 +45,18 @@ pub(crate) async fn decide<E: Effects>(
     };
     // Once a token was verified, nothing is forwarded, and no token sealed from it (a re-ask's)
     // leaves, before its id is consumed: after the flows answered, by the decision made.
-    let forwarded = match &decided {
-        Decided::Forward { round, outcome, .. } => Some((round, *outcome)),
-        _ => None,
-    };
-    if let Some(token) = single_use
-        && let Err(reply) = consume(effects, &token, call.id, forwarded.map(|(r, _)| r)).await
+    if let Some((token, round)) = single_use
+        && let Err(reply) = consume(effects, &token, call.id, &round).await
     {
         return Ok(Decided::Respond(reply));
     }
     // A forward's event, only now that nothing can refuse it any more.
-    if let Some((round, Some(outcome))) = forwarded {
+    if let Decided::Forward {
+        round,
+        outcome: Some(outcome),
+        ..
+    } = &decided
+    {
         log_outcome(round, outcome);
     }
     Ok(decided)
@@ -67,12 +68,12 @@ pub(crate) async fn decide<E: Effects>(
 /// cannot say.
 ///
 /// A token refused here is logged as the call's refusal (outcome `refused`, with `round`'s
-/// method and target when the call was to be forwarded), never as what it would have been.
+/// method and target), never as what it would have been.
 async fn consume<E: Effects>(
     effects: &mut E,
     token: &SingleUseId,
     id: Option<&RawValue>,
-    round: Option<&Round>,
+    round: &Round,
 ) -> Result<(), Reply> {
     let spent = match effects.consume(token).await {
         Ok(Consumed::Fresh) => effects.epoch().await.map(|epoch_ms| {
@@ -89,9 +90,9 @@ async fn consume<E: Effects>(
         Ok(Some(reason)) => {
             tracing::info!(
                 target: "tower_elicitation",
-                method = round.map(|r| r.method.as_str()),
-                target = round.map(|r| r.target.as_str()),
-                round = round.map(|r| r.number),
+                method = round.method.as_str(),
+                target = %round.target,
+                round = round.number,
                 outcome = "refused",
                 why = "single_use",
                 reason,
@@ -111,13 +112,13 @@ async fn consume<E: Effects>(
 }
 
 /// The decision on an MRTR call. With single-use tokens, `single_use` is set to the id of the
-/// token once it is verified: [`decide`] consumes it before the decision leaves.
+/// token once it is verified, with its round: [`decide`] consumes it before the decision leaves.
 async fn decide_once<E: Effects>(
     call: &Call<'_>,
     cx: Context<'_>,
     config: &Config,
     effects: &mut E,
-    single_use: &mut Option<SingleUseId>,
+    single_use: &mut Option<(SingleUseId, Round)>,
 ) -> Decision<E> {
     let id = call.id;
     let raw_arguments = call
@@ -161,7 +162,8 @@ async fn decide_once<E: Effects>(
 
     let claims = open_state(call, cx, config, &round, &arguments, &state)?;
     let valid_until = claims.expires_at.saturating_add(config.skew_secs);
-    *single_use = single_use_id(&claims, valid_until, config, &round)?;
+    *single_use =
+        single_use_id(&claims, valid_until, config, &round)?.map(|id| (id, round.clone()));
 
     let round = verified_round(round, &claims, &arguments);
     let gated = gated.map(|g| g.with_round(&round, valid_until));
