@@ -571,9 +571,10 @@ pub fn no_delay(
 /// and a task, for ever. [`serve`] applies these.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// A connection whose request head is not complete after this is closed (hyper's
-    /// `header_read_timeout`, which also bounds the wait for the next request on a kept-alive
-    /// connection).
+    /// A connection whose first request head is not complete this long after its accept is
+    /// closed (hyper's `header_read_timeout` does not cover the read that detects the HTTP
+    /// version, so [`serve`] keeps this deadline itself); the same bounds later heads on a
+    /// kept-alive connection (hyper's `header_read_timeout`).
     pub header_read_timeout: Duration,
     /// A request whose body is not complete after this gets an error, and the layer answers it
     /// HTTP 400 (tower-http's `RequestBodyTimeoutLayer`).
@@ -647,11 +648,34 @@ pub async fn serve(
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::warn!(%error, "cannot set TCP_NODELAY");
         }
-        let service = TowerToHyperService::new(app.clone());
+        // hyper calls the service once a request's head is complete.
+        let headed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let service = {
+            let headed = Arc::clone(&headed);
+            tower::ServiceBuilder::new()
+                .map_request(move |request| {
+                    headed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    request
+                })
+                .service(app.clone())
+        };
+        let service = TowerToHyperService::new(service);
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
         let connection = graceful.watch(connection.into_owned());
+        let deadline = limits.header_read_timeout;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            let mut connection = std::pin::pin!(connection);
+            let ended = tokio::select! {
+                ended = &mut connection => Some(ended),
+                () = tokio::time::sleep(deadline) => None,
+            };
+            let ended = match ended {
+                Some(ended) => ended,
+                // Silent since its accept: closed, its slot freed.
+                None if !headed.load(std::sync::atomic::Ordering::Relaxed) => return drop(slot),
+                None => connection.await,
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%error, "connection ended with an error");
             }
             drop(slot);

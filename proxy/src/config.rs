@@ -32,9 +32,14 @@ pub struct Upstream {
     /// Headers sent to a URL upstream; a value `env:NAME` is read from the environment.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// Environment variables for a command upstream.
+    /// Environment variables for a command upstream (a value `env:NAME` or `file:PATH` is read
+    /// as a secret is).
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Spanned<String>>,
+    /// Variables of the proxy's own environment a command upstream gets besides the base ones
+    /// (`Stdio::BASE_ENV`: `PATH`, `HOME`, the locale, …); nothing else of the proxy's reaches it.
+    #[serde(default)]
+    pub env_passthrough: Vec<Spanned<String>>,
     pub cwd: Option<PathBuf>,
     /// `detect` (default), `2025` or `2026`.
     pub era: Option<String>,
@@ -86,6 +91,12 @@ pub struct Listen {
     /// Serve the host that spawned the proxy on stdin/stdout instead of HTTP (as `--stdio`).
     #[serde(default)]
     pub stdio: bool,
+    /// Seconds a connection may take from its accept to a complete request head (default 10).
+    #[serde(default = "default_head_timeout")]
+    pub head_timeout_secs: Spanned<u64>,
+    /// Connections one peer address may hold at once (default 128, of the 1,024 served).
+    #[serde(default = "default_per_peer")]
+    pub max_connections_per_peer: Spanned<usize>,
 }
 
 impl Default for Listen {
@@ -94,8 +105,18 @@ impl Default for Listen {
             http: default_http(),
             allowed_hosts: Vec::new(),
             stdio: false,
+            head_timeout_secs: default_head_timeout(),
+            max_connections_per_peer: default_per_peer(),
         }
     }
+}
+
+fn default_head_timeout() -> Spanned<u64> {
+    Spanned::new(0..0, 10)
+}
+
+fn default_per_peer() -> Spanned<usize> {
+    Spanned::new(0..0, 128)
 }
 
 fn default_http() -> String {
@@ -126,6 +147,12 @@ pub struct Identity {
     /// own), on an upstream connection of the caller's own.
     #[serde(default)]
     pub pass_to_upstream: bool,
+    /// With `pass_to_upstream`: let a call without `Authorization` through, on the upstream
+    /// connection of the file's own `[upstream] headers` (default: refused, HTTP 401).
+    #[serde(default)]
+    pub allow_anonymous: bool,
+    /// With `pass_to_upstream`: how many callers' upstream connections are kept (default 256).
+    pub max_callers: Option<usize>,
 }
 
 /// Where the caller's identity comes from.
@@ -265,6 +292,76 @@ impl Source {
             line,
             message: message.into(),
         }
+    }
+}
+
+impl Config {
+    /// The environment variables the proxy reads its own secrets from (`env:NAME` in `[state]`,
+    /// `[identity]` and `[upstream] headers`), and the keys' default variable.
+    fn secret_variables(&self) -> Vec<&str> {
+        let mut values: Vec<&str> = vec![];
+        values.extend(self.state.keys.as_deref());
+        values.extend(self.state.redis.as_deref());
+        values.extend(self.identity.principal.as_deref());
+        values.extend(self.upstream.headers.values().map(String::as_str));
+        let mut names: Vec<&str> = values
+            .into_iter()
+            .filter_map(|value| value.strip_prefix("env:"))
+            .collect();
+        names.push(tower_elicitation::KEYS_ENV);
+        names
+    }
+}
+
+impl Source {
+    /// Checks what reading alone does not: `[listen]`'s bounds, and refuses a config that would
+    /// hand the upstream child one of the proxy's own secrets: a
+    /// variable `[state]`, `[identity]` or an `[upstream]` header reads (`env:NAME`), or the keys'
+    /// default variable, named in `[upstream] env_passthrough` or read by an `[upstream] env`
+    /// value.
+    ///
+    /// # Errors
+    ///
+    /// The line of the first bound out of range, or of the first such entry and which variable.
+    pub fn check(&self, config: &Config) -> Result<(), ConfigError> {
+        let listen = &config.listen;
+        if !(1..=600).contains(listen.head_timeout_secs.get_ref()) {
+            return Err(self.error(
+                Some(self.line_of(listen.head_timeout_secs.span().start)),
+                "[listen] head_timeout_secs: from 1 to 600 seconds",
+            ));
+        }
+        if !(1..=1024).contains(listen.max_connections_per_peer.get_ref()) {
+            return Err(self.error(
+                Some(self.line_of(listen.max_connections_per_peer.span().start)),
+                "[listen] max_connections_per_peer: from 1 to 1024",
+            ));
+        }
+        let secrets = config.secret_variables();
+        for name in &config.upstream.env_passthrough {
+            if secrets.contains(&name.get_ref().as_str()) {
+                return Err(self.error(
+                    Some(self.line_of(name.span().start)),
+                    format!(
+                        "[upstream] env_passthrough: {:?} holds a secret of the proxy's own (the proxy reads it as env:{0}); the upstream server is never given it",
+                        name.get_ref()
+                    ),
+                ));
+            }
+        }
+        for (key, value) in &config.upstream.env {
+            if let Some(name) = value.get_ref().strip_prefix("env:")
+                && secrets.contains(&name)
+            {
+                return Err(self.error(
+                    Some(self.line_of(value.span().start)),
+                    format!(
+                        "[upstream] env {key}: env:{name} holds a secret of the proxy's own; the upstream server is never given it"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,31 +1,36 @@
-//! The decision log: one JSON line on stderr per decision of the layer, saying what was called
-//! (`method`, `tool`: the tool's or prompt's name, or the resource's URI), which gate of the
-//! file judged it, the outcome (`ask`, `gates_accepted`, `gate_refused`, `forward`, `refused`,
-//! `rejected_state`, …), the round, the caller's tag, and for a gate's refusal why (`declined`,
-//! `cancelled`, `not_allowed`). Never the answers' content, nor the
-//! arguments: only these fixed fields are written.
+//! The decision log: one JSON line on stderr per decision of the layer, saying when (`time`, Unix
+//! milliseconds), which (`id`, unique to the line), what was called (`method`, `tool`: the tool's
+//! or prompt's name, or the resource's URI), which gate of the file judged it, the outcome
+//! (`ask`, `gates_accepted`, `gate_refused`, `forward`, `refused`, `rejected_state`, …), the
+//! round, the caller, and for a refusal why (`declined`, `cancelled`, `not_allowed`,
+//! `single_use`). Never the answers' content, nor the arguments: only these fixed fields.
 //!
 //! ```text
-//! {"decision":"gate_refused","method":"tools/call","tool":"write_file","gate":"gate 1 (line 9)","round":1,"caller":"c:5f1c0a2b9e04","why":"declined"}
+//! {"time":1764700000123,"id":"d-5f1c0a2b-17","decision":"gate_refused","method":"tools/call","tool":"write_file","gate":"gate 1 (line 9)","caller":"k1.Zm9vYmFy…","round":1,"why":"declined"}
 //! ```
 //!
+//! `caller` is the layer's own keyed tag of the caller (what its tokens bind, made with the
+//! keyring: never the header, nor a plain hash of it that a guess could be checked against),
+//! `-` for an anonymous caller, whichever era and transport the call came by: the library
+//! records it on the span of each call it judges (`elicitation`, field `caller`).
+//!
+//! A decision is logged once nothing can refuse it any more: a replayed approval refused by the
+//! single-use check is one `refused` line (`why: single_use`), never `gates_accepted`.
+//!
 //! Made from the debug events the library already sends for each decision (target
-//! `tower_elicitation`, field `outcome`) and the span [`caller_span`] opens around each request;
-//! a `tracing` layer, so the library carries no logging code of the proxy's.
+//! `tower_elicitation`, field `outcome`); a `tracing` layer, so the library carries no logging
+//! code of the proxy's.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
-use sha2::Digest as _;
 use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id};
+use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
-
-use crate::config::PrincipalFrom;
 
 /// Which gate judges each target (`write_file` → `gate 1 (line 9)`), replaced on reload.
 #[derive(Clone, Default)]
@@ -51,18 +56,25 @@ pub struct Decisions {
     pub labels: Labels,
 }
 
-/// The span each MCP request runs in: `caller` is a tag of the caller's identity (a SHA-256
-/// prefix of the principal, never the header itself), `-` for an anonymous caller.
-pub fn caller_span(principal: &PrincipalFrom, headers: &http::HeaderMap) -> tracing::Span {
-    let tag = match principal {
-        PrincipalFrom::Header(name) => headers.get(name).map(|value| {
-            let digest = sha2::Sha256::digest(value.as_bytes());
-            let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
-            format!("c:{hex}")
-        }),
-        PrincipalFrom::Nobody => None,
-    };
-    tracing::info_span!("mcp", caller = tag.as_deref().unwrap_or("-"))
+/// The span the library opens around each call it judges, with its `caller` field.
+const CALL_SPAN: &str = "elicitation";
+
+/// A new decision id: this process's random prefix and a count, unique to each line.
+fn decision_id() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    use std::sync::LazyLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PREFIX: LazyLock<u32> = LazyLock::new(|| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        hasher.finish() as u32
+    });
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "d-{:08x}-{}",
+        *PREFIX,
+        COUNT.fetch_add(1, Ordering::Relaxed) + 1
+    )
 }
 
 /// The caller tag a span recorded.
@@ -112,12 +124,24 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if attrs.metadata().name() != "mcp" {
+        if attrs.metadata().name() != CALL_SPAN {
             return;
         }
         let mut fields = Fields::default();
         attrs.record(&mut fields);
         if let (Some(caller), Some(span)) = (fields.caller, ctx.span(id)) {
+            span.extensions_mut().insert(Caller(caller));
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        if span.metadata().name() != CALL_SPAN {
+            return;
+        }
+        let mut fields = Fields::default();
+        values.record(&mut fields);
+        if let Some(caller) = fields.caller {
             span.extensions_mut().insert(Caller(caller));
         }
     }
@@ -131,19 +155,27 @@ where
         let Some(outcome) = fields.outcome else {
             return;
         };
-        let caller = ctx.event_scope(event).and_then(|scope| {
-            scope
-                .from_root()
-                .find_map(|span| span.extensions().get::<Caller>().map(|c| c.0.clone()))
-        });
+        // The innermost call's: a call the bridge makes for a 2025-era host runs in a task of
+        // its own, and its span is the layer's, of the request the layer saw.
+        let caller = ctx
+            .event_scope(event)
+            .and_then(|mut scope| {
+                scope.find_map(|span| span.extensions().get::<Caller>().map(|c| c.0.clone()))
+            })
+            .unwrap_or_else(|| "unknown".to_owned());
         let gate = fields.target.as_deref().and_then(|t| self.labels.of(t));
         let mut line = Map::new();
+        let time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        line.insert("time".into(), Value::from(time));
+        line.insert("id".into(), Value::String(decision_id()));
         line.insert("decision".into(), Value::String(outcome));
         for (key, value) in [
             ("method", fields.method),
             ("tool", fields.target),
             ("gate", gate),
-            ("caller", caller),
+            ("caller", Some(caller)),
         ] {
             line.insert(key.into(), value.map_or(Value::Null, Value::String));
         }

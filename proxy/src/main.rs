@@ -164,6 +164,7 @@ async fn run(
 ) -> Result<(), Error> {
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
+    source.check(&config)?;
     // `--check` seals nothing: it needs no keys.
     let keyring = if options.check {
         Keyring::ephemeral()
@@ -239,6 +240,8 @@ async fn run(
         let (settings, base, redis) = (config.upstream.clone(), base.clone(), redis.clone());
         routed::Routed::per_caller(
             upstream.clone(),
+            config.identity.allow_anonymous,
+            config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
             Box::new(move |authorization| {
                 spawn(&settings, &base, redis.as_ref(), Some(authorization))
             }),
@@ -266,6 +269,7 @@ async fn run(
         move || -> Result<usize, Error> {
             let source = Source::read(&path)?;
             let config = source.parse()?;
+            source.check(&config)?;
             let mode = config.upstream.on_tool_change()?;
             let offered = futures_block(offered_now(&upstream, &policy.catalog))?;
             // Checked before anything is accepted: a file with a mistake changes nothing.
@@ -287,7 +291,7 @@ async fn run(
     let reload = std::sync::Arc::new(reload);
     serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
     serve::reload_on_change(options.config.clone(), reload);
-    let app = serve::app(&stack, metrics, principal);
+    let app = serve::app(&stack, metrics);
     let app = {
         let policy = Arc::clone(&policy);
         app.layer(axum::middleware::from_fn(
@@ -484,8 +488,11 @@ fn server(
             let mut stdio = Stdio::new(std::env::current_exe()?)
                 .args(["--supervise", "--"])
                 .args(command);
+            for name in &upstream.env_passthrough {
+                stdio = stdio.pass_env(name.get_ref());
+            }
             for (key, value) in &upstream.env {
-                stdio = stdio.env(key, secret(value)?);
+                stdio = stdio.env(key, secret(value.get_ref())?);
             }
             if let Some(cwd) = &upstream.cwd {
                 stdio = stdio.current_dir(cwd);

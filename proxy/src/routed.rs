@@ -4,17 +4,20 @@
 //! The upstream adapter sends the headers it was built with on every request and none of the
 //! front's (one connection, one session, for every caller). So the proxy keeps one adapter per
 //! caller credential, built like the first with the caller's `Authorization` in place of the
-//! file's, made on the caller's first call; at most [`MAX_CALLERS`] are kept, the oldest shut
-//! down past that. A call with no `Authorization` goes to the first adapter (the file's own
-//! headers).
+//! file's, made on the caller's first call. At most [`MAX_CALLERS`] are kept: past that the one
+//! used least recently *and idle* is shut down (no call in flight, no response still streaming,
+//! none parked); when every one is busy the new caller is refused (HTTP 503) rather than another's
+//! call cut. A call with no `Authorization` is refused (HTTP 401) unless `[identity]
+//! allow_anonymous = true`, which sends it to the first adapter (the file's own headers).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response};
+use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
 use tower::{Service, ServiceExt};
 use tower_elicitation::BoxError;
@@ -36,13 +39,36 @@ pub struct Routed {
 
 struct PerCaller {
     make: Box<Make>,
+    anonymous: bool,
+    max: usize,
     made: Mutex<Made>,
+}
+
+/// One caller's adapter; `busy` is cloned into each of its calls until its response ends.
+struct Entry {
+    upstream: Upstream,
+    busy: Arc<()>,
+    used: u64,
+}
+
+impl Entry {
+    fn idle(&self) -> bool {
+        Arc::strong_count(&self.busy) == 1 && self.upstream.parked_calls() == 0
+    }
 }
 
 #[derive(Default)]
 struct Made {
-    upstreams: HashMap<HeaderValue, Upstream>,
-    order: VecDeque<HeaderValue>,
+    upstreams: HashMap<HeaderValue, Entry>,
+    /// A counter of uses: an entry's `used` is its last.
+    clock: u64,
+}
+
+/// Where a call goes, or why it does not.
+enum Route {
+    To(Upstream, Option<Arc<()>>),
+    Refused(StatusCode, &'static str),
+    Failed(Error),
 }
 
 impl Routed {
@@ -54,12 +80,15 @@ impl Routed {
         }
     }
 
-    /// A call with an `Authorization` to the adapter `make` builds for it (once).
-    pub fn per_caller(first: Upstream, make: Box<Make>) -> Self {
+    /// A call with an `Authorization` to the adapter `make` builds for it (once), at most `max`
+    /// kept; one without to `first` when `anonymous`, else refused.
+    pub fn per_caller(first: Upstream, anonymous: bool, max: usize, make: Box<Make>) -> Self {
         Self {
             first,
             per_caller: Some(Arc::new(PerCaller {
                 make,
+                anonymous,
+                max: max.max(1),
                 made: Mutex::default(),
             })),
         }
@@ -73,32 +102,104 @@ impl Routed {
             parked += made
                 .upstreams
                 .values()
-                .map(Upstream::parked_calls)
+                .map(|entry| entry.upstream.parked_calls())
                 .sum::<usize>();
         }
         parked
     }
 
-    fn upstream_for(&self, authorization: Option<&HeaderValue>) -> Result<Upstream, Error> {
-        let (Some(per_caller), Some(authorization)) = (&self.per_caller, authorization) else {
-            return Ok(self.first.clone());
+    fn upstream_for(&self, authorization: Option<&HeaderValue>) -> Route {
+        let Some(per_caller) = &self.per_caller else {
+            return Route::To(self.first.clone(), None);
+        };
+        let Some(authorization) = authorization else {
+            return if per_caller.anonymous {
+                Route::To(self.first.clone(), None)
+            } else {
+                Route::Refused(
+                    StatusCode::UNAUTHORIZED,
+                    "This proxy passes each caller's credentials to the server: send an Authorization header.",
+                )
+            };
         };
         let mut made = per_caller.made.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(upstream) = made.upstreams.get(authorization) {
-            return Ok(upstream.clone());
+        made.clock += 1;
+        let now = made.clock;
+        if let Some(entry) = made.upstreams.get_mut(authorization) {
+            entry.used = now;
+            return Route::To(entry.upstream.clone(), Some(Arc::clone(&entry.busy)));
         }
-        let upstream = (per_caller.make)(authorization)?;
-        made.upstreams
-            .insert(authorization.clone(), upstream.clone());
-        made.order.push_back(authorization.clone());
-        while made.order.len() > MAX_CALLERS {
-            if let Some(oldest) = made.order.pop_front()
-                && let Some(gone) = made.upstreams.remove(&oldest)
-            {
-                tokio::spawn(async move { gone.shutdown().await });
+        if made.upstreams.len() >= per_caller.max {
+            // The least recently used of the idle ones goes; a busy one never.
+            let oldest = made
+                .upstreams
+                .iter()
+                .filter(|(_, entry)| entry.idle())
+                .min_by_key(|(_, entry)| entry.used)
+                .map(|(key, _)| key.clone());
+            let Some(oldest) = oldest else {
+                return Route::Refused(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The proxy holds as many callers' connections to the server as it may, all busy: try again shortly.",
+                );
+            };
+            if let Some(gone) = made.upstreams.remove(&oldest) {
+                tokio::spawn(async move { gone.upstream.shutdown().await });
             }
         }
-        Ok(upstream)
+        let upstream = match (per_caller.make)(authorization) {
+            Ok(upstream) => upstream,
+            Err(why) => return Route::Failed(why),
+        };
+        let busy = Arc::new(());
+        made.upstreams.insert(
+            authorization.clone(),
+            Entry {
+                upstream: upstream.clone(),
+                busy: Arc::clone(&busy),
+                used: now,
+            },
+        );
+        Route::To(upstream, Some(busy))
+    }
+}
+
+/// A JSON-RPC error answer of the proxy's own.
+fn error(status: StatusCode, message: &str) -> Response<Either<Held, Full<Bytes>>> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+        "code": -32603, "message": message}});
+    let mut response = Response::new(Either::Right(Full::new(Bytes::from(body.to_string()))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// An adapter's response body, holding its caller's adapter busy until it ends.
+pub struct Held {
+    body: ResponseBody,
+    _busy: Option<Arc<()>>,
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -107,7 +208,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    type Response = Response<Either<ResponseBody, Full<Bytes>>>;
+    type Response = Response<Either<Held, Full<Bytes>>>;
     type Error = Infallible;
     type Future = futures_util::future::BoxFuture<'static, Result<Self::Response, Infallible>>;
 
@@ -116,26 +217,23 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let upstream = self.upstream_for(request.headers().get(http::header::AUTHORIZATION));
+        let route = self.upstream_for(request.headers().get(http::header::AUTHORIZATION));
         Box::pin(async move {
-            match upstream {
-                Ok(upstream) => {
+            match route {
+                Route::To(upstream, busy) => {
                     let response = upstream.oneshot(request).await?;
-                    Ok(response.map(Either::Left))
+                    Ok(response.map(|body| Either::Left(Held { body, _busy: busy })))
                 }
-                Err(why) => {
+                Route::Refused(status, why) => {
+                    tracing::warn!(%status, why, "a call refused before the upstream");
+                    Ok(error(status, why))
+                }
+                Route::Failed(why) => {
                     tracing::error!(%why, "cannot reach the upstream with the caller's credentials");
-                    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-                        "code": -32603,
-                        "message": "The proxy cannot reach the server with your credentials."}});
-                    let mut response =
-                        Response::new(Either::Right(Full::new(Bytes::from(body.to_string()))));
-                    *response.status_mut() = http::StatusCode::BAD_GATEWAY;
-                    response.headers_mut().insert(
-                        http::header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    );
-                    Ok(response)
+                    Ok(error(
+                        StatusCode::BAD_GATEWAY,
+                        "The proxy cannot reach the server with your credentials.",
+                    ))
                 }
             }
         })

@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::response::IntoResponse as _;
 use tower::Service;
 use tower::util::Oneshot;
 use tower::{Layer, ServiceExt};
@@ -16,13 +17,11 @@ use tower_elicitation::redis::RedisStore;
 use tower_elicitation::{Elicitation, ElicitationLayer};
 
 use crate::Error;
-use crate::config::{Config, PrincipalFrom};
+use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::routed::Routed;
-use tracing::Instrument;
 
-/// How long a request's head may take to arrive, and its body.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request's body may take to arrive (its head: `[listen] head_timeout_secs`).
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Connections served at once.
 const MAX_CONNECTIONS: usize = 1024;
@@ -100,15 +99,13 @@ where
 }
 
 /// The app both listeners serve: `/mcp` (bridge → the current layer → the upstream),
-/// `/healthz` and `/metrics`.
-///
-/// Each request to `/mcp` runs in a span naming the caller's tag (for the decision log),
-/// taken as `principal` says.
-pub fn app(stack: &Stack, metrics: Metrics, principal: PrincipalFrom) -> axum::Router {
+/// `/healthz` and `/metrics`, each answering only to the names `/mcp` answers to.
+pub fn app(stack: &Stack, metrics: Metrics) -> axum::Router {
     let mcp = stack.bridge.clone().layer(Swap {
         current: Arc::clone(&stack.current),
     });
     let upstream = stack.upstream.clone();
+    let bridge = stack.bridge.clone();
     axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route(
@@ -120,15 +117,33 @@ pub fn app(stack: &Stack, metrics: Metrics, principal: PrincipalFrom) -> axum::R
             }),
         )
         .nest_service("/mcp", mcp)
+        // Every route answers to the names `/mcp` answers to (DNS rebinding): `/metrics` and
+        // `/healthz` as well.
         .layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
-                let span = crate::decisions::caller_span(&principal, request.headers());
-                next.run(request).instrument(span)
+                let refusal = bridge.host_refusal(&request_head(&request));
+                async move {
+                    match refusal {
+                        Some(why) => {
+                            (http::StatusCode::FORBIDDEN, format!("{why}\n")).into_response()
+                        }
+                        None => next.run(request).await,
+                    }
+                }
             },
         ))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             BODY_READ_TIMEOUT,
         ))
+}
+
+/// The head of `request` (method, URI and headers), for the Host and Origin check.
+fn request_head(request: &axum::extract::Request) -> http::request::Parts {
+    let mut head = http::Request::new(());
+    *head.method_mut() = request.method().clone();
+    *head.uri_mut() = request.uri().clone();
+    *head.headers_mut() = request.headers().clone();
+    head.into_parts().0
 }
 
 /// Runs `reload` on each SIGHUP, logging what it did.
@@ -217,26 +232,76 @@ pub async fn run(config: &Config, app: axum::Router) -> Result<(), Error> {
         }
         tracing::info!("shutting down: no new connections, the requests in flight may finish");
     };
-    accept(listener, app, shutdown).await;
+    let limits = Limits {
+        head_timeout: Duration::from_secs(*config.listen.head_timeout_secs.get_ref()),
+        per_peer: *config.listen.max_connections_per_peer.get_ref(),
+    };
+    accept(listener, app, limits, shutdown).await;
     Ok(())
 }
 
+/// Connections one peer address holds now; an entry leaves with its last connection, so the map
+/// holds at most [`MAX_CONNECTIONS`] entries.
+#[derive(Clone, Default)]
+struct Peers(Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>);
+
+/// One connection counted for its peer, until dropped.
+struct PeerSlot {
+    peers: Peers,
+    address: std::net::IpAddr,
+}
+
+impl Peers {
+    /// A slot for `address`, unless it holds `cap` connections already.
+    fn take(&self, address: std::net::IpAddr, cap: usize) -> Option<PeerSlot> {
+        let mut peers = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let held = peers.entry(address).or_default();
+        if *held >= cap {
+            return None;
+        }
+        *held += 1;
+        Some(PeerSlot {
+            peers: self.clone(),
+            address,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut peers = self.peers.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = peers.get_mut(&self.address) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                peers.remove(&self.address);
+            }
+        }
+    }
+}
+
+/// The accept loop: at most [`MAX_CONNECTIONS`] connections, `per_peer` from one address; each
+/// closed unless its first request's head is complete within `head_timeout` of its accept
+/// (hyper's own header timeout does not cover the read that detects the HTTP version, so a
+/// silent connection would hold its slot forever); later heads on a kept-alive HTTP/1
+/// connection are bounded by hyper's header timeout.
 async fn accept(
     listener: tokio::net::TcpListener,
     app: axum::Router,
+    limits: Limits,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::server::graceful::GracefulShutdown;
-    use hyper_util::service::TowerToHyperService;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(limits.head_timeout);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let peers = Peers::default();
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -247,8 +312,8 @@ async fn accept(
             } => accepted,
             () = &mut shutdown => break,
         };
-        let (tcp, slot) = match accepted {
-            (Ok(slot), Ok((tcp, _))) => (tcp, slot),
+        let (tcp, peer, slot) = match accepted {
+            (Ok(slot), Ok((tcp, peer))) => (tcp, peer, slot),
             (_, Err(error)) => {
                 tracing::warn!(%error, "cannot accept a connection");
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -256,17 +321,44 @@ async fn accept(
             }
             (Err(_closed), _) => break,
         };
+        let Some(peer_slot) = peers.take(peer.ip(), limits.per_peer) else {
+            tracing::warn!(peer = %peer.ip(), cap = limits.per_peer, "a peer over its connection cap: closed");
+            drop(tcp);
+            continue;
+        };
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::warn!(%error, "cannot set TCP_NODELAY");
         }
-        let service = TowerToHyperService::new(app.clone());
+        let headed = Arc::new(AtomicBool::new(false));
+        let service = {
+            let (app, headed) = (app.clone(), Arc::clone(&headed));
+            hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                // hyper calls the service once a request's head is complete.
+                headed.store(true, Ordering::Relaxed);
+                app.clone().oneshot(request.map(axum::body::Body::new))
+            })
+        };
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
         let connection = graceful.watch(connection.into_owned());
+        let head_timeout = limits.head_timeout;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            let mut connection = std::pin::pin!(connection);
+            let ended = tokio::select! {
+                ended = &mut connection => Some(ended),
+                () = tokio::time::sleep(head_timeout) => None,
+            };
+            let ended = match ended {
+                Some(ended) => ended,
+                None if !headed.load(Ordering::Relaxed) => {
+                    tracing::debug!(%peer, ?head_timeout, "no request head in time: closed");
+                    return drop((slot, peer_slot));
+                }
+                None => connection.await,
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%error, "connection ended with an error");
             }
-            drop(slot);
+            drop((slot, peer_slot));
         });
     }
     if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
@@ -275,4 +367,11 @@ async fn accept(
     {
         tracing::warn!("requests still in flight after {SHUTDOWN_GRACE:?}: stopping anyway");
     }
+}
+
+/// `[listen]`'s bounds on connections.
+#[derive(Clone, Copy)]
+struct Limits {
+    head_timeout: Duration,
+    per_peer: usize,
 }

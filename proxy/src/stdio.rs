@@ -10,6 +10,13 @@
 //! the bridge expects them. A 2026-07-28 host's requests (their `_meta` names the version) get
 //! the 2026 headers and pass the bridge untouched: it gets `input_required` results.
 //!
+//! What is forwarded is the bytes the host wrote, never a re-encoding of them: the line is parsed
+//! only to see what it is (its method, its id, its `_meta`'s version), and the stack below reads
+//! the same bytes an HTTP client would have sent, so a message with a duplicate key is refused
+//! here as it is over HTTP (a re-encoded one would have lost all but one of the duplicates, and
+//! passed). What comes back is written as it came too, its line breaks (JSON whitespace, never
+//! inside a string) taken out.
+//!
 //! The event streams are read with `sse-stream` (the parser rmcp uses). Logs go to stderr
 //! only; stdout carries nothing but MCP.
 
@@ -96,7 +103,13 @@ pub async fn run(app: axum::Router) -> Result<(), Error> {
         // An `initialize` runs alone: the session it opens must be known before the next
         // message (the host sends `notifications/initialized` only after its answer).
         let initialize = message["method"] == "initialize";
-        let task = forward(app.clone(), Arc::clone(&session), message, out.clone());
+        let task = forward(
+            app.clone(),
+            Arc::clone(&session),
+            message,
+            bytes::Bytes::copy_from_slice(text.as_bytes()),
+            out.clone(),
+        );
         if initialize {
             task.await;
         } else {
@@ -118,11 +131,13 @@ pub async fn run(app: axum::Router) -> Result<(), Error> {
     Ok(())
 }
 
-/// Sends one message from the host through `app`; writes what comes back to `out`.
+/// Sends one message from the host (`raw`, as it read; `message`, what it says) through `app`;
+/// writes what comes back to `out`.
 async fn forward(
     app: axum::Router,
     session: Arc<Mutex<Option<String>>>,
     message: Value,
+    raw: bytes::Bytes,
     out: mpsc::UnboundedSender<String>,
 ) {
     let id = message.get("id").cloned();
@@ -137,7 +152,7 @@ async fn forward(
             tracing::warn!(%why, "a message from the host was not taken");
         }
     };
-    let request = match request(&message, &session) {
+    let request = match request(&message, raw, &session) {
         Ok(request) => request,
         Err(why) => return fail(why.to_string()),
     };
@@ -165,7 +180,7 @@ async fn forward(
             match event {
                 Ok(event) => {
                     if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
-                        let _ = out.send(data.replace('\n', ""));
+                        let _ = out.send(one_line(data.as_bytes()));
                     }
                 }
                 Err(error) => return fail(format!("the answer's event stream broke: {error}")),
@@ -179,7 +194,7 @@ async fn forward(
     };
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(answer) if answer.get("jsonrpc").is_some() => {
-            let _ = out.send(answer.to_string());
+            let _ = out.send(one_line(&bytes));
         }
         _ if bytes.is_empty() && status.is_success() => {}
         _ => fail(format!(
@@ -189,9 +204,20 @@ async fn forward(
     }
 }
 
-/// The HTTP request the bridge would get for `message` from a host on this machine.
+/// `json` (one JSON text) on one line, as it came but for its line breaks: in JSON a raw CR or
+/// LF is only ever whitespace between tokens.
+fn one_line(json: &[u8]) -> String {
+    String::from_utf8_lossy(json)
+        .chars()
+        .filter(|c| *c != '\n' && *c != '\r')
+        .collect()
+}
+
+/// The HTTP request the bridge would get for `message` (its bytes `raw`) from a host on this
+/// machine.
 fn request(
     message: &Value,
+    raw: bytes::Bytes,
     session: &Mutex<Option<String>>,
 ) -> Result<http::Request<Body>, http::Error> {
     let mut builder = http::Request::post("/mcp")
@@ -213,5 +239,5 @@ fn request(
     } else if let Some(id) = session.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         builder = builder.header("mcp-session-id", id);
     }
-    builder.body(Body::from(message.to_string()))
+    builder.body(Body::from(raw))
 }

@@ -187,6 +187,24 @@ impl LegacyBridgeLayer {
         self
     }
 
+    /// Returns why the `Host` and `Origin` check of [`allowed_hosts`](Self::allowed_hosts) refuses
+    /// a request with this head (`None`: it passes), so that a server's other routes (its
+    /// `/healthz`, `/metrics`) answer to the same names as the bridge.
+    ///
+    /// ```
+    /// use tower_elicitation::bridge::LegacyBridgeLayer;
+    /// use tower_elicitation::{ElicitationLayer, Keyring};
+    ///
+    /// let bridge = LegacyBridgeLayer::new(&ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?));
+    /// let head = |host| http::Request::get("/metrics").header("host", host).body(()).unwrap().into_parts().0;
+    /// assert!(bridge.host_refusal(&head("localhost:3000")).is_none());
+    /// assert!(bridge.host_refusal(&head("attacker.example")).is_some());
+    /// # Ok::<(), tower_elicitation::KeyringError>(())
+    /// ```
+    pub fn host_refusal(&self, parts: &http::request::Parts) -> Option<&'static str> {
+        self.settings.hosts.refusal(parts)
+    }
+
     /// Turns the `Host` and `Origin` check of [`allowed_hosts`](Self::allowed_hosts) off, for a
     /// deployment where something in front (a reverse proxy, a gateway) checks them.
     pub fn allow_any_host(mut self) -> Self {

@@ -61,8 +61,10 @@ where
             let span = tracing::debug_span!(
                 target: "tower_elicitation",
                 "elicitation",
-                method = call.method.as_str()
+                method = call.method.as_str(),
+                caller = tracing::field::Empty,
             );
+            record_caller(&span, &shared, &parts);
             return call_task(inner, shared, parts, &bytes, framed, call)
                 .instrument(span)
                 .await;
@@ -75,11 +77,27 @@ where
     let span = tracing::debug_span!(
         target: "tower_elicitation",
         "elicitation",
-        method = call.method.as_str()
+        method = call.method.as_str(),
+        caller = tracing::field::Empty,
     );
+    record_caller(&span, &shared, &parts);
     call_mrtr(inner, shared, parts, &bytes, framed, call)
         .instrument(span)
         .await
+}
+
+/// Records on the call's span who the caller is, as the layer tells callers apart: the keyed tag
+/// of its principal (never the principal), `-` for an anonymous caller, whichever era and
+/// transport it came by. Made only when something listens to the span.
+fn record_caller(span: &tracing::Span, shared: &Shared, parts: &http::request::Parts) {
+    if span.is_disabled() {
+        return;
+    }
+    let principal = shared.principal.of(parts);
+    let tag = principal
+        .as_deref()
+        .map(|principal| crate::token::session_tag(&shared.config.keyring, principal));
+    span.record("caller", tag.as_deref().unwrap_or("-"));
 }
 
 /// The path of `tools/call`, `prompts/get` and `resources/read`.
@@ -127,6 +145,7 @@ where
             body,
             round,
             answers,
+            ..
         } => {
             if let Some(answers) = answers {
                 parts.extensions.insert(answers);

@@ -79,6 +79,9 @@ pub(crate) enum Decided<R> {
         body: Option<Vec<u8>>,
         round: Round,
         answers: Option<Answers>,
+        /// The decision's event (`forward`, `gates_accepted`), left once a single-use token is
+        /// spent: a replay refused by that check never reads as accepted.
+        outcome: Option<&'static str>,
     },
     /// Give the client the inner service's answer to the probe, as it came.
     Pass(R),

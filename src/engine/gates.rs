@@ -11,9 +11,7 @@ use serde_json::{Map, Value, json};
 use super::answers::{self, Checked};
 use super::decision::{Decided, Decision, Effects, Round, Stop, invalid_state};
 use super::policy::Config;
-use super::reply::{
-    ask, log_gate_refused, log_outcome, log_rejected, new_claims, reask, refuse, require,
-};
+use super::reply::{ask, log_gate_refused, log_rejected, new_claims, reask, refuse, require};
 use crate::gate::{Answers, ErasedFlow, Gate, GateCall, GateKind};
 use crate::token::claims::{Claims, Questions, flow_handle};
 use crate::token::format::Reject;
@@ -538,7 +536,6 @@ impl<'c> GateRound<'c> {
             number: claims.round,
             ..self.round.clone()
         };
-        log_outcome(&round, "gates_accepted");
         let delivery = self.delivery_of(&round.gates);
         let body = call.rewrite(
             None,
@@ -549,6 +546,7 @@ impl<'c> GateRound<'c> {
             body: Some(body),
             round,
             answers: Some(delivery.extension),
+            outcome: Some("gates_accepted"),
         }
     }
 

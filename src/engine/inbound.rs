@@ -45,10 +45,19 @@ pub(crate) async fn decide<E: Effects>(
     };
     // Once a token was verified, nothing is forwarded, and no token sealed from it (a re-ask's)
     // leaves, before its id is consumed: after the flows answered, by the decision made.
-    if let Some(token) = single_use
-        && let Err(reply) = consume(effects, &token, call.id).await
+    if let Some((token, round)) = single_use
+        && let Err(reply) = consume(effects, &token, call.id, &round).await
     {
         return Ok(Decided::Respond(reply));
+    }
+    // A forward's event, only now that nothing can refuse it any more.
+    if let Decided::Forward {
+        round,
+        outcome: Some(outcome),
+        ..
+    } = &decided
+    {
+        log_outcome(round, outcome);
     }
     Ok(decided)
 }
@@ -57,10 +66,14 @@ pub(crate) async fn decide<E: Effects>(
 /// store's present memory; the frozen `-32602` when it was spent already, or sealed before the
 /// store's epoch (it may have been spent, and forgotten); `-32603` (HTTP 503) when the store
 /// cannot say.
+///
+/// A token refused here is logged as the call's refusal (outcome `refused`, with `round`'s
+/// method and target), never as what it would have been.
 async fn consume<E: Effects>(
     effects: &mut E,
     token: &SingleUseId,
     id: Option<&RawValue>,
+    round: &Round,
 ) -> Result<(), Reply> {
     let spent = match effects.consume(token).await {
         Ok(Consumed::Fresh) => effects.epoch().await.map(|epoch_ms| {
@@ -82,9 +95,13 @@ async fn consume<E: Effects>(
         Ok(Some(reason)) => {
             tracing::info!(
                 target: "tower_elicitation",
-                outcome = "rejected_state",
+                method = round.method.as_str(),
+                target = %round.target,
+                round = round.number,
+                outcome = "refused",
+                why = "single_use",
                 reason,
-                "requestState refused"
+                "requestState refused: its single-use token was spent"
             );
             Err(invalid_state(id))
         }
@@ -100,13 +117,13 @@ async fn consume<E: Effects>(
 }
 
 /// The decision on an MRTR call. With single-use tokens, `single_use` is set to the id of the
-/// token once it is verified: [`decide`] consumes it before the decision leaves.
+/// token once it is verified, with its round: [`decide`] consumes it before the decision leaves.
 async fn decide_once<E: Effects>(
     call: &Call<'_>,
     cx: Context<'_>,
     config: &Config,
     effects: &mut E,
-    single_use: &mut Option<SingleUseId>,
+    single_use: &mut Option<(SingleUseId, Round)>,
 ) -> Decision<E> {
     let id = call.id;
     let raw_arguments = call
@@ -165,7 +182,8 @@ async fn decide_once<E: Effects>(
 
     let claims = open_state(call, cx, config, &round, &arguments, &state)?;
     let valid_until = claims.expires_at.saturating_add(config.skew_secs);
-    *single_use = single_use_id(&claims, valid_until, config, &round)?;
+    *single_use =
+        single_use_id(&claims, valid_until, config, &round)?.map(|id| (id, round.clone()));
 
     let mut round = verified_round(round, &claims, &arguments);
     if config.single_use && round.epoch.is_none() {
@@ -334,6 +352,7 @@ fn forward_stripped<R>(call: &Call<'_>, round: Round, strip: bool) -> Decided<R>
         body: strip.then(|| call.rewrite(None, None, None)),
         round,
         answers: None,
+        outcome: None,
     }
 }
 
@@ -418,7 +437,6 @@ fn forward_answered<R>(
             Err(reask(&round, claims, asked, ask, kept, config, now).unwrap_or_else(identity))
         }
         Ok(Checked::Complete(mut answers)) => {
-            log_outcome(&round, "forward");
             let delivered = gated.map(GateRound::delivery);
             if let Some(delivery) = &delivered {
                 answers.extend(delivery.responses.clone());
@@ -430,6 +448,7 @@ fn forward_answered<R>(
                 body: Some(body),
                 round,
                 answers: delivered.map(|d| d.extension),
+                outcome: Some("forward"),
             })
         }
     }
@@ -566,6 +585,7 @@ async fn probe<E: Effects>(
                 body: Some(body),
                 round,
                 answers: None,
+                outcome: None,
             },
         },
     })

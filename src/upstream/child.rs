@@ -29,6 +29,10 @@ pub(crate) fn start(
 
 fn spawn(stdio: &Stdio) -> std::io::Result<Child> {
     let mut command = Command::new(&stdio.command);
+    if !stdio.inherit {
+        command.env_clear();
+        command.envs(std::env::vars_os().filter(|(name, _)| stdio.passes(name)));
+    }
     command
         .args(&stdio.args)
         .envs(stdio.env.iter().map(|(k, v)| (k, v)))
@@ -171,10 +175,43 @@ async fn write_lines(mut stdin: ChildStdin, mut queue: mpsc::Receiver<Value>) {
     }
 }
 
+/// The longest stderr line logged whole: the rest of a longer one is skipped (and said so), so a
+/// server writing without newlines holds at most this much of the adapter's memory.
+pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
+
 async fn log_lines(stderr: impl AsyncRead + Unpin) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: TARGET, stderr = %line, "server stderr");
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_STDERR_LINE as u64)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let whole = line.ends_with(b"\n");
+        let text = String::from_utf8_lossy(line.trim_ascii_end());
+        if whole {
+            tracing::info!(target: TARGET, stderr = %text, "server stderr");
+            continue;
+        }
+        tracing::info!(target: TARGET, stderr = %text, limit = MAX_STDERR_LINE, "server stderr (a longer line, cut)");
+        // Skip the rest of that line, a bounded piece at a time.
+        loop {
+            line.clear();
+            match (&mut reader)
+                .take(MAX_STDERR_LINE as u64)
+                .read_until(b'\n', &mut line)
+                .await
+            {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line.ends_with(b"\n") => break,
+                Ok(_) => {}
+            }
+        }
     }
 }
 
@@ -216,4 +253,50 @@ async fn read_lines(core: Arc<Core>, writer: mpsc::Sender<Value>, stdout: impl A
         }
     }
     core.connection_lost();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn environment_of(stdio: &Stdio) -> String {
+        let mut child = spawn(stdio).unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        let _ = child.wait().await;
+        out
+    }
+
+    /// `CARGO` is in the environment of every test `cargo test` runs, and in no allow-list.
+    #[tokio::test]
+    async fn the_child_gets_the_base_variables_and_the_named_ones_only() {
+        assert!(std::env::var_os("CARGO").is_some(), "run under cargo test");
+        let env = environment_of(&Stdio::new("env").env("SET_HERE", "1")).await;
+        let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+        assert!(names.contains(&"PATH"), "{env}");
+        assert!(names.contains(&"SET_HERE"), "{env}");
+        assert!(!names.contains(&"CARGO"), "{env}");
+
+        let passed = environment_of(&Stdio::new("env").pass_env("CARGO")).await;
+        assert!(passed.lines().any(|l| l.starts_with("CARGO=")), "{passed}");
+        let inherited = environment_of(&Stdio::new("env").inherit_env()).await;
+        assert!(
+            inherited.lines().any(|l| l.starts_with("CARGO=")),
+            "{inherited}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stderr_line_without_end_is_read_a_bounded_piece_at_a_time() {
+        // 1 MiB without a newline, then a line: the reader ends (no hang, no unbounded buffer).
+        let mut data = vec![b'x'; 1 << 20];
+        data.extend_from_slice(b"\nlast\n");
+        log_lines(&data[..]).await;
+    }
 }

@@ -12,7 +12,15 @@ use crate::bridge::pending::ErasedPendingAnswers;
 use crate::util::principal::{CallerBinding, Principal};
 
 /// A server run as a child process speaking newline-delimited JSON-RPC on its stdin and stdout
-/// (MCP's stdio transport). Its stderr lines go to `tracing` (target `tower_elicitation::upstream`).
+/// (MCP's stdio transport). Its stderr lines go to `tracing` (target `tower_elicitation::upstream`),
+/// each cut at 8 KiB.
+///
+/// The child does **not** inherit the adapter's environment: it starts from an empty one with
+/// only the variables named in [`Stdio::BASE_ENV`] (what `npx`, `uvx`, `node` and `python` need to
+/// start) copied from the adapter's, then those named with [`pass_env`](Stdio::pass_env), then
+/// those set with [`env`](Stdio::env). So a secret of the front (the keys that seal
+/// `requestState`, a Redis password) never reaches a server that can print its environment.
+/// [`inherit_env`](Stdio::inherit_env) opts back into the whole environment.
 ///
 /// ```
 /// use tower_elicitation::upstream::Stdio;
@@ -20,6 +28,7 @@ use crate::util::principal::{CallerBinding, Principal};
 /// let server = Stdio::new("npx")
 ///     .args(["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"])
 ///     .env("NODE_ENV", "production")
+///     .pass_env("HTTPS_PROXY")
 ///     .current_dir("/srv");
 /// # let _ = server;
 /// ```
@@ -29,6 +38,8 @@ pub struct Stdio {
     pub(crate) command: OsString,
     pub(crate) args: Vec<OsString>,
     pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) pass: Vec<OsString>,
+    pub(crate) inherit: bool,
     pub(crate) cwd: Option<PathBuf>,
 }
 
@@ -40,9 +51,35 @@ impl Stdio {
             command: command.into(),
             args: Vec::new(),
             env: Vec::new(),
+            pass: Vec::new(),
+            inherit: false,
             cwd: None,
         }
     }
+
+    /// The variables a child gets from the adapter's environment without being named (when
+    /// set): the search path, the user and home, the locale (and every `LC_*`), the terminal,
+    /// the time zone, the temporary and XDG directories. Nothing else of the adapter's reaches it
+    /// unless [`pass_env`](Self::pass_env) names it.
+    pub const BASE_ENV: &'static [&'static str] = &[
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "LC_*",
+        "TERM",
+        "TZ",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "XDG_RUNTIME_DIR",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+    ];
 
     /// Adds one argument.
     #[must_use]
@@ -62,11 +99,42 @@ impl Stdio {
         self
     }
 
-    /// Sets an environment variable for the child, on top of the adapter's own environment.
+    /// Sets an environment variable for the child (over [`BASE_ENV`](Self::BASE_ENV) and
+    /// [`pass_env`](Self::pass_env)'s).
     #[must_use]
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
         self
+    }
+
+    /// Passes the adapter's own value of the variable `name` to the child (nothing when it is
+    /// not set), besides [`BASE_ENV`](Self::BASE_ENV).
+    #[must_use]
+    pub fn pass_env(mut self, name: impl Into<OsString>) -> Self {
+        self.pass.push(name.into());
+        self
+    }
+
+    /// Lets the child inherit the adapter's whole environment, as `std::process::Command` does
+    /// by default, instead of [`BASE_ENV`](Self::BASE_ENV) and [`pass_env`](Self::pass_env)'s.
+    /// Every secret in the adapter's environment then reaches the server, and through any tool
+    /// of its that prints its environment, the model.
+    #[must_use]
+    pub fn inherit_env(mut self) -> Self {
+        self.inherit = true;
+        self
+    }
+
+    /// Whether the child gets the adapter's variable `name`.
+    pub(crate) fn passes(&self, name: &std::ffi::OsStr) -> bool {
+        self.inherit
+            || self.pass.iter().any(|pass| pass == name)
+            || Self::BASE_ENV
+                .iter()
+                .any(|base| match base.strip_suffix('*') {
+                    Some(prefix) => name.to_str().is_some_and(|name| name.starts_with(prefix)),
+                    None => name == *base,
+                })
     }
 
     /// Sets the child's working directory.
