@@ -342,6 +342,30 @@ fn schema(form: &toml::Table, required: &[String]) -> Result<String, String> {
     ))
 }
 
+/// A gate's error in the file's own words: a form schema's mistake named by its `form.FIELD`
+/// key (not the schema's JSON Pointer, nor the internal gate key), with the reason, which lists
+/// what is allowed.
+fn in_the_files_words(error: tower_elicitation::GateError) -> String {
+    match &error {
+        tower_elicitation::GateError::Schema { error, .. } => {
+            let mut parts = error.path.trim_start_matches('/').split('/');
+            let words = match (parts.next(), parts.next()) {
+                (Some("properties"), Some(field)) => {
+                    let rest: Vec<&str> = parts.collect();
+                    let key = std::iter::once(format!("form.{field}"))
+                        .chain(rest.iter().map(|part| (*part).to_owned()))
+                        .collect::<Vec<_>>()
+                        .join(".");
+                    format!("`{key}`")
+                }
+                _ => "the form".to_owned(),
+            };
+            format!("{words}: {}", error.reason)
+        }
+        _ => error.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,29 +526,5 @@ retry_hint = "That is not the branch name."
         assert!(allows(&rules, &answer(true, "/srv/a.txt"), &call));
         assert!(!allows(&rules, &answer(false, "/srv/a.txt"), &call));
         assert!(!allows(&rules, &answer(true, "/srv/b.txt"), &call));
-    }
-}
-
-/// A gate's error in the file's own words: a form schema's mistake named by its `form.FIELD`
-/// key (not the schema's JSON Pointer, nor the internal gate key), with the reason, which lists
-/// what is allowed.
-fn in_the_files_words(error: tower_elicitation::GateError) -> String {
-    match &error {
-        tower_elicitation::GateError::Schema { error, .. } => {
-            let mut parts = error.path.trim_start_matches('/').split('/');
-            let words = match (parts.next(), parts.next()) {
-                (Some("properties"), Some(field)) => {
-                    let rest: Vec<&str> = parts.collect();
-                    let key = std::iter::once(format!("form.{field}"))
-                        .chain(rest.iter().map(|part| (*part).to_owned()))
-                        .collect::<Vec<_>>()
-                        .join(".");
-                    format!("`{key}`")
-                }
-                _ => "the form".to_owned(),
-            };
-            format!("{words}: {}", error.reason)
-        }
-        _ => error.to_string(),
     }
 }

@@ -232,7 +232,9 @@ fn exited_before_handshake(status: &std::io::Result<ExitStatus>, lines: &[String
         Err(error) => format!("its status unknown: {error}"),
     };
     match lines.split_last() {
-        None => format!("the server exited before its handshake ({ended}), writing nothing on stderr"),
+        None => {
+            format!("the server exited before its handshake ({ended}), writing nothing on stderr")
+        }
         Some((last, [])) => format!("{last} (the server exited before its handshake, {ended})"),
         Some((last, earlier)) => format!(
             "{last} (the server exited before its handshake, {ended}; before that on its stderr: {})",
