@@ -274,8 +274,34 @@ impl Source {
     pub fn parse(&self) -> Result<Config, ConfigError> {
         toml::from_str(&self.text).map_err(|error| {
             let line = error.span().map(|span| self.line_of(span.start));
-            self.error(line, error.message().trim_end().to_owned())
+            let mut message = error.message().trim_end().to_owned();
+            if let Some(span) = error.span() {
+                message.push_str(&self.pointed(span.start));
+            }
+            self.error(line, message)
         })
+    }
+
+    /// The line holding byte `offset`, and a caret under it, each on a line of its own.
+    pub fn pointed(&self, offset: usize) -> String {
+        let offset = offset.min(self.text.len());
+        let Some(start) = self
+            .text
+            .get(..offset)
+            .map(|before| before.rfind('\n').map_or(0, |at| at + 1))
+        else {
+            return String::new();
+        };
+        let end = self.text[start..]
+            .find('\n')
+            .map_or(self.text.len(), |at| start + at);
+        let line = self.text[start..end].trim_end_matches('\r');
+        let column = self.text[start..offset]
+            .chars()
+            .count()
+            .min(line.chars().count());
+        let shown: String = line.chars().take(200).collect();
+        format!("\n    {shown}\n    {}^", " ".repeat(column.min(200)))
     }
 
     /// The line (1-based) of byte `offset`.

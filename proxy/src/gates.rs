@@ -334,7 +334,7 @@ fn one(
             Some(flow) => Gate::url(key.clone(), flow.clone()),
             None => Gate::form(key.clone(), schema.clone()),
         }
-        .map_err(|error| error.to_string())?;
+        .map_err(in_the_files_words)?;
         let resource = kind == "resource";
         let template = message.clone();
         gate = gate.message(move |call| {
@@ -528,6 +528,30 @@ fn schema(form: &toml::Table, required: &[String]) -> Result<String, String> {
         r#"{{"type": "object", "properties": {{{}}}, "required": {required}}}"#,
         properties.join(", ")
     ))
+}
+
+/// A gate's error in the file's own words: a form schema's mistake named by its `form.FIELD`
+/// key (not the schema's JSON Pointer, nor the internal gate key), with the reason, which lists
+/// what is allowed.
+fn in_the_files_words(error: tower_elicitation::GateError) -> String {
+    match &error {
+        tower_elicitation::GateError::Schema { error, .. } => {
+            let mut parts = error.path.trim_start_matches('/').split('/');
+            let words = match (parts.next(), parts.next()) {
+                (Some("properties"), Some(field)) => {
+                    let rest: Vec<&str> = parts.collect();
+                    let key = std::iter::once(format!("form.{field}"))
+                        .chain(rest.iter().map(|part| (*part).to_owned()))
+                        .collect::<Vec<_>>()
+                        .join(".");
+                    format!("`{key}`")
+                }
+                _ => "the form".to_owned(),
+            };
+            format!("{words}: {}", error.reason)
+        }
+        _ => error.to_string(),
+    }
 }
 
 #[cfg(test)]

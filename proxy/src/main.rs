@@ -51,39 +51,39 @@ use crate::gates::Offered;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// What the command line asks for.
+/// What the command line asks for (`clap`'s derive: `--help` explains every flag, `--version`).
+#[derive(clap::Parser)]
+#[command(
+    name = "elicitation-proxy",
+    version,
+    about = "Approval gates and validated elicitation in front of any MCP server, from a TOML file",
+    long_about = "Approval gates and validated elicitation in front of any MCP server, from a TOML \
+file: each gated tool, prompt or resource asks its question (a form or a URL) before the call \
+reaches the server, for hosts of both eras (2026-07-28 and 2025), over Streamable HTTP or stdio.",
+    after_help = "The config file: [upstream] (a command or a url), [listen], [state], [identity] \
+and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every key: the module docs \
+of proxy/src/config.rs (in the repository). Logs: RUST_LOG (e.g. RUST_LOG=debug); each decision \
+is one JSON line on stderr."
+)]
 struct Options {
+    /// The TOML file to serve: the upstream server and the gates in front of it.
+    #[arg(long, value_name = "FILE")]
     config: PathBuf,
+    /// Check the file against the upstream (started, its tools listed), print each gate and
+    /// exit: 0 when all is valid, 1 with the cause when not (the upstream's start included).
+    #[arg(long)]
     check: bool,
+    /// Without `[state] keys`, seal with a random key for this process only (approvals and
+    /// retries do not survive a restart, nor reach another replica); as `[state]
+    /// ephemeral_keys = true`.
+    #[arg(long)]
     ephemeral_keys: bool,
+    /// Speak MCP on stdin and stdout (a desktop host spawned the proxy) instead of listening
+    /// on `[listen] http`; as `[listen] stdio = true`.
+    #[arg(long)]
     stdio: bool,
-}
-
-const USAGE: &str = "usage: elicitation-proxy --config FILE [--check] [--ephemeral-keys] [--stdio]";
-
-fn options() -> Result<Options, String> {
-    let mut config = None;
-    let mut check = false;
-    let mut ephemeral_keys = false;
-    let mut stdio = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--config" => config = Some(PathBuf::from(args.next().ok_or("--config needs a file")?)),
-            "--check" => check = true,
-            "--ephemeral-keys" => ephemeral_keys = true,
-            "--stdio" => stdio = true,
-            "--help" | "-h" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    let config = config.ok_or("--config FILE is required")?;
-    Ok(Options {
-        config,
-        check,
-        ephemeral_keys,
-        stdio,
-    })
+    // `--check --explain` (what each gate asks, and of whom) belongs to the identity issue: a
+    // flag here when it lands.
 }
 
 fn main() -> ExitCode {
@@ -135,15 +135,12 @@ async fn serve_main() -> ExitCode {
         .with(counted)
         .with(decided)
         .init();
-    let options = match options() {
+    // `--help` and `--version` print and exit 0; a mistake prints the usage and exits 2.
+    let options = match <Options as clap::Parser>::try_parse() {
         Ok(options) => options,
-        Err(why) if why.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(why) => {
-            eprintln!("elicitation-proxy: {why}\n{USAGE}");
-            return ExitCode::from(2);
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
         }
     };
     match run(options, metrics, labels).await {
@@ -185,6 +182,7 @@ async fn run(
     let principal = config.identity.principal()?;
     let mode = Arc::new(RwLock::new(config.upstream.on_tool_change()?));
     let base = identified(ElicitationLayer::new(keyring.clone()), &principal);
+    tracing::info!("starting upstream: {}", starting(&config.upstream));
     let upstream = spawn(&config.upstream, &base, redis.as_ref(), None)?;
     let backends = flows::Backends {
         redis: match &config.state.redis {
@@ -204,7 +202,13 @@ async fn run(
     });
     let catalog = Arc::new(Catalog::new(remembered, metrics.clone()));
     catalog.load().await?;
-    let offered = offered(&upstream, &catalog).await?;
+    let offered = offered(&upstream, &catalog, options.check).await?;
+    tracing::info!(
+        tools = offered.tools.len(),
+        prompts = offered.prompts.len(),
+        resources = offered.resources.len(),
+        "upstream ready"
+    );
     let built = assemble(&source, &config, &offered, &backends, &catalog)?;
     if options.check {
         for gate in built.built.iter().filter(|gate| !gate.covered_prompt) {
@@ -442,6 +446,11 @@ fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
     let given = config.state.keys.as_deref().map(secret).transpose();
     match given {
         Ok(Some(keys)) => Ok(Keyring::parse(&keys)?),
+        Ok(None) if config.state.ephemeral_keys => {
+            // Asked for on purpose in the file: said, not warned.
+            tracing::info!("[state] ephemeral_keys = true: a random key for this process only; retries fail across restarts and replicas");
+            Ok(Keyring::ephemeral())
+        }
         Ok(None) | Err(_) if ephemeral => {
             tracing::warn!("no [state] keys: a random key for this process only; retries fail across restarts and replicas");
             Ok(Keyring::ephemeral())
@@ -600,13 +609,51 @@ fn futures_block<F: std::future::Future>(future: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
 }
 
-/// What the upstream offers, waiting (up to a minute) for it to start.
-async fn offered(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, Error> {
+/// The upstream as the start-up line names it: the command (and that a package runner's first
+/// start may download it), or the URL.
+fn starting(upstream: &config::Upstream) -> String {
+    match (&upstream.command, &upstream.url) {
+        (Some(command), _) => {
+            let runner = command.first().and_then(|program| {
+                std::path::Path::new(program)
+                    .file_name()
+                    .and_then(|name| name.to_str())
+            });
+            let downloads = matches!(runner, Some("npx" | "uvx" | "pipx" | "bunx" | "pnpx"));
+            let line = command.join(" ");
+            let line = match line.char_indices().nth(120) {
+                Some((end, _)) => format!("{}…", &line[..end]),
+                None => line,
+            };
+            if downloads {
+                format!("{line} (a first start may download it)")
+            } else {
+                line
+            }
+        }
+        // Without credentials or a query: the line is logged.
+        (None, Some(url)) => match reqwest::Url::parse(url) {
+            Ok(mut url) => {
+                let _ = url.set_username("");
+                let _ = url.set_password(None);
+                url.set_query(None);
+                url.to_string()
+            }
+            Err(_) => "an [upstream] url".to_owned(),
+        },
+        (None, None) => "(none)".to_owned(),
+    }
+}
+
+/// What the upstream offers, waiting for it to start. `once` (`--check`) asks once: the adapter
+/// waits up to its start timeout, and a start that failed (its cause, its last stderr lines) is
+/// the answer; a plain run asks again for up to a minute while the adapter retries with back-off.
+async fn offered(upstream: &Upstream, catalog: &Catalog, once: bool) -> Result<Offered, Error> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         match offered_now(upstream, catalog).await {
             Ok(offered) => return Ok(offered),
-            Err(why) if tokio::time::Instant::now() >= deadline => {
+            Err(why) if once || tokio::time::Instant::now() >= deadline => {
                 return Err(format!("the upstream did not list its tools: {why}").into());
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -687,6 +734,9 @@ async fn rpc(upstream: &Upstream, method: &str, mut params: Value) -> Result<Val
     let mut reply: Value = serde_json::from_slice(&bytes)?;
     match reply.get_mut("result") {
         Some(result) => Ok(result.take()),
-        None => Err(format!("{method}: {}", reply["error"]).into()),
+        None => match reply["error"]["message"].as_str() {
+            Some(message) => Err(format!("{method}: {message}").into()),
+            None => Err(format!("{method}: {}", reply["error"]).into()),
+        },
     }
 }

@@ -2,9 +2,10 @@
 //! restarted with back-off when it exits, killed when the adapter goes. Its lines are routed by
 //! the [core](super::core).
 
-use std::process::Stdio as Pipe;
-use std::sync::Arc;
-use std::time::Instant;
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio as Pipe};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -12,8 +13,18 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
 
 use super::config::{FIRST_BACKOFF, MAX_BACKOFF, STABLE_RUN, Stdio};
-use super::core::{Core, Link, QUEUE, State, TARGET, handshake, stopped};
+use super::core::{Core, Link, QUEUE, State, TARGET, handshake, lock, stopped};
 use super::session::Negotiated;
+
+/// How many of a server's last stderr lines a failed start reports, and how long each may be.
+const KEPT_LINES: usize = 5;
+const KEPT_LINE_CHARS: usize = 300;
+
+/// How long a server that exited may take to finish writing its stderr before the report.
+const STDERR_DRAIN: Duration = Duration::from_secs(1);
+
+/// The last lines the current child wrote on stderr (bounded), for the report of a failed start.
+type Recent = Arc<Mutex<VecDeque<String>>>;
 
 /// Starts the child (so that a command that cannot run is an error at once), then supervises it
 /// in a task: handshake, restarts with back-off, and the kill when `shutdown` turns true.
@@ -54,6 +65,8 @@ async fn supervise(
 ) {
     let mut next = Some(first);
     let mut backoff = FIRST_BACKOFF;
+    // The failed start last reported at WARN: the same cause again is reported quietly.
+    let mut reported: Option<String> = None;
     loop {
         let child = match next.take() {
             Some(child) => Ok(child),
@@ -67,9 +80,9 @@ async fn supervise(
                 }
             }
             Err(error) => {
-                tracing::error!(target: TARGET, %error, "the server could not be started");
+                let command = stdio.command.to_string_lossy();
                 core.state
-                    .send_replace(State::Down(format!("it could not be started ({error})")));
+                    .send_replace(State::Down(format!("cannot start {command:?}: {error}")));
             }
         }
         if *shutdown.borrow() {
@@ -78,7 +91,23 @@ async fn supervise(
         if started.elapsed() >= STABLE_RUN {
             backoff = FIRST_BACKOFF;
         }
-        tracing::info!(target: TARGET, ?backoff, "restarting the server");
+        let down = match &*core.state.borrow() {
+            State::Down(why) => Some(why.clone()),
+            _ => None,
+        };
+        match down {
+            Some(why) if reported.as_deref() != Some(why.as_str()) => {
+                tracing::warn!(target: TARGET, next_attempt_in = ?backoff, "the server did not start: {why}");
+                reported = Some(why);
+            }
+            Some(why) => {
+                tracing::info!(target: TARGET, next_attempt_in = ?backoff, "the server did not start again: {why}");
+            }
+            None => {
+                reported = None;
+                tracing::info!(target: TARGET, ?backoff, "restarting the server");
+            }
+        }
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             () = stopped(&mut shutdown) => break,
@@ -105,14 +134,18 @@ async fn run(core: &Arc<Core>, mut child: Child, shutdown: &mut watch::Receiver<
     core.state.send_replace(State::Starting);
     let (writer, queue) = mpsc::channel(QUEUE);
     tokio::spawn(write_lines(stdin, queue));
-    tokio::spawn(log_lines(stderr));
+    let recent = Recent::default();
+    let mut logs = tokio::spawn(log_lines(stderr, Arc::clone(&recent)));
     let reader = tokio::spawn(read_lines(Arc::clone(core), writer.clone(), stdout));
 
     let handshake = handshake(core, &writer);
     let negotiated = tokio::select! {
         negotiated = handshake => Some(negotiated),
         status = child.wait() => {
-            tracing::warn!(target: TARGET, ?status, "the server exited before its handshake");
+            // Its last words on stderr are the cause: let them arrive (bounded).
+            let _ = tokio::time::timeout(STDERR_DRAIN, &mut logs).await;
+            let lines: Vec<String> = lock(&recent).iter().cloned().collect();
+            core.state.send_replace(State::Down(exited_before_handshake(&status, &lines)));
             None
         }
         () = stopped(shutdown) => return stop(core, child, reader).await,
@@ -128,7 +161,11 @@ async fn run(core: &Arc<Core>, mut child: Child, shutdown: &mut watch::Receiver<
             core.state.send_replace(State::Ready(Arc::clone(&link)));
             tokio::select! {
                 status = child.wait() => {
-                    tracing::warn!(target: TARGET, ?status, "the server exited");
+                    let status = match status {
+                        Ok(status) => describe(status),
+                        Err(error) => format!("its status unknown: {error}"),
+                    };
+                    tracing::warn!(target: TARGET, %status, "the server exited");
                     Ended::Exited
                 }
                 () = core.unresponsive(&link.writer) => {
@@ -139,8 +176,8 @@ async fn run(core: &Arc<Core>, mut child: Child, shutdown: &mut watch::Receiver<
             }
         }
         Some(Err(why)) => {
-            tracing::error!(target: TARGET, %why, "the server's handshake failed");
-            core.state.send_replace(State::Down(why));
+            core.state
+                .send_replace(State::Down(format!("its handshake failed: {why}")));
             Ended::Exited
         }
         None => Ended::Exited,
@@ -179,7 +216,8 @@ async fn write_lines(mut stdin: ChildStdin, mut queue: mpsc::Receiver<Value>) {
 /// server writing without newlines holds at most this much of the adapter's memory.
 pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
 
-async fn log_lines(stderr: impl AsyncRead + Unpin) {
+/// Logs each stderr line (bounded), keeping the last few for the report of a failed start.
+async fn log_lines(stderr: impl AsyncRead + Unpin, recent: Recent) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
@@ -193,12 +231,23 @@ async fn log_lines(stderr: impl AsyncRead + Unpin) {
             Ok(_) => {}
         }
         let whole = line.ends_with(b"\n");
-        let text = String::from_utf8_lossy(line.trim_ascii_end());
+        let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
         if whole {
             tracing::info!(target: TARGET, stderr = %text, "server stderr");
+        } else {
+            tracing::info!(target: TARGET, stderr = %text, limit = MAX_STDERR_LINE, "server stderr (a longer line, cut)");
+        }
+        let kept = text.trim();
+        if !kept.is_empty() {
+            let mut recent = lock(&recent);
+            if recent.len() == KEPT_LINES {
+                recent.pop_front();
+            }
+            recent.push_back(kept.chars().take(KEPT_LINE_CHARS).collect());
+        }
+        if whole {
             continue;
         }
-        tracing::info!(target: TARGET, stderr = %text, limit = MAX_STDERR_LINE, "server stderr (a longer line, cut)");
         // Skip the rest of that line, a bounded piece at a time.
         loop {
             line.clear();
@@ -213,6 +262,62 @@ async fn log_lines(stderr: impl AsyncRead + Unpin) {
             }
         }
     }
+}
+
+/// Why a server that exited before its handshake did not start: its last stderr line first
+/// (the cause, as a rule), the lines before it, then how it ended.
+fn exited_before_handshake(status: &std::io::Result<ExitStatus>, lines: &[String]) -> String {
+    let ended = match status {
+        Ok(status) => describe(*status),
+        Err(error) => format!("its status unknown: {error}"),
+    };
+    match lines.split_last() {
+        None => {
+            format!("the server exited before its handshake ({ended}), writing nothing on stderr")
+        }
+        Some((last, [])) => format!("{last} (the server exited before its handshake, {ended})"),
+        Some((last, earlier)) => format!(
+            "{last} (the server exited before its handshake, {ended}; before that on its stderr: {})",
+            earlier.join(" | ")
+        ),
+    }
+}
+
+/// An exit status as a person reads it: `exit status 127`, or `killed by SIGKILL (signal 9)`.
+fn describe(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exit status {code}");
+    }
+    #[cfg(unix)]
+    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+    #[cfg(not(unix))]
+    let signal: Option<i32> = None;
+    match signal {
+        Some(signal) => match signal_name(signal) {
+            Some(name) => format!("killed by {name} (signal {signal})"),
+            None => format!("killed by signal {signal}"),
+        },
+        None => "no exit status".to_owned(),
+    }
+}
+
+/// The name of a common POSIX signal.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => return None,
+    })
 }
 
 async fn read_lines(core: Arc<Core>, writer: mpsc::Sender<Value>, stdout: impl AsyncRead + Unpin) {
@@ -297,6 +402,6 @@ mod tests {
         // 1 MiB without a newline, then a line: the reader ends (no hang, no unbounded buffer).
         let mut data = vec![b'x'; 1 << 20];
         data.extend_from_slice(b"\nlast\n");
-        log_lines(&data[..]).await;
+        log_lines(&data[..], Recent::default()).await;
     }
 }
