@@ -59,8 +59,11 @@ impl Stdio {
 
     /// The variables a child gets from the adapter's environment without being named (when
     /// set): the search path, the user and home, the locale (and every `LC_*`), the terminal,
-    /// the time zone, the temporary and XDG directories. Nothing else of the adapter's reaches it
-    /// unless [`pass_env`](Self::pass_env) names it.
+    /// the time zone, the temporary and XDG directories, and where the machine's trusted TLS
+    /// certificates are (paths, never secrets: without them `npx` and `uvx` cannot fetch a server
+    /// behind a TLS-inspecting proxy). Nothing else of the adapter's reaches it unless
+    /// [`pass_env`](Self::pass_env) names it: not the network proxy variables (`HTTPS_PROXY` and
+    /// the like), whose URLs may carry credentials.
     pub const BASE_ENV: &'static [&'static str] = &[
         "PATH",
         "HOME",
@@ -79,6 +82,12 @@ impl Stdio {
         "XDG_CONFIG_HOME",
         "XDG_CACHE_HOME",
         "XDG_DATA_HOME",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "PIP_CERT",
     ];
 
     /// Adds one argument.
