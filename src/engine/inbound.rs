@@ -583,7 +583,7 @@ async fn probe<E: Effects>(
             ProbeVerdict::Respond(Outbound::Replace(reply)) => Decided::Respond(reply),
             ProbeVerdict::Forward { body, round } => Decided::Forward {
                 body: Some(body),
-                round,
+                round: *round,
                 answers: None,
                 outcome: None,
             },

@@ -94,7 +94,7 @@ fn drop_repeated(round: &Round) {
 #[derive(Debug)]
 pub(crate) enum ProbeVerdict {
     Respond(Outbound),
-    Forward { body: Vec<u8>, round: Round },
+    Forward { body: Vec<u8>, round: Box<Round> },
 }
 
 /// How a message relates to the call.
@@ -339,7 +339,7 @@ pub(crate) fn judge_probe(
             let answers = (!claims.questions.is_empty()).then_some(&answers);
             ProbeVerdict::Forward {
                 body: call.rewrite(claims.inner_state.as_deref(), answers, None),
-                round,
+                round: Box::new(round),
             }
         }
     }
