@@ -109,7 +109,7 @@ async function write(path, content) {
   await page.getByRole('textbox', { name: 'path' }).fill(path);
   await page.getByRole('textbox', { name: 'content' }).fill(content);
   await page.getByRole('button', { name: 'Execute Tool' }).click();
-  return dialogWith(`Write to ${path}?`);
+  return dialogWith(`Write to "${path}"?`);
 }
 
 const target = join(data, 'notes.txt');
@@ -134,7 +134,7 @@ const flows = {
     expect((await asked()) === before + 1, 'the proxy did not count the question');
     await shot(dialog, 'proxy-write-form');
     await dialog.getByRole('button', { name: 'Decline' }).click();
-    await closed(`Write to ${target}?`);
+    await closed(`Write to "${target}"?`);
     await resultWith('The request was not approved.');
     expect(!existsSync(target), `${target} was written after a decline`);
   },
@@ -144,7 +144,7 @@ const flows = {
     await dialog.getByRole('checkbox', { name: 'Approve' }).check();
     await dialog.getByRole('textbox', { name: 'Reason' }).fill('checked by ui-check-proxy');
     await dialog.getByRole('button', { name: 'Submit' }).click();
-    await closed(`Write to ${target}?`);
+    await closed(`Write to "${target}"?`);
     await resultWith('Successfully wrote');
     expect(existsSync(target), `${target} was not written after an approval`);
     const written = readFileSync(target, 'utf8');
