@@ -193,7 +193,7 @@ pub fn fill(template: &str, call: &GateCall<'_>, encode: bool) -> String {
         out.push_str(&rest[..start]);
         let after = &rest[start + 1..];
         match after.find('}') {
-            Some(end) if crate::gates::is_name(&after[..end]) => {
+            Some(end) if crate::template::is_name(&after[..end]) => {
                 let name = &after[..end];
                 let value = match (name, call.argument(name)) {
                     ("handle", _) => call.handle().to_owned(),

@@ -20,6 +20,7 @@ use crate::catalog::{Catalog, Change};
 use crate::config::{Config, ConfigError, GateSpec, OnToolChange, Source};
 use crate::flows::{Backends, Check, ConfiguredFlow};
 use crate::shown;
+use crate::template::is_name;
 
 /// The key of the question a changed tool asks (`on_tool_change = "ask"`), which the file's
 /// gates may not use.
@@ -450,13 +451,6 @@ fn placeholders(text: &str) -> Vec<String> {
         }
     }
     names
-}
-
-pub(crate) fn is_name(text: &str) -> bool {
-    !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The message with each `{argument}` replaced by the call's argument made safe to show

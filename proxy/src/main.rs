@@ -29,6 +29,7 @@ mod serve;
 mod shown;
 mod stdio;
 mod supervise;
+mod template;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
