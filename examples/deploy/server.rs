@@ -60,8 +60,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::bridge::{LegacyBridgeLayer, MemorySessionStore};
+use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::redis::{RedisStore, RedisUrlFlows};
+use tower_elicitation::store::MemorySessionStore;
 use tower_elicitation::{ElicitationLayer, Gate, GateCall, GateError, GateTarget, UrlFlow};
 
 /// The `inputRequests` key the `deploy` tool asks under.

@@ -12,12 +12,13 @@ use axum::response::IntoResponse as _;
 use tower::Service;
 use tower::util::Oneshot;
 use tower::{Layer, ServiceExt};
-use tower_elicitation::bridge::{LegacyBridgeLayer, MemorySessionStore};
+use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::redis::RedisStore;
+use tower_elicitation::store::MemorySessionStore;
 use tower_elicitation::{Elicitation, ElicitationLayer};
 
-use crate::Error;
 use crate::config::Config;
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::routed::Routed;
 
