@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("try it (stateless MCP 2026-07-28 tools/call):");
     println!("{}", curl_example(&local.to_string()));
 
-    // Bounded header and body read times and connections (`server::Limits`), as a server
+    // Bounded header and body read times and connections (`serve::Limits`, the workspace's accept loop), as a server
     // facing clients it does not trust needs.
     let shutdown = async {
         if let Err(error) = tokio::signal::ctrl_c().await {
@@ -84,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         tracing::info!("shutting down");
     };
-    server::serve(listener, app, server::Limits::default(), shutdown).await;
+    serve::serve(listener, app, serve::Limits::default(), shutdown).await;
     Ok(())
 }
 
