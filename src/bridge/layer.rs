@@ -107,7 +107,7 @@ impl LegacyBridgeLayer {
 
     /// Uses a fresh in-process session store whose sessions expire after `idle` without a
     /// request and which holds at most `cap` of them (then `initialize` is refused, 503).
-    /// Default: [`MemorySessionStore::DEFAULT_IDLE`], [`MemorySessionStore::DEFAULT_CAP`].
+    /// Default: [`MemorySessionStore::DEFAULT_IDLE`], [`MemorySessionStore::DEFAULT_CAPACITY`].
     pub fn memory_sessions(self, idle: Duration, cap: usize) -> Self {
         self.session_store(MemorySessionStore::new(idle, cap))
     }

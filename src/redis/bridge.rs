@@ -26,14 +26,14 @@ impl RedisStore {
     /// Returns the bridge's sessions kept in this Redis, each expiring after `idle` without a request
     /// (at least 1 millisecond); for [`LegacyBridgeLayer::session_store`](crate::bridge::LegacyBridgeLayer::session_store).
     ///
-    /// They are bounded as in process: at most [`RedisSessionStore::DEFAULT_CAP`] live sessions in
+    /// They are bounded as in process: at most [`RedisSessionStore::DEFAULT_CAPACITY`] live sessions in
     /// all and [`RedisSessionStore::DEFAULT_PER_CALLER_CAP`] per identified caller (see
     /// [`RedisSessionStore::cap`]).
     pub fn sessions(&self, idle: Duration) -> RedisSessionStore {
         RedisSessionStore {
             store: self.clone(),
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX).max(1),
-            cap: RedisSessionStore::DEFAULT_CAP,
+            cap: RedisSessionStore::DEFAULT_CAPACITY,
             per_caller_cap: RedisSessionStore::DEFAULT_PER_CALLER_CAP,
         }
     }
@@ -165,13 +165,13 @@ impl fmt::Debug for RedisSessionStore {
 
 impl RedisSessionStore {
     /// Default bound on the live sessions in all: 10,000, as
-    /// [`MemorySessionStore::DEFAULT_CAP`](crate::store::MemorySessionStore::DEFAULT_CAP).
-    pub const DEFAULT_CAP: usize = crate::store::MemorySessionStore::DEFAULT_CAP;
+    /// [`MemorySessionStore::DEFAULT_CAPACITY`](crate::store::MemorySessionStore::DEFAULT_CAPACITY).
+    pub const DEFAULT_CAPACITY: usize = crate::store::MemorySessionStore::DEFAULT_CAPACITY;
     /// Default bound on the live sessions of one identified caller: 100.
     pub const DEFAULT_PER_CALLER_CAP: usize = 100;
 
     /// Bounds the live sessions in all (at least 1); past it `create` answers
-    /// [`StoreError::Full`]. Default: [`DEFAULT_CAP`](Self::DEFAULT_CAP).
+    /// [`StoreError::Full`]. Default: [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY).
     pub fn cap(mut self, cap: usize) -> Self {
         self.cap = cap.max(1);
         self
@@ -207,7 +207,7 @@ impl RedisSessionStore {
 
 impl SessionStore for RedisSessionStore {
     async fn create(&self, id: &str, record: SessionRecord) -> Result<(), StoreError> {
-        let text = serde_json::to_string(&record).map_err(StoreError::new)?;
+        let text = serde_json::to_string(&record).map_err(StoreError::unavailable)?;
         let (cap, per_caller) = (self.cap.to_string(), self.per_caller_cap.to_string());
         let caller = record.principal.as_deref().unwrap_or_default();
         let more = [text.as_str(), &cap, &per_caller, caller];
@@ -216,18 +216,20 @@ impl SessionStore for RedisSessionStore {
             "ok" => Ok(()),
             "full" => Err(StoreError::Full),
             // 128 random bits: never, unless something else writes under the prefix.
-            _ => Err(StoreError::new("a session with this id exists already")),
+            _ => Err(StoreError::unavailable(
+                "a session with this id exists already",
+            )),
         }
     }
 
     async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let text: Option<String> = self.eval(SESSION_GET, id, &[]).await?;
-        text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
+        text.map(|text| serde_json::from_str(&text).map_err(StoreError::unavailable))
             .transpose()
     }
 
     async fn update(&self, id: &str, record: SessionRecord) -> Result<bool, StoreError> {
-        let text = serde_json::to_string(&record).map_err(StoreError::new)?;
+        let text = serde_json::to_string(&record).map_err(StoreError::unavailable)?;
         let updated: u8 = self.eval(SESSION_UPDATE, id, &[&text]).await?;
         Ok(updated == 1)
     }
@@ -333,8 +335,9 @@ impl RedisPendingAnswers {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if subscriber.as_ref().is_none_or(JoinHandle::is_finished) {
-            let runtime = tokio::runtime::Handle::try_current()
-                .map_err(|_| StoreError::new("RedisPendingAnswers needs a Tokio runtime"))?;
+            let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+                StoreError::unavailable("RedisPendingAnswers needs a Tokio runtime")
+            })?;
             // A subscriber that ended with its runtime said nothing: not subscribed.
             self.shared.subscribed.send_replace(false);
             *subscriber = Some(runtime.spawn(subscribe(Arc::downgrade(&self.shared))));
@@ -349,7 +352,7 @@ impl RedisPendingAnswers {
         let deadline = self.shared.store.deadline();
         match tokio::time::timeout(deadline, subscribed.wait_for(|on| *on)).await {
             Ok(Ok(_)) => Ok(()),
-            _ => Err(StoreError::new(format!(
+            _ => Err(StoreError::unavailable(format!(
                 "not subscribed to Redis within {deadline:?}"
             ))),
         }
@@ -388,7 +391,7 @@ impl PendingAnswers for RedisPendingAnswers {
             leg: key.request,
             answer,
         };
-        let text = serde_json::to_string(&message).map_err(StoreError::new)?;
+        let text = serde_json::to_string(&message).map_err(StoreError::unavailable)?;
         let mut cmd = ::redis::cmd("PUBLISH");
         cmd.arg(&self.shared.channel).arg(text);
         let receivers: u64 = self.shared.store.query(cmd).await?;

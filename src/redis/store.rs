@@ -192,7 +192,7 @@ impl RedisStoreBuilder {
     ///
     /// [`StoreError::Unavailable`] when the URL is not a Redis URL.
     pub fn build(self) -> Result<RedisStore, StoreError> {
-        let client = ::redis::Client::open(self.url.as_str()).map_err(StoreError::new)?;
+        let client = ::redis::Client::open(self.url.as_str()).map_err(StoreError::unavailable)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
@@ -280,7 +280,7 @@ impl RedisStore {
         if reply == "PONG" {
             Ok(())
         } else {
-            Err(StoreError::new(format!("PING answered {reply:?}")))
+            Err(StoreError::unavailable(format!("PING answered {reply:?}")))
         }
     }
 
@@ -323,12 +323,12 @@ impl RedisStore {
                 )
             })
             .await
-            .map_err(StoreError::new)?
+            .map_err(StoreError::unavailable)?
             .clone();
         match tokio::time::timeout(self.inner.deadline, cmd.query_async(&mut connection)).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(StoreError::new(error)),
-            Err(_) => Err(StoreError::new(format!(
+            Ok(Err(error)) => Err(StoreError::unavailable(error)),
+            Err(_) => Err(StoreError::unavailable(format!(
                 "no answer from Redis within {:?}",
                 self.inner.deadline
             ))),
@@ -353,7 +353,7 @@ impl RedisStore {
         let policy = match self.query::<HashMap<String, String>>(cmd).await {
             Ok(mut reply) => reply.remove("maxmemory-policy"),
             Err(error) => {
-                return Err(StoreError::new(format!(
+                return Err(StoreError::unavailable(format!(
                     "cannot read Redis's maxmemory-policy ({error}): single-use tokens run only on \
                      a Redis known not to evict; where CONFIG is disabled and Redis does not \
                      evict, build the store with assume_noeviction()"
@@ -365,12 +365,12 @@ impl RedisStore {
                 *self.policy_checked() = Some(Instant::now());
                 Ok(())
             }
-            Some(policy) => Err(StoreError::new(format!(
+            Some(policy) => Err(StoreError::unavailable(format!(
                 "Redis runs with maxmemory-policy {policy}, which may evict spent token ids: \
                  single-use tokens refuse to run on it; set noeviction, or build the store with \
                  allow_evicting_policy() to accept replays of evicted ids"
             ))),
-            None => Err(StoreError::new(
+            None => Err(StoreError::unavailable(
                 "Redis did not say its maxmemory-policy: single-use tokens run only on a Redis \
                  known not to evict (see assume_noeviction())",
             )),

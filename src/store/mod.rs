@@ -57,7 +57,7 @@ pub use tasks::{MemoryTaskStore, TaskStore};
 /// impl TokenStore for Spent {
 ///     async fn consume(&self, id: &str, _until: SystemTime) -> Result<Consumed, StoreError> {
 ///         // A real store also forgets the id after `_until`, and is bounded.
-///         let fresh = self.0.lock().map_err(|_| StoreError::new("poisoned"))?.insert(id.to_owned());
+///         let fresh = self.0.lock().map_err(|_| StoreError::unavailable("poisoned"))?.insert(id.to_owned());
 ///         Ok(if fresh { Consumed::Fresh } else { Consumed::Replayed })
 ///     }
 /// }
@@ -255,7 +255,7 @@ impl MemoryTokenStore {
             spent.earliest = spent.ids.values().copied().min().unwrap_or(u64::MAX);
         }
         if spent.ids.len() >= spent.capacity {
-            return Err(StoreError::new(format!(
+            return Err(StoreError::unavailable(format!(
                 "the in-process store holds {} unexpired ids, its bound",
                 spent.capacity
             )));

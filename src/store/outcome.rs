@@ -28,7 +28,7 @@ pub enum StoreError {
 
 impl StoreError {
     /// Creates a [`StoreError::Unavailable`], with its cause.
-    pub fn new(cause: impl Into<BoxError>) -> Self {
+    pub fn unavailable(cause: impl Into<BoxError>) -> Self {
         Self::Unavailable(cause.into())
     }
 }

@@ -153,13 +153,13 @@ impl MemorySessionStore {
     /// Default idle expiry: one hour.
     pub const DEFAULT_IDLE: Duration = Duration::from_secs(3600);
     /// Default cap: 10,000 sessions.
-    pub const DEFAULT_CAP: usize = 10_000;
+    pub const DEFAULT_CAPACITY: usize = 10_000;
 
-    /// Creates a store whose sessions expire after `idle` without a request, holding at most `cap`.
-    pub fn new(idle: Duration, cap: usize) -> Self {
+    /// Creates a store whose sessions expire after `idle` without a request, holding at most `capacity`.
+    pub fn new(idle: Duration, capacity: usize) -> Self {
         Self {
             idle,
-            cap,
+            cap: capacity,
             sessions: Mutex::default(),
         }
     }
@@ -183,7 +183,7 @@ impl MemorySessionStore {
 
 impl Default for MemorySessionStore {
     fn default() -> Self {
-        Self::new(Self::DEFAULT_IDLE, Self::DEFAULT_CAP)
+        Self::new(Self::DEFAULT_IDLE, Self::DEFAULT_CAPACITY)
     }
 }
 

@@ -245,8 +245,8 @@ async fn redis_a_session_lost_with_redis_data_ends_the_waiting_call() {
 #[test]
 fn redis_sessions_are_bounded_by_default_as_in_process() {
     assert_eq!(
-        RedisSessionStore::DEFAULT_CAP,
-        MemorySessionStore::DEFAULT_CAP
+        RedisSessionStore::DEFAULT_CAPACITY,
+        MemorySessionStore::DEFAULT_CAPACITY
     );
     let sessions = redis("unused:").sessions(Duration::from_secs(60));
     let shown = format!("{sessions:?}");

@@ -294,7 +294,7 @@ struct Unreachable;
 
 impl TokenStore for Unreachable {
     async fn consume(&self, _: &str, _: SystemTime) -> Result<Consumed, StoreError> {
-        Err(StoreError::new("connection refused"))
+        Err(StoreError::unavailable("connection refused"))
     }
 }
 
