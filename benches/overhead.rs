@@ -25,13 +25,13 @@ use std::cell::Cell;
 use std::hint::black_box;
 
 use bytes::Bytes;
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::measurement::Measurement;
 use criterion::{BenchmarkGroup, Criterion};
 use http::{Request, Response};
 use http_body::Body;
 use http_body_util::Full;
 use serde_json::json;
-use support::{call, echo, large_arguments, layer, post, send, token};
+use support::{ThreadCpuTime, call, echo, large_arguments, layer, post, send, token};
 use tower::{Service, ServiceBuilder};
 
 fn overhead<M: Measurement + 'static>(c: &mut Criterion<M>) {
@@ -281,51 +281,10 @@ fn cycling<M: Measurement, S, B>(
     });
 }
 
-/// The CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`), shown as criterion shows
-/// wall-clock time.
-struct ThreadCpuTime {
-    wall: WallTime,
-}
-
-fn thread_cpu_time() -> std::time::Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid, writable `timespec`; the clock id is a constant Linux knows.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
-}
-
-impl Measurement for ThreadCpuTime {
-    type Intermediate = std::time::Duration;
-    type Value = std::time::Duration;
-
-    fn start(&self) -> Self::Intermediate {
-        thread_cpu_time()
-    }
-    fn end(&self, started: Self::Intermediate) -> Self::Value {
-        thread_cpu_time().saturating_sub(started)
-    }
-    fn add(&self, a: &Self::Value, b: &Self::Value) -> Self::Value {
-        *a + *b
-    }
-    fn zero(&self) -> Self::Value {
-        std::time::Duration::ZERO
-    }
-    fn to_f64(&self, value: &Self::Value) -> f64 {
-        value.as_nanos() as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        self.wall.formatter()
-    }
-}
-
 fn main() {
     if std::env::var("BENCH_CLOCK").is_ok_and(|clock| clock == "cpu") {
         let mut c = Criterion::default()
-            .with_measurement(ThreadCpuTime { wall: WallTime })
+            .with_measurement(ThreadCpuTime::default())
             .configure_from_args();
         overhead(&mut c);
     } else {

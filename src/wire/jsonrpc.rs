@@ -228,6 +228,11 @@ pub(crate) fn names_no_mrtr_method(body: &[u8]) -> bool {
 /// each checked for a method name around it.
 fn spells_an_mrtr_method(body: &[u8]) -> bool {
     memchr::memchr_iter(b'/', body).any(|at| {
+        // Each of those names ends in `s` before its slash: most slashes (a URL's, a `_meta`
+        // key's `io.modelcontextprotocol/`) go no further than this one byte.
+        if at == 0 || body[at - 1] != b's' {
+            return false;
+        }
         let (before, after) = body.split_at(at);
         (before.ends_with(b"tools") && after.starts_with(b"/call"))
             || (before.ends_with(b"prompts") && after.starts_with(b"/get"))
