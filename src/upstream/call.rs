@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::config::{GATHER, Routes};
+use super::config::{GATHER, Routes, ServerQuestions};
 use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure};
 use super::parked::{Event, Parked};
 use super::routes;
@@ -368,6 +368,15 @@ async fn reverse_bridge(
         .and_then(|p| p.get("requestState"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    if core.settings.questions == ServerQuestions::Off {
+        // Nothing is ever parked, and the server's requests are refused (no call takes them):
+        // no floor, the call runs beside the others.
+        if state.is_some() {
+            tracing::debug!(target: TARGET, "a retry, and the server's questions are off");
+            return Err(convert::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
+        }
+        return plain(core, link, downstream, method.as_str(), params).await;
+    }
     let _permit = acquire(core, &core.in_flight).await?;
     // The floor a call holds while it runs in a 2025-era session (its requests name no call).
     let floor = acquire(core, &core.floor).await?;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 
-use super::config::{Era, Server, Settings};
+use super::config::{Era, Server, ServerQuestions, Settings};
 use super::parked::{Event, ParkedCalls};
 use super::session::{Negotiated, client_capabilities, speaks_mrtr};
 use crate::bridge::convert;
@@ -243,11 +243,17 @@ impl Core {
                     None => false,
                 };
                 if !delivered {
-                    tracing::debug!(target: TARGET, method, "a server-to-client request outside any call: refused");
-                    let error = convert::error(
-                        METHOD_NOT_FOUND,
-                        "no call is running that could carry this request to the client",
-                    );
+                    let error = if self.settings.questions == ServerQuestions::Off {
+                        // Declared to it as none of the client's capabilities: refused so.
+                        tracing::info!(target: TARGET, method, "the server asked, and its questions are off (server_questions): refused");
+                        convert::error(METHOD_NOT_FOUND, &texts::upstream_undeclared(method))
+                    } else {
+                        tracing::debug!(target: TARGET, method, "a server-to-client request outside any call: refused");
+                        convert::error(
+                            METHOD_NOT_FOUND,
+                            "no call is running that could carry this request to the client",
+                        )
+                    };
                     let _ = writer.send(convert::response(&id, Err(error))).await;
                 }
             }
@@ -389,7 +395,7 @@ pub(crate) async fn handshake(
         let (name, version) = &core.settings.client_info;
         let meta = json!({"_meta": {
             "io.modelcontextprotocol/protocolVersion": MRTR_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": client_capabilities(),
+            "io.modelcontextprotocol/clientCapabilities": client_capabilities(core.settings.questions),
             "io.modelcontextprotocol/clientInfo": {"name": name, "version": version},
         }});
         match core.ask(writer, "server/discover", meta).await {
@@ -403,7 +409,7 @@ pub(crate) async fn handshake(
     let (name, version) = &core.settings.client_info;
     let params = json!({
         "protocolVersion": LEGACY_VERSIONS[0],
-        "capabilities": client_capabilities(),
+        "capabilities": client_capabilities(core.settings.questions),
         "clientInfo": {"name": name, "version": version},
     });
     let initialized = core

@@ -91,7 +91,10 @@
 //! the answer to their call's POST, but the session is one all the same), so the adapter lets one
 //! `tools/call`, `prompts/get` or `resources/read` run in the session at a time (the others wait
 //! their turn; parked calls do not hold it), and refuses a server-to-client request made while
-//! none runs. Other requests run concurrently.
+//! none runs. Other requests run concurrently. A server whose questions are not to reach the
+//! client ([`UpstreamBuilder::server_questions`]`(`[`ServerQuestions::Off`]`)`) is declared none
+//! of those capabilities in `initialize`, has any such request refused (`-32601`, logged), and
+//! runs every call concurrently.
 //!
 //! # Why not rmcp's client transports
 //!
@@ -146,5 +149,5 @@ mod streamable;
 
 #[cfg(feature = "upstream-http")]
 pub use config::Http;
-pub use config::{Era, Server, Stdio};
+pub use config::{Era, Server, ServerQuestions, Stdio};
 pub use service::{ResponseBody, ResponseFuture, Upstream, UpstreamBuilder};

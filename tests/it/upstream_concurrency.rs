@@ -1,0 +1,124 @@
+//! Concurrent calls through the upstream adapter into one 2025-era session (issue #38): the
+//! session's floor (one `tools/call` at a time, so that the server's questions, which name no
+//! call over stdio, are the running call's) is taken only when the server may ask.
+//!
+//! The server is `tests/upstream/slow_server.py` (the standard library only, run with
+//! `python3`): each call runs in a thread of its own, and its `sleep` tool says how many calls
+//! it had in flight at once, so a test sees overlap from the server's side, not from a clock.
+//! The adapter is driven in process (`oneshot` on a clone), as `benches/upstream.rs` does.
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use tower_elicitation::upstream::{ServerQuestions, Stdio, Upstream};
+
+fn slow_server() -> Stdio {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/slow_server.py");
+    Stdio::new("python3").arg(script)
+}
+
+fn spawn(questions: ServerQuestions) -> Upstream {
+    Upstream::builder(slow_server())
+        .server_questions(questions)
+        .start_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(60))
+        .spawn()
+        .expect("the server starts")
+}
+
+/// One 2026-07-28 `tools/call` of `tool` through `upstream`, declaring form elicitation; the
+/// whole JSON-RPC response (one JSON answer).
+async fn call(upstream: &Upstream, tool: &str, arguments: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": tool, "arguments": arguments, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "concurrency-test", "version": "0"},
+    }}});
+    let request = http::Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("authorization", "Bearer alice")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = upstream.clone().oneshot(request).await.unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bytes)))
+}
+
+/// The text of a complete tool result.
+fn text(reply: &Value) -> &str {
+    assert_eq!(reply["result"]["resultType"], "complete", "{reply:#}");
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a tool result: {reply:#}"))
+}
+
+/// `n` concurrent `sleep` calls of `seconds` each; the most calls the server had in flight at
+/// once, as the last of them to finish saw it.
+async fn sleepers(upstream: &Upstream, n: usize, seconds: f64) -> u64 {
+    let calls = (0..n).map(|_| call(upstream, "sleep", json!({"seconds": seconds})));
+    let replies = futures_util::future::join_all(calls).await;
+    replies
+        .iter()
+        .map(|reply| {
+            let seen: Value = serde_json::from_str(text(reply)).unwrap();
+            seen["max_in_flight"].as_u64().unwrap()
+        })
+        .max()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_servers_questions_off_calls_run_in_the_session_at_once() {
+    let upstream = spawn(ServerQuestions::Off);
+    let most = sleepers(&upstream, 8, 1.0).await;
+    // Under the floor the server would never see two; it sees them overlap.
+    assert!(most > 1, "the server had at most {most} call in flight");
+    upstream.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_servers_questions_relayed_the_floor_still_runs_one_call_at_a_time() {
+    let upstream = spawn(ServerQuestions::Relay);
+    let most = sleepers(&upstream, 4, 0.2).await;
+    assert_eq!(most, 1, "the floor lets one call run at a time");
+    upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_the_servers_questions_off_initialize_declares_none_and_a_question_is_refused() {
+    let upstream = spawn(ServerQuestions::Off);
+    let sent: Value = serde_json::from_str(text(&call(&upstream, "initialize", json!({})).await))
+        .expect("the initialize params");
+    let capabilities = sent["capabilities"].as_object().expect("capabilities");
+    for kind in ["elicitation", "sampling", "roots"] {
+        assert!(
+            !capabilities.contains_key(kind),
+            "{kind} declared: {sent:#}"
+        );
+    }
+    // Asked anyway: refused to the server as a client without the capability would (-32601),
+    // and the call goes on to its result; nothing reaches the client.
+    let reply = call(&upstream, "ask", json!({})).await;
+    assert_eq!(text(&reply), "error -32601");
+    upstream.shutdown().await;
+
+    // Relayed (the default): all three declared.
+    let upstream = spawn(ServerQuestions::Relay);
+    let sent: Value = serde_json::from_str(text(&call(&upstream, "initialize", json!({})).await))
+        .expect("the initialize params");
+    for kind in ["elicitation", "sampling", "roots"] {
+        assert!(sent["capabilities"].get(kind).is_some(), "{kind}: {sent:#}");
+    }
+    // And the question reaches the client as an input_required round.
+    let reply = call(&upstream, "ask", json!({})).await;
+    assert_eq!(reply["result"]["resultType"], "input_required", "{reply:#}");
+    upstream.shutdown().await;
+}
