@@ -4,6 +4,7 @@
 //! A call's progress and log notifications go back to the front while it runs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
@@ -11,7 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::config::{GATHER, Routes, ServerQuestions};
-use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure};
+use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure, lock};
 use super::parked::{Event, Parked};
 use super::routes;
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
@@ -378,9 +379,10 @@ async fn reverse_bridge(
         return plain(core, link, downstream, method.as_str(), params).await;
     }
     let _permit = acquire(core, &core.in_flight).await?;
-    // The floor a call holds while it runs in a 2025-era session (its requests name no call).
-    let floor = acquire(core, &core.floor).await?;
     let Some(state) = state else {
+        // The floor a call holds while it runs in a 2025-era session (its requests name no
+        // call).
+        let floor = acquire(core, &core.floor).await?;
         let call = Call::start(core, link, downstream);
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
@@ -393,6 +395,7 @@ async fn reverse_bridge(
             asked: IndexMap::new(),
             seq: 0,
             timer: None,
+            floor: Arc::default(),
         };
         return run(core, call, parked, floor).await;
     };
@@ -407,6 +410,19 @@ async fn reverse_bridge(
         .and_then(Value::as_object);
     // Taken: its expiry timer ends now.
     drop(parked.timer.take());
+    // The floor: still the call's own when the retry comes before it was handed on (see
+    // `GATHER`), else waited for.
+    let lingering = lock(&parked.floor).take();
+    let floor = match lingering {
+        Some(floor) => floor,
+        None => match acquire(core, &core.floor).await {
+            Ok(floor) => floor,
+            Err(error) => {
+                cancel(core, *parked, "the session stayed busy");
+                return Err(error);
+            }
+        },
+    };
     let call = Call::resume(core, link, downstream, &mut parked);
     core.hold_floor(Some(call.id));
     let asked = std::mem::take(&mut parked.asked);
@@ -425,9 +441,7 @@ async fn reverse_bridge(
         run(core, call, *parked, floor).await
     } else {
         // Some questions are still unanswered: ask them again (the upstream still waits).
-        core.hold_floor(None);
-        drop(floor);
-        park(core, call, *parked).await
+        park(core, call, *parked, floor).await
     }
 }
 
@@ -460,8 +474,9 @@ async fn run(
                     _ => format!("{}-{}", key_kind(method.as_str()), parked.seq),
                 };
                 parked.asked.insert(key, (request_id, asked));
-                // Gather the requests the call makes at the same time, then ask them all.
-                wait = GATHER;
+                // The requests already routed to the call join this round; it parks at once
+                // (those that come later join the next round: see `GATHER`).
+                wait = Duration::ZERO;
             }
             Some(Event::Notification(_)) => {}
             Some(Event::Exited) => return Err(call.exited()),
@@ -482,9 +497,7 @@ async fn run(
                     wait = core.settings.request_timeout;
                     continue;
                 }
-                core.hold_floor(None);
-                drop(floor);
-                return park(core, call, parked).await;
+                return park(core, call, parked, floor).await;
             }
             None => {
                 core.hold_floor(None);
@@ -519,8 +532,28 @@ fn key_kind(method: Option<&str>) -> &'static str {
 }
 
 /// Parks the call under a fresh random id and answers `input_required` with its questions.
-async fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value, Value> {
+/// The floor stays the call's for [`GATHER`] more (its retry takes it if it comes first), so that
+/// what the server asks in the same breath is the call's, for its next round.
+async fn park(
+    core: &Arc<Core>,
+    call: Call,
+    mut parked: Parked,
+    floor: OwnedSemaphorePermit,
+) -> Result<Value, Value> {
     let id = format!("{}.{}", core.replica, uuid_v4());
+    *lock(&parked.floor) = Some(floor);
+    let slot = Arc::clone(&parked.floor);
+    let lingering = Arc::clone(core);
+    let upstream_id = parked.upstream_id;
+    tokio::spawn(async move {
+        tokio::time::sleep(GATHER).await;
+        let floor = lock(&slot).take();
+        if let Some(floor) = floor {
+            // Handed on: the server's requests from now on are the next holder's.
+            lingering.release_floor(upstream_id);
+            drop(floor);
+        }
+    });
     let mut requests = Map::new();
     for (key, (_, request)) in &parked.asked {
         requests.insert(key.clone(), request.clone());

@@ -388,9 +388,11 @@ impl Settings {
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub(crate) const STABLE_RUN: Duration = Duration::from_secs(30);
-/// How long the adapter waits, after a server-to-client request, for more of the same call's
-/// requests before it answers `input_required` with all of them.
-/// Short: the call holds the session's floor meanwhile, so it bounds a 2025-era session's flows
-/// per second (a server asks what it asks at once in one go: its requests come within
-/// microseconds of each other).
+/// How long a call that parked keeps the session's floor (over stdio, where the server's
+/// requests name no call): what the server asks in the same breath as the call's first
+/// question (its requests come within microseconds of each other) is still the call's, and joins
+/// its next round, rather than reaching whichever call holds the floor next. The call answers
+/// `input_required` at once (with the requests already read): this wait adds no latency to a
+/// round. Its retry takes the floor back if it comes first; other calls wait for it, so it
+/// bounds a busy stdio session's rounds per second (about 1/`GATHER`).
 pub(crate) const GATHER: Duration = Duration::from_millis(5);

@@ -141,6 +141,15 @@ impl Core {
         *lock(&self.floor_holder) = id;
     }
 
+    /// Hands the floor on from the call `id`: the server's requests are no longer its (unless
+    /// another call holds it already).
+    pub(crate) fn release_floor(&self, id: u64) {
+        let mut holder = lock(&self.floor_holder);
+        if *holder == Some(id) {
+            *holder = None;
+        }
+    }
+
     /// What a call in flight is told when the server went away: the child exited, or the
     /// HTTP server lost the session.
     pub(crate) fn lost_text(&self) -> &'static str {

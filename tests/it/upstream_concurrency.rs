@@ -33,12 +33,21 @@ fn spawn(questions: ServerQuestions) -> Upstream {
 /// One 2026-07-28 `tools/call` of `tool` through `upstream`, declaring form elicitation; the
 /// whole JSON-RPC response (one JSON answer).
 async fn call(upstream: &Upstream, tool: &str, arguments: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": tool, "arguments": arguments, "_meta": {
+    call_with(upstream, tool, arguments, json!({})).await
+}
+
+/// [`call`] with `extra` params (a retry's `requestState` and `inputResponses`).
+async fn call_with(upstream: &Upstream, tool: &str, arguments: Value, extra: Value) -> Value {
+    let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
         "io.modelcontextprotocol/clientInfo": {"name": "concurrency-test", "version": "0"},
-    }}});
+    }});
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
     let request = http::Request::post("/mcp")
         .header("content-type", "application/json")
         .header("accept", "application/json")
@@ -120,5 +129,47 @@ async fn with_the_servers_questions_off_initialize_declares_none_and_a_question_
     // And the question reaches the client as an input_required round.
     let reply = call(&upstream, "ask", json!({})).await;
     assert_eq!(reply["result"]["resultType"], "input_required", "{reply:#}");
+    upstream.shutdown().await;
+}
+
+#[tokio::test]
+async fn questions_asked_in_one_breath_all_reach_the_client_once_and_the_call_finishes() {
+    // The call parks on its first question; the others the server wrote with it join that round
+    // when they were read in time, else the next (the floor stays the parked call's a moment).
+    let upstream = spawn(ServerQuestions::Relay);
+    let mut reply = call(&upstream, "ask", json!({"questions": 3})).await;
+    let mut asked = Vec::new();
+    for _ in 0..3 {
+        if reply["result"]["resultType"] != "input_required" {
+            break;
+        }
+        let requests = reply["result"]["inputRequests"]
+            .as_object()
+            .unwrap()
+            .clone();
+        assert!(!requests.is_empty(), "{reply:#}");
+        let mut responses = serde_json::Map::new();
+        for (key, request) in &requests {
+            asked.push(request["params"]["message"].as_str().unwrap().to_owned());
+            responses.insert(
+                key.clone(),
+                json!({"action": "accept", "content": {"ok": true}}),
+            );
+        }
+        let state = reply["result"]["requestState"].clone();
+        let retry = json!({"questions": 3});
+        reply = call_with(
+            &upstream,
+            "ask",
+            retry,
+            json!({
+                "requestState": state, "inputResponses": responses,
+            }),
+        )
+        .await;
+    }
+    assert_eq!(text(&reply), "accept accept accept", "{reply:#}");
+    asked.sort();
+    assert_eq!(asked, ["OK 1?", "OK 2?", "OK 3?"], "each question once");
     upstream.shutdown().await;
 }

@@ -7,8 +7,8 @@ tools:
 
 - `sleep` (`seconds`, default 1): sleeps, then answers `{"max_in_flight": N}` as text: the
   most `sleep` calls it has had running at the same time so far (1 when they came one by one);
-- `ask`: sends an `elicitation/create` and answers how it was answered (`error -32601`, or the
-  answer's `action`);
+- `ask` (`questions`, default 1): sends that many `elicitation/create` in one write, and answers
+  how each was answered (`error -32601`, or the answer's `action`), space-separated;
 - `initialize`: the `params` of the `initialize` it was sent, as JSON text.
 """
 
@@ -49,23 +49,36 @@ def sleep(seconds):
     return text(json.dumps({"max_in_flight": seen}))
 
 
-def ask():
+def ask(n):
+    """Sends `n` elicitation/create requests in one write; the answers' actions, space-separated
+    in the order asked (`error -32601` for a refusal)."""
     global next_id
-    event = threading.Event()
-    with lock:
-        next_id += 1
-        request_id = f"slow-{next_id}"
-        waiting[request_id] = [event, None]
+    asked = []
+    lines = ""
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-    send({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create",
-          "params": {"message": "OK?", "requestedSchema": schema}})
-    if not event.wait(30):
-        return text("no answer")
     with lock:
-        answer = waiting.pop(request_id)[1]
-    if "error" in answer:
-        return text(f"error {answer['error'].get('code')}")
-    return text(answer.get("result", {}).get("action", "answered"))
+        for i in range(n):
+            next_id += 1
+            request_id = f"slow-{next_id}"
+            event = threading.Event()
+            waiting[request_id] = [event, None]
+            asked.append((request_id, event))
+            lines += json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create",
+                                 "params": {"message": f"OK {i + 1}?", "requestedSchema": schema}}) + "\n"
+        sys.stdout.write(lines)
+        sys.stdout.flush()
+    said = []
+    for request_id, event in asked:
+        if not event.wait(30):
+            said.append("no answer")
+            continue
+        with lock:
+            answer = waiting.pop(request_id)[1]
+        if "error" in answer:
+            said.append(f"error {answer['error'].get('code')}")
+        else:
+            said.append(answer.get("result", {}).get("action", "answered"))
+    return text(" ".join(said))
 
 
 def call(message):
@@ -75,7 +88,7 @@ def call(message):
     if name == "sleep":
         result = sleep(float(arguments.get("seconds", 1)))
     elif name == "ask":
-        result = ask()
+        result = ask(int(arguments.get("questions", 1)))
     elif name == "initialize":
         result = text(json.dumps(initialize_params))
     else:
