@@ -317,6 +317,15 @@ async fn acquire(core: &Core, semaphore: &Arc<Semaphore>) -> Result<OwnedSemapho
     }
 }
 
+/// The session's floor where the server's requests name no call (stdio); `None` where each
+/// comes on its call's own answer (Streamable HTTP: attributed by stream, no call waits).
+async fn take_floor(core: &Core) -> Result<Option<OwnedSemaphorePermit>, Value> {
+    if core.by_stream() {
+        return Ok(None);
+    }
+    acquire(core, &core.floor).await.map(Some)
+}
+
 /// A 2026 upstream: the message as it is, under an id of the adapter's; the response as it is.
 async fn pass_through(
     core: &Arc<Core>,
@@ -380,9 +389,9 @@ async fn reverse_bridge(
     }
     let _permit = acquire(core, &core.in_flight).await?;
     let Some(state) = state else {
-        // The floor a call holds while it runs in a 2025-era session (its requests name no
-        // call).
-        let floor = acquire(core, &core.floor).await?;
+        // The floor a call holds while it runs in a 2025-era stdio session (its requests name
+        // no call); none over HTTP (they come on the call's own answer).
+        let floor = take_floor(core).await?;
         let call = Call::start(core, link, downstream);
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
@@ -414,8 +423,8 @@ async fn reverse_bridge(
     // `GATHER`), else waited for.
     let lingering = lock(&parked.floor).take();
     let floor = match lingering {
-        Some(floor) => floor,
-        None => match acquire(core, &core.floor).await {
+        Some(floor) => Some(floor),
+        None => match take_floor(core).await {
             Ok(floor) => floor,
             Err(error) => {
                 cancel(core, *parked, "the session stayed busy");
@@ -450,7 +459,7 @@ async fn run(
     core: &Arc<Core>,
     mut call: Call,
     mut parked: Parked,
-    floor: OwnedSemaphorePermit,
+    floor: Option<OwnedSemaphorePermit>,
 ) -> Result<Value, Value> {
     let mut wait = core.settings.request_timeout;
     loop {
@@ -532,28 +541,31 @@ fn key_kind(method: Option<&str>) -> &'static str {
 }
 
 /// Parks the call under a fresh random id and answers `input_required` with its questions.
-/// The floor stays the call's for [`GATHER`] more (its retry takes it if it comes first), so that
-/// what the server asks in the same breath is the call's, for its next round.
+/// The floor (stdio) stays the call's for [`GATHER`] more (its retry takes it if it comes first),
+/// so that what the server asks in the same breath is the call's, for its next round. Over HTTP
+/// there is none: what the server asks later comes on the call's own answer all the same.
 async fn park(
     core: &Arc<Core>,
     call: Call,
     mut parked: Parked,
-    floor: OwnedSemaphorePermit,
+    floor: Option<OwnedSemaphorePermit>,
 ) -> Result<Value, Value> {
     let id = format!("{}.{}", core.replica, uuid_v4());
-    *lock(&parked.floor) = Some(floor);
-    let slot = Arc::clone(&parked.floor);
-    let lingering = Arc::clone(core);
-    let upstream_id = parked.upstream_id;
-    tokio::spawn(async move {
-        tokio::time::sleep(GATHER).await;
-        let floor = lock(&slot).take();
-        if let Some(floor) = floor {
-            // Handed on: the server's requests from now on are the next holder's.
-            lingering.release_floor(upstream_id);
-            drop(floor);
-        }
-    });
+    if let Some(floor) = floor {
+        *lock(&parked.floor) = Some(floor);
+        let slot = Arc::clone(&parked.floor);
+        let lingering = Arc::clone(core);
+        let upstream_id = parked.upstream_id;
+        tokio::spawn(async move {
+            tokio::time::sleep(GATHER).await;
+            let floor = lock(&slot).take();
+            if let Some(floor) = floor {
+                // Handed on: the server's requests from now on are the next holder's.
+                lingering.release_floor(upstream_id);
+                drop(floor);
+            }
+        });
+    }
     let mut requests = Map::new();
     for (key, (_, request)) in &parked.asked {
         requests.insert(key.clone(), request.clone());

@@ -133,12 +133,27 @@ impl Core {
         }
     }
 
-    /// Makes `id` the call the server's requests go to (`None`: no call).
+    /// Makes `id` the call the server's requests go to (`None`: no call): over stdio, those
+    /// that name no call; over HTTP (see [`by_stream`](Self::by_stream)), only those that come
+    /// on its own answer, and no floor is held.
     pub(crate) fn hold_floor(&self, id: Option<u64>) {
         if let Some(id) = id {
             lock(&self.askers).insert(id);
         }
-        *lock(&self.floor_holder) = id;
+        if !self.by_stream() {
+            *lock(&self.floor_holder) = id;
+        }
+    }
+
+    /// Whether the server's requests come on the answer of the call they are for (Streamable
+    /// HTTP: each call's POST has its own event stream), so that calls that may be asked need no
+    /// floor; over stdio they name no call.
+    pub(crate) fn by_stream(&self) -> bool {
+        match &self.settings.server {
+            Server::Stdio(_) => false,
+            #[cfg(feature = "upstream-http")]
+            Server::Http(_) => true,
+        }
     }
 
     /// Hands the floor on from the call `id`: the server's requests are no longer its (unless

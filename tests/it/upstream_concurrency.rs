@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use tower_elicitation::upstream::{ServerQuestions, Stdio, Upstream};
+use tower_elicitation::upstream::{Http, ServerQuestions, Stdio, Upstream};
 
 fn slow_server() -> Stdio {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/slow_server.py");
@@ -171,5 +171,99 @@ async fn questions_asked_in_one_breath_all_reach_the_client_once_and_the_call_fi
     assert_eq!(text(&reply), "accept accept accept", "{reply:#}");
     asked.sort();
     assert_eq!(asked, ["OK 1?", "OK 2?", "OK 3?"], "each question once");
+    upstream.shutdown().await;
+}
+
+/// `tests/upstream/meet_server.py` (FastMCP, the venv `scripts/upstream-servers.sh` installs)
+/// on a loopback port of its own; `None` (the test skips) or a panic under
+/// `MCP_REQUIRE_UPSTREAMS=1` when the venv is missing.
+async fn meet_server() -> Option<(tokio::process::Child, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".cache/upstream/venv/bin/python");
+    if !python.exists() {
+        let why = "the Python mcp 1.x venv is not installed: run scripts/upstream-servers.sh";
+        if std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() == Ok("1") {
+            panic!("MCP_REQUIRE_UPSTREAMS=1: {why}");
+        }
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let child = tokio::process::Command::new(&python)
+        .arg(root.join("tests/upstream/meet_server.py"))
+        .arg(port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the server starts");
+    let listening = async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), listening)
+        .await
+        .expect("the server listens");
+    Some((child, format!("http://127.0.0.1:{port}/mcp")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_two_calls_ask_at_once_and_each_answer_reaches_its_own_call() {
+    let Some((_server, url)) = meet_server().await else {
+        return;
+    };
+    let upstream = Upstream::builder(Http::new(url))
+        .start_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(60))
+        .spawn()
+        .expect("the adapter starts");
+    // Each call asks once both run in the session: under a floor the first would wait alone
+    // (5 s, then ask, and say `alone`).
+    let (ada, bob) = tokio::join!(
+        call(&upstream, "meet", json!({"name": "Ada"})),
+        call(&upstream, "meet", json!({"name": "Bob"})),
+    );
+    let asked = |reply: &Value, name: &str| {
+        let result = &reply["result"];
+        assert_eq!(result["resultType"], "input_required", "{reply:#}");
+        let requests = result["inputRequests"].as_object().unwrap();
+        assert_eq!(requests.len(), 1, "{reply:#}");
+        let (key, request) = requests.iter().next().unwrap();
+        assert_eq!(
+            request["params"]["message"],
+            format!("How many seats for {name}?"),
+            "each question on its own call's stream: {reply:#}"
+        );
+        (key.clone(), result["requestState"].clone())
+    };
+    let (ada_key, ada_state) = asked(&ada, "Ada");
+    let (bob_key, bob_state) = asked(&bob, "Bob");
+    let answer = |key: &str, state: Value, seats: u64| {
+        json!({"requestState": state, "inputResponses": {
+            key: {"action": "accept", "content": {"seats": seats}}}})
+    };
+    let (ada, bob) = tokio::join!(
+        call_with(
+            &upstream,
+            "meet",
+            json!({"name": "Ada"}),
+            answer(&ada_key, ada_state, 3)
+        ),
+        call_with(
+            &upstream,
+            "meet",
+            json!({"name": "Bob"}),
+            answer(&bob_key, bob_state, 5)
+        ),
+    );
+    assert_eq!(text(&ada), "Ada: 3 seats, met");
+    assert_eq!(text(&bob), "Bob: 5 seats, met");
     upstream.shutdown().await;
 }
