@@ -90,6 +90,7 @@ def parse_reply(body: bytes, content_type: str) -> dict:
     if "text/event-stream" in content_type:
         for line in text.splitlines():
             if line.startswith("data:"):
+                # A priming event's `data:` is empty: no message.
                 event = json.loads(line[5:].strip() or "{}")
                 if "id" in event and "method" not in event:
                     return event
@@ -232,7 +233,11 @@ class Http:
                 raise RuntimeError("the event stream ended without a response")
             if not line.startswith(b"data:"):
                 continue
-            event = json.loads(line[5:])
+            data = line[5:].strip()
+            if not data:
+                # A priming event (`data:` with nothing after it, for `Last-Event-ID`): no message.
+                continue
+            event = json.loads(data)
             if event.get("method") == "elicitation/create" and not asked:
                 asked = True
                 if legs is not None:
@@ -352,7 +357,14 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--tput-calls", type=int, default=2000)
     parser.add_argument("--tput-runs", type=int, default=3)
+    parser.add_argument("--server-questions", choices=["off", "relay"], default="off",
+                        help="the proxy's [upstream] server_questions (default off, as the shipped "
+                             "filesystem config: the server asks nothing, so its calls run at once)")
+    parser.add_argument("--short", action="store_true",
+                        help="a few seconds (CI's run: the bench still works), not figures to quote")
     args = parser.parse_args()
+    if args.short:
+        args.rounds, args.batch, args.tput_calls, args.tput_runs = 2, 10, 200, 1
 
     work = Path(tempfile.mkdtemp(prefix="proxy-bench."))
     data = (work / "data").resolve()
@@ -370,6 +382,7 @@ def main() -> int:
         port = free_port()
         (work / "proxy.toml").write_text(f"""[upstream]
 command = {json.dumps(server)}
+server_questions = "{args.server_questions}"
 
 [listen]
 http = "127.0.0.1:{port}"

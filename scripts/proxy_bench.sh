@@ -7,11 +7,14 @@
 #
 #   scripts/proxy_bench.sh                         # about 5 minutes after the builds
 #   scripts/proxy_bench.sh --rounds 10 --batch 20  # shorter (any proxy_bench.py option)
+#   scripts/proxy_bench.sh --short                 # seconds: what .ci/run runs (a check that the
+#                                                  # bench works, not figures to quote)
+#   scripts/proxy_bench.sh --server-questions relay  # the proxy with the server's questions relayed
 #
 # Builds the proxy (release), installs mcp-proxy 0.6.0 with `cargo install --locked` into
 # $CARGO_TARGET_DIR/mcp-proxy-0.6.0 (once), and the server with scripts/upstream-servers.sh.
-# Prints the machine, the commit, the date and the tables. Not part of .ci/run: a report, not a
-# gate.
+# Prints the machine, the commit, the date and the tables. .ci/run runs it `--short`: a report,
+# not a gate (it fails only when the bench itself breaks).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target=${CARGO_TARGET_DIR:-target}

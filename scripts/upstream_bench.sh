@@ -8,11 +8,19 @@
 #   scripts/upstream_bench.sh                     # everything, about 2 minutes after the builds
 #   scripts/upstream_bench.sh stdio               # only some parts: stdio, http, flows
 #   UPSTREAM_BENCH_ROUNDS=100 UPSTREAM_BENCH_FLOWS=100 scripts/upstream_bench.sh   # shorter
+#   scripts/upstream_bench.sh --short             # seconds: what .ci/run runs (a check that the
+#                                                 # bench works, not figures to quote)
 #
 # Settings: UPSTREAM_BENCH_ROUNDS, _BATCH, _FLOWS, _FLOW_ROUNDS, _CONCURRENCY (see the bench's
-# module docs). Not part of .ci/run: a report, not a gate.
+# module docs); --short sets those not set to a few seconds' worth. .ci/run runs it --short: a
+# report, not a gate (it fails only when the bench itself breaks).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [ "${1:-}" = "--short" ]; then
+    shift
+    export UPSTREAM_BENCH_ROUNDS=${UPSTREAM_BENCH_ROUNDS:-10} UPSTREAM_BENCH_BATCH=${UPSTREAM_BENCH_BATCH:-10}
+    export UPSTREAM_BENCH_FLOWS=${UPSTREAM_BENCH_FLOWS:-50} UPSTREAM_BENCH_FLOW_ROUNDS=${UPSTREAM_BENCH_FLOW_ROUNDS:-1}
+fi
 target=${CARGO_TARGET_DIR:-target}
 
 cargo build --quiet --release -p tower-elicitation-tools --bin upstream-rmcp

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
+use tower_elicitation::upstream::ServerQuestions;
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -46,6 +47,10 @@ pub struct Upstream {
     /// What a tool whose definition changed since it was first listed gets: `ask` (default),
     /// `hide` or `allow`.
     pub on_tool_change: Option<String>,
+    /// Whether a 2025-era server's own questions (`elicitation/create`, `sampling/createMessage`,
+    /// `roots/list`) reach the caller: `relay` (default) or `off` (none declared to it, calls
+    /// run concurrently).
+    pub server_questions: Option<Spanned<String>>,
 }
 
 /// `[upstream] on_tool_change`: what a tool whose definition (description, `inputSchema`,
@@ -74,6 +79,23 @@ impl Upstream {
             Some("allow") => Ok(OnToolChange::Allow),
             Some(other) => Err(format!(
                 "[upstream] on_tool_change {other:?}: \"ask\", \"hide\" or \"allow\""
+            )),
+        }
+    }
+}
+
+impl Upstream {
+    /// What `server_questions` says.
+    ///
+    /// # Errors
+    ///
+    /// A value other than `relay` or `off` (the caller gives it its line).
+    pub fn server_questions(&self) -> Result<ServerQuestions, String> {
+        match self.server_questions.as_ref().map(|v| v.get_ref().as_str()) {
+            None | Some("relay") => Ok(ServerQuestions::Relay),
+            Some("off") => Ok(ServerQuestions::Off),
+            Some(other) => Err(format!(
+                "[upstream] server_questions {other:?}: \"relay\" (the server's questions reach the caller, one call at a time) or \"off\" (none, calls run at once)"
             )),
         }
     }
@@ -340,7 +362,8 @@ impl Config {
 }
 
 impl Source {
-    /// Checks what reading alone does not: `[listen]`'s bounds, and refuses a config that would
+    /// Checks what reading alone does not: `[listen]`'s bounds, `[upstream] server_questions`,
+    /// and refuses a config that would
     /// hand the upstream child one of the proxy's own secrets: a
     /// variable `[state]`, `[identity]` or an `[upstream]` header reads (`env:NAME`), or the keys'
     /// default variable, named in `[upstream] env_passthrough` or read by an `[upstream] env`
@@ -362,6 +385,12 @@ impl Source {
                 Some(self.line_of(listen.max_connections_per_peer.span().start)),
                 "[listen] max_connections_per_peer: from 1 to 1024",
             ));
+        }
+        if let (Err(why), Some(value)) = (
+            config.upstream.server_questions(),
+            &config.upstream.server_questions,
+        ) {
+            return Err(self.error(Some(self.line_of(value.span().start)), why));
         }
         let secrets = config.secret_variables();
         for name in &config.upstream.env_passthrough {
@@ -454,6 +483,36 @@ require = { approve = true }
 
         let error = source("[upstream\n").parse().unwrap_err();
         assert!(error.to_string().starts_with("gates.toml:1: "), "{error}");
+    }
+
+    #[test]
+    fn server_questions_are_relayed_or_off_and_a_bad_value_names_its_line() {
+        let read = |text: &str| {
+            let source = source(text);
+            let config = source.parse().unwrap();
+            source.check(&config).map(|()| config)
+        };
+        let questions = |text: &str| read(text).unwrap().upstream.server_questions();
+        assert_eq!(
+            questions("[upstream]\ncommand = [\"x\"]\n"),
+            Ok(ServerQuestions::Relay)
+        );
+        assert_eq!(
+            questions("[upstream]\ncommand = [\"x\"]\nserver_questions = \"relay\"\n"),
+            Ok(ServerQuestions::Relay)
+        );
+        assert_eq!(
+            questions("[upstream]\ncommand = [\"x\"]\nserver_questions = \"off\"\n"),
+            Ok(ServerQuestions::Off)
+        );
+        let error = read("[upstream]\ncommand = [\"x\"]\n\nserver_questions = \"validate\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("gates.toml:4: "), "{error}");
+        assert!(
+            error.contains("\"relay\"") && error.contains("\"off\""),
+            "{error}"
+        );
     }
 
     #[test]

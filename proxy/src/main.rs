@@ -473,6 +473,7 @@ fn spawn(
     if let Some(redis) = redis {
         builder = builder.route_retries(redis.pending_answers());
     }
+    builder = builder.server_questions(settings.server_questions()?);
     if let Some(era) = &settings.era {
         builder = builder.era(match era.as_str() {
             "detect" => Era::Detect,

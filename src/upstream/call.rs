@@ -4,14 +4,15 @@
 //! A call's progress and log notifications go back to the front while it runs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::config::{GATHER, Routes};
-use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure};
+use super::config::{GATHER, Routes, ServerQuestions};
+use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure, lock};
 use super::parked::{Event, Parked};
 use super::routes;
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
@@ -316,6 +317,15 @@ async fn acquire(core: &Core, semaphore: &Arc<Semaphore>) -> Result<OwnedSemapho
     }
 }
 
+/// The session's floor where the server's requests name no call (stdio); `None` where each
+/// comes on its call's own answer (Streamable HTTP: attributed by stream, no call waits).
+async fn take_floor(core: &Core) -> Result<Option<OwnedSemaphorePermit>, Value> {
+    if core.by_stream() {
+        return Ok(None);
+    }
+    acquire(core, &core.floor).await.map(Some)
+}
+
 /// A 2026 upstream: the message as it is, under an id of the adapter's; the response as it is.
 async fn pass_through(
     core: &Arc<Core>,
@@ -368,10 +378,20 @@ async fn reverse_bridge(
         .and_then(|p| p.get("requestState"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    if core.settings.questions == ServerQuestions::Off {
+        // Nothing is ever parked, and the server's requests are refused (no call takes them):
+        // no floor, the call runs beside the others.
+        if state.is_some() {
+            tracing::debug!(target: TARGET, "a retry, and the server's questions are off");
+            return Err(legacy::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
+        }
+        return plain(core, link, downstream, method.as_str(), params).await;
+    }
     let _permit = acquire(core, &core.in_flight).await?;
-    // The floor a call holds while it runs in a 2025-era session (its requests name no call).
-    let floor = acquire(core, &core.floor).await?;
     let Some(state) = state else {
+        // The floor a call holds while it runs in a 2025-era stdio session (its requests name
+        // no call); none over HTTP (they come on the call's own answer).
+        let floor = take_floor(core).await?;
         let call = Call::start(core, link, downstream);
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
@@ -384,6 +404,7 @@ async fn reverse_bridge(
             asked: IndexMap::new(),
             seq: 0,
             timer: None,
+            floor: Arc::default(),
         };
         return run(core, call, parked, floor).await;
     };
@@ -398,6 +419,19 @@ async fn reverse_bridge(
         .and_then(Value::as_object);
     // Taken: its expiry timer ends now.
     drop(parked.timer.take());
+    // The floor: still the call's own when the retry comes before it was handed on (see
+    // `GATHER`), else waited for.
+    let lingering = lock(&parked.floor).take();
+    let floor = match lingering {
+        Some(floor) => Some(floor),
+        None => match take_floor(core).await {
+            Ok(floor) => floor,
+            Err(error) => {
+                cancel(core, *parked, "the session stayed busy");
+                return Err(error);
+            }
+        },
+    };
     let call = Call::resume(core, link, downstream, &mut parked);
     core.hold_floor(Some(call.id));
     let asked = std::mem::take(&mut parked.asked);
@@ -416,9 +450,7 @@ async fn reverse_bridge(
         run(core, call, *parked, floor).await
     } else {
         // Some questions are still unanswered: ask them again (the upstream still waits).
-        core.hold_floor(None);
-        drop(floor);
-        park(core, call, *parked).await
+        park(core, call, *parked, floor).await
     }
 }
 
@@ -427,7 +459,7 @@ async fn run(
     core: &Arc<Core>,
     mut call: Call,
     mut parked: Parked,
-    floor: OwnedSemaphorePermit,
+    floor: Option<OwnedSemaphorePermit>,
 ) -> Result<Value, Value> {
     let mut wait = core.settings.request_timeout;
     loop {
@@ -451,8 +483,9 @@ async fn run(
                     _ => format!("{}-{}", key_kind(method.as_str()), parked.seq),
                 };
                 parked.asked.insert(key, (request_id, asked));
-                // Gather the requests the call makes at the same time, then ask them all.
-                wait = GATHER;
+                // The requests already routed to the call join this round; it parks at once
+                // (those that come later join the next round: see `GATHER`).
+                wait = Duration::ZERO;
             }
             Some(Event::Notification(_)) => {}
             Some(Event::Exited) => return Err(call.exited()),
@@ -473,9 +506,7 @@ async fn run(
                     wait = core.settings.request_timeout;
                     continue;
                 }
-                core.hold_floor(None);
-                drop(floor);
-                return park(core, call, parked).await;
+                return park(core, call, parked, floor).await;
             }
             None => {
                 core.hold_floor(None);
@@ -510,8 +541,31 @@ fn key_kind(method: Option<&str>) -> &'static str {
 }
 
 /// Parks the call under a fresh random id and answers `input_required` with its questions.
-async fn park(core: &Arc<Core>, call: Call, mut parked: Parked) -> Result<Value, Value> {
+/// The floor (stdio) stays the call's for [`GATHER`] more (its retry takes it if it comes first),
+/// so that what the server asks in the same breath is the call's, for its next round. Over HTTP
+/// there is none: what the server asks later comes on the call's own answer all the same.
+async fn park(
+    core: &Arc<Core>,
+    call: Call,
+    mut parked: Parked,
+    floor: Option<OwnedSemaphorePermit>,
+) -> Result<Value, Value> {
     let id = format!("{}.{}", core.replica, uuid_v4());
+    if let Some(floor) = floor {
+        *lock(&parked.floor) = Some(floor);
+        let slot = Arc::clone(&parked.floor);
+        let lingering = Arc::clone(core);
+        let upstream_id = parked.upstream_id;
+        tokio::spawn(async move {
+            tokio::time::sleep(GATHER).await;
+            let floor = lock(&slot).take();
+            if let Some(floor) = floor {
+                // Handed on: the server's requests from now on are the next holder's.
+                lingering.release_floor(upstream_id);
+                drop(floor);
+            }
+        });
+    }
     let mut requests = Map::new();
     for (key, (_, request)) in &parked.asked {
         requests.insert(key.clone(), request.clone());

@@ -303,11 +303,35 @@ pub enum Era {
     Legacy,
 }
 
+/// Whether a 2025-era server may ask the client questions through the adapter: its
+/// `elicitation/create`, `sampling/createMessage` and `roots/list`
+/// ([`UpstreamBuilder::server_questions`](super::UpstreamBuilder::server_questions)).
+///
+/// Over stdio such a request names no call, so relaying them costs concurrency: the adapter lets
+/// one `tools/call`, `prompts/get` or `resources/read` run in the session at a time (its
+/// questions are that call's). A server that is never to ask runs them all at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ServerQuestions {
+    /// The reverse bridge (the default): the adapter declares `elicitation` (form and URL),
+    /// `sampling` and `roots` in `initialize`, and a call's questions reach the client as
+    /// `input_required` rounds. One call at a time runs in a 2025-era stdio session.
+    #[default]
+    Relay,
+    /// None: the adapter declares none of those capabilities in `initialize`, and a
+    /// server-to-client request the server sends anyway is refused to it (`-32601`) as a client
+    /// without the capability would, and logged. Calls run concurrently (up to
+    /// [`max_in_flight`](super::UpstreamBuilder::max_in_flight)). For a server whose tools do
+    /// not ask, or whose questions are not to reach the client (the gates in front ask theirs).
+    Off,
+}
+
 /// The adapter's settings, fixed when it is built.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) server: Server,
     pub(crate) era: Era,
+    pub(crate) questions: ServerQuestions,
     pub(crate) max_in_flight: usize,
     pub(crate) max_parked: usize,
     pub(crate) parked_timeout: Duration,
@@ -337,6 +361,7 @@ impl Settings {
         Self {
             server,
             era: Era::Detect,
+            questions: ServerQuestions::Relay,
             max_in_flight: 64,
             max_parked: 256,
             parked_timeout: Duration::from_secs(600),
@@ -363,9 +388,11 @@ impl Settings {
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub(crate) const STABLE_RUN: Duration = Duration::from_secs(30);
-/// How long the adapter waits, after a server-to-client request, for more of the same call's
-/// requests before it answers `input_required` with all of them.
-/// Short: the call holds the session's floor meanwhile, so it bounds a 2025-era session's flows
-/// per second (a server asks what it asks at once in one go: its requests come within
-/// microseconds of each other).
+/// How long a call that parked keeps the session's floor (over stdio, where the server's
+/// requests name no call): what the server asks in the same breath as the call's first
+/// question (its requests come within microseconds of each other) is still the call's, and joins
+/// its next round, rather than reaching whichever call holds the floor next. The call answers
+/// `input_required` at once (with the requests already read): this wait adds no latency to a
+/// round. Its retry takes the floor back if it comes first; other calls wait for it, so it
+/// bounds a busy stdio session's rounds per second (about 1/`GATHER`).
 pub(crate) const GATHER: Duration = Duration::from_millis(5);

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 
-use super::config::{Era, Server, Settings};
+use super::config::{Era, Server, ServerQuestions, Settings};
 use super::parked::{Event, ParkedCalls};
 use super::session::{Negotiated, client_capabilities, speaks_mrtr};
 use crate::texts;
@@ -133,12 +133,36 @@ impl Core {
         }
     }
 
-    /// Makes `id` the call the server's requests go to (`None`: no call).
+    /// Makes `id` the call the server's requests go to (`None`: no call): over stdio, those
+    /// that name no call; over HTTP (see [`by_stream`](Self::by_stream)), only those that come
+    /// on its own answer, and no floor is held.
     pub(crate) fn hold_floor(&self, id: Option<u64>) {
         if let Some(id) = id {
             lock(&self.askers).insert(id);
         }
-        *lock(&self.floor_holder) = id;
+        if !self.by_stream() {
+            *lock(&self.floor_holder) = id;
+        }
+    }
+
+    /// Whether the server's requests come on the answer of the call they are for (Streamable
+    /// HTTP: each call's POST has its own event stream), so that calls that may be asked need no
+    /// floor; over stdio they name no call.
+    pub(crate) fn by_stream(&self) -> bool {
+        match &self.settings.server {
+            Server::Stdio(_) => false,
+            #[cfg(feature = "upstream-http")]
+            Server::Http(_) => true,
+        }
+    }
+
+    /// Hands the floor on from the call `id`: the server's requests are no longer its (unless
+    /// another call holds it already).
+    pub(crate) fn release_floor(&self, id: u64) {
+        let mut holder = lock(&self.floor_holder);
+        if *holder == Some(id) {
+            *holder = None;
+        }
     }
 
     /// What a call in flight is told when the server went away: the child exited, or the
@@ -243,11 +267,17 @@ impl Core {
                     None => false,
                 };
                 if !delivered {
-                    tracing::debug!(target: TARGET, method, "a server-to-client request outside any call: refused");
-                    let error = legacy::error(
-                        METHOD_NOT_FOUND,
-                        "no call is running that could carry this request to the client",
-                    );
+                    let error = if self.settings.questions == ServerQuestions::Off {
+                        // Declared to it as none of the client's capabilities: refused so.
+                        tracing::info!(target: TARGET, method, "the server asked, and its questions are off (server_questions): refused");
+                        legacy::error(METHOD_NOT_FOUND, &texts::upstream_undeclared(method))
+                    } else {
+                        tracing::debug!(target: TARGET, method, "a server-to-client request outside any call: refused");
+                        legacy::error(
+                            METHOD_NOT_FOUND,
+                            "no call is running that could carry this request to the client",
+                        )
+                    };
                     let _ = writer.send(legacy::response(&id, Err(error))).await;
                 }
             }
@@ -389,7 +419,7 @@ pub(crate) async fn handshake(
         let (name, version) = &core.settings.client_info;
         let meta = json!({"_meta": {
             "io.modelcontextprotocol/protocolVersion": MRTR_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": client_capabilities(),
+            "io.modelcontextprotocol/clientCapabilities": client_capabilities(core.settings.questions),
             "io.modelcontextprotocol/clientInfo": {"name": name, "version": version},
         }});
         match core.ask(writer, "server/discover", meta).await {
@@ -403,7 +433,7 @@ pub(crate) async fn handshake(
     let (name, version) = &core.settings.client_info;
     let params = json!({
         "protocolVersion": LEGACY_VERSIONS[0],
-        "capabilities": client_capabilities(),
+        "capabilities": client_capabilities(core.settings.questions),
         "clientInfo": {"name": name, "version": version},
     });
     let initialized = core

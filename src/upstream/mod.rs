@@ -87,11 +87,16 @@
 //! not match (which no 2025-era SDK does strictly), and refuses with `-32021` a question the
 //! client did not declare the capability for. The adapter alone does none of that.
 //!
-//! A 2025-era server's requests to the client name no call on stdio (over HTTP they come in
-//! the answer to their call's POST, but the session is one all the same), so the adapter lets one
-//! `tools/call`, `prompts/get` or `resources/read` run in the session at a time (the others wait
-//! their turn; parked calls do not hold it), and refuses a server-to-client request made while
-//! none runs. Other requests run concurrently.
+//! A 2025-era server's requests to the client name no call on stdio, so there the adapter lets
+//! one `tools/call`, `prompts/get` or `resources/read` run in the session at a time (the others
+//! wait their turn; a parked call keeps the turn a few milliseconds more, so that what its server
+//! asks in the same breath is its own, for its next round), and refuses a server-to-client
+//! request made while none runs. Over Streamable HTTP each request comes on the event stream
+//! answering its call's POST, so it is that call's: calls run concurrently, and a request on
+//! another call's stream is refused. Other requests run concurrently. A server whose questions are not to reach the
+//! client ([`UpstreamBuilder::server_questions`]`(`[`ServerQuestions::Off`]`)`) is declared none
+//! of those capabilities in `initialize`, has any such request refused (`-32601`, logged), and
+//! runs every call concurrently.
 //!
 //! # Why not rmcp's client transports
 //!
@@ -146,5 +151,5 @@ mod streamable;
 
 #[cfg(feature = "upstream-http")]
 pub use config::Http;
-pub use config::{Era, Server, Stdio};
+pub use config::{Era, Server, ServerQuestions, Stdio};
 pub use service::{ResponseBody, ResponseFuture, Upstream, UpstreamBuilder};

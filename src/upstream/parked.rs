@@ -2,11 +2,11 @@
 //! to the caller, the method and the target, bounded in number, taken out exactly once.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use crate::wire::mcp::Method;
 
@@ -44,6 +44,9 @@ pub(crate) struct Parked {
     /// Held while the call is parked: dropped when it is taken, which ends its expiry timer
     /// (and its subscription to routed retries) at once rather than after the timeout.
     pub(crate) timer: Option<oneshot::Sender<()>>,
+    /// The session's floor, held for the call a moment after it parks (then handed on, or
+    /// taken by its retry): shared with the task that hands it on.
+    pub(crate) floor: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
 }
 
 /// The parked calls of one adapter.
@@ -127,6 +130,7 @@ mod tests {
             asked: IndexMap::new(),
             seq: 0,
             timer: None,
+            floor: Arc::default(),
         })
     }
 

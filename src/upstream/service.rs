@@ -18,7 +18,7 @@ use tower_service::Service;
 
 use super::call::{self, Caller, Front};
 use super::child;
-use super::config::{Era, Routes, Server, Settings};
+use super::config::{Era, Routes, Server, ServerQuestions, Settings};
 use super::core::{Core, QUEUE, State};
 #[cfg(feature = "upstream-http")]
 use super::streamable;
@@ -161,6 +161,25 @@ impl UpstreamBuilder {
     /// Sets the upstream's era: found out by default ([`Era::Detect`]).
     pub fn era(mut self, era: Era) -> Self {
         self.settings.era = era;
+        self
+    }
+
+    /// Sets whether a 2025-era server may ask the client questions (`elicitation/create`,
+    /// `sampling/createMessage`, `roots/list`) through the adapter: [`ServerQuestions::Relay`]
+    /// by default (the reverse bridge; one call at a time in a stdio session, since the server's
+    /// requests name no call). [`ServerQuestions::Off`] declares none of those capabilities in
+    /// `initialize`, refuses such a request to the server, and runs calls concurrently.
+    ///
+    /// ```
+    /// use tower_elicitation::upstream::{ServerQuestions, Stdio, Upstream};
+    ///
+    /// // The gates in front ask; the server's tools never do.
+    /// let builder = Upstream::builder(Stdio::new("my-mcp-server"))
+    ///     .server_questions(ServerQuestions::Off);
+    /// # let _ = builder;
+    /// ```
+    pub fn server_questions(mut self, questions: ServerQuestions) -> Self {
+        self.settings.questions = questions;
         self
     }
 

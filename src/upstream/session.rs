@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::config::ServerQuestions;
 use crate::wire::mcp::MRTR_VERSION;
 use crate::wire::mcp::meta::{PREFIX as META_PREFIX, SERVER_INFO as META_SERVER_INFO};
 
@@ -18,9 +19,15 @@ pub(crate) enum Negotiated {
 
 /// The capabilities the adapter declares to a 2025-era upstream: everything a 2026 client in
 /// front can be asked through `input_required` (each request's own capabilities are checked by
-/// `ElicitationLayer` in front, which refuses with `-32021` what a client did not declare).
-pub(crate) fn client_capabilities() -> Value {
-    json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}})
+/// `ElicitationLayer` in front, which refuses with `-32021` what a client did not declare);
+/// none when the server's questions are off.
+pub(crate) fn client_capabilities(questions: ServerQuestions) -> Value {
+    match questions {
+        ServerQuestions::Relay => {
+            json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}})
+        }
+        ServerQuestions::Off => json!({}),
+    }
 }
 
 pub(crate) fn speaks_mrtr(discovered: &Value) -> bool {

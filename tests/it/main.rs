@@ -33,6 +33,7 @@ mod serving;
 mod single_use;
 mod tasks;
 mod upstream;
+mod upstream_concurrency;
 mod upstream_rmcp;
 
 /// Whether the Redis tests (`bridge_redis`, and `single_use`'s `redis_*`) ran: they need a Redis
