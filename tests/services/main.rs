@@ -1,7 +1,8 @@
 //! The integration tests that need a service this repository does not start itself: a Redis at
 //! `MCP_REDIS_URL` (else `127.0.0.1:6379`), `redis-server` on `PATH` (`redis_data_loss` runs its
 //! own), or the real MCP servers `scripts/upstream-servers.sh` installs under `.cache/upstream`
-//! (`upstream`, `upstream_rmcp`). The tests of those modules that need nothing run here too.
+//! (`upstream`, `upstream_rmcp`). The tests of those modules that need nothing run here too, and
+//! `deploy_example`, which runs the built `deploy` example.
 //!
 //! Why a binary of its own, on `libtest-mimic` (`harness = false`): libtest cannot mark a test
 //! ignored at run time, so a test that found no Redis could only return early and count as
@@ -62,6 +63,7 @@ use support::server;
 
 mod bridge_redis;
 mod bridge_session_loss;
+mod deploy_example;
 mod examples;
 mod redis_data_loss;
 mod single_use;
@@ -75,6 +77,7 @@ fn main() -> std::process::ExitCode {
     let mut trials = Vec::new();
     trials.extend(bridge_redis::trials(&probe));
     trials.extend(bridge_session_loss::trials(&probe));
+    trials.extend(deploy_example::trials(&probe));
     trials.extend(examples::trials(&probe));
     trials.extend(redis_data_loss::trials(&probe));
     trials.extend(single_use::trials(&probe));
