@@ -120,13 +120,17 @@
 //!
 //! - [`bridge`]: [`LegacyBridgeLayer`](bridge::LegacyBridgeLayer) serves 2025-era hosts
 //!   (sessions, `initialize`, questions on the call's event stream) from a 2026-07-28 service.
-//! - [`store`]: where single-use tokens are spent ([`TokenStore`](store::TokenStore)), in process
-//!   by default.
-//! - `redis` (feature `redis`): every store above, and URL flows, shared by all replicas through
+//! - [`store`]: every store trait, each with a bounded in-process default: where single-use
+//!   tokens are spent ([`TokenStore`](store::TokenStore)), what the layer remembers per task
+//!   ([`TaskStore`](store::TaskStore)), the bridge's sessions
+//!   ([`SessionStore`](store::SessionStore)), and where a call waits for its answer
+//!   ([`PendingAnswers`](store::PendingAnswers)).
+//! - `redis` (feature `redis`): every store above (`RedisStore`, `RedisTaskStore`,
+//!   `RedisSessionStore`, `RedisPendingAnswers`), and URL flows, shared by all replicas through
 //!   Redis, and what Redis must be for single-use to hold.
-//! - `upstream` (feature `upstream`): `Upstream` fronts any MCP server run as a stdio child
-//!   (2025-era or 2026-07-28) as a 2026-07-28 service; a 2025-era server's own questions become
-//!   `input_required` rounds.
+//! - `upstream` (feature `upstream`): `Upstream` fronts any MCP server, a stdio child or (feature
+//!   `upstream-http`) a Streamable HTTP endpoint, 2025-era or 2026-07-28, as a 2026-07-28
+//!   service; a 2025-era server's own questions become `input_required` rounds.
 //! - [`ElicitationLayer`]: [every option](ElicitationLayer#configuration) and
 //!   [what the client gets](ElicitationLayer#what-the-client-gets) in each case.
 //! - [`Gate`] and [`UrlFlow`]: approval retrofitted onto any server, and URL flows checked on your

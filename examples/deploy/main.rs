@@ -96,7 +96,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
          cargo run --example client -- call deploy '{{\"environment\":\"staging\"}}'"
     );
 
-    // Bounded header and body read times and connections (`server::Limits`), as a server
+    // Bounded header and body read times and connections (`serve::Limits`, the workspace's accept loop), as a server
     // facing clients it does not trust needs.
     let shutdown = async {
         if let Err(error) = tokio::signal::ctrl_c().await {
@@ -105,7 +105,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         tracing::info!("shutting down");
     };
-    server::serve(listener, app, server::Limits::default(), shutdown).await;
+    serve::serve(listener, app, serve::Limits::default(), shutdown).await;
     Ok(())
 }
 

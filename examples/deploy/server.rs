@@ -32,7 +32,6 @@ use std::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicUsize, Ordering},
     },
-    time::Duration,
 };
 
 use axum::{
@@ -60,8 +59,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::bridge::{LegacyBridgeLayer, MemorySessionStore};
+use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::redis::{RedisStore, RedisUrlFlows};
+use tower_elicitation::store::MemorySessionStore;
 use tower_elicitation::{ElicitationLayer, Gate, GateCall, GateError, GateTarget, UrlFlow};
 
 /// The `inputRequests` key the `deploy` tool asks under.
@@ -562,126 +562,6 @@ pub fn no_delay(
             tracing::warn!(%error, "cannot set TCP_NODELAY");
         }
     })
-}
-
-/// What a server facing clients it does not trust bounds: how long a request's head and body
-/// may take to arrive, and how many connections are served at once.
-///
-/// `axum::serve` bounds none of them: a client that sends half a request holds its connection,
-/// and a task, for ever. [`serve`] applies these.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// A connection whose first request head is not complete this long after its accept is
-    /// closed (hyper's `header_read_timeout` does not cover the read that detects the HTTP
-    /// version, so [`serve`] keeps this deadline itself); the same bounds later heads on a
-    /// kept-alive connection (hyper's `header_read_timeout`).
-    pub header_read_timeout: Duration,
-    /// A request whose body is not complete after this gets an error, and the layer answers it
-    /// HTTP 400 (tower-http's `RequestBodyTimeoutLayer`).
-    pub body_read_timeout: Duration,
-    /// Connections served at once; the next ones wait in the listen backlog until one closes.
-    pub max_connections: usize,
-}
-
-impl Default for Limits {
-    /// 10 s for a request's head, 30 s for its body, 1,024 connections.
-    fn default() -> Self {
-        Self {
-            header_read_timeout: Duration::from_secs(10),
-            body_read_timeout: Duration::from_secs(30),
-            max_connections: 1024,
-        }
-    }
-}
-
-/// Serves `app` on `listener` within `limits` until `shutdown` resolves, then lets the requests
-/// in flight finish: `axum::serve`, with the bounds it lacks. HTTP/1.1 and HTTP/2 (prior
-/// knowledge), `TCP_NODELAY` on every socket (see [`no_delay`]).
-///
-/// As `axum::serve` does, an `accept` that fails is logged and the listener goes on: a failure
-/// of one connection at once, one of the listener's (out of descriptors) after a second.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    limits: Limits,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto::Builder;
-    use hyper_util::server::graceful::GracefulShutdown;
-    use hyper_util::service::TowerToHyperService;
-    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
-    use tower_http::timeout::RequestBodyTimeoutLayer;
-
-    let app = app.layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout));
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            accepted = async {
-                let slot = Arc::clone(&slots).acquire_owned().await;
-                (slot, listener.accept().await)
-            } => accepted,
-            () = &mut shutdown => break,
-        };
-        let (tcp, slot) = match accepted {
-            (Ok(slot), Ok((tcp, _))) => (tcp, slot),
-            (_, Err(error)) => {
-                tracing::warn!(%error, "cannot accept a connection");
-                if !matches!(
-                    error.kind(),
-                    ConnectionAborted | ConnectionRefused | ConnectionReset
-                ) {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                continue;
-            }
-            // The semaphore is never closed; were it, there would be nothing left to serve.
-            (Err(_closed), _) => break,
-        };
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "cannot set TCP_NODELAY");
-        }
-        // hyper calls the service once a request's head is complete.
-        let headed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let service = {
-            let headed = Arc::clone(&headed);
-            tower::ServiceBuilder::new()
-                .map_request(move |request| {
-                    headed.store(true, std::sync::atomic::Ordering::Relaxed);
-                    request
-                })
-                .service(app.clone())
-        };
-        let service = TowerToHyperService::new(service);
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
-        let connection = graceful.watch(connection.into_owned());
-        let deadline = limits.header_read_timeout;
-        tokio::spawn(async move {
-            let mut connection = std::pin::pin!(connection);
-            let ended = tokio::select! {
-                ended = &mut connection => Some(ended),
-                () = tokio::time::sleep(deadline) => None,
-            };
-            let ended = match ended {
-                Some(ended) => ended,
-                // Silent since its accept: closed, its slot freed.
-                None if !headed.load(std::sync::atomic::Ordering::Relaxed) => return drop(slot),
-                None => connection.await,
-            };
-            if let Err(error) = ended {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-            drop(slot);
-        });
-    }
-    graceful.shutdown().await;
 }
 
 /// The axum router serving the MCP endpoint at [`MCP_PATH`] behind `layer`

@@ -60,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         TOKENS.map(|(token, _)| token).join(", ")
     );
 
-    // Bounded header and body read times and connections (`server::Limits`), as a server
+    // Bounded header and body read times and connections (`serve::Limits`, the workspace's accept loop), as a server
     // facing clients it does not trust needs.
     let shutdown = async {
         if let Err(error) = tokio::signal::ctrl_c().await {
@@ -68,6 +68,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::future::pending::<()>().await;
         }
     };
-    server::serve(listener, app, server::Limits::default(), shutdown).await;
+    serve::serve(listener, app, serve::Limits::default(), shutdown).await;
     Ok(())
 }

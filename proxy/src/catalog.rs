@@ -73,7 +73,7 @@ impl Catalog {
     /// # Errors
     ///
     /// When Redis cannot be read: the proxy does not start without what it remembers.
-    pub async fn load(&self) -> Result<(), crate::Error> {
+    pub async fn load(&self) -> Result<(), crate::error::Error> {
         let Some((redis, key)) = &self.redis else {
             return Ok(());
         };

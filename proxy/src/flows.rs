@@ -187,35 +187,19 @@ pub struct ConfiguredFlow {
 /// `template` with `{handle}` the call's handle and each `{argument}` the call's argument,
 /// percent-encoded when `encode`.
 pub fn fill(template: &str, call: &GateCall<'_>, encode: bool) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find('{') {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 1..];
-        match after.find('}') {
-            Some(end) if crate::template::is_name(&after[..end]) => {
-                let name = &after[..end];
-                let value = match (name, call.argument(name)) {
-                    ("handle", _) => call.handle().to_owned(),
-                    (_, Some(Value::String(text))) => text.clone(),
-                    (_, Some(other)) => other.to_string(),
-                    (_, None) => String::new(),
-                };
-                if encode {
-                    out.extend(utf8_percent_encode(&value, ENCODED));
-                } else {
-                    out.push_str(&value);
-                }
-                rest = &after[end + 1..];
-            }
-            _ => {
-                out.push('{');
-                rest = after;
-            }
+    crate::template::render(template, |name, out| {
+        let value = match (name, call.argument(name)) {
+            ("handle", _) => call.handle().to_owned(),
+            (_, Some(Value::String(text))) => text.clone(),
+            (_, Some(other)) => other.to_string(),
+            (_, None) => String::new(),
+        };
+        if encode {
+            out.extend(utf8_percent_encode(&value, ENCODED));
+        } else {
+            out.push_str(&value);
         }
-    }
-    out.push_str(rest);
-    out
+    })
 }
 
 impl ConfiguredFlow {

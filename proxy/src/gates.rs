@@ -20,7 +20,7 @@ use crate::catalog::{Catalog, Change};
 use crate::config::{Config, ConfigError, GateSpec, OnToolChange, Source};
 use crate::flows::{Backends, Check, ConfiguredFlow};
 use crate::shown;
-use crate::template::is_name;
+use crate::template::{self, is_name};
 
 /// The key of the question a changed tool asks (`on_tool_change = "ask"`), which the file's
 /// gates may not use.
@@ -261,14 +261,17 @@ fn one(
         }
     }
     let message = spec.message.clone();
-    let mut placeholders = message.as_deref().map(placeholders).unwrap_or_default();
+    let mut placeholders: Vec<String> = message
+        .as_deref()
+        .map(|message| template::names(message).map(str::to_owned).collect())
+        .unwrap_or_default();
     if let Some(flow) = &flow {
         let check = flow.check.template();
         placeholders.extend(
-            self::placeholders(&flow.url)
-                .into_iter()
-                .chain(self::placeholders(check))
-                .filter(|name| name != "handle"),
+            template::names(&flow.url)
+                .chain(template::names(check))
+                .filter(|name| *name != "handle")
+                .map(str::to_owned),
         );
     }
     let rules = rules(spec)?;
@@ -436,46 +439,14 @@ fn flow(spec: &GateSpec, backends: &Backends) -> Result<Option<ConfiguredFlow>, 
     }))
 }
 
-/// The `{argument}` names in a message.
-fn placeholders(text: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find('{') {
-        let after = &rest[start + 1..];
-        match after.find('}') {
-            Some(end) if is_name(&after[..end]) => {
-                names.push(after[..end].to_owned());
-                rest = &after[end + 1..];
-            }
-            _ => rest = after,
-        }
-    }
-    names
-}
-
 /// The message with each `{argument}` replaced by the call's argument made safe to show
 /// ([`shown::value`]: a string quoted, what hides escaped, capped); a missing one as nothing.
 fn interpolate(template: &str, arguments: &Value) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find('{') {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 1..];
-        match after.find('}') {
-            Some(end) if is_name(&after[..end]) => {
-                if let Some(value) = arguments.get(&after[..end]) {
-                    out.push_str(&shown::value(value, shown::PLACEHOLDER_CAP));
-                }
-                rest = &after[end + 1..];
-            }
-            _ => {
-                out.push('{');
-                rest = after;
-            }
+    template::render(template, |name, out| {
+        if let Some(value) = arguments.get(name) {
+            out.push_str(&shown::value(value, shown::PLACEHOLDER_CAP));
         }
-    }
-    out.push_str(rest);
-    out
+    })
 }
 
 fn rules(spec: &GateSpec) -> Result<BTreeMap<String, Rule>, String> {

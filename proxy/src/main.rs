@@ -21,6 +21,7 @@
 mod catalog;
 mod config;
 mod decisions;
+mod error;
 mod flows;
 mod gates;
 mod metrics;
@@ -45,6 +46,7 @@ use tower_elicitation::{ElicitationLayer, Keyring, UnrecordedTasks};
 
 use crate::catalog::Catalog;
 use crate::config::{Config, OnToolChange, PrincipalFrom, Source, secret};
+use crate::error::Error;
 use crate::gates::Offered;
 
 /// mimalloc, as the benches use: the proxy allocates JSON values for every message it passes, and
@@ -152,8 +154,6 @@ async fn serve_main() -> ExitCode {
         }
     }
 }
-
-type Error = Box<dyn std::error::Error + Send + Sync>;
 
 async fn run(
     options: Options,

@@ -23,7 +23,7 @@ use tower::{Service, ServiceExt};
 use tower_elicitation::BoxError;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Adapters kept for callers at once.
 pub const MAX_CALLERS: usize = 256;

@@ -1,8 +1,9 @@
 //! Serving: the stack (bridge → the current layer → the upstream), `/healthz`, bounded read
 //! times and connections, SIGHUP reloads, and a graceful shutdown.
 //!
-//! The accept loop is hyper-util's, as in `examples/deploy/server.rs`: `axum::serve` bounds
-//! neither how long a request's head may take nor how many connections are served.
+//! The accept loop is the workspace's one (`serve/`, shared with the examples and tools):
+//! `axum::serve` bounds neither how long a request's head may take nor how many connections
+//! are served.
 
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
@@ -12,12 +13,13 @@ use axum::response::IntoResponse as _;
 use tower::Service;
 use tower::util::Oneshot;
 use tower::{Layer, ServiceExt};
-use tower_elicitation::bridge::{LegacyBridgeLayer, MemorySessionStore};
+use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::redis::RedisStore;
+use tower_elicitation::store::MemorySessionStore;
 use tower_elicitation::{Elicitation, ElicitationLayer};
 
-use crate::Error;
 use crate::config::Config;
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::routed::Routed;
 
@@ -132,9 +134,6 @@ pub fn app(stack: &Stack, metrics: Metrics) -> axum::Router {
                 }
             },
         ))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            BODY_READ_TIMEOUT,
-        ))
 }
 
 /// The head of `request` (method, URI and headers), for the Host and Origin check.
@@ -232,146 +231,14 @@ pub async fn run(config: &Config, app: axum::Router) -> Result<(), Error> {
         }
         tracing::info!("shutting down: no new connections, the requests in flight may finish");
     };
-    let limits = Limits {
-        head_timeout: Duration::from_secs(*config.listen.head_timeout_secs.get_ref()),
-        per_peer: *config.listen.max_connections_per_peer.get_ref(),
-    };
-    accept(listener, app, limits, shutdown).await;
+    let limits = serve::Limits::default()
+        .header_read_timeout(Duration::from_secs(
+            *config.listen.head_timeout_secs.get_ref(),
+        ))
+        .body_read_timeout(BODY_READ_TIMEOUT)
+        .max_connections(MAX_CONNECTIONS)
+        .max_connections_per_peer(*config.listen.max_connections_per_peer.get_ref())
+        .shutdown_grace(SHUTDOWN_GRACE);
+    serve::serve(listener, app, limits, shutdown).await;
     Ok(())
-}
-
-/// Connections one peer address holds now; an entry leaves with its last connection, so the map
-/// holds at most [`MAX_CONNECTIONS`] entries.
-#[derive(Clone, Default)]
-struct Peers(Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>);
-
-/// One connection counted for its peer, until dropped.
-struct PeerSlot {
-    peers: Peers,
-    address: std::net::IpAddr,
-}
-
-impl Peers {
-    /// A slot for `address`, unless it holds `cap` connections already.
-    fn take(&self, address: std::net::IpAddr, cap: usize) -> Option<PeerSlot> {
-        let mut peers = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let held = peers.entry(address).or_default();
-        if *held >= cap {
-            return None;
-        }
-        *held += 1;
-        Some(PeerSlot {
-            peers: self.clone(),
-            address,
-        })
-    }
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut peers = self.peers.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(held) = peers.get_mut(&self.address) {
-            *held = held.saturating_sub(1);
-            if *held == 0 {
-                peers.remove(&self.address);
-            }
-        }
-    }
-}
-
-/// The accept loop: at most [`MAX_CONNECTIONS`] connections, `per_peer` from one address; each
-/// closed unless its first request's head is complete within `head_timeout` of its accept
-/// (hyper's own header timeout does not cover the read that detects the HTTP version, so a
-/// silent connection would hold its slot forever); later heads on a kept-alive HTTP/1
-/// connection are bounded by hyper's header timeout.
-async fn accept(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    limits: Limits,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto::Builder;
-    use hyper_util::server::graceful::GracefulShutdown;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.head_timeout);
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let peers = Peers::default();
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            accepted = async {
-                let slot = Arc::clone(&slots).acquire_owned().await;
-                (slot, listener.accept().await)
-            } => accepted,
-            () = &mut shutdown => break,
-        };
-        let (tcp, peer, slot) = match accepted {
-            (Ok(slot), Ok((tcp, peer))) => (tcp, peer, slot),
-            (_, Err(error)) => {
-                tracing::warn!(%error, "cannot accept a connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-            (Err(_closed), _) => break,
-        };
-        let Some(peer_slot) = peers.take(peer.ip(), limits.per_peer) else {
-            tracing::warn!(peer = %peer.ip(), cap = limits.per_peer, "a peer over its connection cap: closed");
-            drop(tcp);
-            continue;
-        };
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "cannot set TCP_NODELAY");
-        }
-        let headed = Arc::new(AtomicBool::new(false));
-        let service = {
-            let (app, headed) = (app.clone(), Arc::clone(&headed));
-            hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                // hyper calls the service once a request's head is complete.
-                headed.store(true, Ordering::Relaxed);
-                app.clone().oneshot(request.map(axum::body::Body::new))
-            })
-        };
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
-        let connection = graceful.watch(connection.into_owned());
-        let head_timeout = limits.head_timeout;
-        tokio::spawn(async move {
-            let mut connection = std::pin::pin!(connection);
-            let ended = tokio::select! {
-                ended = &mut connection => Some(ended),
-                () = tokio::time::sleep(head_timeout) => None,
-            };
-            let ended = match ended {
-                Some(ended) => ended,
-                None if !headed.load(Ordering::Relaxed) => {
-                    tracing::debug!(%peer, ?head_timeout, "no request head in time: closed");
-                    return drop((slot, peer_slot));
-                }
-                None => connection.await,
-            };
-            if let Err(error) = ended {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-            drop((slot, peer_slot));
-        });
-    }
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("requests still in flight after {SHUTDOWN_GRACE:?}: stopping anyway");
-    }
-}
-
-/// `[listen]`'s bounds on connections.
-#[derive(Clone, Copy)]
-struct Limits {
-    head_timeout: Duration,
-    per_peer: usize,
 }

@@ -30,7 +30,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
-use crate::Error;
+use crate::error::Error;
 
 /// How long the calls in flight may take to finish once stdin has closed.
 const EOF_GRACE: Duration = Duration::from_secs(5);

@@ -11,8 +11,8 @@ use tokio::sync::Semaphore;
 use super::hosts::AllowedHosts;
 use super::listeners::Listeners;
 use super::params::ToolHeaders;
-use super::pending::{ErasedPendingAnswers, MemoryPendingAnswers};
-use super::session::{ErasedSessionStore, MemorySessionStore};
+use crate::store::{ErasedPendingAnswers, MemoryPendingAnswers};
+use crate::store::{ErasedSessionStore, MemorySessionStore};
 use crate::util::principal::CallerBinding;
 
 pub(crate) const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);

@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::body::ResponseBody;
-use super::ids::random_hex_64;
+use crate::util::ids::random_hex_64;
 
 /// The reconnection delay the bridge asks for in its priming events.
 pub(crate) const RETRY: Duration = Duration::from_secs(3);

@@ -9,10 +9,10 @@ use tower_layer::Layer;
 
 use super::config::{self, Settings};
 use super::hosts::AllowedHosts;
-use super::pending::PendingAnswers;
 use super::service::LegacyBridge;
-use super::session::{MemorySessionStore, SessionStore};
 use crate::ElicitationLayer;
+use crate::store::PendingAnswers;
+use crate::store::{MemorySessionStore, SessionStore};
 
 /// Tower layer that serves 2025-era MCP clients (sessions, `initialize`, server-to-client
 /// requests) in front of a 2026-07-28 multi round-trip service. Put it outermost:

@@ -26,10 +26,10 @@ use tokio::sync::watch;
 use super::body::RequestBody;
 use super::body::ResponseBody;
 use super::config::{KEEP_ALIVE, Settings};
-use super::convert::{self, Client};
 use super::events::{EventSender, StreamKind};
 use super::inner::{self, InnerBody, Message, Reader};
-use super::session::SessionRecord;
+use crate::store::SessionRecord;
+use crate::wire::legacy::{self, Client};
 use crate::wire::mcp::meta::PREFIX as META_PREFIX;
 
 /// The method of the 2026-07-28 request a GET stream is relayed from.
@@ -134,7 +134,7 @@ fn listen_request(settings: &Settings, record: &SessionRecord) -> Value {
         info: &record.client_info,
         log_level: record.log_level.as_deref(),
     };
-    let mut params = convert::modern_params(None, &client);
+    let mut params = legacy::modern_params(None, &client);
     let mut filter = json!({"toolsListChanged": true, "promptsListChanged": true,
         "resourcesListChanged": true});
     if !record.subscriptions.is_empty() {

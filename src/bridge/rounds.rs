@@ -14,15 +14,15 @@ use tower_service::Service;
 
 use super::body::{RequestBody, ResponseBody};
 use super::config::{KEEP_ALIVE, Settings};
-use super::convert::{self, down_level, is_url, missing_capability, tool_error};
 use super::events::{EventSender, StreamKind};
-use super::ids::{random_hex_64, uuid_v4};
 use super::inner::{self, InnerBody, Message, Reader};
-use super::pending::AnswerKey;
-use super::session::SessionRecord;
+use crate::store::AnswerKey;
+use crate::store::SessionRecord;
 use crate::texts;
 use crate::util::BoxFuture;
+use crate::util::ids::{random_hex_64, uuid_v4};
 use crate::wire::jsonrpc::INTERNAL_ERROR;
+use crate::wire::legacy::{self, down_level, is_url, missing_capability, tool_error};
 use crate::wire::mcp::Method;
 
 /// How the bridge's request ids on a call's stream begin.
@@ -255,8 +255,8 @@ where
 /// the others.
 fn failure(call: &BridgedCall, text: &str) -> Value {
     match call.method {
-        Method::ToolsCall => convert::response(&call.id, Ok(tool_error(text))),
-        _ => convert::response(&call.id, Err(convert::error(INTERNAL_ERROR, text))),
+        Method::ToolsCall => legacy::response(&call.id, Ok(tool_error(text))),
+        _ => legacy::response(&call.id, Err(legacy::error(INTERNAL_ERROR, text))),
     }
 }
 
@@ -405,8 +405,8 @@ fn inner_answer<'a>(call: &BridgedCall, response: &'a Value) -> Result<InnerAnsw
     };
     match result.get("resultType").and_then(Value::as_str) {
         None | Some("complete") => {
-            let result = convert::legacy_result(result.clone());
-            Ok(InnerAnswer::Final(convert::response(
+            let result = legacy::legacy_result(result.clone());
+            Ok(InnerAnswer::Final(legacy::response(
                 &call.id,
                 Ok(Value::Object(result)),
             )))
@@ -505,11 +505,11 @@ fn inner_error(call: &BridgedCall, error: &Map<String, Value>) -> Value {
             .and_then(|d| d.get("requiredCapabilities"))
             .map_or_else(|| "{}".to_owned(), Value::to_string);
         let text = format!("The client lacks a capability this tool needs: {required}");
-        return convert::response(&call.id, Ok(tool_error(&text)));
+        return legacy::response(&call.id, Ok(tool_error(&text)));
     }
-    convert::response(
+    legacy::response(
         &call.id,
-        Err(Value::Object(convert::legacy_error(error.clone()))),
+        Err(Value::Object(legacy::legacy_error(error.clone()))),
     )
 }
 
@@ -598,14 +598,14 @@ where
     ResBody: InnerBody,
 {
     let (settings, parts, record) = (&call.settings, &call.parts, &call.record);
-    let client = convert::Client {
+    let client = legacy::Client {
         capabilities: &record.client_capabilities,
         info: &record.client_info,
         log_level: record.log_level.as_deref(),
     };
     let mut cursor: Option<Value> = None;
     for _ in 0..MAX_TOOL_PAGES {
-        let mut params = convert::modern_params(None, &client);
+        let mut params = legacy::modern_params(None, &client);
         if let Some(cursor) = cursor.take() {
             params.insert("cursor".to_owned(), cursor);
         }

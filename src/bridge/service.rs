@@ -14,21 +14,21 @@ use tower_service::Service;
 
 use super::body::{RequestBody, ResponseBody};
 use super::config::Settings;
-use super::convert::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
 use super::events::{self, EventSender, StreamKind};
 use super::future::ResponseFuture;
-use super::ids::new_session_id;
 use super::inner::{self, InnerBody, Message, PROTOCOL_VERSION, Reader, SESSION_ID};
 use super::listen;
-use super::pending::AnswerKey;
 use super::rounds::{self, BridgedCall};
-use super::session::SessionRecord;
 use crate::BoxError;
+use crate::store::AnswerKey;
+use crate::store::SessionRecord;
 use crate::store::StoreError;
 use crate::util::body::{parse_strict, read_limited};
+use crate::util::ids::new_session_id;
 use crate::wire::jsonrpc::{
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR, SESSION_NOT_FOUND,
 };
+use crate::wire::legacy::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
 use crate::wire::mcp::Method as Mrtr;
 
 /// The service [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) wraps around a 2026-07-28 MCP
@@ -128,7 +128,7 @@ where
 {
     let (parts, body) = request.into_parts();
     if let Some(refusal) = settings.hosts.refusal(&parts) {
-        let error = convert::error(INVALID_REQUEST, refusal);
+        let error = legacy::error(INVALID_REQUEST, refusal);
         return Ok(json(StatusCode::FORBIDDEN, &id_less(error)));
     }
     let session = header(&parts, &SESSION_ID).map(str::to_owned);
@@ -147,11 +147,11 @@ where
     let message = match parse_strict(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) if session.is_some() => {
-            let error = convert::error(INVALID_REQUEST, "batch requests are not supported");
+            let error = legacy::error(INVALID_REQUEST, "batch requests are not supported");
             return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
         }
         _ if session.is_some() => {
-            let error = convert::error(PARSE_ERROR, "Parse error");
+            let error = legacy::error(PARSE_ERROR, "Parse error");
             return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
         }
         _ => return forward(inner, parts, bytes).await,
@@ -180,7 +180,7 @@ where
         .await
         .map_err(|failed| {
             let (code, message) = failed.code_and_message();
-            json(failed.status(), &id_less(convert::error(code, message)))
+            json(failed.status(), &id_less(legacy::error(code, message)))
         })
 }
 
@@ -212,7 +212,7 @@ impl<S> Incoming<S> {
                 None => self.forward().await,
             };
         }
-        if convert::claims_modern(&self.message) {
+        if legacy::claims_modern(&self.message) {
             return self.forward().await;
         }
         if method == Some("initialize") {
@@ -263,7 +263,7 @@ impl<S> Incoming<S> {
         };
         let params = message.get("params");
         match method {
-            "ping" => return Ok(json(StatusCode::OK, &convert::response(&id, Ok(json!({}))))),
+            "ping" => return Ok(json(StatusCode::OK, &legacy::response(&id, Ok(json!({}))))),
             "logging/setLevel" => {
                 let session = session.as_deref();
                 return Ok(set_log_level(&settings, session, record, &id, params).await);
@@ -279,7 +279,7 @@ impl<S> Incoming<S> {
             info: &record.client_info,
             log_level: record.log_level.as_deref(),
         };
-        let modern = convert::modern_params(params, &client);
+        let modern = legacy::modern_params(params, &client);
         if let Some(mrtr) = Mrtr::parse(method) {
             let call = BridgedCall {
                 settings,
@@ -318,7 +318,7 @@ async fn legacy_session<B>(
     };
     if let Some(version) = version.filter(|v| !LEGACY_VERSIONS.contains(v)) {
         let message = format!("Bad Request: Unsupported protocol version: {version}");
-        let error = convert::error(SERVER_ERROR, &message);
+        let error = legacy::error(SERVER_ERROR, &message);
         return Err(json(StatusCode::BAD_REQUEST, &id_less(error)));
     }
     Ok(record)
@@ -353,8 +353,8 @@ async fn set_log_level<B>(
 ) -> BridgeResponse<B> {
     let level = params.and_then(|p| p.get("level")).and_then(Value::as_str);
     let Some(level) = level.filter(|l| LOG_LEVELS.contains(l)) else {
-        let error = convert::error(INVALID_PARAMS, "Invalid log level");
-        return json(StatusCode::OK, &convert::response(id, Err(error)));
+        let error = legacy::error(INVALID_PARAMS, "Invalid log level");
+        return json(StatusCode::OK, &legacy::response(id, Err(error)));
     };
     if let Some(session) = session {
         record.log_level = Some(level.to_owned());
@@ -364,7 +364,7 @@ async fn set_log_level<B>(
             Err(error) => return store_failed(&error),
         }
     }
-    json(StatusCode::OK, &convert::response(id, Ok(json!({}))))
+    json(StatusCode::OK, &legacy::response(id, Ok(json!({}))))
 }
 
 /// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape, as
@@ -404,13 +404,13 @@ where
             match reader.next().await {
                 Ok(Message::Notification(_)) => continue,
                 Ok(Message::Response(response)) => break legacy_outcome(response),
-                Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
+                Err(text) => break Err(legacy::error(INTERNAL_ERROR, &text)),
             }
         };
         if let (true, Ok(result)) = (is_tools_list, &outcome) {
             settings.tool_headers.learn(result);
         }
-        return Ok(json(StatusCode::OK, &convert::response(id, outcome)));
+        return Ok(json(StatusCode::OK, &legacy::response(id, outcome)));
     }
     let (events, stream) = EventSender::open(StreamKind::Post);
     let id = id.clone();
@@ -418,7 +418,7 @@ where
     tokio::spawn(async move {
         let call = async {
             let Ok(response) = inner::call(&mut inner, request).await else {
-                let error = convert::error(INTERNAL_ERROR, "The inner service failed");
+                let error = legacy::error(INTERNAL_ERROR, "The inner service failed");
                 return Err(error);
             };
             let mut reader = Reader::new(response);
@@ -434,7 +434,7 @@ where
                         }
                     }
                     Ok(Message::Response(response)) => break legacy_outcome(response),
-                    Err(text) => break Err(convert::error(INTERNAL_ERROR, &text)),
+                    Err(text) => break Err(legacy::error(INTERNAL_ERROR, &text)),
                 }
             }
         };
@@ -445,7 +445,7 @@ where
         if let (true, Ok(result)) = (is_tools_list, &outcome) {
             tool_headers.learn(result);
         }
-        events.send(&convert::response(&id, outcome)).await;
+        events.send(&legacy::response(&id, outcome)).await;
     });
     Ok(stream)
 }
@@ -453,17 +453,17 @@ where
 /// The inner's answer to a request that is not an MRTR method, in its 2025 shape.
 pub(crate) fn legacy_outcome(response: Value) -> Result<Value, Value> {
     if let Some(Value::Object(error)) = response.get("error") {
-        return Err(Value::Object(convert::legacy_error(error.clone())));
+        return Err(Value::Object(legacy::legacy_error(error.clone())));
     }
     let Some(Value::Object(result)) = response.get("result") else {
-        return Err(convert::error(
+        return Err(legacy::error(
             INTERNAL_ERROR,
             "The inner service's result is not an object",
         ));
     };
     match result.get("resultType").and_then(Value::as_str) {
-        None | Some("complete") => Ok(Value::Object(convert::legacy_result(result.clone()))),
-        Some(other) => Err(convert::error(
+        None | Some("complete") => Ok(Value::Object(legacy::legacy_result(result.clone()))),
+        Some(other) => Err(legacy::error(
             INTERNAL_ERROR,
             &format!(
                 "The inner service answered a result of type '{other}', which a 2025 client cannot take"
@@ -488,7 +488,7 @@ where
     let requested = params
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str);
-    let version = convert::negotiate(requested);
+    let version = legacy::negotiate(requested);
     let capabilities = params
         .and_then(|p| p.get("capabilities"))
         .filter(|c| c.is_object())
@@ -502,11 +502,11 @@ where
     let discovered = match discover(&mut inner, settings, parts, &capabilities, &info).await? {
         Ok(discovered) => discovered,
         Err(text) => {
-            let error = convert::error(INTERNAL_ERROR, &text);
-            return Ok(json(StatusCode::OK, &convert::response(&id, Err(error))));
+            let error = legacy::error(INTERNAL_ERROR, &text);
+            return Ok(json(StatusCode::OK, &legacy::response(&id, Err(error))));
         }
     };
-    let result = convert::initialize_result(version, &discovered, &settings.server_info);
+    let result = legacy::initialize_result(version, &discovered, &settings.server_info);
     let record = SessionRecord {
         protocol_version: version.to_owned(),
         client_capabilities: capabilities,
@@ -519,7 +519,7 @@ where
     if let Err(error) = settings.sessions.create(&session, record).await {
         return Ok(store_failed(&error));
     }
-    let mut response = json(StatusCode::OK, &convert::response(&id, Ok(result)));
+    let mut response = json(StatusCode::OK, &legacy::response(&id, Ok(result)));
     response.headers_mut().insert(
         SESSION_ID,
         HeaderValue::from_str(&session).expect("hex is a valid header"),
@@ -557,7 +557,7 @@ where
         info,
         log_level: None,
     };
-    let params = convert::modern_params(None, &client);
+    let params = legacy::modern_params(None, &client);
     let body = json!({"jsonrpc": "2.0", "id": settings.inner_id(), "method": "server/discover",
         "params": params});
     let request = inner::request(
@@ -582,7 +582,7 @@ where
             Err(text) => return Ok(Err(text)),
         }
     };
-    if let Some(ttl) = convert::discovery_ttl(&result) {
+    if let Some(ttl) = legacy::discovery_ttl(&result) {
         let until = std::time::Instant::now() + ttl;
         *settings
             .discovered
@@ -644,8 +644,8 @@ async fn subscription<B>(
     params: Option<&Value>,
 ) -> BridgeResponse<B> {
     let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
-        let error = convert::error(INVALID_PARAMS, "Invalid params: uri must be a string");
-        return json(StatusCode::OK, &convert::response(id, Err(error)));
+        let error = legacy::error(INVALID_PARAMS, "Invalid params: uri must be a string");
+        return json(StatusCode::OK, &legacy::response(id, Err(error)));
     };
     let subscribed = record.subscriptions.iter().any(|known| known == uri);
     let changed = match method {
@@ -666,7 +666,7 @@ async fn subscription<B>(
             Err(error) => return store_failed(&error),
         }
     }
-    json(StatusCode::OK, &convert::response(id, Ok(json!({}))))
+    json(StatusCode::OK, &legacy::response(id, Ok(json!({}))))
 }
 
 /// A client's response to a request on a call's stream: handed to the call waiting for it, if
@@ -758,15 +758,15 @@ fn id_less(error: Value) -> Value {
 }
 
 fn session_not_found<B>() -> BridgeResponse<B> {
-    let error = convert::error(SESSION_NOT_FOUND, "Session not found");
+    let error = legacy::error(SESSION_NOT_FOUND, "Session not found");
     json(StatusCode::NOT_FOUND, &id_less(error))
 }
 
 fn store_failed<B>(error: &StoreError) -> BridgeResponse<B> {
     tracing::warn!(%error, "the bridge's store failed");
     let error = match error {
-        StoreError::Full => convert::error(SERVER_ERROR, "Too many sessions; try again later"),
-        _ => convert::error(SERVER_ERROR, "The session store is unavailable"),
+        StoreError::Full => legacy::error(SERVER_ERROR, "Too many sessions; try again later"),
+        _ => legacy::error(SERVER_ERROR, "The session store is unavailable"),
     };
     json(StatusCode::SERVICE_UNAVAILABLE, &id_less(error))
 }

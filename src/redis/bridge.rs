@@ -14,8 +14,8 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::store::RedisStore;
-use crate::bridge::{AnswerKey, PendingAnswers, SessionRecord, SessionStore};
 use crate::store::StoreError;
+use crate::store::{AnswerKey, PendingAnswers, SessionRecord, SessionStore};
 
 /// How often the subscriber pings Redis, to find out a connection that died silently.
 const PING_EVERY: Duration = Duration::from_secs(2);
@@ -66,7 +66,7 @@ impl RedisStore {
 /// all and `<prefix>sessions:<tag>` per identified caller (the keyed tag of
 /// [`SessionRecord::principal`]), kept in step with the session keys by one script per command.
 /// Past [`cap`](Self::cap) in all, or [`per_caller_cap`](Self::per_caller_cap) for one caller,
-/// `create` answers [`StoreError::Full`], as [`MemorySessionStore`](crate::bridge::MemorySessionStore)
+/// `create` answers [`StoreError::Full`], as [`MemorySessionStore`](crate::store::MemorySessionStore)
 /// does when full: the bridge answers that `initialize` 503, "Too many sessions; try again later".
 /// Anonymous sessions (no principal) count toward the total only.
 ///
@@ -165,8 +165,8 @@ impl fmt::Debug for RedisSessionStore {
 
 impl RedisSessionStore {
     /// Default bound on the live sessions in all: 10,000, as
-    /// [`MemorySessionStore::DEFAULT_CAP`](crate::bridge::MemorySessionStore::DEFAULT_CAP).
-    pub const DEFAULT_CAP: usize = crate::bridge::MemorySessionStore::DEFAULT_CAP;
+    /// [`MemorySessionStore::DEFAULT_CAP`](crate::store::MemorySessionStore::DEFAULT_CAP).
+    pub const DEFAULT_CAP: usize = crate::store::MemorySessionStore::DEFAULT_CAP;
     /// Default bound on the live sessions of one identified caller: 100.
     pub const DEFAULT_PER_CALLER_CAP: usize = 100;
 
@@ -239,7 +239,7 @@ impl SessionStore for RedisSessionStore {
 }
 
 /// The bridge's waiting calls, across replicas: each replica keeps its own waiters in process
-/// (as [`MemoryPendingAnswers`](crate::bridge::MemoryPendingAnswers) does) and listens on one Redis
+/// (as [`MemoryPendingAnswers`](crate::store::MemoryPendingAnswers) does) and listens on one Redis
 /// pub/sub channel, `<prefix>answers`. An answer that arrives on the replica holding the call's
 /// stream is handed over at once; one that arrives on another replica is published on the
 /// channel, and the replica waiting for it takes it (the others find no such leg and drop it).

@@ -1,6 +1,17 @@
-//! Single-use tokens: where the ids of spent tokens are kept ([`TokenStore`]), in process
-//! ([`MemoryTokenStore`]) or, with the `redis` feature, in Redis (`RedisStore`); and what the
-//! layer remembers per task of the Tasks extension ([`TaskStore`], [`MemoryTaskStore`]).
+//! Every store the crate reads and writes, each a trait with a bounded in-process default (and,
+//! with the `redis` feature, one in Redis that every replica shares):
+//!
+//! - single-use tokens: where the ids of spent tokens are kept ([`TokenStore`],
+//!   [`MemoryTokenStore`]; `RedisStore`);
+//! - what the layer remembers per task of the Tasks extension ([`TaskStore`],
+//!   [`MemoryTaskStore`]; `RedisTaskStore`);
+//! - the legacy bridge's sessions ([`SessionStore`], [`SessionRecord`], [`MemorySessionStore`];
+//!   `RedisSessionStore`);
+//! - the message box where a call waits for its answer ([`PendingAnswers`], [`AnswerKey`],
+//!   [`MemoryPendingAnswers`]; `RedisPendingAnswers`): the bridge's questions answered on another
+//!   request, and the upstream adapter's retries routed to the replica holding the call.
+//!
+//! The rest of this page is about single-use tokens.
 //!
 #![doc = include_str!("../../docs/single-use.md")]
 
@@ -13,11 +24,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::util::time::{unix_millis, unix_secs};
 
+mod answers;
 mod outcome;
+mod sessions;
 mod tasks;
 
+pub(crate) use answers::ErasedPendingAnswers;
+pub use answers::{AnswerKey, MemoryPendingAnswers, PendingAnswers};
 pub(crate) use outcome::StoreFuture;
 pub use outcome::{Consumed, StoreError};
+pub(crate) use sessions::ErasedSessionStore;
+pub use sessions::{MemorySessionStore, SessionRecord, SessionStore};
 pub(crate) use tasks::ErasedTaskStore;
 pub use tasks::{MemoryTaskStore, TaskStore};
 

@@ -15,12 +15,12 @@ use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure};
 use super::parked::{Event, Parked};
 use super::routes;
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
-use crate::bridge::convert;
-use crate::bridge::ids::uuid_v4;
 use crate::store::StoreError;
 use crate::texts;
 use crate::util::BoxFuture;
+use crate::util::ids::uuid_v4;
 use crate::wire::jsonrpc::{INVALID_PARAMS, INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY};
+use crate::wire::legacy;
 use crate::wire::mcp::meta::{CLIENT_CAPABILITIES, LOG_LEVEL};
 use crate::wire::mcp::{Declared, InputKind, Method, add_requirement};
 use constant_time_eq::constant_time_eq;
@@ -127,7 +127,7 @@ impl Downstream {
         let mut others = Vec::new();
         let mut required = Map::new();
         for (key, (_, request)) in asked.iter() {
-            match convert::kind_of(request) {
+            match legacy::kind_of(request) {
                 Some(kind) if self.declared.has(kind) => {}
                 Some(InputKind::Roots) => roots.push(key.clone()),
                 Some(kind) => {
@@ -142,8 +142,8 @@ impl Downstream {
                 if let Some((request_id, request)) = asked.shift_remove(&key) {
                     let method = request.get("method").and_then(Value::as_str).unwrap_or("?");
                     let error =
-                        convert::error(METHOD_NOT_FOUND, &texts::upstream_undeclared(method));
-                    link.send_now(&convert::response(&request_id, Err(error)));
+                        legacy::error(METHOD_NOT_FOUND, &texts::upstream_undeclared(method));
+                    link.send_now(&legacy::response(&request_id, Err(error)));
                 }
             }
         };
@@ -168,14 +168,14 @@ pub(crate) async fn handle(
         .and_then(Value::as_str)
         .map(str::to_owned)
     else {
-        let error = convert::error(INVALID_REQUEST, "Invalid Request: no method");
-        return Some(convert::response(&id, Err(error)));
+        let error = legacy::error(INVALID_REQUEST, "Invalid Request: no method");
+        return Some(legacy::response(&id, Err(error)));
     };
     let link = match core.link().await {
         Ok(link) => link,
         Err(why) => {
             let error = failure(&texts::upstream_unavailable(&why));
-            return Some(convert::response(&id, Err(error)));
+            return Some(legacy::response(&id, Err(error)));
         }
     };
     // A retry for a call parked on another replica (a 2025-era upstream's parked calls only).
@@ -200,7 +200,7 @@ pub(crate) async fn handle(
             }
             match method.as_str() {
                 "server/discover" => Ok(discover_result(initialized)),
-                "initialize" => Err(convert::error(
+                "initialize" => Err(legacy::error(
                     INVALID_REQUEST,
                     "Invalid Request: the adapter holds the upstream's session; send 2026-07-28 requests",
                 )),
@@ -213,7 +213,7 @@ pub(crate) async fn handle(
             }
         }
     };
-    Some(convert::response(&id, outcome))
+    Some(legacy::response(&id, outcome))
 }
 
 /// A retry whose call is parked on another replica: routed to it, its answer brought back (see
@@ -225,7 +225,7 @@ async fn route_away(
     message: Map<String, Value>,
 ) -> Value {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let refuse = |text: &str| convert::response(&id, Err(convert::error(INVALID_PARAMS, text)));
+    let refuse = |text: &str| legacy::response(&id, Err(legacy::error(INVALID_PARAMS, text)));
     let Some(Routes(routes)) = &core.settings.routes else {
         tracing::debug!(target: TARGET, "a retry for a call parked on another replica, and no routes");
         return refuse(texts::UPSTREAM_OTHER_REPLICA);
@@ -257,7 +257,7 @@ async fn route_away(
         Ok(None) => refuse(texts::UPSTREAM_CALL_GONE),
         Err(error) => {
             tracing::warn!(target: TARGET, %error, "a retry could not be routed to its replica");
-            convert::response(&id, Err(failure(texts::UPSTREAM_ROUTES_DOWN)))
+            legacy::response(&id, Err(failure(texts::UPSTREAM_ROUTES_DOWN)))
         }
     }
 }
@@ -390,7 +390,7 @@ async fn reverse_bridge(
     let made_by_caller = |tag: Option<&str>| caller.made(core, tag);
     let Some(mut parked) = core.parked.take(&state, made_by_caller, method, &target) else {
         tracing::debug!(target: TARGET, "a retry for a call that is not parked here");
-        return Err(convert::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
+        return Err(legacy::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
     };
     let answers = params
         .as_ref()
@@ -404,7 +404,7 @@ async fn reverse_bridge(
     for (key, (request_id, request)) in asked {
         match answers.and_then(|a| a.get(&key)) {
             Some(answer) => {
-                let response = convert::response(&request_id, Ok(answer.clone()));
+                let response = legacy::response(&request_id, Ok(answer.clone()));
                 link.send(&response).await;
             }
             None => {
@@ -461,7 +461,7 @@ async fn run(
                     core.hold_floor(None);
                     parked.events = call.park();
                     cancel(core, parked, "the client cannot answer this request");
-                    let mut refusal = convert::error(
+                    let mut refusal = legacy::error(
                         MISSING_REQUIRED_CLIENT_CAPABILITY,
                         "Missing required client capability",
                     );
@@ -575,7 +575,7 @@ fn cancel(core: &Core, parked: Parked, reason: &str) {
         "params": {"requestId": parked.upstream_id, "reason": reason}});
     link.send_now(&cancelled);
     for (request_id, _) in parked.asked.into_values() {
-        link.send_now(&convert::response(&request_id, Err(failure(reason))));
+        link.send_now(&legacy::response(&request_id, Err(failure(reason))));
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::Keyring;
-use crate::bridge::pending::ErasedPendingAnswers;
+use crate::store::ErasedPendingAnswers;
 use crate::util::principal::{CallerBinding, Principal};
 
 /// A server run as a child process speaking newline-delimited JSON-RPC on its stdin and stdout

@@ -14,10 +14,10 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use super::config::{Era, Server, Settings};
 use super::parked::{Event, ParkedCalls};
 use super::session::{Negotiated, client_capabilities, speaks_mrtr};
-use crate::bridge::convert;
-use crate::bridge::convert::LEGACY_VERSIONS;
 use crate::texts;
 use crate::wire::jsonrpc::INTERNAL_ERROR;
+use crate::wire::legacy;
+use crate::wire::legacy::LEGACY_VERSIONS;
 use crate::wire::mcp::MRTR_VERSION;
 
 /// `METHOD_NOT_FOUND`: what a server-to-client request no call can take is answered.
@@ -228,7 +228,7 @@ impl Core {
             (Some(method), Some(id)) => {
                 let id = id.clone();
                 if method == "ping" {
-                    let _ = writer.send(convert::response(&id, Ok(json!({})))).await;
+                    let _ = writer.send(legacy::response(&id, Ok(json!({})))).await;
                     return;
                 }
                 // The call whose answer carried the request, if it may be asked (a parked one
@@ -244,11 +244,11 @@ impl Core {
                 };
                 if !delivered {
                     tracing::debug!(target: TARGET, method, "a server-to-client request outside any call: refused");
-                    let error = convert::error(
+                    let error = legacy::error(
                         METHOD_NOT_FOUND,
                         "no call is running that could carry this request to the client",
                     );
-                    let _ = writer.send(convert::response(&id, Err(error))).await;
+                    let _ = writer.send(legacy::response(&id, Err(error))).await;
                 }
             }
             (Some(method), None) => {
@@ -440,7 +440,7 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 
 /// A JSON-RPC error for a call the server could not finish.
 pub(crate) fn failure(message: &str) -> Value {
-    convert::error(INTERNAL_ERROR, message)
+    legacy::error(INTERNAL_ERROR, message)
 }
 
 #[cfg(test)]

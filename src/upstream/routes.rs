@@ -1,5 +1,5 @@
 //! Which replica holds a parked call, and the messages that carry a retry to it and its answer
-//! back through a shared [`PendingAnswers`](crate::bridge::PendingAnswers) (the bridge's, e.g.
+//! back through a shared [`PendingAnswers`](crate::store::PendingAnswers) (the bridge's, e.g.
 //! Redis's): pure naming and shapes, no I/O.
 //!
 //! A parked call's `requestState` is `<replica>.<random id>`. A retry that lands on the replica
@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::bridge::AnswerKey;
+use crate::store::AnswerKey;
 
 /// How long a routed retry waits for the holder to acknowledge it before it is taken for gone.
 pub(crate) const ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

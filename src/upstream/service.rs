@@ -22,11 +22,11 @@ use super::config::{Era, Routes, Server, Settings};
 use super::core::{Core, QUEUE, State};
 #[cfg(feature = "upstream-http")]
 use super::streamable;
-use crate::bridge::PendingAnswers;
-use crate::bridge::convert;
+use crate::store::PendingAnswers;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
 use crate::wire::jsonrpc::{INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR};
+use crate::wire::legacy;
 use crate::wire::sse::message_event as event;
 use crate::{BoxError, ElicitationLayer};
 
@@ -231,7 +231,7 @@ impl UpstreamBuilder {
     /// JSON message.
     ///
     /// ```
-    /// use tower_elicitation::bridge::MemoryPendingAnswers;
+    /// use tower_elicitation::store::MemoryPendingAnswers;
     /// use tower_elicitation::upstream::{Stdio, Upstream};
     ///
     /// // In one process; with Redis, `redis.pending_answers()` reaches every replica.
@@ -331,27 +331,27 @@ where
         Ok(bytes) => bytes,
         Err(failed) => {
             let (code, message) = failed.code_and_message();
-            let body = convert::response(&Value::Null, Err(convert::error(code, message)));
+            let body = legacy::response(&Value::Null, Err(legacy::error(code, message)));
             return reply(failed.status(), Some(&body));
         }
     };
     let message = match parse_strict(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) => {
-            let error = convert::error(
+            let error = legacy::error(
                 INVALID_REQUEST,
                 "Invalid Request: batches are not supported",
             );
             return reply(
                 StatusCode::BAD_REQUEST,
-                Some(&convert::response(&Value::Null, Err(error))),
+                Some(&legacy::response(&Value::Null, Err(error))),
             );
         }
         _ => {
-            let error = convert::error(PARSE_ERROR, "Parse error");
+            let error = legacy::error(PARSE_ERROR, "Parse error");
             return reply(
                 StatusCode::BAD_REQUEST,
-                Some(&convert::response(&Value::Null, Err(error))),
+                Some(&legacy::response(&Value::Null, Err(error))),
             );
         }
     };

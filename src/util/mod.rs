@@ -1,9 +1,10 @@
-//! Small helpers shared by both wings: bounded caches, the caller's identity, and the
-//! inner-service accessors, randomness.
+//! Small helpers every wing shares: bounded caches, the caller's identity, the inner-service
+//! accessors, randomness and the ids made from it, the clock.
 
 #[macro_use]
 pub(crate) mod macros;
 pub(crate) mod body;
+pub(crate) mod ids;
 pub(crate) mod memo;
 pub(crate) mod principal;
 pub(crate) mod random;

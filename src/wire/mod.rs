@@ -9,5 +9,6 @@ pub(crate) mod canonical;
 pub(crate) mod edit;
 pub(crate) mod json;
 pub(crate) mod jsonrpc;
+pub(crate) mod legacy;
 pub(crate) mod mcp;
 pub(crate) mod sse;

@@ -14,11 +14,11 @@ use http_body_util::{BodyExt, Full};
 use legacy_stream::{Events, WAIT, result_text};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::bridge::{
-    AnswerKey, LegacyBridgeLayer, MemoryPendingAnswers, MemorySessionStore, PendingAnswers,
-    SessionRecord, SessionStore,
+use tower_elicitation::bridge::LegacyBridgeLayer;
+use tower_elicitation::store::{
+    AnswerKey, MemoryPendingAnswers, MemorySessionStore, PendingAnswers, SessionRecord,
+    SessionStore, StoreError,
 };
-use tower_elicitation::store::StoreError;
 use tower_elicitation::{ElicitationLayer, Keyring, RequestBody};
 
 // ---- the inner 2026-07-28 server ----

@@ -19,12 +19,12 @@ use tower_elicitation::ElicitationLayer;
 const WAIT: Duration = Duration::from_secs(30);
 const SHORT: Duration = Duration::from_millis(200);
 
-/// `examples/deploy`'s router served by `server::serve` within `limits`, on a free port.
-async fn start(limits: server::Limits) -> SocketAddr {
+/// `examples/deploy`'s router served by `serve::serve` within `limits`, on a free port.
+async fn start(limits: serve::Limits) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = server::router(ElicitationLayer::new(keyring()), &format!("http://{addr}")).unwrap();
-    tokio::spawn(server::serve(listener, app, limits, std::future::pending()));
+    tokio::spawn(serve::serve(listener, app, limits, std::future::pending()));
     addr
 }
 
@@ -59,11 +59,7 @@ const NO_SUCH_FLOW: &[u8] = b"GET /flows/none HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\
 
 #[tokio::test]
 async fn a_connection_that_sends_half_a_head_is_closed() {
-    let addr = start(server::Limits {
-        header_read_timeout: SHORT,
-        ..server::Limits::default()
-    })
-    .await;
+    let addr = start(serve::Limits::default().header_read_timeout(SHORT)).await;
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     tcp.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
         .await
@@ -73,11 +69,7 @@ async fn a_connection_that_sends_half_a_head_is_closed() {
 
 #[tokio::test]
 async fn a_request_whose_body_stops_coming_is_answered_with_an_error() {
-    let addr = start(server::Limits {
-        body_read_timeout: SHORT,
-        ..server::Limits::default()
-    })
-    .await;
+    let addr = start(serve::Limits::default().body_read_timeout(SHORT)).await;
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
                 Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n";
@@ -89,11 +81,7 @@ async fn a_request_whose_body_stops_coming_is_answered_with_an_error() {
 
 #[tokio::test]
 async fn connections_past_the_limit_wait_until_one_closes() {
-    let addr = start(server::Limits {
-        max_connections: 1,
-        ..server::Limits::default()
-    })
-    .await;
+    let addr = start(serve::Limits::default().max_connections(1)).await;
     let mut first = TcpStream::connect(addr).await.unwrap();
     first.write_all(NO_SUCH_FLOW).await.unwrap();
     let answer = until(&mut first, "No such flow").await;
@@ -109,4 +97,48 @@ async fn connections_past_the_limit_wait_until_one_closes() {
     drop(first);
     let answer = until(&mut second, "No such flow").await;
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_peer_over_its_connection_cap_is_closed_and_served_again_once_under_it() {
+    let addr = start(serve::Limits::default().max_connections_per_peer(1)).await;
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    first.write_all(NO_SUCH_FLOW).await.unwrap();
+    let answer = until(&mut first, "No such flow").await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+
+    // The same peer's second connection, while the first is kept alive: closed at its accept.
+    let mut second = TcpStream::connect(addr).await.unwrap();
+    let _ = second.write_all(NO_SUCH_FLOW).await;
+    let answer = until_closed(&mut second).await;
+    assert!(answer.is_empty(), "served over the peer's cap: {answer}");
+
+    drop(first);
+    // Its slot is freed when its connection task ends; a new connection is served then.
+    let answer = loop {
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        let _ = third.write_all(NO_SUCH_FLOW).await;
+        let answer = until_closed_or(&mut third, "No such flow").await;
+        if !answer.is_empty() {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+}
+
+/// What `tcp` sends until `needle` has been read or it is closed.
+async fn until_closed_or(tcp: &mut TcpStream, needle: &str) -> String {
+    let mut seen = Vec::new();
+    let mut buffer = [0; 4096];
+    loop {
+        let read = tokio::time::timeout(WAIT, tcp.read(&mut buffer)).await;
+        match read.expect("an answer or a close") {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&seen).into_owned(),
+            Ok(read) => seen.extend_from_slice(&buffer[..read]),
+        }
+        if String::from_utf8_lossy(&seen).contains(needle) {
+            return String::from_utf8_lossy(&seen).into_owned();
+        }
+    }
 }

@@ -21,10 +21,9 @@ use http_body_util::{BodyExt, Full};
 use legacy_stream::{Events, WAIT, result_text};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::bridge::{
-    AnswerKey, LegacyBridgeLayer, PendingAnswers, SessionRecord, SessionStore,
-};
+use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::redis::{RedisPendingAnswers, RedisStore};
+use tower_elicitation::store::{AnswerKey, PendingAnswers, SessionRecord, SessionStore};
 use tower_elicitation::{ElicitationLayer, Keyring, RequestBody};
 
 // ---- Redis ----

@@ -20,11 +20,9 @@ use http_body_util::{BodyExt, Full};
 use legacy_stream::{Events, result_text};
 use serde_json::{Value, json};
 use tower::ServiceBuilder;
-use tower_elicitation::bridge::{
-    LegacyBridgeLayer, MemorySessionStore, SessionRecord, SessionStore,
-};
+use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::redis::{RedisSessionStore, RedisStore};
-use tower_elicitation::store::StoreError;
+use tower_elicitation::store::{MemorySessionStore, SessionRecord, SessionStore, StoreError};
 use tower_elicitation::{ElicitationLayer, Keyring, RequestBody};
 
 /// Longer than the bridge's session check, far shorter than its answer timeout.

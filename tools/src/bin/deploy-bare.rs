@@ -87,6 +87,6 @@ async fn run(listen: &str, json_response: bool) -> Result<(), Box<dyn std::error
             }
         }
     };
-    server::serve(listener, app, server::Limits::default(), shutdown).await;
+    serve::serve(listener, app, serve::Limits::default(), shutdown).await;
     Ok(())
 }

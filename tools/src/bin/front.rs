@@ -162,7 +162,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error + Send + 
             Err(_) => std::future::pending().await,
         }
     };
-    server::serve(listener, app, server::Limits::default(), async {
+    serve::serve(listener, app, serve::Limits::default(), async {
         tokio::select! {
             () = shutdown => {}
             () = terminate => {}

@@ -10,8 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::store::StoreError;
-use crate::store::StoreFuture;
+use super::outcome::{StoreError, StoreFuture};
 use crate::util::BoxFuture;
 
 /// Names what one answer is addressed to: the session, and the id the bridge gave the request it
@@ -49,7 +48,7 @@ impl AnswerKey {
 /// use std::sync::Mutex;
 /// use serde_json::Value;
 /// use tokio::sync::oneshot;
-/// use tower_elicitation::bridge::{AnswerKey, PendingAnswers};
+/// use tower_elicitation::store::{AnswerKey, PendingAnswers};
 /// use tower_elicitation::store::StoreError;
 ///
 /// #[derive(Default)]

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::store::StoreError;
-use crate::store::StoreFuture;
+use super::outcome::{StoreError, StoreFuture};
 
 /// What the bridge knows of a 2025-era session between its requests: what `initialize` said, the
 /// level `logging/setLevel` set, and whose session it is. Serializable, so that a shared store
@@ -48,7 +47,7 @@ pub struct SessionRecord {
 /// ```
 /// use std::collections::HashMap;
 /// use std::sync::Mutex;
-/// use tower_elicitation::bridge::{SessionRecord, SessionStore};
+/// use tower_elicitation::store::{SessionRecord, SessionStore};
 /// use tower_elicitation::store::StoreError;
 ///
 /// #[derive(Default)]
