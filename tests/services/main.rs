@@ -18,7 +18,8 @@
 //! needs and how it runs: an async one on a tokio runtime of its own (`current_thread`, or
 //! `multi_thread` with 4 workers), as `#[tokio::test]` did. A test left out of the list is dead
 //! code, which clippy's `-D warnings` refuses. Names are `module::test`, so filters work as with
-//! libtest: `cargo test --test services -- upstream::`, `-- --exact single_use::name`.
+//! libtest: `cargo test --test services -- upstream::`, `-- --exact single_use::name` (one filter:
+//! libtest-mimic takes no second one; `-- upstream` runs both `upstream::` and `upstream_rmcp::`).
 
 mod harness;
 
