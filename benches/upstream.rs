@@ -41,7 +41,7 @@
 //! runtime), the server elsewhere, so its difference between paths is what the adapter costs in
 //! CPU, whatever the machine's load does to the wall clock.
 //!
-//! `upstream-rmcp` is found as `tests/it/upstream_rmcp.rs` finds it: `MCP_UPSTREAM_RMCP`, else
+//! `upstream-rmcp` is found as `tests/services/upstream_rmcp.rs` finds it: `MCP_UPSTREAM_RMCP`, else
 //! next to this bench's binary (`target/release/`); without it the bench says how to build it
 //! and exits with status 2. Settings (environment): `UPSTREAM_BENCH_ROUNDS` (per-request
 //! rounds, default 300), `UPSTREAM_BENCH_BATCH` (requests per path per round, default 20),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real MCP servers tests/it/upstream.rs fronts with the upstream adapter, pinned,
+# Installs the real MCP servers tests/services/upstream.rs fronts with the upstream adapter, pinned,
 # under .cache/upstream (ignored by git):
 #
 #   .cache/upstream/node_modules  @modelcontextprotocol/server-filesystem and server-everything
@@ -8,7 +8,7 @@
 #   .cache/upstream/venv          Python `mcp` 1.30.0 for tests/upstream/elicit_server.py
 #                                 (tests/upstream/requirements.txt, fully pinned);
 #
-# and builds the rmcp 3.11 server tests/it/upstream_rmcp.rs fronts (the `tools` binary
+# and builds the rmcp 3.11 server tests/services/upstream_rmcp.rs fronts (the `tools` binary
 # `upstream-rmcp`), where `cargo test` puts its test binaries: target/debug (or
 # $CARGO_TARGET_DIR/debug). Run it again after changing tools/src/bin/upstream-rmcp.rs.
 #

@@ -75,6 +75,7 @@ enum Command {
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into()))
         .init();
 

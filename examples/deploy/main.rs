@@ -30,6 +30,9 @@
 #[allow(dead_code)]
 mod server;
 
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
 use tower_elicitation::bridge::LegacyBridgeLayer;
 use tower_elicitation::{ElicitationLayer, Keyring};
 use tracing_subscriber::EnvFilter;
@@ -37,15 +40,28 @@ use tracing_subscriber::EnvFilter;
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        // Colours only for a terminal: piped into a file or another program, plain text.
+        .with_ansi(std::io::stdout().is_terminal())
         .init();
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("Error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let keyring = Keyring::from_env_or_ephemeral()?;
 
     let addr = std::env::var("MCP_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
-    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|error| {
+        format!("cannot listen on {addr}: {error} (set MCP_ADDR to another address, e.g. MCP_ADDR=127.0.0.1:3001)")
+    })?;
     let local = listener.local_addr()?;
     let json_response = std::env::var("MCP_JSON_RESPONSE").is_ok_and(|v| v == "1");
     let base_url = format!("http://{local}");
@@ -74,6 +90,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("listening on http://{local}{}", server::MCP_PATH);
     println!("try it (stateless MCP 2026-07-28 tools/call):");
     println!("{}", curl_example(&local.to_string()));
+    println!(
+        "its answer is input_required: send the same call again with the result's requestState and \
+         an inputResponses answer in params, or let the terminal client do it: \
+         cargo run --example client -- call deploy '{{\"environment\":\"staging\"}}'"
+    );
 
     // Bounded header and body read times and connections (`serve::Limits`, the workspace's accept loop), as a server
     // facing clients it does not trust needs.

@@ -184,7 +184,7 @@ async def test_a_child_that_dies_mid_call_is_a_clear_error_and_the_next_call_wor
 
 async def test_an_upstream_call_that_never_answers_is_cancelled_when_its_client_gives_up(fresh_fastmcp: Front) -> None:
     """`hang` never answers. front keeps the adapter's 300 s request timeout (it has no flag for
-    it), too long for a test: the timeout error itself is covered by tests/it/upstream.rs with a
+    it), too long for a test: the timeout error itself is covered by tests/services/upstream.rs with a
     short timeout. What is checked here: while `hang` runs, requests other than the three that
     may be asked questions (here `tools/list`) are served; a `tools/call` waits its turn (the
     adapter runs one call at a time in a 2025-era session: src/upstream/mod.rs), so it is not

@@ -1,7 +1,7 @@
 """A 2025-era MCP server on stdio, written with the standard library only, that shows the
 adapter's side of the session: what it was sent, and what comes back of its own messages.
 
-tests/it/upstream.rs fronts it with the upstream adapter. Its tools:
+tests/services/upstream.rs fronts it with the upstream adapter. Its tools:
 
 - `seen`: the methods (and `logging/setLevel` levels) it was sent so far, as JSON text;
 - `progress`: two `notifications/progress` under the call's progress token and one

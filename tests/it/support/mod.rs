@@ -9,6 +9,11 @@
 //! examples (`examples/minimal.rs` and the others), each of which `examples` serves.
 
 pub mod legacy_stream;
+// Only `tests/services`, which includes this module too, uses it.
+#[allow(
+    dead_code,
+    reason = "tests/it has no Redis test: tests/services has them all"
+)]
 pub mod redis;
 pub mod rmcp;
 

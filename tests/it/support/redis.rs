@@ -2,9 +2,9 @@
 //! prefix no other test uses, and a TCP proxy to it whose link a test controls (an outage without
 //! touching the shared server). Used by `single_use` and `bridge_redis`.
 //!
-//! Whether a Redis answers is probed once per process ([`available`]). Without one, each Redis
-//! test returns at once ([`skip`]) and the run says so; with `MCP_REQUIRE_REDIS=1` (as CI sets),
-//! a missing Redis fails them instead.
+//! Whether a Redis answers is probed once per process ([`available`]): `tests/services`' harness
+//! asks before any test runs, and reports each Redis test as ignored without one (failed with
+//! `MCP_REQUIRE_REDIS=1`, as CI sets).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -23,37 +23,11 @@ pub fn redis_url() -> String {
 /// How long the probe waits for Redis to accept a connection and to answer `PING`.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 
-/// How to run the Redis tests, for the messages below.
-const HOW_TO_RUN: &str = "start a Redis (`redis-server --port 6379 --save ''`) or set \
-    MCP_REDIS_URL=redis://host:port; MCP_REQUIRE_REDIS=1 makes a missing Redis a failure";
-
-/// Whether `MCP_REQUIRE_REDIS=1`: a missing Redis fails the Redis tests instead of skipping them.
-pub fn required() -> bool {
-    std::env::var("MCP_REQUIRE_REDIS").is_ok_and(|value| value == "1")
-}
-
 /// Whether a Redis answers at [`redis_url`]: probed once per process (a connection and a `PING`,
-/// each within 300 ms), the answer kept. The first probe that finds none says so on the
-/// terminal, past the test harness's capture of output (which shows a passing test's output
-/// only with `--nocapture`).
+/// each within 300 ms), the answer kept.
 pub fn available() -> bool {
     static ANSWERS: OnceLock<bool> = OnceLock::new();
-    *ANSWERS.get_or_init(|| {
-        let answers = probe(&upstream());
-        if !answers {
-            let notice = format!(
-                "\n\
-                 ==================== the Redis tests did NOT run ====================\n\
-                 No Redis answers at {url}, so every test that needs one returns at once\n\
-                 and passes without checking anything. To run them, {HOW_TO_RUN}.\n\
-                 =====================================================================\n",
-                url = redis_url(),
-            );
-            // Straight to the process's stderr: `eprintln!` would be captured with the test's output.
-            let _ = std::io::stderr().lock().write_all(notice.as_bytes());
-        }
-        answers
-    })
+    *ANSWERS.get_or_init(|| probe(&upstream()))
 }
 
 /// Whether something at `host:port` answers a Redis `PING` (`+PONG`, or an error such as
@@ -75,30 +49,6 @@ fn probe(host_port: &str) -> bool {
     })
 }
 
-/// Called first by every test that needs Redis: `true` when the test must return at once, as no
-/// Redis answers (the test says it was skipped, on its captured stderr). Panics instead when
-/// [`required`].
-#[must_use]
-pub fn skip() -> bool {
-    if available() {
-        return false;
-    }
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("a Redis test")
-        .to_owned();
-    assert!(
-        !required(),
-        "MCP_REQUIRE_REDIS=1 and no Redis answers at {}: {test} cannot run; {HOW_TO_RUN}",
-        redis_url()
-    );
-    eprintln!(
-        "SKIPPED {test}: no Redis answers at {}; to run it, {HOW_TO_RUN}.",
-        redis_url()
-    );
-    true
-}
-
 /// A key prefix no other test, run or engineer uses.
 pub fn prefix() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -111,6 +61,31 @@ pub fn prefix() -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// Deletes every key this process's [`prefix`]es named (`te-test:<pid>:*`), once its tests are
+/// done: the stores' epoch keys (`…epoch`) have no TTL by design (their absence means Redis lost
+/// its data), so without this each run would leave them behind. Returns how many it deleted;
+/// `None` when Redis did not answer (nothing to clean then).
+pub fn delete_this_process_keys() -> Option<u64> {
+    const SCRIPT: &str = "local n = 0 for _, key in ipairs(redis.call('KEYS', ARGV[1])) do \
+        redis.call('DEL', key) n = n + 1 end return n";
+    let pattern = format!("te-test:{}:*", std::process::id());
+    let command =
+        ["EVAL", SCRIPT, "0", &pattern]
+            .iter()
+            .fold(String::from("*4\r\n"), |mut out, arg| {
+                out.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+                out
+            });
+    let addr = upstream().to_socket_addrs().ok()?.next()?;
+    let mut stream = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream.write_all(command.as_bytes()).ok()?;
+    let mut reply = [0u8; 64];
+    let n = stream.read(&mut reply).ok()?;
+    let reply = std::str::from_utf8(&reply[..n]).ok()?;
+    reply.strip_prefix(':')?.trim_end().parse().ok()
 }
 
 /// What the proxy does with the traffic between the store and Redis.

@@ -30,6 +30,7 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let mut listen =
         std::env::var("DEPLOY_BARE_LISTEN").unwrap_or_else(|_| "127.0.0.1:0".to_owned());

@@ -1,5 +1,5 @@
 //! `upstream-rmcp`: an rmcp 3.11 server over stdio in its 2025-era `initialize` (session) mode,
-//! for the tests that front it with the upstream adapter (`tests/it/upstream_rmcp.rs`) and for
+//! for the tests that front it with the upstream adapter (`tests/services/upstream_rmcp.rs`) and for
 //! `.ci/run`.
 //!
 //! It supports only the versions that have an `initialize` handshake (2025-03-26 to 2025-11-25):

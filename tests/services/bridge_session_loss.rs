@@ -195,13 +195,11 @@ async fn delete(url: &str, session: &str) {
     assert_eq!(response.status(), 204);
 }
 
-#[tokio::test]
 async fn in_process_a_delete_ends_the_waiting_call() {
     let url = serve(MemorySessionStore::default()).await;
     a_call_ends_when_its_session_goes(&url, async |session| delete(&url, session).await).await;
 }
 
-#[tokio::test]
 async fn in_process_a_session_lost_from_the_store_ends_the_waiting_call() {
     let store = Shared(Arc::new(MemorySessionStore::default()));
     let url = serve(store.clone()).await;
@@ -211,21 +209,13 @@ async fn in_process_a_session_lost_from_the_store_ends_the_waiting_call() {
     .await;
 }
 
-#[tokio::test]
 async fn redis_a_delete_ends_the_waiting_call() {
-    if redis_support::skip() {
-        return;
-    }
     let redis = redis(&redis_support::prefix());
     let url = serve(redis.sessions(Duration::from_secs(60))).await;
     a_call_ends_when_its_session_goes(&url, async |session| delete(&url, session).await).await;
 }
 
-#[tokio::test]
 async fn redis_a_session_lost_with_redis_data_ends_the_waiting_call() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = redis_support::prefix();
     let url = serve(redis(&prefix).sessions(Duration::from_secs(60))).await;
     a_call_ends_when_its_session_goes(&url, async |session| {
@@ -242,7 +232,6 @@ async fn redis_a_session_lost_with_redis_data_ends_the_waiting_call() {
 
 // ---- the bound on sessions in Redis ----
 
-#[test]
 fn redis_sessions_are_bounded_by_default_as_in_process() {
     assert_eq!(
         RedisSessionStore::DEFAULT_CAPACITY,
@@ -264,11 +253,7 @@ fn assert_full(refused: Result<String, (u16, Value)>) {
     );
 }
 
-#[tokio::test]
 async fn redis_sessions_are_bounded_in_all_and_per_caller() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = redis_support::prefix();
     let sessions = redis(&prefix)
         .sessions(Duration::from_secs(60))
@@ -300,11 +285,7 @@ async fn redis_sessions_are_bounded_in_all_and_per_caller() {
     assert_full(initialize(&url, Some("alice")).await);
 }
 
-#[tokio::test]
 async fn redis_idle_sessions_leave_the_count() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = redis_support::prefix();
     let sessions = redis(&prefix).sessions(Duration::from_millis(300)).cap(1);
     let url = serve(sessions).await;
@@ -321,4 +302,14 @@ async fn redis_idle_sessions_leave_the_count() {
     })
     .await;
     assert!(admitted.is_ok(), "an expired session still counts");
+}
+
+crate::trials! {
+    [] current_thread in_process_a_delete_ends_the_waiting_call,
+    [] current_thread in_process_a_session_lost_from_the_store_ends_the_waiting_call,
+    [Redis] current_thread redis_a_delete_ends_the_waiting_call,
+    [Redis] current_thread redis_a_session_lost_with_redis_data_ends_the_waiting_call,
+    [] sync redis_sessions_are_bounded_by_default_as_in_process,
+    [Redis] current_thread redis_sessions_are_bounded_in_all_and_per_caller,
+    [Redis] current_thread redis_idle_sessions_leave_the_count,
 }

@@ -9,7 +9,8 @@
 //!   that dies mid-call, replays, another caller's state, expiry and a flood of parked calls.
 //!
 //! The servers are installed, pinned, by `scripts/upstream-servers.sh` under `.cache/upstream`.
-//! Without them each test prints why it skips, unless `MCP_REQUIRE_UPSTREAMS=1` (then it fails).
+//! Without them the harness reports each test that needs them as ignored, saying so, unless
+//! `MCP_REQUIRE_UPSTREAMS=1` (then it fails).
 //! Self-contained: nothing from `tests/support`.
 
 use std::path::{Path, PathBuf};
@@ -24,24 +25,36 @@ fn cache() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/upstream")
 }
 
-/// The server's command when it is installed; `None` (the test skips) or a panic when not.
+/// The server's command: the harness ran this test only after finding every server installed
+/// ([`not_installed`]), so a missing one here (removed mid-run) fails the test, saying which.
+/// Never `None`: the `Option` keeps the callers' `let … else` plain.
 pub(super) fn installed(
     what: &str,
     entry: &Path,
     command: impl FnOnce() -> Stdio,
 ) -> Option<Stdio> {
-    if entry.exists() {
-        return Some(command());
-    }
-    let why = format!(
+    assert!(
+        entry.exists(),
         "{what} is not installed ({} is missing): run scripts/upstream-servers.sh",
         entry.display()
     );
-    if std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() == Ok("1") {
-        panic!("MCP_REQUIRE_UPSTREAMS=1: {why}");
-    }
-    eprintln!("SKIPPED: {why}");
-    None
+    Some(command())
+}
+
+/// What of the servers these tests (and `upstream_rmcp`'s) front is not installed: the paths
+/// missing, none when all are there. The harness asks once, before any test runs.
+pub(crate) fn not_installed() -> Vec<String> {
+    let modules = cache().join("node_modules/@modelcontextprotocol");
+    [
+        modules.join("server-filesystem/dist/index.js"),
+        modules.join("server-everything/dist/index.js"),
+        cache().join("venv/bin/python"),
+        super::upstream_rmcp::binary(),
+    ]
+    .into_iter()
+    .filter(|entry| !entry.exists())
+    .map(|entry| entry.display().to_string())
+    .collect()
 }
 
 pub(super) fn node_server(package: &str, args: &[&str]) -> Option<Stdio> {
@@ -211,7 +224,6 @@ fn answer(key: &str, state: &str, answer: Value) -> Value {
     json!({"requestState": state, "inputResponses": {key: answer}})
 }
 
-#[tokio::test]
 async fn filesystem_lists_reads_and_writes_through_the_adapter() {
     let dir = std::env::temp_dir().join(format!("upstream-fs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -292,7 +304,6 @@ async fn everything() -> Option<Stack> {
     Some(Stack::start(server, |b| b).await)
 }
 
-#[tokio::test]
 async fn everything_elicitation_accepted_through_the_reverse_bridge() {
     let Some(stack) = everything().await else {
         return;
@@ -325,7 +336,6 @@ async fn everything_elicitation_accepted_through_the_reverse_bridge() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn everything_answers_that_do_not_match_the_schema_are_asked_again() {
     let Some(stack) = everything().await else {
         return;
@@ -365,7 +375,6 @@ async fn everything_answers_that_do_not_match_the_schema_are_asked_again() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn everything_elicitation_declined_and_cancelled() {
     let Some(stack) = everything().await else {
         return;
@@ -381,7 +390,6 @@ async fn everything_elicitation_declined_and_cancelled() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn everything_sampling_through_the_reverse_bridge() {
     let Some(mut stack) = everything().await else {
         return;
@@ -432,7 +440,6 @@ async fn python(tune: impl FnOnce(UpstreamBuilder) -> UpstreamBuilder) -> Option
     Some(Stack::start(server, tune).await)
 }
 
-#[tokio::test]
 async fn python_ctx_elicit_is_validated_and_resumed() {
     let Some(stack) = python(|b| b).await else {
         return;
@@ -480,7 +487,6 @@ async fn python_ctx_elicit_is_validated_and_resumed() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn python_another_callers_state_never_resumes_the_call() {
     let Some(stack) = python(|b| b).await else {
         return;
@@ -505,7 +511,6 @@ async fn python_another_callers_state_never_resumes_the_call() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works() {
     let Some(stack) = python(|b| b).await else {
         return;
@@ -529,7 +534,6 @@ async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works()
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn python_parked_calls_expire_and_are_bounded() {
     let Some(stack) = python(|b| b.parked_timeout(Duration::from_millis(500)).max_parked(2)).await
     else {
@@ -557,7 +561,6 @@ async fn python_parked_calls_expire_and_are_bounded() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn a_2026_upstream_is_passed_through_whole() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/mrtr_server.py");
     let stack = Stack::start(Stdio::new("python3").arg(script), |b| b).await;
@@ -588,7 +591,6 @@ async fn a_2026_upstream_is_passed_through_whole() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn python_concurrent_calls_each_get_their_own_questions() {
     let Some(stack) = python(|b| b).await else {
         return;
@@ -626,7 +628,6 @@ async fn python_concurrent_calls_each_get_their_own_questions() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn python_an_upstream_that_never_answers_times_out_and_the_next_call_works() {
     let Some(stack) = python(|b| b.request_timeout(Duration::from_millis(800))).await else {
         return;
@@ -660,7 +661,6 @@ async fn oneshot(upstream: &Upstream, body: Value) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-#[tokio::test]
 async fn the_child_is_killed_when_the_last_clone_is_dropped() {
     let Some(server) = python_server() else {
         return;
@@ -691,7 +691,6 @@ async fn the_child_is_killed_when_the_last_clone_is_dropped() {
         .expect("the child is killed with the adapter");
 }
 
-#[tokio::test]
 async fn without_the_layer_an_unknown_parked_call_is_a_clear_error() {
     let Some(server) = python_server() else {
         return;
@@ -744,7 +743,6 @@ fn full(body: &Value) -> http_body_util::Full<bytes::Bytes> {
     http_body_util::Full::new(bytes::Bytes::from(body.to_string()))
 }
 
-#[tokio::test]
 async fn parked_calls_are_bound_to_the_layers_principal() {
     let Some(server) = python_server() else {
         return;
@@ -808,7 +806,6 @@ fn idle_upstream(max_body_bytes: usize) -> Upstream {
         .unwrap()
 }
 
-#[tokio::test]
 async fn a_body_naming_a_key_twice_is_a_parse_error() {
     let upstream = idle_upstream(4096);
     let twice = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "method": "ping"}"#;
@@ -825,7 +822,6 @@ async fn a_body_naming_a_key_twice_is_a_parse_error() {
     upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn a_body_over_the_bound_is_413_and_a_broken_one_400() {
     let upstream = idle_upstream(64);
     let large =
@@ -918,7 +914,6 @@ async fn python_over_http(port: Option<u16>) -> Option<Listening> {
     Some(Listening::start(command, port).await)
 }
 
-#[tokio::test]
 async fn everything_over_http_a_plain_tool_and_its_elicitation_through_the_reverse_bridge() {
     let Some(server) = everything_over_http().await else {
         return;
@@ -953,7 +948,6 @@ async fn everything_over_http_a_plain_tool_and_its_elicitation_through_the_rever
     server.stop().await;
 }
 
-#[tokio::test]
 async fn python_over_http_headers_elicitation_and_a_lost_session() {
     let Some(server) = python_over_http(None).await else {
         return;
@@ -1006,7 +1000,6 @@ async fn python_over_http_headers_elicitation_and_a_lost_session() {
     server.stop().await;
 }
 
-#[tokio::test]
 async fn an_http_server_not_there_yet_is_a_clear_error_then_served_once_it_listens() {
     let port = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1042,7 +1035,6 @@ async fn an_http_server_not_there_yet_is_a_clear_error_then_served_once_it_liste
     server.stop().await;
 }
 
-#[test]
 fn an_http_server_needs_an_http_url_and_valid_headers() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1125,7 +1117,6 @@ async fn seen(stack: &Stack) -> Vec<String> {
     serde_json::from_str(&text(&stack.call("seen", json!({}), json!({})).await)).unwrap()
 }
 
-#[tokio::test]
 async fn progress_and_log_notifications_reach_the_front_as_an_event_stream() {
     let Some(server) = probe_server(false) else {
         return;
@@ -1184,7 +1175,6 @@ async fn progress_and_log_notifications_reach_the_front_as_an_event_stream() {
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn the_log_level_a_request_carries_is_set_on_the_session_when_it_changes() {
     let Some(server) = probe_server(false) else {
         return;
@@ -1204,7 +1194,6 @@ async fn the_log_level_a_request_carries_is_set_on_the_session_when_it_changes()
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn questions_the_client_cannot_answer_are_refused_to_the_server_or_answered_32021() {
     let Some(server) = probe_server(false) else {
         return;
@@ -1248,7 +1237,6 @@ async fn questions_the_client_cannot_answer_are_refused_to_the_server_or_answere
     stack.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn a_child_that_stops_answering_pings_is_restarted() {
     let Some(server) = probe_server(true) else {
         return;
@@ -1292,11 +1280,7 @@ async fn replicas(
     Some((first, second))
 }
 
-#[tokio::test]
 async fn a_retry_on_another_replica_is_routed_to_the_call_through_redis() {
-    if crate::support::redis::skip() {
-        return;
-    }
     let redis = tower_elicitation::redis::RedisStore::builder(crate::support::redis::redis_url())
         .key_prefix(crate::support::redis::prefix())
         .build()
@@ -1359,7 +1343,6 @@ async fn a_retry_on_another_replica_is_routed_to_the_call_through_redis() {
     other.upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn without_routes_a_retry_on_another_replica_says_why() {
     let Some((asked, other)) = replicas(|b| b).await else {
         return;
@@ -1453,7 +1436,6 @@ mod tempdir {
 }
 
 #[cfg(feature = "upstream-https")]
-#[tokio::test]
 async fn https_a_server_with_a_trusted_certificate_is_served_and_an_untrusted_one_refused() {
     let Some((server, pem, _dir)) = python_over_https().await else {
         return;
@@ -1478,10 +1460,43 @@ async fn https_a_server_with_a_trusted_certificate_is_served_and_an_untrusted_on
 }
 
 #[cfg(not(feature = "upstream-https"))]
-#[test]
 fn without_upstream_https_an_https_url_is_refused_saying_which_feature_adds_it() {
     let error = Upstream::builder(Http::new("https://127.0.0.1:1/mcp"))
         .spawn()
         .expect_err("no TLS in this build");
     assert!(error.to_string().contains("upstream-https"), "{error}");
+}
+
+crate::trials! {
+    [Upstreams] current_thread filesystem_lists_reads_and_writes_through_the_adapter,
+    [Upstreams] current_thread everything_elicitation_accepted_through_the_reverse_bridge,
+    [Upstreams] current_thread everything_answers_that_do_not_match_the_schema_are_asked_again,
+    [Upstreams] current_thread everything_elicitation_declined_and_cancelled,
+    [Upstreams] current_thread everything_sampling_through_the_reverse_bridge,
+    [Upstreams] current_thread python_ctx_elicit_is_validated_and_resumed,
+    [Upstreams] current_thread python_another_callers_state_never_resumes_the_call,
+    [Upstreams] current_thread python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works,
+    [Upstreams] current_thread python_parked_calls_expire_and_are_bounded,
+    [] current_thread a_2026_upstream_is_passed_through_whole,
+    [Upstreams] current_thread python_concurrent_calls_each_get_their_own_questions,
+    [Upstreams] current_thread python_an_upstream_that_never_answers_times_out_and_the_next_call_works,
+    [Upstreams] current_thread the_child_is_killed_when_the_last_clone_is_dropped,
+    [Upstreams] current_thread without_the_layer_an_unknown_parked_call_is_a_clear_error,
+    [Upstreams] current_thread parked_calls_are_bound_to_the_layers_principal,
+    [] current_thread a_body_naming_a_key_twice_is_a_parse_error,
+    [] current_thread a_body_over_the_bound_is_413_and_a_broken_one_400,
+    [Upstreams] current_thread everything_over_http_a_plain_tool_and_its_elicitation_through_the_reverse_bridge,
+    [Upstreams] current_thread python_over_http_headers_elicitation_and_a_lost_session,
+    [Upstreams] current_thread an_http_server_not_there_yet_is_a_clear_error_then_served_once_it_listens,
+    [] sync an_http_server_needs_an_http_url_and_valid_headers,
+    [Upstreams] current_thread progress_and_log_notifications_reach_the_front_as_an_event_stream,
+    [Upstreams] current_thread the_log_level_a_request_carries_is_set_on_the_session_when_it_changes,
+    [Upstreams] current_thread questions_the_client_cannot_answer_are_refused_to_the_server_or_answered_32021,
+    [Upstreams] current_thread a_child_that_stops_answering_pings_is_restarted,
+    [Upstreams, Redis] current_thread a_retry_on_another_replica_is_routed_to_the_call_through_redis,
+    [Upstreams] current_thread without_routes_a_retry_on_another_replica_says_why,
+    #[cfg(feature = "upstream-https")]
+    [Upstreams] current_thread https_a_server_with_a_trusted_certificate_is_served_and_an_untrusted_one_refused,
+    #[cfg(not(feature = "upstream-https"))]
+    [] sync without_upstream_https_an_https_url_is_refused_saying_which_feature_adds_it,
 }

@@ -105,7 +105,6 @@ fn single_use(store: impl TokenStore) -> ElicitationLayer {
 // ---------------------------------------------------------------------------------------------
 // In process.
 
-#[tokio::test]
 async fn a_token_is_forwarded_once_and_its_replay_refused() {
     let harness = Harness::new(single_use(MemoryTokenStore::new()), approval_server());
     let state = first_state(&harness).await;
@@ -123,7 +122,6 @@ async fn a_token_is_forwarded_once_and_its_replay_refused() {
     );
 }
 
-#[tokio::test]
 async fn without_the_option_a_token_can_be_replayed_until_it_expires() {
     // The default stays as it was: stateless, replayable.
     let harness = Harness::new(ElicitationLayer::new(keyring()), approval_server());
@@ -133,7 +131,6 @@ async fn without_the_option_a_token_can_be_replayed_until_it_expires() {
     assert_eq!(harness.fake.calls(), 3);
 }
 
-#[tokio::test]
 async fn the_layers_own_reask_spends_the_old_token_and_mints_a_new_one() {
     let harness = Harness::new(single_use(MemoryTokenStore::new()), approval_server());
     let first = first_state(&harness).await;
@@ -151,7 +148,6 @@ async fn the_layers_own_reask_spends_the_old_token_and_mints_a_new_one() {
     assert_eq!(harness.fake.calls(), 2);
 }
 
-#[tokio::test]
 async fn tokens_without_an_id_are_refused_only_when_the_option_is_on() {
     // Sealed by a layer without the option (same keys): no id.
     let plain = Harness::new(ElicitationLayer::new(keyring()), approval_server());
@@ -167,7 +163,6 @@ async fn tokens_without_an_id_are_refused_only_when_the_option_is_on() {
     assert!(deployed(&plain.call(&approve(&new)).await));
 }
 
-#[tokio::test]
 async fn the_id_is_inside_the_mac_so_it_cannot_be_swapped() {
     use base64::Engine as _;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -202,7 +197,6 @@ async fn the_id_is_inside_the_mac_so_it_cannot_be_swapped() {
     assert_ne!(other["j"].as_str(), Some(id.as_str()));
 }
 
-#[tokio::test]
 async fn tokens_sealed_in_an_event_stream_are_single_use_too() {
     let fake = FakeMcp::answering(Transport::Sse, |params| {
         match params["inputResponses"]["approval"]["content"]["approve"].as_bool() {
@@ -236,7 +230,6 @@ async fn tokens_sealed_in_an_event_stream_are_single_use_too() {
 }
 
 // Several threads, so that the retries really run at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_retries_with_one_token_forward_exactly_one() {
     let harness = Arc::new(Harness::new(
         single_use(MemoryTokenStore::new()),
@@ -262,7 +255,6 @@ async fn concurrent_retries_with_one_token_forward_exactly_one() {
     assert_eq!(harness.fake.calls(), 2);
 }
 
-#[tokio::test]
 async fn a_gate_is_passed_once_per_token() {
     let gate = Gate::form(
         "confirm",
@@ -298,7 +290,6 @@ impl TokenStore for Unreachable {
     }
 }
 
-#[tokio::test]
 async fn a_store_that_cannot_say_fails_closed() {
     let harness = Harness::new(single_use(Unreachable), approval_server());
     let state = first_state(&harness).await;
@@ -310,7 +301,6 @@ async fn a_store_that_cannot_say_fails_closed() {
     assert_eq!(harness.fake.calls(), 1, "nothing was forwarded");
 }
 
-#[tokio::test]
 async fn a_full_in_process_store_fails_closed_rather_than_forget() {
     let harness = Harness::new(
         single_use(MemoryTokenStore::with_capacity(1)),
@@ -356,11 +346,7 @@ async fn replicas() -> (Harness, Harness) {
     (a, b)
 }
 
-#[tokio::test]
 async fn redis_a_replayed_token_is_refused_on_the_same_replica_and_on_another() {
-    if redis_support::skip() {
-        return;
-    }
     let (a, b) = replicas().await;
     let state = first_state(&a).await;
     assert!(deployed(&a.call(&approve(&state)).await));
@@ -383,11 +369,7 @@ async fn redis_a_replayed_token_is_refused_on_the_same_replica_and_on_another() 
 }
 
 // Several threads, so that the retries really run at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_concurrent_retries_on_two_replicas_forward_exactly_one() {
-    if redis_support::skip() {
-        return;
-    }
     let (a, b) = replicas().await;
     let (a, b) = (Arc::new(a), Arc::new(b));
     for _ in 0..5 {
@@ -414,11 +396,7 @@ async fn redis_concurrent_retries_on_two_replicas_forward_exactly_one() {
     }
 }
 
-#[tokio::test]
 async fn redis_store_keys_expire_with_their_token() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = prefix();
     let store = redis(&prefix).await;
     let until = SystemTime::now() + Duration::from_secs(120);
@@ -461,11 +439,7 @@ async fn until_recovered(harness: &Harness, call: &Call) -> usize {
     panic!("the layer did not recover once Redis was back");
 }
 
-#[tokio::test]
 async fn redis_down_fails_closed_then_recovers_with_no_restart() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = prefix();
     redis(&prefix).await;
     let proxy = Proxy::start(upstream()).await;
@@ -500,11 +474,7 @@ async fn redis_down_fails_closed_then_recovers_with_no_restart() {
     assert_frozen(&harness.call(&approve(&state)).await);
 }
 
-#[tokio::test]
 async fn redis_stalled_answers_503_promptly_then_recovers() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = prefix();
     redis(&prefix).await;
     let proxy = Proxy::start(upstream()).await;
@@ -572,11 +542,7 @@ async fn get(router: &axum::Router, path: &str) -> StatusCode {
     router.clone().oneshot(request).await.unwrap().status()
 }
 
-#[tokio::test]
 async fn redis_a_url_flow_completed_on_b_is_complete_for_a_retry_on_a() {
-    if redis_support::skip() {
-        return;
-    }
     for single in [false, true] {
         let prefix = prefix();
         let a = deploy_replica(&prefix, single).await;
@@ -626,7 +592,6 @@ async fn redis_a_url_flow_completed_on_b_is_complete_for_a_retry_on_a() {
 }
 
 /// The example's in-process flows stay per replica: what Redis is for.
-#[tokio::test]
 async fn in_process_flows_are_not_shared_between_replicas() {
     let a = server::router_with(
         ElicitationLayer::new(keyring()),
@@ -650,4 +615,24 @@ async fn in_process_flows_are_not_shared_between_replicas() {
         get(&b, &format!("{path}/complete")).await,
         StatusCode::NOT_FOUND
     );
+}
+
+crate::trials! {
+    [] current_thread a_token_is_forwarded_once_and_its_replay_refused,
+    [] current_thread without_the_option_a_token_can_be_replayed_until_it_expires,
+    [] current_thread the_layers_own_reask_spends_the_old_token_and_mints_a_new_one,
+    [] current_thread tokens_without_an_id_are_refused_only_when_the_option_is_on,
+    [] current_thread the_id_is_inside_the_mac_so_it_cannot_be_swapped,
+    [] current_thread tokens_sealed_in_an_event_stream_are_single_use_too,
+    [] multi_thread concurrent_retries_with_one_token_forward_exactly_one,
+    [] current_thread a_gate_is_passed_once_per_token,
+    [] current_thread a_store_that_cannot_say_fails_closed,
+    [] current_thread a_full_in_process_store_fails_closed_rather_than_forget,
+    [Redis] current_thread redis_a_replayed_token_is_refused_on_the_same_replica_and_on_another,
+    [Redis] multi_thread redis_concurrent_retries_on_two_replicas_forward_exactly_one,
+    [Redis] current_thread redis_store_keys_expire_with_their_token,
+    [Redis] current_thread redis_down_fails_closed_then_recovers_with_no_restart,
+    [Redis] current_thread redis_stalled_answers_503_promptly_then_recovers,
+    [Redis] current_thread redis_a_url_flow_completed_on_b_is_complete_for_a_retry_on_a,
+    [] current_thread in_process_flows_are_not_shared_between_replicas,
 }

@@ -195,17 +195,14 @@ async fn invalid_answer_is_reasked_and_never_forwarded(transport: Transport) {
     assert_eq!(done["result"]["status"], "completed");
 }
 
-#[tokio::test]
 async fn an_invalid_update_is_reasked_and_a_valid_one_reaches_the_inner_service_json() {
     invalid_answer_is_reasked_and_never_forwarded(Transport::Json).await;
 }
 
-#[tokio::test]
 async fn an_invalid_update_is_reasked_and_a_valid_one_reaches_the_inner_service_sse() {
     invalid_answer_is_reasked_and_never_forwarded(Transport::SseAfterProgress).await;
 }
 
-#[tokio::test]
 async fn another_callers_and_unknown_tasks_updates_never_reach_the_inner_service() {
     let harness = asking(Transport::Json).await;
     let valid = accept(json!({"confirm": true}));
@@ -244,7 +241,6 @@ async fn another_callers_and_unknown_tasks_updates_never_reach_the_inner_service
     assert_eq!(updates(&harness).len(), 1);
 }
 
-#[tokio::test]
 async fn an_update_that_does_not_declare_the_extension_is_refused_32021_and_never_forwarded() {
     let harness = asking(Transport::Json).await;
     let valid = accept(json!({"confirm": true}));
@@ -270,7 +266,6 @@ async fn an_update_that_does_not_declare_the_extension_is_refused_32021_and_neve
     assert!(updates(&harness).is_empty());
 }
 
-#[tokio::test]
 async fn answers_to_questions_not_seen_asked_or_already_answered_are_dropped() {
     let harness = Harness::new(layer(), task_server(Transport::Json));
     harness.call(&create("alice")).await;
@@ -290,7 +285,6 @@ async fn answers_to_questions_not_seen_asked_or_already_answered_are_dropped() {
     assert_eq!(updates(&harness)[2]["params"]["inputResponses"], json!({}));
 }
 
-#[tokio::test]
 async fn a_gate_asks_before_the_task_is_created() {
     let gate = Gate::form(
         "approval",
@@ -344,14 +338,10 @@ async fn a_gate_asks_before_the_task_is_created() {
 /// Two replicas sharing one Redis (`RedisStore::tasks`), no sticky routing: the task is created
 /// through one, polled through the other, and its answers judged on either; an invalid answer
 /// never reaches the inner service, a valid one does once, and another caller is refused.
-#[tokio::test]
 async fn a_task_created_on_one_replica_is_judged_on_another_through_redis() {
     use crate::support::redis as redis_support;
     use tower_elicitation::redis::RedisStore;
 
-    if redis_support::skip() {
-        return;
-    }
     let redis = RedisStore::builder(redis_support::redis_url())
         .key_prefix(redis_support::prefix())
         .build()
@@ -395,4 +385,14 @@ async fn a_task_created_on_one_replica_is_judged_on_another_through_redis() {
     a.call(&update("alice", TASK, valid)).await;
     assert_eq!(updates(&a).len(), 2);
     assert_eq!(updates(&a)[1]["params"]["inputResponses"], json!({}));
+}
+
+crate::trials! {
+    [] current_thread an_invalid_update_is_reasked_and_a_valid_one_reaches_the_inner_service_json,
+    [] current_thread an_invalid_update_is_reasked_and_a_valid_one_reaches_the_inner_service_sse,
+    [] current_thread another_callers_and_unknown_tasks_updates_never_reach_the_inner_service,
+    [] current_thread an_update_that_does_not_declare_the_extension_is_refused_32021_and_never_forwarded,
+    [] current_thread answers_to_questions_not_seen_asked_or_already_answered_are_dropped,
+    [] current_thread a_gate_asks_before_the_task_is_created,
+    [Redis] current_thread a_task_created_on_one_replica_is_judged_on_another_through_redis,
 }

@@ -256,11 +256,7 @@ async fn until_nothing_waits(replica: &Replica) {
 
 // ---- sessions across replicas ----
 
-#[tokio::test]
 async fn a_session_opened_on_a_is_used_on_b_and_ended_on_b_is_refused_on_a() {
-    if redis_support::skip() {
-        return;
-    }
     let Pair {
         a,
         b,
@@ -308,11 +304,7 @@ async fn a_session_opened_on_a_is_used_on_b_and_ended_on_b_is_refused_on_a() {
 
 // ---- answers across replicas ----
 
-#[tokio::test]
 async fn an_answer_posted_to_b_reaches_the_stream_on_a_and_a_foreign_one_changes_nothing() {
-    if redis_support::skip() {
-        return;
-    }
     let Pair {
         a,
         b,
@@ -367,11 +359,7 @@ async fn an_answer_posted_to_b_reaches_the_stream_on_a_and_a_foreign_one_changes
     assert!(b.pending.is_empty());
 }
 
-#[tokio::test]
 async fn a_call_on_a_cancelled_through_b_ends_and_forwards_nothing_more() {
-    if redis_support::skip() {
-        return;
-    }
     let Pair {
         a,
         b,
@@ -415,11 +403,7 @@ fn record(level: Option<&str>) -> SessionRecord {
     record
 }
 
-#[tokio::test]
 async fn redis_sessions_expire_when_idle_and_an_ended_one_cannot_be_updated() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = prefix();
     let store = redis(&prefix).await;
     let sessions = store.sessions(Duration::from_secs(60));
@@ -455,11 +439,7 @@ async fn redis_sessions_expire_when_idle_and_an_ended_one_cannot_be_updated() {
     assert!(!brief.update("s2", record(None)).await.unwrap());
 }
 
-#[tokio::test]
 async fn redis_pending_answers_deliver_across_replicas_only_to_their_own_leg() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = prefix();
     let a = redis(&prefix).await.pending_answers();
     let b = redis(&prefix).await.pending_answers();
@@ -499,11 +479,7 @@ async fn redis_pending_answers_deliver_across_replicas_only_to_their_own_leg() {
 
 // ---- outages ----
 
-#[tokio::test]
 async fn when_redis_drops_the_subscriber_the_bridge_fails_closed_then_reconnects_by_itself() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = prefix();
     let proxy = Proxy::start(upstream()).await;
     let calls = Arc::new(AtomicUsize::new(0));
@@ -578,4 +554,13 @@ async fn when_redis_drops_the_subscriber_the_bridge_fails_closed_then_reconnects
         (done["id"].clone(), result_text(&done)),
         (json!(3), "approved")
     );
+}
+
+crate::trials! {
+    [Redis] current_thread a_session_opened_on_a_is_used_on_b_and_ended_on_b_is_refused_on_a,
+    [Redis] current_thread an_answer_posted_to_b_reaches_the_stream_on_a_and_a_foreign_one_changes_nothing,
+    [Redis] current_thread a_call_on_a_cancelled_through_b_ends_and_forwards_nothing_more,
+    [Redis] current_thread redis_sessions_expire_when_idle_and_an_ended_one_cannot_be_updated,
+    [Redis] current_thread redis_pending_answers_deliver_across_replicas_only_to_their_own_leg,
+    [Redis] current_thread when_redis_drops_the_subscriber_the_bridge_fails_closed_then_reconnects_by_itself,
 }

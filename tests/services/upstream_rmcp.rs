@@ -47,10 +47,10 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// Where a 2026-07-28 `server/discover` result names the server.
 const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
-/// `upstream-rmcp`, when built: `MCP_UPSTREAM_RMCP`, else next to this test binary
-/// (`target/<profile>/deps/it-…` → `target/<profile>/upstream-rmcp`).
-fn upstream_rmcp() -> Option<Stdio> {
-    let binary = std::env::var_os("MCP_UPSTREAM_RMCP")
+/// Where `upstream-rmcp` is: `MCP_UPSTREAM_RMCP`, else next to this test binary
+/// (`target/<profile>/deps/services-…` → `target/<profile>/upstream-rmcp`).
+pub(crate) fn binary() -> PathBuf {
+    std::env::var_os("MCP_UPSTREAM_RMCP")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             let exe = std::env::current_exe().expect("the test binary's path");
@@ -59,7 +59,12 @@ fn upstream_rmcp() -> Option<Stdio> {
                 .and_then(|deps| deps.parent())
                 .expect("the test binary is in target/<profile>/deps");
             profile.join(format!("upstream-rmcp{}", std::env::consts::EXE_SUFFIX))
-        });
+        })
+}
+
+/// `upstream-rmcp`'s command (the harness found it built).
+fn upstream_rmcp() -> Option<Stdio> {
+    let binary = binary();
     super::upstream::installed("the upstream-rmcp binary", &binary, || Stdio::new(&binary))
 }
 
@@ -196,7 +201,6 @@ fn accept(content: Value) -> Value {
 
 // 1. rmcp 3.11 in its 2025 `initialize` mode, as a stdio upstream.
 
-#[tokio::test]
 async fn rmcp_2025_upstream_is_fronted_as_2026_and_its_plain_tool_runs() {
     let Some(server) = upstream_rmcp() else {
         return;
@@ -239,7 +243,6 @@ async fn rmcp_2025_upstream_is_fronted_as_2026_and_its_plain_tool_runs() {
     upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn rmcp_2025_elicitation_accepted_through_the_reverse_bridge() {
     let Some(server) = upstream_rmcp() else {
         return;
@@ -264,7 +267,6 @@ async fn rmcp_2025_elicitation_accepted_through_the_reverse_bridge() {
     upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn rmcp_2025_answers_outside_the_schema_are_asked_again() {
     let Some(server) = upstream_rmcp() else {
         return;
@@ -292,7 +294,6 @@ async fn rmcp_2025_answers_outside_the_schema_are_asked_again() {
     upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn rmcp_2025_elicitation_declined_and_cancelled() {
     let Some(server) = upstream_rmcp() else {
         return;
@@ -313,7 +314,6 @@ async fn rmcp_2025_elicitation_declined_and_cancelled() {
 
 /// `Era::Detect` finds the deploy example to be 2026-07-28 (its `server/discover`, which rmcp
 /// answers only with the whole `_meta` a 2026 request carries), and its flows run.
-#[tokio::test]
 async fn deploy_example_over_http_is_detected_as_2026_and_its_flows_run() {
     deploy_flows().await;
 }
@@ -557,7 +557,6 @@ fn accepted(content: Value) -> ElicitResult {
     ElicitResult::new(ElicitationAction::Accept).with_content(content)
 }
 
-#[tokio::test]
 async fn rmcp_client_both_modes_through_the_bridge_to_the_rmcp_2025_upstream() {
     let Some(server) = upstream_rmcp() else {
         return;
@@ -586,7 +585,6 @@ async fn rmcp_client_both_modes_through_the_bridge_to_the_rmcp_2025_upstream() {
     upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn rmcp_client_both_modes_through_the_bridge_to_server_everything() {
     let Some(server) = super::upstream::node_server("server-everything", &["stdio"]) else {
         return;
@@ -644,7 +642,6 @@ fn gated_layer(tool: &str) -> ElicitationLayer {
 /// What a gate's refusal says (the layer's `isError` result).
 const GATE_REFUSAL: &str = "The request was not approved.";
 
-#[tokio::test]
 async fn rmcp_client_both_modes_through_the_bridge_to_server_filesystem_with_a_gate() {
     let dir = std::env::temp_dir().join(format!("upstream-rmcp-fs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -700,7 +697,6 @@ async fn rmcp_client_both_modes_through_the_bridge_to_server_filesystem_with_a_g
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test]
 async fn rmcp_client_both_modes_through_the_bridge_to_the_fastmcp_fixture() {
     let Some(server) = super::upstream::python_server() else {
         return;
@@ -748,7 +744,6 @@ async fn rmcp_client_both_modes_through_the_bridge_to_the_fastmcp_fixture() {
     upstream.shutdown().await;
 }
 
-#[tokio::test]
 async fn rmcp_client_both_modes_through_the_bridge_to_server_everything_over_http() {
     let Some(server) = super::upstream::everything_over_http().await else {
         return;
@@ -797,4 +792,17 @@ async fn rmcp_client_both_modes_through_the_bridge_to_server_everything_over_htt
     }
     upstream.shutdown().await;
     server.stop().await;
+}
+
+crate::trials! {
+    [Upstreams] current_thread rmcp_2025_upstream_is_fronted_as_2026_and_its_plain_tool_runs,
+    [Upstreams] current_thread rmcp_2025_elicitation_accepted_through_the_reverse_bridge,
+    [Upstreams] current_thread rmcp_2025_answers_outside_the_schema_are_asked_again,
+    [Upstreams] current_thread rmcp_2025_elicitation_declined_and_cancelled,
+    [Upstreams] current_thread deploy_example_over_http_is_detected_as_2026_and_its_flows_run,
+    [Upstreams] current_thread rmcp_client_both_modes_through_the_bridge_to_the_rmcp_2025_upstream,
+    [Upstreams] current_thread rmcp_client_both_modes_through_the_bridge_to_server_everything,
+    [Upstreams] current_thread rmcp_client_both_modes_through_the_bridge_to_server_filesystem_with_a_gate,
+    [Upstreams] current_thread rmcp_client_both_modes_through_the_bridge_to_the_fastmcp_fixture,
+    [Upstreams] current_thread rmcp_client_both_modes_through_the_bridge_to_server_everything_over_http,
 }

@@ -2,8 +2,8 @@
 //! port, `--save '' --appendonly no`) is restarted empty mid-run, and run under an evicting
 //! `maxmemory-policy`. A spent approval is never accepted again: 0 replays.
 //!
-//! Without `redis-server` on `PATH` every test here says it was skipped, and why; with
-//! `MCP_REQUIRE_REDIS=1` set, it fails instead.
+//! Without `redis-server` on `PATH` the harness reports every test here as ignored, saying why;
+//! with `MCP_REQUIRE_REDIS=1` set, it fails instead.
 //!
 //! Self-contained on purpose: a gated tool on a plain `service_fn`, nothing from `tests/support`.
 
@@ -33,23 +33,9 @@ struct OwnRedis {
 }
 
 impl OwnRedis {
-    /// Starts one on a free port with `extra` arguments; `None` (the skip said) when there is no
-    /// `redis-server` on `PATH` and `MCP_REQUIRE_REDIS` is not `1`.
-    fn start(test: &str, extra: &[&str]) -> Option<Self> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_err()
-        {
-            let why = "no redis-server on PATH";
-            assert!(
-                std::env::var("MCP_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "{test}: {why}, and MCP_REQUIRE_REDIS=1 requires it"
-            );
-            eprintln!("{test}: skipped: {why} (set MCP_REQUIRE_REDIS=1 to fail instead)");
-            return None;
-        }
+    /// Starts one on a free port with `extra` arguments. The harness ran this test only after
+    /// finding `redis-server` on `PATH`; never `None` (it keeps the callers' `let … else` plain).
+    fn start(_test: &str, extra: &[&str]) -> Option<Self> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -270,7 +256,6 @@ where
 /// A Redis that evicts the least recently used keys once past a tiny `maxmemory`.
 const EVICTING: &[&str] = &["--maxmemory-policy", "allkeys-lru", "--maxmemory", "2mb"];
 
-#[tokio::test]
 async fn a_token_spent_before_redis_restarted_empty_is_refused_after() {
     let Some(mut redis) = OwnRedis::start("restart_empty", &[]) else {
         return;
@@ -315,7 +300,6 @@ async fn a_token_spent_before_redis_restarted_empty_is_refused_after() {
     );
 }
 
-#[tokio::test]
 async fn a_token_sealed_right_after_a_new_epoch_began_is_accepted_on_every_replica() {
     let Some(mut redis) = OwnRedis::start("new_epoch", &[]) else {
         return;
@@ -361,7 +345,6 @@ async fn a_token_sealed_right_after_a_new_epoch_began_is_accepted_on_every_repli
     );
 }
 
-#[tokio::test]
 async fn single_use_refuses_to_run_on_an_evicting_redis() {
     let Some(redis) = OwnRedis::start("evicting", EVICTING) else {
         return;
@@ -391,7 +374,6 @@ async fn single_use_refuses_to_run_on_an_evicting_redis() {
     assert_eq!(deployed_count.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
 async fn with_the_override_a_lost_epoch_key_still_refuses_older_tokens() {
     let Some(redis) = OwnRedis::start("evicting_override", EVICTING) else {
         return;
@@ -429,7 +411,6 @@ async fn with_the_override_a_lost_epoch_key_still_refuses_older_tokens() {
     assert!(deployed(&send(&service, approve(&again)).await.1));
 }
 
-#[tokio::test]
 async fn a_redis_that_does_not_answer_config_is_refused_unless_assumed_noeviction() {
     let Some(redis) = OwnRedis::start("no_config", &["--rename-command", "CONFIG", ""]) else {
         return;
@@ -448,4 +429,12 @@ async fn a_redis_that_does_not_answer_config_is_refused_unless_assumed_noevictio
     let state = asked(&service).await;
     assert!(deployed(&send(&service, approve(&state)).await.1));
     assert_eq!(deployed_count.load(Ordering::SeqCst), 1);
+}
+
+crate::trials! {
+    [RedisServer] current_thread a_token_spent_before_redis_restarted_empty_is_refused_after,
+    [RedisServer] current_thread a_token_sealed_right_after_a_new_epoch_began_is_accepted_on_every_replica,
+    [RedisServer] current_thread single_use_refuses_to_run_on_an_evicting_redis,
+    [RedisServer] current_thread with_the_override_a_lost_epoch_key_still_refuses_older_tokens,
+    [RedisServer] current_thread a_redis_that_does_not_answer_config_is_refused_unless_assumed_noeviction,
 }

@@ -79,7 +79,6 @@ fn answer(state: &str, key: &str, answer: Value) -> Value {
     json!({"requestState": state, "inputResponses": {key: answer}})
 }
 
-#[tokio::test]
 async fn minimal_asks_a_name_checks_the_answer_then_greets() {
     let url = serve(example_minimal::app(keyring())).await;
     let state = asked(&call(&url, "greet", json!({}), json!({})).await, "name");
@@ -92,7 +91,6 @@ async fn minimal_asks_a_name_checks_the_answer_then_greets() {
     assert_eq!(text(&done), "Hello, Ada!");
 }
 
-#[tokio::test]
 async fn gates_asks_approval_refuses_a_no_and_deploys_on_a_yes() {
     let url = serve(example_gates::app(keyring()).unwrap()).await;
     let args = json!({"environment": "prod"});
@@ -111,11 +109,7 @@ async fn gates_asks_approval_refuses_a_no_and_deploys_on_a_yes() {
     assert_eq!(text(&done), "Deployed to prod.");
 }
 
-#[tokio::test]
 async fn single_use_redis_spends_an_approval_on_one_replica_for_all() {
-    if redis_support::skip() {
-        return;
-    }
     let prefix = redis_support::prefix();
     let replica = || {
         let redis = tower_elicitation::redis::RedisStore::builder(redis_support::redis_url())
@@ -141,7 +135,6 @@ async fn single_use_redis_spends_an_approval_on_one_replica_for_all() {
     assert_eq!(replayed["error"]["code"], -32602, "{replayed:#}");
 }
 
-#[tokio::test]
 async fn bridge_opens_a_2025_session_in_front_of_the_layer() {
     let url = serve(example_bridge::app(keyring()).unwrap()).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -162,4 +155,11 @@ async fn bridge_opens_a_2025_session_in_front_of_the_layer() {
         text.contains("\"protocolVersion\":\"2025-11-25\""),
         "{text}"
     );
+}
+
+crate::trials! {
+    [] current_thread minimal_asks_a_name_checks_the_answer_then_greets,
+    [] current_thread gates_asks_approval_refuses_a_no_and_deploys_on_a_yes,
+    [Redis] current_thread single_use_redis_spends_an_approval_on_one_replica_for_all,
+    [] current_thread bridge_opens_a_2025_session_in_front_of_the_layer,
 }
