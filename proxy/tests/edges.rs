@@ -2,8 +2,7 @@
 //! environment), connections cannot hold the listener's slots, and what the logs and the stdio
 //! downstream say is what happened. Each test runs the built binary over real sockets or pipes.
 
-mod support;
-use support::*;
+use crate::support::*;
 
 use std::io::{BufRead as _, Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -17,23 +16,11 @@ const KEYS: &str = "k1:ZWRnZXMtdGVzdC1rZXktMDEyMzQ1Njc4OWFiY2RlZlhZWg";
 /// Its secret part, as a server printing its environment would show it.
 const KEY_SECRET: &str = "ZWRnZXMtdGVzdC1rZXktMDEyMzQ1Njc4OWFiY2RlZlhZWg";
 
-fn everything() -> Option<PathBuf> {
-    let entry = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+/// The pinned server-everything's entry point (the probe ignores this test when it is missing).
+fn everything() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(
         "../.cache/upstream/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
-    );
-    if entry.exists() {
-        return Some(entry);
-    }
-    let why = format!(
-        "{} is missing: run scripts/upstream-servers.sh",
-        entry.display()
-    );
-    assert!(
-        std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() != Ok("1"),
-        "MCP_REQUIRE_UPSTREAMS=1: {why}"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
+    )
 }
 
 /// A directory of the test's own with `config` written in it as `gates.toml`.
@@ -78,9 +65,8 @@ async fn start(config: &Path, port: u16, env: &[(&str, &str)], stderr: Stdio) ->
 
 /// server-everything's `get-env` prints its whole environment: through the proxy, the keys'
 /// variable is not in it (nor the key), while a variable `env_passthrough` names is.
-#[tokio::test]
 async fn the_upstream_child_never_sees_the_keys_variable() {
-    let Some(entry) = everything() else { return };
+    let entry = everything();
     let port = free_port();
     let (dir, config) = setup(
         "env",
@@ -134,7 +120,6 @@ http = "127.0.0.1:{port}"
 }
 
 /// `--check` of a config listing a secret's variable in `env_passthrough` fails with its line.
-#[test]
 fn a_secret_variable_in_env_passthrough_is_a_config_error_with_its_line() {
     let (dir, config) = setup(
         "passthrough",
@@ -189,9 +174,8 @@ redis = "env:TE_EDGES_REDIS"
 
 /// A connection that never sends a byte is closed at the head deadline (10 s by default), so
 /// silent connections cannot hold the listener's slots.
-#[tokio::test]
 async fn a_silent_connection_is_closed_at_the_head_deadline() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("edges-silent", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -237,9 +221,8 @@ async fn get_from(source: &str, port: u16, path: &str, headers: &str) -> String 
 
 /// One address holds at most 128 connections (the default `max_connections_per_peer`): past
 /// that its next connection is closed unanswered, while another address is still served.
-#[tokio::test]
 async fn one_peer_address_cannot_hold_every_slot() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("edges-peers", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -268,9 +251,8 @@ async fn one_peer_address_cannot_hold_every_slot() {
 }
 
 /// `/metrics` and `/healthz` answer only to the names `/mcp` answers to (DNS rebinding).
-#[tokio::test]
 async fn metrics_and_healthz_check_the_host_and_the_origin() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("edges-hosts", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -302,9 +284,8 @@ fn decisions(log: &Path) -> Vec<Value> {
 /// A replayed approval is one `refused` line, never `gates_accepted`; every line has a time, an
 /// id, the tool and a caller: the layer's keyed tag (not a plain hash of the header, and not the
 /// same under another key), `-` for anonymous callers of both eras.
-#[tokio::test]
 async fn the_decision_log_is_keyed_timed_and_never_logs_a_replay_as_accepted() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("edges-log", &entry, port, "");
     let config = std::fs::read_to_string(&setup.config).unwrap().replace(
@@ -450,9 +431,8 @@ async fn legacy_call(url: &str, tool: &str, arguments: &Value) {
 /// With `pass_to_upstream`, a call without `Authorization` is refused (HTTP 401) unless
 /// `allow_anonymous`; with every kept adapter busy a new caller is refused (HTTP 503), the busy
 /// one is not cut. The upstream is another proxy in front of server-everything.
-#[tokio::test]
 async fn pass_to_upstream_refuses_anonymous_callers_and_never_evicts_a_busy_adapter() {
-    let Some(entry) = everything() else { return };
+    let entry = everything();
     let inner_port = free_port();
     let (dir, inner_config) = setup(
         "routed-inner",
@@ -549,9 +529,8 @@ async fn pass_to_upstream_refuses_anonymous_callers_and_never_evicts_a_busy_adap
 }
 
 /// The child's stderr: a line of 200 KiB without a break is logged cut (8 KiB), not whole.
-#[tokio::test]
 async fn the_childs_stderr_lines_are_bounded() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let (dir, config) = setup(
         "stderr",
@@ -599,9 +578,8 @@ http = "127.0.0.1:{port}"
 
 /// Over stdio the proxy forwards the bytes it read: a message with a duplicate key is refused
 /// as it is over HTTP, not re-encoded with one of the duplicates.
-#[tokio::test]
 async fn the_stdio_downstream_refuses_duplicate_keys_as_http_does() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("edges-stdio", &entry, port, "");
     let path = setup.data("dup.txt");
@@ -655,4 +633,16 @@ async fn the_stdio_downstream_refuses_duplicate_keys_as_http_does() {
         over_stdio["error"]["code"], over_http["error"]["code"],
         "{text}"
     );
+}
+
+crate::trials! {
+    [Upstreams] current_thread the_upstream_child_never_sees_the_keys_variable,
+    [] sync a_secret_variable_in_env_passthrough_is_a_config_error_with_its_line,
+    [Upstreams] current_thread a_silent_connection_is_closed_at_the_head_deadline,
+    [Upstreams] current_thread one_peer_address_cannot_hold_every_slot,
+    [Upstreams] current_thread metrics_and_healthz_check_the_host_and_the_origin,
+    [Upstreams] current_thread the_decision_log_is_keyed_timed_and_never_logs_a_replay_as_accepted,
+    [Upstreams] current_thread pass_to_upstream_refuses_anonymous_callers_and_never_evicts_a_busy_adapter,
+    [Upstreams] current_thread the_childs_stderr_lines_are_bounded,
+    [Upstreams] current_thread the_stdio_downstream_refuses_duplicate_keys_as_http_does,
 }

@@ -1,12 +1,10 @@
 //! URL gates' completion checks and single-use approvals after Redis lost its epoch, over real
 //! sockets against the built binary (issue #36 items 3, 4 and 10).
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A completion endpoint of the test's own: every request's path is kept, and `answer` says
@@ -67,9 +65,8 @@ fn not_finished(reply: &Value) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Item 3: the HTTP check follows no redirect and reaches only its own origin.
 
-#[tokio::test]
 async fn a_redirect_to_a_2xx_does_not_complete_a_url_gate() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     // The flow's endpoint says "see elsewhere"; elsewhere says 200.
     let (checks, paths) = endpoint(|path| {
         if path.starts_with("/flows/") {
@@ -107,9 +104,8 @@ async fn a_redirect_to_a_2xx_does_not_complete_a_url_gate() {
     );
 }
 
-#[tokio::test]
 async fn a_completion_check_with_a_placeholder_in_its_origin_is_refused_at_load() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     for http in [
         "http://{path}.checks.example.com/flows/{handle}",
         "http://127.0.0.1:{path}/flows/{handle}",
@@ -147,10 +143,9 @@ async fn a_completion_check_with_a_placeholder_in_its_origin_is_refused_at_load(
 // ---------------------------------------------------------------------------------------------
 // Item 4: each call has its own handle, and a completion is spent once.
 
-#[tokio::test]
 async fn one_completion_approves_only_its_own_call_and_is_spent() {
-    let Some(entry) = filesystem() else { return };
-    let Some(redis) = redis_url() else { return };
+    let entry = filesystem();
+    let redis = redis_url();
     let port = free_port();
     let prefix = format!("te-proxy-flows:{}", std::process::id());
     let gate = format!(
@@ -219,9 +214,8 @@ async fn one_completion_approves_only_its_own_call_and_is_spent() {
     assert!(path.is_dir());
 }
 
-#[tokio::test]
 async fn an_http_completion_is_checked_once_per_call_even_when_another_gate_asks_again() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     // The endpoint says every flow finished, every time it is asked.
     let (checks, paths) = endpoint(|_| head("200 OK", "")).await;
     let port = free_port();
@@ -303,14 +297,14 @@ fn in_db(url: &str, db: u8, args: &[&str]) -> String {
     line
 }
 
-#[tokio::test]
 async fn an_approval_sealed_right_after_redis_lost_its_epoch_is_accepted() {
-    let Some(entry) = filesystem() else { return };
-    let Some(redis) = redis_url() else { return };
-    if redis.trim_start_matches("redis://").contains('/') {
-        eprintln!("SKIPPED: MCP_REDIS_URL names a database; this test uses its own (11)");
-        return;
-    }
+    let entry = filesystem();
+    // The server `MCP_REDIS_URL` names, without a database it may name: this test uses its own.
+    let named = redis_url();
+    let redis = match named.trim_start_matches("redis://").split_once('/') {
+        Some((server, _)) => format!("redis://{server}"),
+        None => named,
+    };
     // A database of the test's own: its epoch key is deleted, which no other test may see.
     const DB: u8 = 11;
     let port = free_port();
@@ -366,4 +360,12 @@ async fn an_approval_sealed_right_after_redis_lost_its_epoch_is_accepted() {
     );
     assert!(!setup.data("before").exists());
     let _ = in_db(&redis, DB, &["FLUSHDB"]);
+}
+
+crate::trials! {
+    [Upstreams] current_thread a_redirect_to_a_2xx_does_not_complete_a_url_gate,
+    [Upstreams] current_thread a_completion_check_with_a_placeholder_in_its_origin_is_refused_at_load,
+    [Upstreams, Redis] current_thread one_completion_approves_only_its_own_call_and_is_spent,
+    [Upstreams] current_thread an_http_completion_is_checked_once_per_call_even_when_another_gate_asks_again,
+    [Upstreams, Redis] current_thread an_approval_sealed_right_after_redis_lost_its_epoch_is_accepted,
 }

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-mod support;
-use support::*;
+use crate::support::*;
 
 /// A directory and config of the test's own in front of `changing_server.py`.
 struct Changing {
@@ -20,8 +19,8 @@ struct Changing {
 }
 
 impl Changing {
-    fn new(name: &str, port: u16, upstream: &str, gates: &str) -> Option<Self> {
-        let python = host_python()?;
+    fn new(name: &str, port: u16, upstream: &str, gates: &str) -> Self {
+        let python = host_python();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gating/changing_server.py");
         let dir = std::env::temp_dir().join(format!("te-gating-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -33,7 +32,7 @@ impl Changing {
             script.display()
         );
         std::fs::write(&config, text).unwrap();
-        Some(Self { dir, config })
+        Self { dir, config }
     }
 }
 
@@ -67,13 +66,10 @@ async fn list_tools(proxy: &Proxy) -> Value {
     request(&proxy.url, "tools/list", "", json!({})).await
 }
 
-#[tokio::test]
 async fn a_tool_the_server_adds_at_run_time_is_gated_by_its_glob() {
     let port = free_port();
     let gates = format!("[[gate]]\ntools = [\"danger_*\"]\n{APPROVE}");
-    let Some(setup) = Changing::new("added", port, "", &gates) else {
-        return;
-    };
+    let setup = Changing::new("added", port, "", &gates);
     let proxy = Proxy::start(&setup.config, port).await;
     let added = proxy.call("add_tool", json!({}), json!({})).await;
     assert_eq!(text_of(&added), "added", "{added:#}");
@@ -93,15 +89,12 @@ async fn a_tool_the_server_adds_at_run_time_is_gated_by_its_glob() {
     assert_eq!(text_of(&done), "deleted /srv", "{done:#}");
 }
 
-#[tokio::test]
 async fn a_resource_pattern_gates_every_uri_under_it_listed_or_not() {
     let port = free_port();
     let gates = format!(
         "[[gate]]\nresources = [\"file:///srv/secret/**\"]\nmessage = \"Read {{uri}}?\"\n{APPROVE}"
     );
-    let Some(setup) = Changing::new("resources", port, "", &gates) else {
-        return;
-    };
+    let setup = Changing::new("resources", port, "", &gates);
     let proxy = Proxy::start(&setup.config, port).await;
     for uri in [
         "file:///srv/secret/sub/id_rsa",
@@ -126,9 +119,8 @@ fn filesystem_config(dir: &Path, entry: &Path, port: u16, gates: &str) -> PathBu
     config
 }
 
-#[tokio::test]
 async fn placeholders_are_quoted_escaped_and_capped() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("placeholders", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -167,9 +159,8 @@ async fn placeholders_are_quoted_escaped_and_capped() {
     );
 }
 
-#[tokio::test]
 async fn show_arguments_shows_what_a_write_would_write() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let dir = std::env::temp_dir().join(format!("te-gating-show-{}", std::process::id()));
     let gates = format!(
@@ -202,9 +193,8 @@ async fn show_arguments_shows_what_a_write_would_write() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test]
 async fn a_call_its_input_schema_refuses_is_refused_before_anyone_is_asked() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("schema", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -231,9 +221,8 @@ async fn a_call_its_input_schema_refuses_is_refused_before_anyone_is_asked() {
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked:#}");
 }
 
-#[tokio::test]
 async fn a_reload_that_changes_the_gate_asks_again_before_anything_runs() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("rebind", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -275,13 +264,10 @@ async fn a_reload_that_changes_the_gate_asks_again_before_anything_runs() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello");
 }
 
-#[tokio::test]
 async fn an_approval_is_not_good_for_a_tool_whose_definition_changed() {
     let port = free_port();
     let gates = format!("[[gate]]\ntools = [\"echo\"]\nmessage = \"Echo {{text}}?\"\n{APPROVE}");
-    let Some(setup) = Changing::new("rugpull", port, "", &gates) else {
-        return;
-    };
+    let setup = Changing::new("rugpull", port, "", &gates);
     let proxy = Proxy::start(&setup.config, port).await;
     let args = json!({"text": "hi"});
     let state = state_of(&proxy.call("echo", args.clone(), json!({})).await);
@@ -316,13 +302,10 @@ async fn an_approval_is_not_good_for_a_tool_whose_definition_changed() {
     );
 }
 
-#[tokio::test]
 async fn a_changed_tool_asks_until_a_reload_accepts_it() {
     let port = free_port();
     let gates = format!("[[gate]]\ntools = [\"danger_list\"]\n{APPROVE}");
-    let Some(setup) = Changing::new("ask", port, "", &gates) else {
-        return;
-    };
+    let setup = Changing::new("ask", port, "", &gates);
     let proxy = Proxy::start(&setup.config, port).await;
     assert_eq!(
         text_of(&proxy.call("echo", json!({"text": "a"}), json!({})).await),
@@ -357,13 +340,10 @@ async fn a_changed_tool_asks_until_a_reload_accepts_it() {
     assert!(accepted, "the reload never accepted the change");
 }
 
-#[tokio::test]
 async fn on_tool_change_hide_takes_the_tool_out_until_a_reload() {
     let port = free_port();
     let gates = format!("[[gate]]\ntools = [\"danger_list\"]\n{APPROVE}");
-    let Some(setup) = Changing::new("hide", port, "on_tool_change = \"hide\"", &gates) else {
-        return;
-    };
+    let setup = Changing::new("hide", port, "on_tool_change = \"hide\"", &gates);
     let proxy = Proxy::start(&setup.config, port).await;
     proxy.call("change_description", json!({}), json!({})).await;
     let listed = list_tools(&proxy).await;
@@ -379,13 +359,10 @@ async fn on_tool_change_hide_takes_the_tool_out_until_a_reload() {
     assert!(text_of(&refused).contains("hidden"), "{refused:#}");
 }
 
-#[tokio::test]
 async fn a_tool_gate_covers_the_prompt_of_its_name() {
     let port = free_port();
     let gates = format!("[[gate]]\ntools = [\"echo\"]\n{APPROVE}");
-    let Some(setup) = Changing::new("prompt", port, "", &gates) else {
-        return;
-    };
+    let setup = Changing::new("prompt", port, "", &gates);
     let proxy = Proxy::start(&setup.config, port).await;
     let asked = request(
         &proxy.url,
@@ -395,4 +372,17 @@ async fn a_tool_gate_covers_the_prompt_of_its_name() {
     )
     .await;
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked:#}");
+}
+
+crate::trials! {
+    [Upstreams] current_thread a_tool_the_server_adds_at_run_time_is_gated_by_its_glob,
+    [Upstreams] current_thread a_resource_pattern_gates_every_uri_under_it_listed_or_not,
+    [Upstreams] current_thread placeholders_are_quoted_escaped_and_capped,
+    [Upstreams] current_thread show_arguments_shows_what_a_write_would_write,
+    [Upstreams] current_thread a_call_its_input_schema_refuses_is_refused_before_anyone_is_asked,
+    [Upstreams] current_thread a_reload_that_changes_the_gate_asks_again_before_anything_runs,
+    [Upstreams] current_thread an_approval_is_not_good_for_a_tool_whose_definition_changed,
+    [Upstreams] current_thread a_changed_tool_asks_until_a_reload_accepts_it,
+    [Upstreams] current_thread on_tool_change_hide_takes_the_tool_out_until_a_reload,
+    [Upstreams] current_thread a_tool_gate_covers_the_prompt_of_its_name,
 }

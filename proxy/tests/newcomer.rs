@@ -3,8 +3,7 @@
 //! cause: `--check` exits 1 naming it (the server's last stderr lines, its exit status), a plain
 //! run says it once at WARN.
 
-mod support;
-use support::*;
+use crate::support::*;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -34,7 +33,6 @@ fn text(output: &Output) -> String {
     )
 }
 
-#[test]
 fn help_explains_every_flag_and_points_at_the_config_docs() {
     let help = run(&["--help"]);
     assert!(help.status.success(), "{}", text(&help));
@@ -58,7 +56,6 @@ fn help_explains_every_flag_and_points_at_the_config_docs() {
     );
 }
 
-#[test]
 fn version_prints_the_version_and_an_unknown_flag_exits_2() {
     let version = run(&["--version"]);
     assert!(version.status.success(), "{}", text(&version));
@@ -71,7 +68,6 @@ fn version_prints_the_version_and_an_unknown_flag_exits_2() {
     assert!(text(&unknown).contains("--bogus"), "{}", text(&unknown));
 }
 
-#[test]
 fn a_toml_syntax_error_shows_the_line_with_a_caret() {
     let path = config(
         "syntax",
@@ -95,9 +91,8 @@ fn a_toml_syntax_error_shows_the_line_with_a_caret() {
     assert_eq!(caret.trim(), "^", "{printed}");
 }
 
-#[test]
 fn a_form_type_mistake_names_the_files_key_and_the_allowed_types() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let gates = "[[gate]]\ntools = [\"write_file\"]\nmessage = \"Write {path}?\"\n\
                  form.approve = { type = \"bool\" }\nrequire = { approve = true }\n";
     let setup = Setup::new("newcomer-form", &entry, free_port(), gates);
@@ -112,7 +107,6 @@ fn a_form_type_mistake_names_the_files_key_and_the_allowed_types() {
     assert!(printed.contains("\"boolean\""), "{printed}");
 }
 
-#[test]
 fn check_exits_1_naming_a_command_that_cannot_start() {
     let path = config(
         "npxx",
@@ -129,7 +123,6 @@ fn check_exits_1_naming_a_command_that_cannot_start() {
     assert!(!printed.contains("unix_wait_status"), "{printed}");
 }
 
-#[test]
 fn check_names_the_servers_last_stderr_lines() {
     let server = "echo starting >&2; echo 'Error accessing directory /nope: ENOENT' >&2; exit 3";
     let path = config(
@@ -153,7 +146,6 @@ fn check_names_the_servers_last_stderr_lines() {
     assert!(last.contains("exit status 3"), "{printed}");
 }
 
-#[tokio::test]
 async fn a_plain_run_warns_of_a_failed_start_once() {
     let server = "echo 'the data directory is missing' >&2; exit 1";
     let port = free_port();
@@ -190,4 +182,14 @@ async fn a_plain_run_warns_of_a_failed_start_once() {
     assert_eq!(warned, 1, "{all}");
     assert!(all.contains("next_attempt_in"), "{all}");
     assert!(all.contains("starting upstream: sh -c"), "{all}");
+}
+
+crate::trials! {
+    [] sync help_explains_every_flag_and_points_at_the_config_docs,
+    [] sync version_prints_the_version_and_an_unknown_flag_exits_2,
+    [] sync a_toml_syntax_error_shows_the_line_with_a_caret,
+    [Upstreams] sync a_form_type_mistake_names_the_files_key_and_the_allowed_types,
+    [] sync check_exits_1_naming_a_command_that_cannot_start,
+    [] sync check_names_the_servers_last_stderr_lines,
+    [] current_thread a_plain_run_warns_of_a_failed_start_once,
 }

@@ -10,12 +10,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-mod support;
-use support::*;
+use crate::support::*;
 
-#[tokio::test]
 async fn check_validates_the_file_against_the_upstream_and_says_where_it_is_wrong() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let good = Setup::new("check-good", &entry, free_port(), "");
     let out = Command::new(PROXY)
         .arg("--config")
@@ -62,9 +60,8 @@ async fn check_validates_the_file_against_the_upstream_and_says_where_it_is_wron
     assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to start without keys"));
 }
 
-#[tokio::test]
 async fn a_gated_write_is_asked_written_once_on_approval_and_refused_on_decline() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("flow", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -187,9 +184,8 @@ async fn a_gated_write_is_asked_written_once_on_approval_and_refused_on_decline(
     assert_eq!(read["result"]["resultType"], "complete", "{read:#}");
 }
 
-#[tokio::test]
 async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leaves_no_child() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("reload", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -250,10 +246,9 @@ async fn a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leave
     assert!(left.is_empty(), "the server {left:?} outlived the proxy");
 }
 
-#[test]
 fn a_desktop_host_on_stdio_is_asked_refused_on_decline_and_written_on_approval() {
-    let Some(entry) = filesystem() else { return };
-    let Some(python) = host_python() else { return };
+    let entry = filesystem();
+    let python = host_python();
     let setup = Setup::new("stdio", &entry, free_port(), "");
     let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stdio/host.py");
     let out = Command::new(python)
@@ -269,10 +264,9 @@ fn a_desktop_host_on_stdio_is_asked_refused_on_decline_and_written_on_approval()
     assert!(printed.contains("host.py: all checks passed"), "{printed}");
 }
 
-#[test]
 fn a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written() {
     use std::io::{BufRead, BufReader, Write};
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let setup = Setup::new("stdio-2026", &entry, free_port(), "");
     let mut proxy = Command::new(PROXY)
         .args(["--ephemeral-keys", "--stdio", "--config"])
@@ -328,9 +322,8 @@ fn a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written() {
     assert!(status.success(), "stdin closed: the proxy ends ({status})");
 }
 
-#[tokio::test]
 async fn an_approval_is_bound_to_its_caller() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let identity = "\n[identity]\nprincipal = \"header:x-user\"\n";
     let setup = Setup::new("identity", &entry, port, identity);
@@ -367,9 +360,8 @@ async fn an_approval_is_bound_to_its_caller() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "alice's");
 }
 
-#[tokio::test]
 async fn each_decision_is_one_log_line_without_the_answers_or_the_credentials() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let gate = "\n[[gate]]\ntools = [\"create_directory\"]\nmessage = \"Create {path}?\"\nform.approve = { type = \"boolean\" }\nform.reason = { type = \"string\" }\nrequire = { approve = true }\n";
     let setup = Setup::new("decisions", &entry, port, gate);
@@ -434,9 +426,8 @@ async fn each_decision_is_one_log_line_without_the_answers_or_the_credentials() 
     );
 }
 
-#[tokio::test]
 async fn a_changed_file_is_reloaded_without_a_signal_and_a_bad_one_keeps_the_gates_and_says_why() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("watch", &entry, port, "");
     let log = setup.dir.join("stderr.log");
@@ -489,9 +480,8 @@ async fn a_changed_file_is_reloaded_without_a_signal_and_a_bad_one_keeps_the_gat
     );
 }
 
-#[tokio::test]
 async fn the_proxy_killed_mid_call_leaves_no_server_behind() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("sigkill", &entry, port, "");
     let mut proxy = Proxy::start(&setup.config, port).await;
@@ -544,9 +534,8 @@ async fn the_proxy_killed_mid_call_leaves_no_server_behind() {
     );
 }
 
-#[tokio::test]
 async fn the_server_killed_mid_call_is_a_clear_error_and_the_next_call_works() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("upstream-kill", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -595,10 +584,9 @@ async fn the_server_killed_mid_call_is_a_clear_error_and_the_next_call_works() {
     );
 }
 
-#[tokio::test]
 async fn two_replicas_on_redis_share_approvals_once() {
-    let Some(entry) = filesystem() else { return };
-    let Some(redis) = redis_url() else { return };
+    let entry = filesystem();
+    let redis = redis_url();
     let key = format!("{:x<42}A", std::process::id());
     let state = format!("\n[state]\nkeys = \"k1:{key}\"\nredis = \"{redis}\"\n");
     let (port_a, port_b) = (free_port(), free_port());
@@ -632,10 +620,9 @@ async fn two_replicas_on_redis_share_approvals_once() {
     assert!(!path.exists(), "an approval used twice across replicas");
 }
 
-#[tokio::test]
 async fn a_url_gate_lets_the_call_through_once_its_redis_key_says_complete() {
-    let Some(entry) = filesystem() else { return };
-    let Some(redis) = redis_url() else { return };
+    let entry = filesystem();
+    let redis = redis_url();
     let port = free_port();
     let prefix = format!("te-proxy-test:{}", std::process::id());
     let gate = format!(
@@ -682,12 +669,11 @@ async fn a_url_gate_lets_the_call_through_once_its_redis_key_says_complete() {
     assert!(path.is_dir());
 }
 
-#[tokio::test]
 async fn a_url_gate_checks_completion_over_http() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     // The flow's service: `GET /flows/{handle}` answers 200 once finished, 404 before.
     let finished = Arc::new(AtomicBool::new(false));
     let asked_paths = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -756,11 +742,8 @@ async fn a_url_gate_checks_completion_over_http() {
     );
 }
 
-#[tokio::test]
 async fn prompts_and_resources_are_gated_and_checked_against_the_upstreams_lists() {
-    let Some(filesystem) = filesystem() else {
-        return;
-    };
+    let filesystem = filesystem();
     let everything = filesystem
         .ancestors()
         .nth(3)
@@ -884,9 +867,8 @@ require = { approve = true }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test]
 async fn each_callers_authorization_reaches_an_http_upstream_when_passed_and_none_otherwise() {
-    let Some(python) = host_python() else { return };
+    let python = host_python();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/upstream/elicit_server.py");
     let server_port = free_port();
     let mut server = Command::new(python)
@@ -957,9 +939,8 @@ async fn each_callers_authorization_reaches_an_http_upstream_when_passed_and_non
 /// write's approval from before the reload is still taken, and once the reload is in place a new
 /// read meets the new gate. No wait here is a sleep that must be long enough: each waits on the
 /// kernel (the fifo opened) or polls for the outcome.
-#[tokio::test]
 async fn a_reload_while_calls_are_in_flight_lets_them_finish_and_then_applies() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("reload-in-flight", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -1021,4 +1002,23 @@ async fn a_reload_while_calls_are_in_flight_lets_them_finish_and_then_applies() 
         asked["result"]["resultType"], "input_required",
         "the reload's gate applies to new calls: {asked:#}"
     );
+}
+
+crate::trials! {
+    [Upstreams] current_thread check_validates_the_file_against_the_upstream_and_says_where_it_is_wrong,
+    [Upstreams] current_thread a_gated_write_is_asked_written_once_on_approval_and_refused_on_decline,
+    [Upstreams] current_thread a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leaves_no_child,
+    [Upstreams] sync a_desktop_host_on_stdio_is_asked_refused_on_decline_and_written_on_approval,
+    [Upstreams] sync a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written,
+    [Upstreams] current_thread an_approval_is_bound_to_its_caller,
+    [Upstreams] current_thread each_decision_is_one_log_line_without_the_answers_or_the_credentials,
+    [Upstreams] current_thread a_changed_file_is_reloaded_without_a_signal_and_a_bad_one_keeps_the_gates_and_says_why,
+    [Upstreams] current_thread the_proxy_killed_mid_call_leaves_no_server_behind,
+    [Upstreams] current_thread the_server_killed_mid_call_is_a_clear_error_and_the_next_call_works,
+    [Upstreams, Redis] current_thread two_replicas_on_redis_share_approvals_once,
+    [Upstreams, Redis] current_thread a_url_gate_lets_the_call_through_once_its_redis_key_says_complete,
+    [Upstreams] current_thread a_url_gate_checks_completion_over_http,
+    [Upstreams] current_thread prompts_and_resources_are_gated_and_checked_against_the_upstreams_lists,
+    [Upstreams] current_thread each_callers_authorization_reaches_an_http_upstream_when_passed_and_none_otherwise,
+    [Upstreams] current_thread a_reload_while_calls_are_in_flight_lets_them_finish_and_then_applies,
 }

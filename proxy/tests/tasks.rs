@@ -4,8 +4,7 @@
 
 use serde_json::{Value, json};
 
-mod support;
-use support::*;
+use crate::support::*;
 
 /// A 2026-07-28 task request of `method` for `task_id`, declaring the Tasks extension.
 async fn task_request(url: &str, method: &str, task_id: &str) -> Value {
@@ -37,9 +36,8 @@ async fn task_request(url: &str, method: &str, task_id: &str) -> Value {
     event.unwrap_or_else(|| serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}")))
 }
 
-#[tokio::test]
 async fn a_task_request_without_a_record_is_refused_as_unknown_and_never_forwarded() {
-    let Some(entry) = filesystem() else { return };
+    let entry = filesystem();
     let port = free_port();
     let setup = Setup::new("tasks-unknown", &entry, port, "");
     let proxy = Proxy::start(&setup.config, port).await;
@@ -58,4 +56,8 @@ async fn a_task_request_without_a_record_is_refused_as_unknown_and_never_forward
     // The proxy still serves: an ungated call goes through.
     let listed = request(&proxy.url, "tools/list", "", json!({})).await;
     assert!(listed["result"]["tools"].is_array(), "{listed:#}");
+}
+
+crate::trials! {
+    [Upstreams] current_thread a_task_request_without_a_record_is_refused_as_unknown_and_never_forwarded,
 }

@@ -1,8 +1,8 @@
-//! What every test of the proxy binary shares: the pinned servers (skipped, saying why, unless
-//! `MCP_REQUIRE_UPSTREAMS=1` / `MCP_REQUIRE_REDIS=1`), a directory and config of the test's own,
+//! What every test of the proxy binary shares: the pinned servers and Redis (which the probe in
+//! `main.rs` checks before any test runs), a directory and config of the test's own,
 //! the proxy run as a person runs it, and the requests a client sends it.
 //!
-//! Each test file takes it with `mod support;`; not every file uses every helper.
+//! Each test module takes it with `use crate::support::*;`; not every one uses every helper.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -13,23 +13,25 @@ use serde_json::{Value, json};
 
 pub const PROXY: &str = env!("CARGO_BIN_EXE_elicitation-proxy");
 
-pub fn filesystem() -> Option<PathBuf> {
-    let entry = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+/// The pinned server-filesystem's entry point (the probe ignores a test that needs it when it
+/// is missing, so a test that asks for it finds it).
+pub fn filesystem() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(
         "../.cache/upstream/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
-    );
-    if entry.exists() {
-        return Some(entry);
-    }
-    let why = format!(
-        "{} is missing: run scripts/upstream-servers.sh",
-        entry.display()
-    );
-    assert!(
-        std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() != Ok("1"),
-        "MCP_REQUIRE_UPSTREAMS=1: {why}"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
+    )
+}
+
+/// The pinned servers' entry points and the Python client's venv that are not installed:
+/// what `harness::Probe` checks before any test runs (empty when all are there).
+pub fn not_installed() -> Vec<String> {
+    let upstream = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/upstream");
+    let everything =
+        upstream.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    [filesystem(), everything, host_python()]
+        .into_iter()
+        .filter(|path| !path.exists())
+        .map(|path| path.display().to_string())
+        .collect()
 }
 
 /// A directory of the test's own, and a config in it gating `write_file` on the filesystem
@@ -203,21 +205,8 @@ pub fn answer(state: &str, answer: Value) -> Value {
 }
 
 /// The Python `mcp` 1.30 client's interpreter (`scripts/upstream-servers.sh` makes the venv).
-pub fn host_python() -> Option<PathBuf> {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/upstream/venv/bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    let why = format!(
-        "{} is missing: run scripts/upstream-servers.sh",
-        python.display()
-    );
-    assert!(
-        std::env::var("MCP_REQUIRE_UPSTREAMS").as_deref() != Ok("1"),
-        "MCP_REQUIRE_UPSTREAMS=1: {why}"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
+pub fn host_python() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/upstream/venv/bin/python")
 }
 
 /// The pids of `parent`'s children.
@@ -286,29 +275,33 @@ pub fn fifo(setup: &Setup) -> PathBuf {
     path
 }
 
-/// Whether a Redis answers at `MCP_REDIS_URL` (default 127.0.0.1:6379); else skips, saying why,
-/// unless `MCP_REQUIRE_REDIS=1`.
-pub fn redis_url() -> Option<String> {
-    let url = std::env::var("MCP_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let host = url
-        .trim_start_matches("redis://")
-        .rsplit('@')
-        .next()
-        .unwrap_or_default()
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    if std::net::TcpStream::connect(&host).is_ok() {
-        return Some(url);
+/// The Redis at `MCP_REDIS_URL` (default 127.0.0.1:6379): the probe ignores a test that needs
+/// it when none answers there.
+pub fn redis_url() -> String {
+    redis::redis_url()
+}
+
+/// The Redis the probe looks for, as `harness::Probe` asks for it.
+pub mod redis {
+    /// `MCP_REDIS_URL`, else `redis://127.0.0.1:6379`.
+    pub fn redis_url() -> String {
+        std::env::var("MCP_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
     }
-    let why = format!("no Redis at {url}");
-    assert!(
-        std::env::var("MCP_REQUIRE_REDIS").as_deref() != Ok("1"),
-        "MCP_REQUIRE_REDIS=1: {why}"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
+
+    /// Whether something accepts a connection at [`redis_url`]'s host and port.
+    pub fn available() -> bool {
+        let url = redis_url();
+        let host = url
+            .trim_start_matches("redis://")
+            .rsplit('@')
+            .next()
+            .unwrap_or_default()
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        std::net::TcpStream::connect(&host).is_ok()
+    }
 }
 
 /// Sends one command to Redis at `url` (RESP), as the system that finishes a flow would.
