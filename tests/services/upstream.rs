@@ -844,14 +844,17 @@ async fn a_body_over_the_bound_is_413_and_a_broken_one_400() {
 }
 
 /// A server listening on a loopback port of its own, killed when dropped.
-pub(super) struct Listening {
+pub(crate) struct Listening {
     child: tokio::process::Child,
     port: u16,
 }
 
 impl Listening {
     /// Starts `command` (given the port) and waits until the port takes connections.
-    async fn start(command: impl Fn(u16) -> tokio::process::Command, port: Option<u16>) -> Self {
+    pub(crate) async fn start(
+        command: impl Fn(u16) -> tokio::process::Command,
+        port: Option<u16>,
+    ) -> Self {
         let port = port.unwrap_or_else(|| {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             probe.local_addr().unwrap().port()
@@ -876,7 +879,7 @@ impl Listening {
         Self { child, port }
     }
 
-    pub(super) fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 

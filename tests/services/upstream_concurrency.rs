@@ -172,7 +172,7 @@ async fn questions_asked_in_one_breath_all_reach_the_client_once_and_the_call_fi
 
 /// `tests/upstream/meet_server.py` (FastMCP, the venv `scripts/upstream-servers.sh` installs)
 /// on a loopback port of its own.
-async fn meet_server() -> (tokio::process::Child, String) {
+async fn meet_server() -> crate::upstream::Listening {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join(".cache/upstream/venv/bin/python");
     // The harness ignores this test without the venv (`Need::Upstreams`), and fails it under
@@ -181,34 +181,22 @@ async fn meet_server() -> (tokio::process::Child, String) {
         python.exists(),
         "the Python mcp 1.x venv is not installed: run scripts/upstream-servers.sh"
     );
-    let port = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().port()
-    };
-    let child = tokio::process::Command::new(&python)
-        .arg(root.join("tests/upstream/meet_server.py"))
-        .arg(port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the server starts");
-    let listening = async {
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(60), listening)
-        .await
-        .expect("the server listens");
-    (child, format!("http://127.0.0.1:{port}/mcp"))
+    crate::upstream::Listening::start(
+        |port| {
+            let mut command = tokio::process::Command::new(&python);
+            command
+                .arg(root.join("tests/upstream/meet_server.py"))
+                .arg(port.to_string());
+            command
+        },
+        None,
+    )
+    .await
 }
 
 async fn over_http_two_calls_ask_at_once_and_each_answer_reaches_its_own_call() {
-    let (_server, url) = meet_server().await;
+    let server = meet_server().await;
+    let url = server.url();
     let upstream = Upstream::builder(Http::new(url))
         .start_timeout(Duration::from_secs(30))
         .request_timeout(Duration::from_secs(60))
