@@ -81,10 +81,20 @@ impl<'c> GateRound<'c> {
         arguments: Option<&Value>,
         raw_arguments: Option<&RawValue>,
     ) -> Result<Option<Self>, Reply> {
-        let gates: Vec<_> = config
-            .gates_for(round.method, &round.target)
-            .map(|(_, gate)| (gate, handle_of(config, round, gate)))
-            .collect();
+        let arguments = arguments.cloned().unwrap_or(Value::Null);
+        let mut gates = Vec::new();
+        for (_, gate) in config.gates_for(round.method, &round.target) {
+            let handle = handle_of(config, round, gate);
+            let call = call_of(round, &arguments, &handle);
+            match gate.applies(&call) {
+                Ok(true) => gates.push((gate, handle)),
+                Ok(false) => {}
+                Err(text) => {
+                    log_gate_refused(round, "condition_refused");
+                    return Err(refusal(round, &text, Some(&gate.key)));
+                }
+            }
+        }
         if gates.is_empty() {
             return Ok(None);
         }
@@ -101,7 +111,7 @@ impl<'c> GateRound<'c> {
         let mut gated = Self {
             gates,
             round: round.clone(),
-            arguments: arguments.cloned().unwrap_or(Value::Null),
+            arguments,
             raw_arguments: raw_arguments.map(ToOwned::to_owned),
             valid_until: None,
             changed: Vec::new(),
@@ -181,13 +191,7 @@ impl<'c> GateRound<'c> {
     }
 
     fn call<'s>(&'s self, handle: &'s str) -> GateCall<'s> {
-        GateCall {
-            method: self.round.method.as_str(),
-            target: &self.round.target,
-            arguments: &self.arguments,
-            handle,
-            principal: self.round.principal.as_deref(),
-        }
+        call_of(&self.round, &self.arguments, handle)
     }
 
     /// A gated call from a client that cannot answer: fail closed.
@@ -597,23 +601,40 @@ impl<'c> GateRound<'c> {
 
     /// A tool error result for `tools/call`; a JSON-RPC error for prompts and resources.
     fn refusal(&self, text: &str, gate: Option<&str>) -> Reply {
-        let id = self.round.id.as_deref();
-        match self.round.method {
-            Method::ToolsCall => Reply::result(
-                id,
-                &json!({
-                    "resultType": "complete",
-                    "content": [{"type": "text", "text": text}],
-                    "isError": true,
-                }),
-            ),
-            _ => {
-                let (code, data) = match gate {
-                    Some(gate) => (INVALID_PARAMS, json!({"reason": "refused", "gate": gate})),
-                    None => (INVALID_REQUEST, json!({"reason": "requires_2026_07_28"})),
-                };
-                Reply::error(ReplyKind::Answer, id, code, text, Some(data))
-            }
+        refusal(&self.round, text, gate)
+    }
+}
+
+/// The call as `round`'s gates see it.
+fn call_of<'s>(round: &'s Round, arguments: &'s Value, handle: &'s str) -> GateCall<'s> {
+    GateCall {
+        method: round.method.as_str(),
+        target: &round.target,
+        arguments,
+        handle,
+        principal: round.principal.as_deref(),
+    }
+}
+
+/// `round`'s call refused with `text`: a `tools/call` error result, else `-32602` naming the
+/// gate (or `-32600` when no gate is named: the client cannot answer).
+fn refusal(round: &Round, text: &str, gate: Option<&str>) -> Reply {
+    let id = round.id.as_deref();
+    match round.method {
+        Method::ToolsCall => Reply::result(
+            id,
+            &json!({
+                "resultType": "complete",
+                "content": [{"type": "text", "text": text}],
+                "isError": true,
+            }),
+        ),
+        _ => {
+            let (code, data) = match gate {
+                Some(gate) => (INVALID_PARAMS, json!({"reason": "refused", "gate": gate})),
+                None => (INVALID_REQUEST, json!({"reason": "requires_2026_07_28"})),
+            };
+            Reply::error(ReplyKind::Answer, id, code, text, Some(data))
         }
     }
 }

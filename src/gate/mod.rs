@@ -23,6 +23,7 @@ type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;
 type BindingFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type CheckFn = dyn Fn(&GateCall<'_>) -> Result<(), String> + Send + Sync;
+type ConditionFn = dyn Fn(&GateCall<'_>) -> Result<bool, String> + Send + Sync;
 
 /// A question the layer asks before a call may reach the inner service.
 ///
@@ -79,6 +80,7 @@ pub struct Gate {
     pub(crate) inject: Option<String>,
     binding: Option<Arc<BindingFn>>,
     check: Option<Arc<CheckFn>>,
+    condition: Option<Arc<ConditionFn>>,
 }
 
 #[derive(Clone)]
@@ -216,6 +218,7 @@ impl Gate {
             inject: None,
             binding: None,
             check: None,
+            condition: None,
         }
     }
 
@@ -344,6 +347,37 @@ impl Gate {
         self
     }
 
+    /// Sets when the gate applies: on each round of a call its target matches, `condition` says
+    /// whether the gate asks (`Ok(true)`), stays out of this call as if it were not declared
+    /// (`Ok(false)`), or refuses the call with a text (`Err(text)`: nobody is asked and nothing
+    /// reaches the inner service). A condition that cannot decide (a value missing, a lookup
+    /// failing) should say `Err`: the call then fails closed.
+    ///
+    /// It runs before [`check_call`](Self::check_call), on every round, with that round's
+    /// request (its caller too), so a retry is judged as its first round was. Two gates of one
+    /// key may be declared on the same calls when either has a condition; a call on which both
+    /// apply at once is refused (`-32603`), so conditions of one key should not overlap.
+    ///
+    /// ```
+    /// use tower_elicitation::Gate;
+    ///
+    /// // Asks only for writes under /srv/prod/; a call without a `path` is refused.
+    /// let gate = Gate::form("approval", r#"{"type": "object", "properties": {}}"#)?
+    ///     .when(|call| match call.argument_str("path") {
+    ///         Some(path) => Ok(path.starts_with("/srv/prod/")),
+    ///         None => Err("`path` must be a string".to_owned()),
+    ///     });
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn when<F>(mut self, condition: F) -> Self
+    where
+        F: Fn(&GateCall<'_>) -> Result<bool, String> + Send + Sync + 'static,
+    {
+        self.condition = Some(Arc::new(condition));
+        self
+    }
+
     /// Returns the gate's key in `inputRequests` and `inputResponses`.
     pub fn key(&self) -> &str {
         &self.key
@@ -365,6 +399,18 @@ impl Gate {
     /// What [`check_call`](Self::check_call) says of `call`.
     pub(crate) fn check(&self, call: &GateCall<'_>) -> Result<(), String> {
         self.check.as_ref().map_or(Ok(()), |check| check(call))
+    }
+
+    /// What [`when`](Self::when) says of `call`: always `Ok(true)` without a condition.
+    pub(crate) fn applies(&self, call: &GateCall<'_>) -> Result<bool, String> {
+        self.condition
+            .as_ref()
+            .map_or(Ok(true), |condition| condition(call))
+    }
+
+    /// Whether the gate has a [`when`](Self::when) condition.
+    pub(crate) fn is_conditional(&self) -> bool {
+        self.condition.is_some()
     }
 
     pub(crate) fn allows(&self, content: &Map<String, Value>, call: &GateCall<'_>) -> bool {
