@@ -25,6 +25,7 @@ mod error;
 mod flows;
 mod gates;
 mod metrics;
+mod policy;
 mod routed;
 mod serve;
 mod shown;
@@ -85,8 +86,11 @@ struct Options {
     /// on `[listen] http`; as `[listen] stdio = true`.
     #[arg(long)]
     stdio: bool,
-    // `--check --explain` (what each gate asks, and of whom) belongs to the identity issue: a
-    // flag here when it lands.
+    /// With `--check`: say which rule decides a call of TOOL with these arguments (a JSON
+    /// object; `{}` when left out), and why: each rule that matches it, in order, and what its
+    /// `when` says. `prompt:NAME` and `resource:URI` explain a prompt or a resource.
+    #[arg(long, value_name = "TOOL", num_args = 1..=2, requires = "check")]
+    explain: Option<Vec<String>>,
 }
 
 fn main() -> ExitCode {
@@ -212,12 +216,14 @@ async fn run(
     );
     let built = assemble(&source, &config, &offered, &backends, &catalog)?;
     if options.check {
-        for gate in built.built.iter().filter(|gate| !gate.covered_prompt) {
-            println!("{}: asks {:?}", gate.name, gate.message);
-            println!("  {}", gate.schema);
-        }
+        print_rules(&built);
         for warning in &built.warnings {
             println!("warning: {warning}");
+        }
+        if let Some(explain) = &options.explain {
+            let explained = explain_call(&built.policy, explain);
+            upstream.shutdown().await;
+            return explained;
         }
         println!(
             "{}: {} gates on {} targets, all valid",
@@ -581,6 +587,104 @@ fn layer(
     Ok(layer)
 }
 
+/// The file's rules in the order they decide, each with what it names, its condition, and what
+/// it asks.
+fn print_rules(built: &gates::Gates) {
+    println!(
+        "Rules, in the order they decide a call (the first that matches it and whose `when` holds):"
+    );
+    for (number, rule) in built.policy.rules.iter().enumerate() {
+        let names: Vec<String> = rule
+            .targets
+            .iter()
+            .map(|(method, _, pattern)| format!("{} {pattern}", policy::kind_of_method(method)))
+            .collect();
+        let when = rule
+            .when
+            .as_ref()
+            .map_or(String::new(), |when| format!(" when {}", when.text()));
+        println!(
+            "{:>3}. {}: {} {}{when}",
+            number + 1,
+            rule.label,
+            rule.action,
+            names.join(", ")
+        );
+        let asked = built
+            .built
+            .iter()
+            .find(|gate| gate.label == rule.label && !gate.covered_prompt);
+        if let (policy::Action::Ask, Some(gate)) = (rule.action, asked) {
+            println!("     asks {:?}", gate.message);
+            println!("     {}", gate.schema);
+        }
+    }
+    let changed: Vec<&str> = built
+        .built
+        .iter()
+        .filter(|gate| gate.label == "on_tool_change")
+        .map(|gate| gate.target_name.as_str())
+        .collect();
+    if !changed.is_empty() {
+        println!(
+            "  and before any of them, for the tools changed since approved: {}",
+            changed.join(", ")
+        );
+    }
+}
+
+/// `--explain TOOL [ARGS]`: which rule decides that call, and why.
+fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error> {
+    let (method, target) = match explain[0].split_once(':') {
+        Some(("prompt", name)) => ("prompts/get", name),
+        Some(("resource", uri)) => ("resources/read", uri),
+        _ => ("tools/call", explain[0].as_str()),
+    };
+    let arguments: Value = match explain.get(1) {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|error| format!("--explain: the arguments are not JSON: {error}"))?,
+        None => json!({}),
+    };
+    if !arguments.is_object() {
+        return Err("--explain: the arguments must be a JSON object".into());
+    }
+    let vars = policy::Vars::new(method, target, &arguments, None);
+    println!(
+        "A call of {} {target} with {arguments}, from an unverified caller:",
+        policy::kind_of_method(method)
+    );
+    let mut decided = false;
+    for step in policy.explain(method, target, &vars) {
+        let rule = step.rule;
+        let condition = rule.when.as_ref().map_or("no `when`".to_owned(), |when| {
+            format!("when {}", when.text())
+        });
+        match step.holds {
+            Ok(false) => println!("  {} ({condition}): does not hold, next", rule.label),
+            Ok(true) => {
+                println!(
+                    "  {} ({condition}): holds: it decides: {}",
+                    rule.label, rule.action
+                );
+                decided = true;
+                break;
+            }
+            Err(why) => {
+                println!(
+                    "  {} ({condition}): cannot say ({why}): the call is refused (fail closed)",
+                    rule.label
+                );
+                decided = true;
+                break;
+            }
+        }
+    }
+    if !decided {
+        println!("  no rule decides it: it runs, nobody asked");
+    }
+    Ok(())
+}
+
 /// Which gate judges each target, for the decision log.
 fn labels_of(built: &[gates::Built]) -> std::collections::BTreeMap<String, String> {
     built
@@ -691,6 +795,10 @@ async fn offered_now(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, 
                 let Some(name) = item[key].as_str() else {
                     continue;
                 };
+                if field == "tools" {
+                    let sample = policy::sample_arguments(&item["inputSchema"]);
+                    offered.samples.insert(name.to_owned(), sample);
+                }
                 let arguments = match field {
                     "tools" => item["inputSchema"]["properties"]
                         .as_object()
