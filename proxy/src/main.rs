@@ -135,7 +135,8 @@ async fn serve_main() -> ExitCode {
     .with_filter(
         Targets::new()
             .with_target("tower_elicitation", tracing::Level::DEBUG)
-            .with_target("elicitation_proxy", tracing::Level::INFO),
+            .with_target("elicitation_proxy", tracing::Level::INFO)
+            .with_target(decisions::RULE_TARGET, tracing::Level::DEBUG),
     );
     tracing_subscriber::registry()
         .with(logs)

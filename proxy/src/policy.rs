@@ -515,20 +515,34 @@ pub fn gate_condition(
     move |call| {
         let vars = Vars::of(call);
         match policy.decide(call.method(), call.target(), &vars) {
-            Ok(Verdict::Decided(decider, rule)) if decider == index => match rule.action {
-                Action::Ask => Ok(true),
-                Action::Deny => {
-                    tracing::info!(
-                        rule = %rule.label,
-                        tool = %call.target(),
-                        "denied by the file's rule, nobody asked"
-                    );
-                    Err(denial.to_string())
+            Ok(Verdict::Decided(decider, rule)) if decider == index => {
+                let why = (rule.action == Action::Deny).then_some("denied");
+                decided_by(&rule.label, why);
+                match rule.action {
+                    Action::Ask => Ok(true),
+                    Action::Deny => {
+                        tracing::info!(
+                            rule = %rule.label,
+                            tool = %call.target(),
+                            "denied by the file's rule, nobody asked"
+                        );
+                        Err(denial.to_string())
+                    }
+                    Action::Allow => {
+                        tracing::debug!(
+                            target: crate::decisions::RULE_TARGET,
+                            rule = %rule.label,
+                            outcome = "allowed",
+                            method = call.method(),
+                            target = call.target(),
+                        );
+                        Ok(false)
+                    }
                 }
-                Action::Allow => Ok(false),
-            },
+            }
             Ok(_) => Ok(false),
             Err(undecided) => {
+                decided_by(&undecided.label, Some("condition_failed"));
                 tracing::warn!(
                     rule = %undecided.label,
                     tool = %call.target(),
@@ -539,6 +553,11 @@ pub fn gate_condition(
             }
         }
     }
+}
+
+/// Tells the decision log ([`crate::decisions`]) which rule decided the call being judged.
+fn decided_by(rule: &str, why: Option<&str>) {
+    tracing::debug!(target: crate::decisions::RULE_TARGET, rule, why);
 }
 
 #[cfg(test)]
