@@ -4,7 +4,9 @@
 //! (`ask`, `gates_accepted`, `gate_refused`, `allowed`, `forward`, `refused`,
 //! `rejected_state`, …), the round, the caller, and for a refusal why (`declined`, `cancelled`,
 //! `not_allowed`, `single_use`, `denied` by a rule, `condition_failed`). `gate` is the rule of
-//! the file that decided (with conditions, the one the file's order chose). Never the answers'
+//! the file that decided (with conditions, the one the file's order chose), and `decision_id`
+//! the call's decision ([`crate::policy::decision_id`]: the same on each round of one call, in
+//! the question's `_meta` and in the refusal, so a person can quote it). Never the answers'
 //! content, nor the arguments: only these fixed fields.
 //!
 //! ```text
@@ -87,6 +89,7 @@ struct Caller(String);
 struct Decider {
     rule: String,
     why: Option<String>,
+    decision: Option<String>,
 }
 
 /// The target of the event in which a rule of the file says it decided a call.
@@ -95,6 +98,7 @@ pub const RULE_TARGET: &str = "elicitation_proxy::rule";
 #[derive(Default)]
 struct Fields {
     rule: Option<String>,
+    decision: Option<String>,
     outcome: Option<String>,
     method: Option<String>,
     target: Option<String>,
@@ -123,6 +127,7 @@ impl Fields {
     fn record(&mut self, field: &Field, value: String) {
         match field.name() {
             "rule" => self.rule = Some(value),
+            "decision" => self.decision = Some(value),
             "outcome" => self.outcome = Some(value),
             "method" => self.method = Some(value),
             "target" => self.target = Some(value),
@@ -170,7 +175,12 @@ where
                 .and_then(|mut scope| scope.find(|span| span.metadata().name() == CALL_SPAN));
             if let (Some(span), Some(rule)) = (call, fields.rule.clone()) {
                 let why = fields.why.clone();
-                span.extensions_mut().replace(Decider { rule, why });
+                let decision = fields.decision.clone();
+                span.extensions_mut().replace(Decider {
+                    rule,
+                    why,
+                    decision,
+                });
             }
             // A rule that lets a call through says so itself: the layer sees no gate.
             if fields.outcome.is_none() {
@@ -190,7 +200,7 @@ where
             scope.find_map(|span| {
                 span.extensions()
                     .get::<Decider>()
-                    .map(|d| (d.rule.clone(), d.why.clone()))
+                    .map(|d| (d.rule.clone(), d.why.clone(), d.decision.clone()))
             })
         });
         // The innermost call's: a call the bridge makes for a 2025-era host runs in a task of
@@ -201,14 +211,20 @@ where
                 scope.find_map(|span| span.extensions().get::<Caller>().map(|c| c.0.clone()))
             })
             .unwrap_or_else(|| "unknown".to_owned());
-        let (gate, why) = match decider {
-            Some((rule, why)) => {
+        let (gate, why, decision) = match decider {
+            Some((rule, why, decision)) => {
                 let refused = outcome == "gate_refused";
-                (Some(rule), if refused { why.or(fields.why) } else { fields.why })
+                let why = if refused {
+                    why.or(fields.why)
+                } else {
+                    fields.why
+                };
+                (Some(rule), why, decision)
             }
             None => (
                 fields.target.as_deref().and_then(|t| self.labels.of(t)),
                 fields.why,
+                None,
             ),
         };
         let mut line = Map::new();
@@ -222,6 +238,7 @@ where
             ("method", fields.method),
             ("tool", fields.target),
             ("gate", gate),
+            ("decision_id", decision),
             ("caller", Some(caller)),
         ] {
             line.insert(key.into(), value.map_or(Value::Null, Value::String));

@@ -124,8 +124,10 @@ pub fn build(
     })
 }
 
-/// The rules an earlier rule without a condition decides every listed call of first: they never
-/// decide one (each call is decided by the first rule that matches it).
+/// The rules that never take part in a listed call's decision: an earlier rule without a
+/// condition matches every such call first, and decides it (`deny`, `allow`) or asks under the
+/// same key. (An earlier `ask` does not hide a later `deny` or `allow` this way: those end the
+/// reading, as a warning would not say.)
 fn shadowed(rules: &[Rule], offered: &Offered) -> Vec<String> {
     let mut warnings = Vec::new();
     for (at, rule) in rules.iter().enumerate() {
@@ -144,6 +146,8 @@ fn shadowed(rules: &[Rule], offered: &Offered) -> Vec<String> {
                     .iter()
                     .find(|earlier| {
                         earlier.when.is_none()
+                            && (earlier.action != Action::Ask
+                                || (rule.action == Action::Ask && earlier.key == rule.key))
                             && earlier
                                 .targets
                                 .iter()
@@ -160,7 +164,7 @@ fn shadowed(rules: &[Rule], offered: &Offered) -> Vec<String> {
             });
             if let Some(earlier) = first {
                 warnings.push(format!(
-                    "{}: {pattern:?} never decides a call: {} (no `when`) decides each call of what it matches first",
+                    "{}: {pattern:?} never decides a call: {} (no `when`) matches each call of it first",
                     rule.label, earlier.label
                 ));
             }
@@ -459,9 +463,21 @@ fn one(
         if let Some(hint) = &spec.retry_hint {
             gate = gate.retry_hint(hint.clone());
         }
-        if let Some(refusal) = &spec.refusal {
-            gate = gate.refusal(refusal.clone());
-        }
+        let refusal: Arc<str> = spec
+            .refusal
+            .as_deref()
+            .unwrap_or("The request was not approved.")
+            .into();
+        gate = gate
+            .refusal_for(move |call| format!("{refusal} (decision {})", policy::decision_id(call)))
+            .meta(|call| {
+                let mut meta = Map::new();
+                meta.insert(
+                    policy::DECISION_META.to_owned(),
+                    Value::String(policy::decision_id(call)),
+                );
+                meta
+            });
         if let Some(argument) = &spec.inject_as {
             gate = gate.inject_as(argument.clone());
         }
@@ -552,6 +568,7 @@ fn rule_of(
     Ok(Rule {
         label: String::new(),
         action,
+        key: spec.key.clone().unwrap_or_else(|| "approval".to_owned()),
         targets: named,
         covered,
         when,
@@ -876,7 +893,9 @@ retry_hint = "That is not the branch name."
     ) -> Result<Option<(usize, Action)>, String> {
         let vars = policy::Vars::new("tools/call", tool, &arguments, None);
         match gates.policy.decide("tools/call", tool, &vars) {
-            Ok(policy::Verdict::Decided(index, rule)) => Ok(Some((index + 1, rule.action))),
+            Ok(policy::Verdict::Ask(asking)) => Ok(Some((asking[0] + 1, Action::Ask))),
+            Ok(policy::Verdict::Deny(index)) => Ok(Some((index + 1, Action::Deny))),
+            Ok(policy::Verdict::Allow(index)) => Ok(Some((index + 1, Action::Allow))),
             Ok(policy::Verdict::Ungated) => Ok(None),
             Err(undecided) => Err(undecided.to_string()),
         }
@@ -1008,6 +1027,26 @@ require = { approve = true }
             !ordered.warnings.iter().any(|w| w.contains("never decides")),
             "{:?}",
             ordered.warnings
+        );
+        // Two questions of their own keys on one tool are asked together: neither hides the other.
+        let both = "[[gate]]\ntools = [\"write_file\"]\nkey = \"sign\"\nform.ok = { type = \"boolean\" }\n\n[[gate]]\ntools = [\"write_file\"]\nform.approve = { type = \"boolean\" }\n";
+        let both = checked(both).unwrap();
+        assert!(both.warnings.is_empty(), "{:?}", both.warnings);
+        let vars = policy::Vars::new("tools/call", "write_file", &serde_json::json!({}), None);
+        let verdict = both
+            .policy
+            .decide("tools/call", "write_file", &vars)
+            .unwrap();
+        assert_eq!(verdict, policy::Verdict::Ask(vec![0, 1]));
+        // Of one key, the first asks; the second is hidden.
+        let same = "[[gate]]\ntools = [\"write_file\"]\nform.ok = { type = \"boolean\" }\n\n[[gate]]\ntools = [\"write_*\"]\nform.approve = { type = \"boolean\" }\n";
+        let same = checked(same).unwrap();
+        assert!(
+            same.warnings
+                .iter()
+                .any(|w| w.contains("gate 2") && w.contains("never decides")),
+            "{:?}",
+            same.warnings
         );
     }
 }

@@ -654,34 +654,43 @@ fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error
         "A call of {} {target} with {arguments}, from an unverified caller:",
         policy::kind_of_method(method)
     );
-    let mut decided = false;
-    for step in policy.explain(method, target, &vars) {
+    let verdict = policy.decide_traced(method, target, &vars, |step| {
         let rule = step.rule;
         let condition = rule.when.as_ref().map_or("no `when`".to_owned(), |when| {
             format!("when {}", when.text())
         });
-        match step.holds {
-            Ok(false) => println!("  {} ({condition}): does not hold, next", rule.label),
-            Ok(true) => {
-                println!(
-                    "  {} ({condition}): holds: it decides: {}",
-                    rule.label, rule.action
-                );
-                decided = true;
-                break;
+        let said = match (&step.holds, step.effect) {
+            (Err(why), _) => format!("cannot say ({why}): the call is refused (fail closed)"),
+            (_, policy::Effect::Skipped) => "does not hold, next".to_owned(),
+            (_, policy::Effect::Asks) => format!("holds: asks (key {:?}), next", rule.key),
+            (_, policy::Effect::KeyTaken) => {
+                format!(
+                    "holds, but an earlier rule asks under key {:?}: next",
+                    rule.key
+                )
             }
-            Err(why) => {
-                println!(
-                    "  {} ({condition}): cannot say ({why}): the call is refused (fail closed)",
-                    rule.label
-                );
-                decided = true;
-                break;
+            (_, policy::Effect::Decides) => format!("holds: it decides: {}", rule.action),
+            (_, policy::Effect::Ends) => {
+                format!(
+                    "holds ({}), but a rule asked before it: reading ends",
+                    rule.action
+                )
             }
+        };
+        println!("  {} ({condition}): {said}", rule.label);
+    });
+    let label = |index: usize| policy.rules[index].label.as_str();
+    match verdict {
+        Ok(policy::Verdict::Ask(asking)) => {
+            let labels: Vec<&str> = asking.iter().map(|&i| label(i)).collect();
+            println!("  so: asked, by {}", labels.join(" and "));
         }
-    }
-    if !decided {
-        println!("  no rule decides it: it runs, nobody asked");
+        Ok(policy::Verdict::Deny(index)) => println!("  so: refused by {}", label(index)),
+        Ok(policy::Verdict::Allow(index)) => {
+            println!("  so: runs, nobody asked ({})", label(index))
+        }
+        Ok(policy::Verdict::Ungated) => println!("  no rule decides it: it runs, nobody asked"),
+        Err(_) => println!("  so: refused"),
     }
     Ok(())
 }

@@ -1,7 +1,15 @@
-//! Which `[[gate]]` decides a call: the file's gates are rules, read in file order, and the first
-//! whose targets match the call and whose condition (`when`) holds decides it, by its `action`:
-//! `ask` (the default: its question is asked), `deny` (refused, nobody asked) or `allow` (let
-//! through, nobody asked). A call no rule matches is not gated.
+//! Which `[[gate]]`s decide a call: the file's gates are rules, read in file order, each that
+//! matches the call (its targets, and its condition, `when`) acting by its `action`:
+//!
+//! - `ask` (the default): its question is asked, together with those of the other `ask` rules
+//!   that match (a sign-in and an approval on one tool), except where an earlier one asks under
+//!   the same key: the first rule per question decides what is asked;
+//! - `deny`: the call is refused, nobody asked;
+//! - `allow`: the call runs, nobody asked.
+//!
+//! A `deny` or `allow` decides the call when no rule asked before it, and ends the reading when
+//! one did (the earlier question stands). So the first rule that matches decides what kind of
+//! decision it is, as in a firewall's list. A call no rule matches is not gated.
 //!
 //! A condition is a CEL expression (the `cel` crate) over four variables:
 //!
@@ -393,6 +401,8 @@ pub struct Rule {
     /// `gate 2 (line 14)`.
     pub label: String,
     pub action: Action,
+    /// The key its question goes under (an `ask` rule's).
+    pub key: String,
     /// What it names itself: `(method, target, pattern)`.
     pub targets: Vec<(&'static str, GateTarget, String)>,
     /// The prompts it covers, being named as tools.
@@ -414,11 +424,16 @@ impl Rule {
     }
 }
 
-/// What the chain says of one call.
-pub enum Verdict<'p> {
-    /// Rule `index` decides.
-    Decided(usize, &'p Rule),
-    /// No rule matches.
+/// What the rules say of one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// These rules ask, together, in one round (their indices, in file order).
+    Ask(Vec<usize>),
+    /// Rule `index` refuses it.
+    Deny(usize),
+    /// Rule `index` lets it through.
+    Allow(usize),
+    /// No rule matches it.
     Ungated,
 }
 
@@ -445,67 +460,120 @@ pub struct Policy {
     pub rules: Vec<Rule>,
 }
 
-/// One step of [`Policy::explain`]: a rule whose targets match the call, and what its
-/// condition said.
+/// One step of [`Policy::decide_traced`]: a rule whose targets match the call, what its
+/// condition said, and what that did.
 pub struct Step<'p> {
     pub rule: &'p Rule,
     pub holds: Result<bool, Failure>,
+    pub effect: Effect,
+}
+
+/// What one step did to the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Its condition does not hold: the next rule is read.
+    Skipped,
+    /// It asks (with any earlier `ask` rule), and the next rule is read.
+    Asks,
+    /// Another rule asks under its key already: it does not.
+    KeyTaken,
+    /// It decides the call (its `deny` or `allow`; or a failure, closed).
+    Decides,
+    /// A `deny` or `allow` reached after a rule asked: the asking stands, reading stops.
+    Ends,
 }
 
 impl Policy {
-    /// Which rule decides the call `vars` describe (`method` on `target`).
+    /// What the rules say of the call `vars` describe (`method` on `target`). They are read in
+    /// file order (the prompts a tool rule covers after every rule naming prompts itself): an
+    /// `ask` rule that matches and holds asks, with the others that do, unless one asked under
+    /// its key already; a `deny` or `allow` that matches and holds decides the call when no
+    /// rule asked yet, and ends the reading when one did.
     ///
     /// # Errors
     ///
-    /// The first matching rule whose condition could not say, before any decides: the call
-    /// fails closed.
-    pub fn decide(
-        &self,
+    /// The first matching rule whose condition could not say: the call fails closed.
+    pub fn decide(&self, method: &str, target: &str, vars: &Vars) -> Result<Verdict, Undecided> {
+        self.decide_traced(method, target, vars, |_| {})
+    }
+
+    /// [`decide`](Self::decide), telling `step` of each rule read.
+    ///
+    /// # Errors
+    ///
+    /// As [`decide`](Self::decide).
+    pub fn decide_traced<'p>(
+        &'p self,
         method: &str,
         target: &str,
         vars: &Vars,
-    ) -> Result<Verdict<'_>, Undecided> {
-        let mut steps = self.explain(method, target, vars);
-        match steps.find(|step| !matches!(step.holds, Ok(false))) {
-            None => Ok(Verdict::Ungated),
-            Some(Step { rule, holds: Ok(_) }) => {
-                let index = self
-                    .rules
-                    .iter()
-                    .position(|r| std::ptr::eq(r, rule))
-                    .unwrap_or(usize::MAX);
-                Ok(Verdict::Decided(index, rule))
-            }
-            Some(Step {
+        mut step: impl FnMut(Step<'p>),
+    ) -> Result<Verdict, Undecided> {
+        let index_of = |rule: &Rule| {
+            self.rules
+                .iter()
+                .position(|r| std::ptr::eq(r, rule))
+                .unwrap_or(usize::MAX)
+        };
+        let named = self.rules.iter().filter(|r| r.names(method, target));
+        let covered = self.rules.iter().filter(|r| r.covers(method, target));
+        let mut asking: Vec<usize> = Vec::new();
+        for rule in named.chain(covered) {
+            let holds = rule.when.as_ref().map_or(Ok(true), |when| when.holds(vars));
+            let (effect, verdict) = match (&holds, rule.action) {
+                (Err(why), _) => {
+                    let undecided = Undecided {
+                        label: rule.label.clone(),
+                        why: why.clone(),
+                    };
+                    step(Step {
+                        rule,
+                        holds,
+                        effect: Effect::Decides,
+                    });
+                    return Err(undecided);
+                }
+                (Ok(false), _) => (Effect::Skipped, None),
+                (Ok(true), Action::Ask) => {
+                    let index = index_of(rule);
+                    let taken = asking.iter().any(|&i| self.rules[i].key == rule.key);
+                    if taken || asking.contains(&index) {
+                        (Effect::KeyTaken, None)
+                    } else {
+                        asking.push(index);
+                        (Effect::Asks, None)
+                    }
+                }
+                (Ok(true), _) if !asking.is_empty() => (Effect::Ends, Some(None)),
+                (Ok(true), Action::Deny) => {
+                    (Effect::Decides, Some(Some(Verdict::Deny(index_of(rule)))))
+                }
+                (Ok(true), Action::Allow) => {
+                    (Effect::Decides, Some(Some(Verdict::Allow(index_of(rule)))))
+                }
+            };
+            step(Step {
                 rule,
-                holds: Err(why),
-            }) => Err(Undecided {
-                label: rule.label.clone(),
-                why,
-            }),
+                holds,
+                effect,
+            });
+            match verdict {
+                Some(Some(verdict)) => return Ok(verdict),
+                Some(None) => break,
+                None => {}
+            }
         }
-    }
-
-    /// The rules whose targets match the call, in the order they are read, each with what its
-    /// condition says (evaluated lazily: the first that holds or fails decides).
-    pub fn explain<'p: 'c, 'c>(
-        &'p self,
-        method: &'c str,
-        target: &'c str,
-        vars: &'c Vars,
-    ) -> impl Iterator<Item = Step<'p>> + 'c {
-        let named = self.rules.iter().filter(move |r| r.names(method, target));
-        let covered = self.rules.iter().filter(move |r| r.covers(method, target));
-        named.chain(covered).map(move |rule| Step {
-            rule,
-            holds: rule.when.as_ref().map_or(Ok(true), |when| when.holds(vars)),
+        Ok(if asking.is_empty() {
+            Verdict::Ungated
+        } else {
+            Verdict::Ask(asking)
         })
     }
 }
 
-/// What the library gate of rule `index` says of a call: it asks when its rule decides with
-/// `ask`, refuses when its rule decides with `deny` (`denial`) or when a condition cannot say,
-/// and stays out otherwise.
+/// What the library gate of rule `index` says of a call: it asks when the rules have it ask,
+/// refuses when its rule decides with `deny` (`denial`) or when a condition cannot say, and
+/// stays out otherwise.
 pub fn gate_condition(
     policy: &Arc<Policy>,
     index: usize,
@@ -514,50 +582,69 @@ pub fn gate_condition(
     let policy = Arc::clone(policy);
     move |call| {
         let vars = Vars::of(call);
+        let decision = decision_id(call);
+        let label = |i: usize| policy.rules[i].label.as_str();
         match policy.decide(call.method(), call.target(), &vars) {
-            Ok(Verdict::Decided(decider, rule)) if decider == index => {
-                let why = (rule.action == Action::Deny).then_some("denied");
-                decided_by(&rule.label, why);
-                match rule.action {
-                    Action::Ask => Ok(true),
-                    Action::Deny => {
-                        tracing::info!(
-                            rule = %rule.label,
-                            tool = %call.target(),
-                            "denied by the file's rule, nobody asked"
-                        );
-                        Err(denial.to_string())
-                    }
-                    Action::Allow => {
-                        tracing::debug!(
-                            target: crate::decisions::RULE_TARGET,
-                            rule = %rule.label,
-                            outcome = "allowed",
-                            method = call.method(),
-                            target = call.target(),
-                        );
-                        Ok(false)
-                    }
-                }
+            Ok(Verdict::Ask(asking)) if asking.contains(&index) => {
+                let labels: Vec<&str> = asking.iter().map(|&i| label(i)).collect();
+                decided_by(&labels.join(", "), None, &decision);
+                Ok(true)
+            }
+            Ok(Verdict::Deny(decider)) if decider == index => {
+                decided_by(label(index), Some("denied"), &decision);
+                tracing::info!(
+                    rule = label(index),
+                    tool = %call.target(),
+                    "denied by the file's rule, nobody asked"
+                );
+                Err(format!("{denial} (decision {decision})"))
+            }
+            Ok(Verdict::Allow(decider)) if decider == index => {
+                decided_by(label(index), None, &decision);
+                tracing::debug!(
+                    target: crate::decisions::RULE_TARGET,
+                    rule = label(index),
+                    decision = %decision,
+                    outcome = "allowed",
+                    method = call.method(),
+                    target = call.target(),
+                );
+                Ok(false)
             }
             Ok(_) => Ok(false),
             Err(undecided) => {
-                decided_by(&undecided.label, Some("condition_failed"));
+                decided_by(&undecided.label, Some("condition_failed"), &decision);
                 tracing::warn!(
                     rule = %undecided.label,
                     tool = %call.target(),
                     why = %undecided.why,
                     "a condition could not say: the call is refused"
                 );
-                Err(undecided.to_string())
+                Err(format!("{undecided} (decision {decision})"))
             }
         }
     }
 }
 
 /// Tells the decision log ([`crate::decisions`]) which rule decided the call being judged.
-fn decided_by(rule: &str, why: Option<&str>) {
-    tracing::debug!(target: crate::decisions::RULE_TARGET, rule, why);
+fn decided_by(rule: &str, why: Option<&str>, decision: &str) {
+    tracing::debug!(target: crate::decisions::RULE_TARGET, rule, why, decision);
+}
+
+/// The `_meta` member of a question that carries its decision's id.
+pub const DECISION_META: &str = "elicitation-proxy/decision";
+
+/// The id of the decision on `call`: the same on every round of the call, different for any
+/// other, and saying nothing of the call (a digest of the layer's unguessable handle, which is
+/// keyed with the signing key). In the decision log, the question's `_meta` and the refusal.
+pub fn decision_id(call: &GateCall<'_>) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(b"elicitation-proxy decision\0")
+        .chain_update(call.handle().as_bytes())
+        .finalize();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("d-{hex}")
 }
 
 #[cfg(test)]

@@ -69,14 +69,29 @@ async fn rules_ask_skip_and_deny_in_file_order() {
 
     let denied = proxy.call("write_file", write("prod.txt"), json!({})).await;
     assert_eq!(denied["result"]["isError"], true, "{denied:#}");
-    assert_eq!(text_of(&denied), "Production files are not written from here.");
-    assert!(denied["result"].get("inputRequests").is_none(), "nobody asked");
+    let denied_text = text_of(&denied).to_owned();
+    assert!(
+        denied_text.starts_with("Production files are not written from here. (decision d-"),
+        "{denied_text}"
+    );
+    assert!(
+        denied["result"].get("inputRequests").is_none(),
+        "nobody asked"
+    );
     assert!(!data.join("prod.txt").exists());
 
     let asked = proxy.call("write_file", write("b.txt"), json!({})).await;
     let state = state_of(&asked);
-    let message = &asked["result"]["inputRequests"]["approval"]["params"]["message"];
-    assert!(message.as_str().unwrap().starts_with("Write to "), "{asked:#}");
+    let params = &asked["result"]["inputRequests"]["approval"]["params"];
+    assert!(
+        params["message"].as_str().unwrap().starts_with("Write to "),
+        "{asked:#}"
+    );
+    // The decision's id, for the host to show: the one the log records for both rounds.
+    let decision = params["_meta"]["elicitation-proxy/decision"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no decision id: {asked:#}"))
+        .to_owned();
     assert!(!data.join("b.txt").exists(), "not before the answer");
     let approval = json!({"action": "accept", "content": {"approve": true}});
     let done = proxy
@@ -86,16 +101,33 @@ async fn rules_ask_skip_and_deny_in_file_order() {
     assert!(data.join("b.txt").exists());
 
     // The decision log names the rule that decided each call, and why it refused.
-    let decisions: Vec<(String, String, String)> = std::fs::read_to_string(&log)
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|line| line.get("decision").is_some())
+        .collect();
+    let decisions: Vec<(String, String, String)> = lines
+        .iter()
         .map(|line| {
             let field = |name: &str| line[name].as_str().unwrap_or("").to_owned();
             (field("decision"), field("gate"), field("why"))
         })
         .collect();
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["decision_id"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        ids[2..],
+        [decision.as_str(), decision.as_str()],
+        "{lines:#?}"
+    );
+    assert!(
+        denied_text.ends_with(&format!("(decision {})", ids[1])),
+        "{lines:#?}"
+    );
+    assert!(ids[0].starts_with("d-") && ids[0] != ids[1] && ids[1] != ids[2]);
     let expected = [
         ("allowed", "gate 1 (line 7)", ""),
         ("gate_refused", "gate 2 (line 12)", "denied"),
@@ -153,26 +185,48 @@ async fn check_prints_the_order_and_explain_says_which_rule_decides() {
     assert_eq!(status, 0, "{out}{err}");
     let order: Vec<&str> = out.lines().filter(|l| l.contains(". gate ")).collect();
     assert_eq!(order.len(), 3, "{out}");
-    assert!(order[0].contains("gate 1 (line 7): allow tool write_file when args.path.endsWith('.tmp')"), "{out}");
-    assert!(order[1].contains("gate 2 (line 12): deny tool write_file"), "{out}");
-    assert!(order[2].contains("gate 3 (line 18): ask tool write_file"), "{out}");
+    assert!(
+        order[0].contains("gate 1 (line 7): allow tool write_file when args.path.endsWith('.tmp')"),
+        "{out}"
+    );
+    assert!(
+        order[1].contains("gate 2 (line 12): deny tool write_file"),
+        "{out}"
+    );
+    assert!(
+        order[2].contains("gate 3 (line 18): ask tool write_file"),
+        "{out}"
+    );
 
     let prod = r#"{"path": "/srv/prod/a.txt"}"#;
     let (status, out, err) = check(&config, &["--explain", "write_file", prod]);
     assert_eq!(status, 0, "{out}{err}");
-    assert!(out.contains("gate 1 (line 7) (when args.path.endsWith('.tmp')): does not hold, next"), "{out}");
-    assert!(out.contains("gate 2 (line 12) (when args.path.contains('prod')): holds: it decides: deny"), "{out}");
-    assert!(!out.contains("gate 3 (line 18) ("), "a later rule is not read: {out}");
+    assert!(
+        out.contains("gate 1 (line 7) (when args.path.endsWith('.tmp')): does not hold, next"),
+        "{out}"
+    );
+    assert!(
+        out.contains("gate 2 (line 12) (when args.path.contains('prod')): holds: it decides: deny"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("gate 3 (line 18) ("),
+        "a later rule is not read: {out}"
+    );
 
     let (_, out, _) = check(&config, &["--explain", "read_file", prod]);
-    assert!(out.contains("no rule decides it: it runs, nobody asked"), "{out}");
+    assert!(
+        out.contains("no rule decides it: it runs, nobody asked"),
+        "{out}"
+    );
     let (_, out, _) = check(&config, &["--explain", "write_file"]);
     assert!(out.contains("cannot say (No such key: path)"), "{out}");
 }
 
 async fn a_condition_no_call_can_satisfy_is_the_files_mistake_at_its_line() {
     let dir = Dir::new("mistake");
-    let rules = "\n[[gate]]\ntools = [\"write_file\"]\nwhen = \"args.size > 10\"\naction = \"deny\"\n";
+    let rules =
+        "\n[[gate]]\ntools = [\"write_file\"]\nwhen = \"args.size > 10\"\naction = \"deny\"\n";
     let config = filesystem_config(&dir.0, &filesystem(), free_port(), rules);
     let (status, out, err) = check(&config, &[]);
     assert_eq!(status, 1, "{out}{err}");

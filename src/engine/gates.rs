@@ -164,19 +164,36 @@ impl<'c> GateRound<'c> {
 
     /// The same gates, on the round a verified token describes (their handles derived with
     /// the call's nonce it carries); the token holds until `valid_until` (Unix seconds, skew
-    /// included).
-    pub(super) fn with_round(self, config: &Config, round: &Round, valid_until: u64) -> Self {
-        let gates = self
-            .gates
-            .into_iter()
-            .map(|(gate, _)| (gate, handle_of(config, round, gate)))
-            .collect();
-        Self {
+    /// included). Their conditions are judged again, with the handles the call's own now: a
+    /// condition may record what it decided by the handle (a decision's id), and one that
+    /// refuses now refuses the call.
+    pub(super) fn with_round(
+        self,
+        config: &Config,
+        round: &Round,
+        valid_until: u64,
+    ) -> Result<Self, Reply> {
+        let mut gates = Vec::with_capacity(self.gates.len());
+        for (gate, _) in self.gates {
+            let handle = handle_of(config, round, gate);
+            if gate.is_conditional() {
+                match gate.applies(&call_of(round, &self.arguments, &handle)) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(text) => {
+                        log_gate_refused(round, "condition_refused");
+                        return Err(refusal(round, &text, Some(&gate.key)));
+                    }
+                }
+            }
+            gates.push((gate, handle));
+        }
+        Ok(Self {
             gates,
             round: round.clone(),
             valid_until: Some(valid_until),
             ..self
-        }
+        })
     }
 
     /// Whether every gate has an accepted answer (carried in the token).
@@ -253,6 +270,7 @@ impl<'c> GateRound<'c> {
                         message: &message,
                         requested_schema: Some(schema),
                         url: None,
+                        meta: gate.meta_for(&self.call(handle)),
                     })?,
                 ),
                 GateKind::Url { flow } => Question::AwaitingUrl {
@@ -295,13 +313,19 @@ impl<'c> GateRound<'c> {
                 Question::Written(key, request) => {
                     requests.insert(key.to_owned(), request);
                 }
-                Question::AwaitingUrl { gate, message, .. } => {
+                Question::AwaitingUrl {
+                    gate,
+                    handle,
+                    message,
+                    ..
+                } => {
                     let url = urls.next().unwrap_or_default();
                     let request = self.request(Params {
                         mode: "url",
                         message: &message,
                         requested_schema: None,
                         url: Some(&url),
+                        meta: gate.meta_for(&self.call(handle)),
                     })?;
                     requests.insert(gate.key.clone(), request);
                 }
@@ -418,7 +442,7 @@ impl<'c> GateRound<'c> {
                 } else {
                     "cancelled"
                 };
-                return Err(self.refuse_gate(gate, why));
+                return Err(self.refuse_gate(gate, handle, why));
             }
             verdicts.push(match &gate.kind {
                 GateKind::Form { schema } => {
@@ -461,6 +485,7 @@ impl<'c> GateRound<'c> {
                     message: &message,
                     requested_schema: Some(schema),
                     url: None,
+                    meta: gate.meta_for(&self.call(handle)),
                 })?;
                 Ok(Verdict::AskAgain {
                     key: &gate.key,
@@ -468,7 +493,7 @@ impl<'c> GateRound<'c> {
                     asked: question,
                 })
             }
-            _ => Err(self.refuse_gate(gate, "not_allowed")),
+            _ => Err(self.refuse_gate(gate, handle, "not_allowed")),
         }
     }
 
@@ -594,9 +619,9 @@ impl<'c> GateRound<'c> {
 
     /// The gate's refusal; `why` is `declined`, `cancelled` or `not_allowed` (an accepted answer
     /// its rules turn down), for the decision's event.
-    fn refuse_gate(&self, gate: &Gate, why: &'static str) -> Reply {
+    fn refuse_gate(&self, gate: &Gate, handle: &str, why: &'static str) -> Reply {
         log_gate_refused(&self.round, why);
-        self.refusal(&gate.refusal, Some(&gate.key))
+        self.refusal(&gate.refusal_text(&self.call(handle)), Some(&gate.key))
     }
 
     /// A tool error result for `tools/call`; a JSON-RPC error for prompts and resources.
@@ -672,4 +697,6 @@ struct Params<'a> {
     requested_schema: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     url: Option<&'a str>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<Map<String, Value>>,
 }

@@ -1415,6 +1415,42 @@ async fn gate_conditions_ask_skip_or_refuse(mode: Mode) {
     assert_eq!(journal.of("migrate").len(), 2, "only users and logs ran");
 }
 
+/// A gate's question carries the `_meta` its closure builds, the same on every round, and its
+/// refusal the text built from the call.
+async fn gate_meta_and_refusal_are_built_from_the_call(mode: Mode) {
+    let layer = ElicitationLayer::new(keyring())
+        .gate(
+            GateTarget::tool("publish"),
+            approval_gate(PUBLISH_KEY)
+                .meta(|call| {
+                    let mut meta = Map::new();
+                    meta.insert("example.com/call".into(), Value::from(call.handle().len()));
+                    meta.insert("example.com/tool".into(), Value::from(call.target()));
+                    meta
+                })
+                .refusal_for(|call| format!("{} was not approved.", call.target())),
+        )
+        .expect("a gate");
+    let mcp = ServiceBuilder::new()
+        .layer(layer)
+        .service(studio::service(Journal::default(), mode.json_response()));
+    let mcp = Mcp::new(Router::new().nest_service(MCP_PATH, mcp));
+    let publish = |extra: Value| {
+        let params = tool_params("publish", json!({}), extra);
+        let mcp = &mcp;
+        async move { mcp.send(&Caller::new(), "tools/call", params).await }
+    };
+    let asked = publish(json!({})).await.asked();
+    let meta = &asked.requests[PUBLISH_KEY]["params"]["_meta"];
+    assert_eq!(meta["example.com/tool"], "publish", "{meta:#}");
+    assert!(
+        meta["example.com/call"].as_u64().is_some_and(|n| n > 0),
+        "{meta:#}"
+    );
+    let refused = publish(answering(&asked.state, json!({ PUBLISH_KEY: decline() }))).await;
+    assert_eq!(refused.tool_error(), "publish was not approved.");
+}
+
 async fn url_flow_errors_are_internal_errors(mode: Mode) {
     let studio = StudioHarness::new(mode);
     let reply = studio
@@ -1706,6 +1742,7 @@ in_both_modes!(
     gate_then_handler_question_takes_three_rounds,
     gates_on_one_call_are_asked_together,
     gate_conditions_ask_skip_or_refuse,
+    gate_meta_and_refusal_are_built_from_the_call,
     url_flow_errors_are_internal_errors,
     prompt_gate,
     resource_prefix_gate,
