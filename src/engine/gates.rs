@@ -15,6 +15,7 @@ use super::reply::{ask, log_gate_refused, log_rejected, new_claims, reask, refus
 use crate::gate::{Answers, ErasedFlow, Gate, GateCall, GateKind};
 use crate::token::claims::{Claims, Questions, flow_handle};
 use crate::token::format::Reject;
+use crate::util::principal::shown;
 use crate::wire::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply, ReplyKind, with_members};
 use crate::wire::mcp::{InputKind, Method};
 
@@ -186,7 +187,8 @@ impl<'c> GateRound<'c> {
             target: &self.round.target,
             arguments: &self.arguments,
             handle,
-            principal: self.round.principal.as_deref(),
+            principal: self.round.principal.as_deref().map(shown),
+            caller: self.round.caller.as_ref(),
         }
     }
 
