@@ -193,6 +193,7 @@ pub use engine::policy::{AnswersWithoutState, UnrecordedTasks};
 pub use form::FormSchemaError;
 pub use gate::{Answers, Gate, GateCall, GateError, GateTarget, IntoFormSchema, UrlFlow};
 pub use token::{KEYS_ENV, Keyring, KeyringError, MIN_KEY_LEN};
+pub use util::principal::VerifiedCaller;
 
 /// The README's Rust examples, compiled as doctests.
 #[cfg(doctest)]

@@ -355,8 +355,10 @@ pub struct Vars {
 impl Vars {
     /// The variables of `call`, as a gate sees it.
     pub fn of(call: &GateCall<'_>) -> Self {
-        // The verified caller, when the identity layer gives one.
-        Self::new(call.method(), call.target(), call.arguments(), None)
+        let caller = call
+            .caller()
+            .map(|caller| (caller.principal(), caller.claims()));
+        Self::new(call.method(), call.target(), call.arguments(), caller)
     }
 
     /// The variables of a call of `method` on `target` with `arguments`, by `caller` (its

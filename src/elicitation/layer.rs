@@ -104,7 +104,11 @@ impl ElicitationLayer {
     /// authentication layer in front of this one inserted. Tokens are bound to a keyed tag of
     /// it; `None` means anonymous.
     ///
-    /// Default: the `Authorization` header, when present.
+    /// Default: the principal of a [`VerifiedCaller`](crate::VerifiedCaller) an authenticating
+    /// layer in front inserted into the request's extensions (see its docs for a recipe), else
+    /// the `Authorization` header, when present. A closure set here wins over both: it may read
+    /// the `VerifiedCaller` itself, and gates still see it through
+    /// [`GateCall::caller`](crate::GateCall::caller).
     ///
     /// ```
     /// use tower_elicitation::{ElicitationLayer, Keyring};

@@ -26,6 +26,7 @@ use crate::store::Consumed;
 use crate::token::unix_now;
 use crate::util::BoxFuture;
 use crate::util::body::ReadAll;
+use crate::util::principal::VerifiedCaller;
 use crate::util::time::unix_millis;
 use crate::wire::jsonrpc::{Call, Reply, ReplyKind};
 use crate::wire::mcp::TaskMethod;
@@ -126,6 +127,7 @@ where
         .and_then(|v| v.to_str().ok());
     let cx = engine::Context {
         principal: principal.as_deref(),
+        caller: parts.extensions.get::<VerifiedCaller>(),
         header_version,
         now: unix_now(),
     };

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use crate::BoxError;
 use crate::gate::{Answers, ErasedFlow, GateCall};
 use crate::store::Consumed;
+use crate::util::principal::VerifiedCaller;
 use crate::wire::jsonrpc::{Reply, ReplyKind};
 use crate::wire::mcp::{Declared, Method};
 
@@ -16,6 +17,8 @@ use crate::wire::mcp::{Declared, Method};
 pub(crate) struct Context<'a> {
     /// The caller's identity, as bytes (never logged, only tagged).
     pub(crate) principal: Option<&'a [u8]>,
+    /// The caller an authenticating layer verified, from this round's request.
+    pub(crate) caller: Option<&'a VerifiedCaller>,
     /// The `MCP-Protocol-Version` header, used when `_meta` does not name a version.
     pub(crate) header_version: Option<&'a str>,
     /// Now, in Unix seconds.
@@ -33,6 +36,9 @@ pub(crate) struct Round {
     /// The digest of the arguments' exact text (claim `x`).
     pub(crate) exact: Option<String>,
     pub(crate) principal: Option<Vec<u8>>,
+    /// The caller an authenticating layer verified, from this round's request (never from a
+    /// token).
+    pub(crate) caller: Option<VerifiedCaller>,
     /// The kinds of input request the call's own `clientCapabilities` declare.
     pub(crate) declared: Declared,
     /// The call speaks 2026-07-28 or later.

@@ -15,6 +15,7 @@ use super::reply::{ask, log_gate_refused, log_rejected, new_claims, reask, refus
 use crate::gate::{Answers, ErasedFlow, Gate, GateCall, GateKind};
 use crate::token::claims::{Claims, Questions, flow_handle};
 use crate::token::format::Reject;
+use crate::util::principal::shown;
 use crate::wire::jsonrpc::{Call, INVALID_PARAMS, INVALID_REQUEST, Reply, ReplyKind, with_members};
 use crate::wire::mcp::{InputKind, Method};
 
@@ -637,7 +638,8 @@ fn call_of<'s>(round: &'s Round, arguments: &'s Value, handle: &'s str) -> GateC
         target: &round.target,
         arguments,
         handle,
-        principal: round.principal.as_deref(),
+        principal: round.principal.as_deref().map(shown),
+        caller: round.caller.as_ref(),
     }
 }
 

@@ -296,6 +296,7 @@ fn read_round(
         args,
         exact: arguments.exact().map(ToOwned::to_owned),
         principal: cx.principal.map(<[u8]>::to_vec),
+        caller: cx.caller.cloned(),
         declared: meta.map_or_else(Declared::default, |meta| meta.declared),
         mrtr,
         number: 0,
@@ -651,6 +652,7 @@ mod tests {
         };
         let cx = Context {
             principal: None,
+            caller: None,
             header_version: None,
             now: 1_000,
         };
@@ -821,6 +823,7 @@ mod tests {
         };
         let cx = Context {
             principal: None,
+            caller: None,
             header_version: None,
             now,
         };

@@ -15,6 +15,7 @@ use crate::wire::mcp::Method;
 
 use crate::BoxError;
 use crate::util::BoxFuture;
+use crate::util::principal::VerifiedCaller;
 
 pub(crate) mod pattern;
 pub(crate) mod uri;
@@ -845,6 +846,7 @@ pub struct GateCall<'a> {
     pub(crate) arguments: &'a Value,
     pub(crate) handle: &'a str,
     pub(crate) principal: Option<&'a [u8]>,
+    pub(crate) caller: Option<&'a VerifiedCaller>,
 }
 
 impl<'a> GateCall<'a> {
@@ -873,11 +875,35 @@ impl<'a> GateCall<'a> {
         self.argument(name).and_then(Value::as_str)
     }
 
-    /// Returns the caller's identity as the layer took it (the `Authorization` header by default, or
-    /// what [`ElicitationLayer::principal_from`](crate::ElicitationLayer::principal_from)
-    /// returns); `None` for an anonymous caller. A flow can record whose it is.
+    /// Returns the caller's identity as the layer took it (what
+    /// [`ElicitationLayer::principal_from`](crate::ElicitationLayer::principal_from) returns when
+    /// set, else the [`VerifiedCaller`]'s principal, else the `Authorization` header); `None` for
+    /// an anonymous caller. A flow can record whose it is.
     pub fn principal(&self) -> Option<&'a [u8]> {
         self.principal
+    }
+
+    /// Returns the caller an authenticating layer in front verified for this request (a
+    /// [`VerifiedCaller`] in its extensions), with its claims; `None` when there is none. Each
+    /// round takes it from that round's own request, never from the sealed `requestState`.
+    ///
+    /// ```
+    /// use tower_elicitation::{Gate, GateCall};
+    ///
+    /// // Only admins may approve a deploy.
+    /// let gate = Gate::form("approval", r#"{"type": "object", "properties": {}}"#)?
+    ///     .check_call(|call: &GateCall<'_>| {
+    ///         let admin = call.caller().is_some_and(|caller| {
+    ///             let roles = caller.claims().get("roles").and_then(|r| r.as_array());
+    ///             roles.is_some_and(|roles| roles.iter().any(|role| role == "admin"))
+    ///         });
+    ///         if admin { Ok(()) } else { Err("Only an admin may deploy.".to_owned()) }
+    ///     });
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn caller(&self) -> Option<&'a VerifiedCaller> {
+        self.caller
     }
 
     /// Returns an unguessable handle for this call: the same for every round of the same call (a

@@ -15,7 +15,9 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tower::ServiceBuilder;
-use tower_elicitation::{AnswersWithoutState, Elicitation, ElicitationLayer, Keyring};
+use tower_elicitation::{
+    AnswersWithoutState, Elicitation, ElicitationLayer, Gate, GateTarget, Keyring, VerifiedCaller,
+};
 
 use support::{
     Body, Call, FakeMcp, Harness, Reply, TIMEOUT, Transport, chunked, encode, error_message,
@@ -784,6 +786,161 @@ async fn the_token_is_bound_to_a_custom_principal() {
     let retry = retry.header("authorization", "Bearer b");
     let reply = h.send(as_user(&retry, Some("alice"))).await;
     assert_eq!(reply.json()["result"]["resultType"], "complete");
+}
+
+fn as_verified(call: &Call, principal: Option<&str>, roles: Value) -> Request<Body> {
+    let mut request = call.request();
+    if let Some(principal) = principal {
+        let mut claims = serde_json::Map::new();
+        claims.insert("roles".to_owned(), roles);
+        request
+            .extensions_mut()
+            .insert(VerifiedCaller::new(principal, claims));
+    }
+    request
+}
+
+#[tokio::test]
+async fn a_verified_caller_binds_the_token_and_the_header_does_not() {
+    let h = Harness::new(
+        layer(),
+        FakeMcp::answering(Transport::Json, approval_server),
+    );
+    // Both callers send the same header: only the verified principal tells them apart.
+    let shared = deploy().header("authorization", "Bearer shared");
+    let first = h.send(as_verified(&shared, Some("alice"), json!([]))).await;
+    let token = first.state();
+
+    let retry = shared.id(2).state(&token).answers(approve());
+    let refused = |reply: Reply| {
+        assert_eq!(
+            reply.json()["error"]["message"],
+            "Invalid or expired requestState"
+        );
+    };
+    refused(h.send(as_verified(&retry, Some("bob"), json!([]))).await);
+    // The same header without a verified caller is someone else too.
+    refused(h.send(as_verified(&retry, None, json!([]))).await);
+    // Nor can an unverified request spell the verified principal in its header.
+    let spelt = deploy()
+        .id(2)
+        .state(&token)
+        .answers(approve())
+        .header("authorization", "alice");
+    refused(h.send(as_verified(&spelt, None, json!([]))).await);
+    assert_eq!(h.fake.calls(), 1);
+
+    let other_header = deploy()
+        .id(2)
+        .state(&token)
+        .answers(approve())
+        .header("authorization", "Bearer another");
+    let reply = h
+        .send(as_verified(&other_header, Some("alice"), json!([])))
+        .await;
+    assert_eq!(reply.json()["result"]["resultType"], "complete");
+}
+
+#[tokio::test]
+async fn an_explicit_principal_from_wins_over_the_verified_caller() {
+    let h = Harness::new(
+        layer().principal_from(user_principal),
+        FakeMcp::answering(Transport::Json, approval_server),
+    );
+    let with = |call: &Call, user: &str, verified: &str| {
+        let mut request = as_verified(call, Some(verified), json!([]));
+        request.extensions_mut().insert(User(user.to_owned()));
+        request
+    };
+    let token = h.send(with(&deploy(), "carol", "alice")).await.state();
+    let retry = deploy().id(2).state(&token).answers(approve());
+    let reply = h.send(with(&retry, "carol", "bob")).await;
+    assert_eq!(reply.json()["result"]["resultType"], "complete");
+    let reply = h.send(with(&retry, "dave", "alice")).await;
+    assert_eq!(
+        reply.json()["error"]["message"],
+        "Invalid or expired requestState"
+    );
+}
+
+#[tokio::test]
+async fn a_gate_sees_the_verified_caller_and_its_claims() {
+    let seen: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let gate = Gate::form(
+        "ok",
+        r#"{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}"#,
+    )
+    .expect("a form")
+    .check_call(move |call| {
+        let caller = call.caller().ok_or("no verified caller")?;
+        assert_eq!(call.principal(), Some(caller.principal().as_bytes()));
+        let roles = caller.claims()["roles"].clone();
+        record
+            .lock()
+            .unwrap()
+            .push((caller.principal().to_owned(), roles.clone()));
+        match roles.as_array() {
+            Some(roles) if roles.contains(&json!("admin")) => Ok(()),
+            _ => Err(format!("{} is no admin", caller.principal())),
+        }
+    });
+    let layer = layer()
+        .gate(GateTarget::tool("deploy"), gate)
+        .expect("one gate");
+    let h = Harness::new(layer, FakeMcp::answering(Transport::Json, echo));
+    let call = deploy().header("authorization", "Bearer shared");
+
+    let asked = h
+        .send(as_verified(&call, Some("alice"), json!(["admin"])))
+        .await;
+    assert_eq!(
+        asked.json()["result"]["resultType"],
+        "input_required",
+        "{asked:?}"
+    );
+    let refused = h
+        .send(as_verified(&call, Some("bob"), json!(["dev"])))
+        .await;
+    assert_eq!(refused.json()["result"]["isError"], true, "{refused:?}");
+    assert!(
+        refused.json().to_string().contains("bob is no admin"),
+        "{refused:?}"
+    );
+    let anonymous = h.send(as_verified(&call, None, json!([]))).await;
+    assert_eq!(anonymous.json()["result"]["isError"], true);
+    assert_eq!(h.fake.calls(), 0);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            ("alice".to_owned(), json!(["admin"])),
+            ("bob".to_owned(), json!(["dev"]))
+        ]
+    );
+
+    // Alice's approval, retried by bob (same header, another verified caller): refused.
+    let token = asked.state();
+    let retry = call
+        .id(2)
+        .state(&token)
+        .answers(json!({"ok": {"action": "accept", "content": {"ok": true}}}));
+    let reply = h
+        .send(as_verified(&retry, Some("bob"), json!(["admin"])))
+        .await;
+    assert_eq!(
+        reply.json()["error"]["message"],
+        "Invalid or expired requestState"
+    );
+    assert_eq!(h.fake.calls(), 0);
+    let reply = h
+        .send(as_verified(&retry, Some("alice"), json!(["admin"])))
+        .await;
+    assert_eq!(
+        reply.json()["result"]["resultType"],
+        "complete",
+        "{reply:?}"
+    );
+    assert_eq!(h.fake.calls(), 1);
 }
 
 #[tokio::test]
