@@ -20,6 +20,8 @@ pub struct Config {
     pub state: State,
     #[serde(default)]
     pub identity: Identity,
+    #[serde(default)]
+    pub log: Log,
     #[serde(default, rename = "gate")]
     pub gates: Vec<Spanned<GateSpec>>,
 }
@@ -98,6 +100,85 @@ impl Upstream {
                 "[upstream] server_questions {other:?}: \"relay\" (the server's questions reach the caller, one call at a time) or \"off\" (none, calls run at once)"
             )),
         }
+    }
+}
+
+/// `[log]`: where the decision log goes, and what its lines hold ([`crate::decisions`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Log {
+    /// `stderr` (the default), `stdout`, `file` (`file`, rotated by size) or `both` (the file
+    /// and stdout).
+    pub to: Option<Spanned<String>>,
+    /// The file's path, for `file` and `both`.
+    pub file: Option<PathBuf>,
+    /// The size at which the file is rotated (`FILE.1`, `FILE.2`, …), default 10 MiB.
+    pub max_bytes: Option<Spanned<u64>>,
+    /// How many rotated files are kept, default 5.
+    pub keep: Option<usize>,
+    /// Each line also holds the call's arguments (default: only their digest).
+    #[serde(default)]
+    pub log_arguments: bool,
+    /// A line for each call no gate judged too (default: only the calls a gate judged).
+    #[serde(default)]
+    pub log_ungated: bool,
+}
+
+/// Where `[log] to` sends the decision log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogTo {
+    Stderr,
+    Stdout,
+    File,
+    Both,
+}
+
+impl Log {
+    /// The default size a decision log file is rotated at.
+    pub const MAX_BYTES: u64 = 10 * 1024 * 1024;
+    /// The default count of rotated files kept.
+    pub const KEEP: usize = 5;
+
+    /// What `to` says, checked against `file` and against stdout being MCP's (`stdio`).
+    ///
+    /// # Errors
+    ///
+    /// An unknown value, a file missing or not wanted, stdout with stdio, a zero size.
+    pub fn to(&self, stdio: bool) -> Result<LogTo, String> {
+        let to = match self.to.as_ref().map(|to| to.get_ref().as_str()) {
+            None | Some("stderr") => LogTo::Stderr,
+            Some("stdout") => LogTo::Stdout,
+            Some("file") => LogTo::File,
+            Some("both") => LogTo::Both,
+            Some(other) => {
+                return Err(format!(
+                    "[log] to {other:?}: \"stderr\", \"stdout\", \"file\" or \"both\" (the file and stdout)"
+                ));
+            }
+        };
+        match (to, &self.file) {
+            (LogTo::File | LogTo::Both, None) => {
+                return Err("[log] to = \"file\" or \"both\" needs `file`".to_owned());
+            }
+            (LogTo::Stderr | LogTo::Stdout, Some(_)) => {
+                return Err("[log] file is written only with to = \"file\" or \"both\"".to_owned());
+            }
+            _ => {}
+        }
+        if stdio && matches!(to, LogTo::Stdout | LogTo::Both) {
+            return Err(
+                "[log] to: stdout carries MCP when the proxy serves over stdio; log to \"stderr\" or \"file\""
+                    .to_owned(),
+            );
+        }
+        if self
+            .max_bytes
+            .as_ref()
+            .is_some_and(|max| *max.get_ref() == 0)
+        {
+            return Err("[log] max_bytes must be above 0".to_owned());
+        }
+        Ok(to)
     }
 }
 

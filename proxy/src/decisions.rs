@@ -1,4 +1,5 @@
-//! The decision log: one JSON line on stderr per decision of the layer, saying when (`time`, Unix
+//! The decision log: one JSON line per decision of the layer (on stderr, or where `[log] to`
+//! says: stdout, a file rotated by size, or both), saying when (`time`, Unix
 //! milliseconds), which (`id`, unique to the line), what was called (`method`, `tool`: the tool's
 //! or prompt's name, or the resource's URI), which gate of the file judged it, the outcome
 //! (`ask`, `gates_accepted`, `gate_refused`, `allowed`, `forward`, `refused`,
@@ -6,8 +7,11 @@
 //! `not_allowed`, `single_use`, `denied` by a rule, `condition_failed`). `gate` is the rule of
 //! the file that decided (with conditions, the one the file's order chose), and `decision_id`
 //! the call's decision ([`crate::policy::decision_id`]: the same on each round of one call, in
-//! the question's `_meta` and in the refusal, so a person can quote it). Never the answers'
-//! content, nor the arguments: only these fixed fields.
+//! the question's `_meta` and in the refusal, so a person can quote it). A call a rule judged
+//! also has `principal` (the verified caller's, `null` when not verified) and `args_digest`
+//! (`sha256:` and the hex SHA-256 of the arguments' JSON text as the gate saw them). Never the
+//! answers' content, nor the arguments, unless `[log] log_arguments = true` adds `arguments`.
+//! A call no gate applied to (`ungated`) has a line only with `[log] log_ungated = true`.
 //!
 //! ```text
 //! {"time":1764700000123,"id":"d-5f1c0a2b-17","decision":"gate_refused","method":"tools/call","tool":"write_file","gate":"gate 1 (line 9)","caller":"k1.Zm9vYmFy…","round":1,"why":"declined"}
@@ -27,6 +31,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
@@ -35,6 +40,150 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
+
+/// Where the lines go (`[log]`), set once the file is read: stderr until then.
+#[derive(Clone, Default)]
+pub struct Output(Arc<RwLock<Sink>>);
+
+/// The decision log's destination and what its lines hold.
+#[derive(Default)]
+struct Sink {
+    stdout: bool,
+    file: Option<Rotating>,
+    /// Whether lines hold the call's arguments (`[log] log_arguments`).
+    arguments: bool,
+    /// Whether a call no gate judged gets a line (`[log] log_ungated`).
+    ungated: bool,
+}
+
+/// A file rotated by size: `FILE` is renamed `FILE.1` (and `FILE.1` `FILE.2`, up to `keep`)
+/// before a line would take it past `max_bytes`. Hand-written: the crates that rotate
+/// (`tracing-appender`, `file-rotate`) rotate by time or bring their own writer thread, and this
+/// is the one file the proxy writes.
+struct Rotating {
+    path: PathBuf,
+    file: std::fs::File,
+    written: u64,
+    max_bytes: u64,
+    keep: usize,
+}
+
+impl Rotating {
+    fn open(path: &Path, max_bytes: u64, keep: usize) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let written = file.metadata()?.len();
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            written,
+            max_bytes,
+            keep,
+        })
+    }
+
+    fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
+        let size = line.len() as u64;
+        if self.written > 0 && self.written.saturating_add(size) > self.max_bytes {
+            self.rotate()?;
+        }
+        self.file.write_all(line)?;
+        self.written = self.written.saturating_add(size);
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        let numbered = |n: usize| {
+            let mut name = self.path.clone().into_os_string();
+            name.push(format!(".{n}"));
+            PathBuf::from(name)
+        };
+        if self.keep == 0 {
+            self.file.set_len(0)?;
+        } else {
+            for n in (1..self.keep).rev() {
+                let from = numbered(n);
+                if from.exists() {
+                    std::fs::rename(&from, numbered(n + 1))?;
+                }
+            }
+            std::fs::rename(&self.path, numbered(1))?;
+        }
+        *self = Self::open(&self.path, self.max_bytes, self.keep)?;
+        Ok(())
+    }
+}
+
+impl Output {
+    /// Sends the lines where `log` says, from now on.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be opened for appending.
+    pub fn set(&self, log: &crate::config::Log, to: crate::config::LogTo) -> Result<(), String> {
+        use crate::config::{Log, LogTo};
+        let file = match (&log.file, to) {
+            (Some(path), LogTo::File | LogTo::Both) => {
+                let max = log
+                    .max_bytes
+                    .as_ref()
+                    .map_or(Log::MAX_BYTES, |m| *m.get_ref());
+                let keep = log.keep.unwrap_or(Log::KEEP);
+                let file = Rotating::open(path, max, keep)
+                    .map_err(|error| format!("[log] file {}: {error}", path.display()))?;
+                Some(file)
+            }
+            _ => None,
+        };
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Sink {
+            stdout: matches!(to, LogTo::Stdout | LogTo::Both),
+            file,
+            arguments: log.log_arguments,
+            ungated: log.log_ungated,
+        };
+        Ok(())
+    }
+
+    fn arguments(&self) -> bool {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).arguments
+    }
+
+    fn ungated(&self) -> bool {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).ungated
+    }
+
+    /// Writes one line where it goes; a line the file cannot take goes to stderr, saying so, so
+    /// that none is lost.
+    fn write(&self, line: &str) {
+        let mut sink = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let text = format!("{line}\n");
+        if sink.stdout {
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush());
+        }
+        let failed = match &mut sink.file {
+            Some(file) => file.write(text.as_bytes()).err(),
+            None => None,
+        };
+        if sink.stdout && sink.file.is_none() {
+            return;
+        }
+        if sink.file.is_none() || failed.is_some() {
+            let mut stderr = std::io::stderr().lock();
+            if let Some(error) = failed {
+                let _ = writeln!(
+                    stderr,
+                    "the decision log's file cannot be written ({error}); its line goes here:"
+                );
+            }
+            let _ = stderr.write_all(text.as_bytes());
+        }
+    }
+}
 
 /// Which gate judges each target (`write_file` → `gate 1 (line 9)`), replaced on reload.
 #[derive(Clone, Default)]
@@ -58,6 +207,7 @@ impl Labels {
 /// The `tracing` layer that writes the decision lines.
 pub struct Decisions {
     pub labels: Labels,
+    pub output: Output,
 }
 
 /// The span the library opens around each call it judges, with its `caller` field.
@@ -86,10 +236,14 @@ struct Caller(String);
 
 /// The file's rule that decided the span's call ([`crate::policy`] says so in an event of target
 /// [`RULE_TARGET`]), and why it refused, when it did.
+#[derive(Clone)]
 struct Decider {
     rule: String,
     why: Option<String>,
     decision: Option<String>,
+    principal: Option<String>,
+    digest: Option<String>,
+    arguments: Option<String>,
 }
 
 /// The target of the event in which a rule of the file says it decided a call.
@@ -99,6 +253,9 @@ pub const RULE_TARGET: &str = "elicitation_proxy::rule";
 struct Fields {
     rule: Option<String>,
     decision: Option<String>,
+    principal: Option<String>,
+    digest: Option<String>,
+    arguments: Option<String>,
     outcome: Option<String>,
     method: Option<String>,
     target: Option<String>,
@@ -128,6 +285,9 @@ impl Fields {
         match field.name() {
             "rule" => self.rule = Some(value),
             "decision" => self.decision = Some(value),
+            "principal" => self.principal = Some(value),
+            "args_digest" => self.digest = Some(value),
+            "arguments" => self.arguments = Some(value),
             "outcome" => self.outcome = Some(value),
             "method" => self.method = Some(value),
             "target" => self.target = Some(value),
@@ -174,12 +334,13 @@ where
                 .event_scope(event)
                 .and_then(|mut scope| scope.find(|span| span.metadata().name() == CALL_SPAN));
             if let (Some(span), Some(rule)) = (call, fields.rule.clone()) {
-                let why = fields.why.clone();
-                let decision = fields.decision.clone();
                 span.extensions_mut().replace(Decider {
                     rule,
-                    why,
-                    decision,
+                    why: fields.why.clone(),
+                    decision: fields.decision.clone(),
+                    principal: fields.principal.clone(),
+                    digest: fields.digest.clone(),
+                    arguments: fields.arguments.clone(),
                 });
             }
             // A rule that lets a call through says so itself: the layer sees no gate.
@@ -197,12 +358,12 @@ where
         // The rule that decided, as the file's conditions chose it; else the one gate the
         // target has.
         let decider = ctx.event_scope(event).and_then(|mut scope| {
-            scope.find_map(|span| {
-                span.extensions()
-                    .get::<Decider>()
-                    .map(|d| (d.rule.clone(), d.why.clone(), d.decision.clone()))
-            })
+            scope.find_map(|span| span.extensions().get::<Decider>().cloned())
         });
+        if outcome == "ungated" && (decider.is_some() || !self.output.ungated()) {
+            // A rule's `allow` wrote its own line; else, only with `[log] log_ungated`.
+            return;
+        }
         // The innermost call's: a call the bridge makes for a 2025-era host runs in a task of
         // its own, and its span is the layer's, of the request the layer saw.
         let caller = ctx
@@ -211,22 +372,28 @@ where
                 scope.find_map(|span| span.extensions().get::<Caller>().map(|c| c.0.clone()))
             })
             .unwrap_or_else(|| "unknown".to_owned());
-        let (gate, why, decision) = match decider {
-            Some((rule, why, decision)) => {
-                let refused = outcome == "gate_refused";
-                let why = if refused {
-                    why.or(fields.why)
+        let (gate, why) = match &decider {
+            Some(decider) => {
+                let why = if outcome == "gate_refused" {
+                    decider.why.clone().or(fields.why)
                 } else {
                     fields.why
                 };
-                (Some(rule), why, decision)
+                (Some(decider.rule.clone()), why)
             }
+            None if outcome == "ungated" => (None, None),
             None => (
                 fields.target.as_deref().and_then(|t| self.labels.of(t)),
                 fields.why,
-                None,
             ),
         };
+        let of_decider = |field: fn(&Decider) -> &Option<String>| {
+            decider.as_ref().and_then(|d| field(d).clone())
+        };
+        let decision = of_decider(|d| &d.decision);
+        let principal = of_decider(|d| &d.principal);
+        let digest = of_decider(|d| &d.digest);
+        let arguments = of_decider(|d| &d.arguments).filter(|_| self.output.arguments());
         let mut line = Map::new();
         let time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -240,8 +407,14 @@ where
             ("gate", gate),
             ("decision_id", decision),
             ("caller", Some(caller)),
+            ("principal", principal),
+            ("args_digest", digest),
         ] {
             line.insert(key.into(), value.map_or(Value::Null, Value::String));
+        }
+        if let Some(arguments) = arguments {
+            let value = serde_json::from_str(&arguments).unwrap_or(Value::String(arguments));
+            line.insert("arguments".into(), value);
         }
         line.insert(
             "round".into(),
@@ -250,7 +423,6 @@ where
         if let Some(why) = why {
             line.insert("why".into(), Value::String(why));
         }
-        let mut stderr = std::io::stderr().lock();
-        let _ = writeln!(stderr, "{}", Value::Object(line));
+        self.output.write(&Value::Object(line).to_string());
     }
 }

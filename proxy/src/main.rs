@@ -129,8 +129,10 @@ async fn serve_main() -> ExitCode {
         .with_filter(Targets::new().with_target("tower_elicitation", tracing::Level::DEBUG));
     // One JSON line per decision, whatever the log level.
     let labels = decisions::Labels::default();
+    let output = decisions::Output::default();
     let decided = decisions::Decisions {
         labels: labels.clone(),
+        output: output.clone(),
     }
     .with_filter(
         Targets::new()
@@ -151,7 +153,7 @@ async fn serve_main() -> ExitCode {
             return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
         }
     };
-    match run(options, metrics, labels).await {
+    match run(options, metrics, labels, output).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("elicitation-proxy: {why}");
@@ -164,10 +166,23 @@ async fn run(
     options: Options,
     metrics: metrics::Metrics,
     labels: decisions::Labels,
+    output: decisions::Output,
 ) -> Result<(), Error> {
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
     source.check(&config)?;
+    let log_line = config
+        .log
+        .to
+        .as_ref()
+        .map(|to| source.line_of(to.span().start));
+    let log_to = config
+        .log
+        .to(options.stdio || config.listen.stdio)
+        .map_err(|why| source.error(log_line, why))?;
+    if !options.check {
+        output.set(&config.log, log_to)?;
+    }
     // `--check` seals nothing: it needs no keys.
     let keyring = if options.check {
         Keyring::ephemeral()

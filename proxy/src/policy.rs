@@ -589,11 +589,11 @@ pub fn gate_condition(
         match policy.decide(call.method(), call.target(), &vars) {
             Ok(Verdict::Ask(asking)) if asking.contains(&index) => {
                 let labels: Vec<&str> = asking.iter().map(|&i| label(i)).collect();
-                decided_by(&labels.join(", "), None, &decision);
+                decided_by(call, &labels.join(", "), None, &decision);
                 Ok(true)
             }
             Ok(Verdict::Deny(decider)) if decider == index => {
-                decided_by(label(index), Some("denied"), &decision);
+                decided_by(call, label(index), Some("denied"), &decision);
                 tracing::info!(
                     rule = label(index),
                     tool = %call.target(),
@@ -602,7 +602,7 @@ pub fn gate_condition(
                 Err(format!("{denial} (decision {decision})"))
             }
             Ok(Verdict::Allow(decider)) if decider == index => {
-                decided_by(label(index), None, &decision);
+                decided_by(call, label(index), None, &decision);
                 tracing::debug!(
                     target: crate::decisions::RULE_TARGET,
                     rule = label(index),
@@ -615,7 +615,7 @@ pub fn gate_condition(
             }
             Ok(_) => Ok(false),
             Err(undecided) => {
-                decided_by(&undecided.label, Some("condition_failed"), &decision);
+                decided_by(call, &undecided.label, Some("condition_failed"), &decision);
                 tracing::warn!(
                     rule = %undecided.label,
                     tool = %call.target(),
@@ -628,9 +628,27 @@ pub fn gate_condition(
     }
 }
 
-/// Tells the decision log ([`crate::decisions`]) which rule decided the call being judged.
-fn decided_by(rule: &str, why: Option<&str>, decision: &str) {
-    tracing::debug!(target: crate::decisions::RULE_TARGET, rule, why, decision);
+/// Tells the decision log ([`crate::decisions`]) which rule decided `call`, and what of the
+/// call a line holds: its verified principal, its arguments' digest, and its arguments (which
+/// the log writes only with `[log] log_arguments`).
+fn decided_by(call: &GateCall<'_>, rule: &str, why: Option<&str>, decision: &str) {
+    let arguments = call.arguments().to_string();
+    let digest = {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(arguments.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!("sha256:{hex}")
+    };
+    let principal = call.caller().map(|caller| caller.principal());
+    tracing::debug!(
+        target: crate::decisions::RULE_TARGET,
+        rule,
+        why,
+        decision,
+        principal,
+        args_digest = %digest,
+        arguments = %arguments,
+    );
 }
 
 /// The `_meta` member of a question that carries its decision's id.

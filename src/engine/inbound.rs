@@ -355,7 +355,7 @@ fn forward_stripped<R>(call: &Call<'_>, round: Round, strip: bool) -> Decided<R>
         body: strip.then(|| call.rewrite(None, None, None)),
         round,
         answers: None,
-        outcome: None,
+        outcome: Some("ungated"),
     }
 }
 
