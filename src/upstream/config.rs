@@ -334,6 +334,10 @@ pub(crate) struct Settings {
     pub(crate) questions: ServerQuestions,
     pub(crate) max_in_flight: usize,
     pub(crate) max_parked: usize,
+    /// How many sessions (children of the same command) serve the calls.
+    pub(crate) sessions: usize,
+    /// The most of the in-flight and of the parked bound one caller may hold (0 to 1).
+    pub(crate) fair_share: f64,
     pub(crate) parked_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) start_timeout: Duration,
@@ -364,6 +368,8 @@ impl Settings {
             questions: ServerQuestions::Relay,
             max_in_flight: 64,
             max_parked: 256,
+            sessions: 1,
+            fair_share: 0.25,
             parked_timeout: Duration::from_secs(600),
             request_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(30),

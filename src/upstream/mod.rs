@@ -138,11 +138,13 @@
 //! }
 //! ```
 
+mod bounds;
 mod call;
 mod child;
 mod config;
 mod core;
 mod parked;
+mod pool;
 mod routes;
 mod service;
 mod session;
