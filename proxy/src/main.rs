@@ -204,7 +204,9 @@ async fn run(
     let catalog = Arc::new(Catalog::new(remembered, metrics.clone()));
     catalog.load().await?;
     let offered = offered(&upstream, &catalog, options.check).await?;
+    let sessions = all_sessions_live(&upstream, config.upstream.sessions()?).await;
     tracing::info!(
+        sessions,
         tools = offered.tools.len(),
         prompts = offered.prompts.len(),
         resources = offered.resources.len(),
@@ -442,6 +444,26 @@ async fn observe(
     axum::response::Response::from_parts(parts, body)
 }
 
+/// Waits (30 s at most) until each of a pool's `sessions` is up, so that the first callers
+/// spread over all of them; how many are. One still down is restarted in the background.
+async fn all_sessions_live(upstream: &Upstream, sessions: usize) -> usize {
+    for _ in 0..600 {
+        if upstream.live_sessions() >= sessions {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let live = upstream.live_sessions();
+    if live < sessions {
+        tracing::warn!(
+            live,
+            sessions,
+            "not every session of the upstream started yet"
+        );
+    }
+    live
+}
+
 /// The keys that seal `requestState`: `[state] keys`, else (when allowed) a random one.
 fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
     let given = config.state.keys.as_deref().map(secret).transpose();
@@ -473,7 +495,10 @@ fn spawn(
     if let Some(redis) = redis {
         builder = builder.route_retries(redis.pending_answers());
     }
-    builder = builder.server_questions(settings.server_questions()?);
+    builder = builder
+        .server_questions(settings.server_questions()?)
+        .sessions(settings.sessions()?)
+        .fair_share(settings.fair_share()?);
     if let Some(era) = &settings.era {
         builder = builder.era(match era.as_str() {
             "detect" => Era::Detect,
