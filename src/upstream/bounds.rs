@@ -10,8 +10,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::core::lock;
 use crate::texts;
+
+/// The mutex's guard, a poisoned one taken as it is (the counts stay true: each change is one
+/// statement).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Which bound a [`Ticket`] counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -309,7 +309,9 @@ pub enum Era {
 ///
 /// Over stdio such a request names no call, so relaying them costs concurrency: the adapter lets
 /// one `tools/call`, `prompts/get` or `resources/read` run in the session at a time (its
-/// questions are that call's). A server that is never to ask runs them all at once.
+/// questions are that call's; a stateless server may be run as a pool of
+/// [`sessions`](super::UpstreamBuilder::sessions), one such call in each). A server that is
+/// never to ask runs them all at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ServerQuestions {
