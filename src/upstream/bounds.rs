@@ -179,8 +179,10 @@ mod tests {
         assert!(bounds.enter(None).is_ok());
         // A ticket given back makes room again.
         drop(alice);
-        assert!(bounds.park(tag("a")).is_ok());
-        assert_eq!(bounds.parked(), 1 + 1);
+        let again = bounds.park(tag("a")).expect("room again");
+        assert_eq!(bounds.parked(), 2, "Bob's and Alice's new one");
+        drop(again);
+        assert_eq!(bounds.parked(), 1);
     }
 
     #[test]
