@@ -190,23 +190,25 @@ async fn two_pooled_sessions_each_asking_at_once_get_each_answer_to_its_own_call
     .await;
     assert_eq!(mallory["error"]["code"], -32602, "{mallory:#}");
     // Each answer says whose it is; each call gets its own (the children number their
-    // questions alike, so an answer sent to the other child would reach the other call).
-    let (ada, bob) = tokio::join!(
-        call(
-            &upstream,
-            "ada",
-            "ask",
-            json!({"tag": "Ada"}),
-            answer(&ada_key, &ada_state, "Ada")
-        ),
-        call(
-            &upstream,
-            "bob",
-            "ask",
-            json!({"tag": "Bob"}),
-            answer(&bob_key, &bob_state, "Bob")
-        ),
-    );
+    // questions alike, so an answer sent to the other child would reach the other call). One
+    // after the other, both sessions idle: each retry goes where its state says, not to the
+    // least loaded.
+    let bob = call(
+        &upstream,
+        "bob",
+        "ask",
+        json!({"tag": "Bob"}),
+        answer(&bob_key, &bob_state, "Bob"),
+    )
+    .await;
+    let ada = call(
+        &upstream,
+        "ada",
+        "ask",
+        json!({"tag": "Ada"}),
+        answer(&ada_key, &ada_state, "Ada"),
+    )
+    .await;
     let (ada, bob) = (said(&ada), said(&bob));
     assert_eq!(
         (&ada["tag"], &ada["said"]),
