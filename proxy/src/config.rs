@@ -58,7 +58,10 @@ pub struct Upstream {
     /// `server_questions = "relay"`); a child that exits is restarted alone. Not with a `url`.
     pub sessions: Option<Spanned<i64>>,
     /// The most of the in-flight and parked bounds one caller may hold (default 0.25, a
-    /// quarter), so that one caller cannot starve the others; more than 0, at most 1.
+    /// quarter; 1 where every call is one caller's: `[identity] principal = "none"`, or a host
+    /// on stdio), so that one caller cannot starve the others; more than 0, at most 1. Every
+    /// anonymous caller counts as one caller. With `pass_to_upstream` each caller has an
+    /// adapter of its own, and the share is all of it.
     pub fair_share: Option<Spanned<f64>>,
 }
 
