@@ -11,6 +11,9 @@ use serde_json::{Map, Value};
 use super::call::{self, Front};
 use super::core::{Busy, Core, lock};
 use super::routes;
+use crate::texts;
+use crate::wire::jsonrpc::INVALID_PARAMS;
+use crate::wire::legacy;
 
 /// Every session of one adapter (at least one), each a [`Core`] of its own.
 #[derive(Debug)]
@@ -48,8 +51,28 @@ impl Pool {
         front: Front,
         message: Map<String, Value>,
     ) -> Option<Value> {
+        if let Some(core) = self.named(&message)
+            && !core.is_ready()
+        {
+            // Restarting, or down: the calls parked in it went with its child. Refused at once
+            // as an expired call is, rather than after waiting for the start.
+            let id = message.get("id")?;
+            let error = legacy::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE);
+            return Some(legacy::response(id, Err(error)));
+        }
         let (core, _busy) = self.pick(&message);
         call::handle(core, front, message).await
+    }
+
+    /// The session a retry's `requestState` names, when it names one of this replica's.
+    fn named(&self, message: &Map<String, Value>) -> Option<&Arc<Core>> {
+        message
+            .get("params")
+            .and_then(|p| p.get("requestState"))
+            .and_then(Value::as_str)
+            .filter(|state| routes::replica_of(state) == Some(self.first().replica.as_str()))
+            .and_then(routes::session_of)
+            .and_then(|session| self.sessions.get(session))
     }
 
     /// The session for `message`, counted busy with it: the one a retry's `requestState` names
@@ -58,14 +81,7 @@ impl Pool {
     /// live ones (of all, when none is up: the request then waits for a start, or learns why
     /// there is none).
     fn pick(&self, message: &Map<String, Value>) -> (Arc<Core>, Busy) {
-        let named = message
-            .get("params")
-            .and_then(|p| p.get("requestState"))
-            .and_then(Value::as_str)
-            .filter(|state| routes::replica_of(state) == Some(self.first().replica.as_str()))
-            .and_then(routes::session_of)
-            .and_then(|session| self.sessions.get(session));
-        if let Some(core) = named {
+        if let Some(core) = self.named(message) {
             return (Arc::clone(core), core.busy());
         }
         let _picking = lock(&self.picking);
