@@ -163,6 +163,22 @@ pub(crate) const UPSTREAM_TIMEOUT: &str = "The server did not answer in time.";
 pub(crate) const UPSTREAM_TOO_MANY_PARKED: &str =
     "Too many calls are waiting for an answer; answer or abandon one, then try again.";
 
+/// The upstream adapter's refusal of a caller that holds its fair share of a bound already:
+/// `held` of `bound` `what` ("parked calls", "requests in flight"), `share` of the bound each.
+#[cfg(feature = "upstream")]
+pub(crate) fn upstream_fair_share(held: usize, bound: usize, what: &str, share: f64) -> String {
+    let named = match share {
+        s if (s - 1.0).abs() < 1e-9 => "all of it".to_owned(),
+        s if (s - 0.5).abs() < 1e-9 => "a half".to_owned(),
+        s if (s - 0.25).abs() < 1e-9 => "a quarter".to_owned(),
+        s if (s - 1.0 / 3.0).abs() < 1e-6 => "a third".to_owned(),
+        s => format!("{}%", (s * 100.0 * 10.0).round() / 10.0),
+    };
+    format!(
+        "This caller holds {held} of {bound} {what} ({named} of them is one caller's fair share); let one finish, then try again."
+    )
+}
+
 /// The upstream adapter's answer to the server's own request of a kind the client did not
 /// declare it can answer (the server's other questions of the same round are asked).
 #[cfg(feature = "upstream")]

@@ -53,6 +53,18 @@ pub struct Upstream {
     /// `roots/list`) reach the caller: `relay` (default) or `off` (none declared to it, calls
     /// run concurrently).
     pub server_questions: Option<Spanned<String>>,
+    /// How many children of a `command` upstream serve the calls (default 1): for a stateless
+    /// server only (`server-filesystem`, an API wrapper), never one that holds state in its
+    /// process (`server-memory`'s graph, an open browser page or shell), since a caller's calls
+    /// land in any of them. Each child runs one call that may be asked at a time (with
+    /// `server_questions = "relay"`); a child that exits is restarted alone. Not with a `url`.
+    pub sessions: Option<Spanned<i64>>,
+    /// The most of the in-flight and parked bounds one caller may hold (default 0.25, a
+    /// quarter; 1 where every call is one caller's: `[identity] principal = "none"`, or a host
+    /// on stdio), so that one caller cannot starve the others; more than 0, at most 1. Every
+    /// anonymous caller counts as one caller. With `pass_to_upstream` each caller has an
+    /// adapter of its own, and the share is all of it.
+    pub fair_share: Option<Spanned<f64>>,
 }
 
 /// `[upstream] on_tool_change`: what a tool whose definition (description, `inputSchema`,
@@ -179,6 +191,48 @@ impl Log {
             return Err("[log] max_bytes must be above 0".to_owned());
         }
         Ok(to)
+    }
+}
+
+impl Upstream {
+    /// What `sessions` says (1 when not given).
+    ///
+    /// # Errors
+    ///
+    /// Less than 1, more than 64, or given with a `url` (the caller gives it its line).
+    pub fn sessions(&self) -> Result<usize, String> {
+        let Some(sessions) = &self.sessions else {
+            return Ok(1);
+        };
+        if self.url.is_some() {
+            return Err("[upstream] sessions: only for a command upstream; an HTTP server takes calls at once in one session".to_owned());
+        }
+        match usize::try_from(*sessions.get_ref()) {
+            Ok(n @ 1..=64) => Ok(n),
+            _ => Err(format!(
+                "[upstream] sessions {}: from 1 to 64 children of the command (more than 1 only for a stateless server)",
+                sessions.get_ref()
+            )),
+        }
+    }
+
+    /// What `fair_share` says (0.25 when not given).
+    ///
+    /// # Errors
+    ///
+    /// Not above 0, or above 1 (the caller gives it its line).
+    pub fn fair_share(&self) -> Result<f64, String> {
+        let Some(share) = &self.fair_share else {
+            return Ok(0.25);
+        };
+        let share = *share.get_ref();
+        if share > 0.0 && share <= 1.0 {
+            Ok(share)
+        } else {
+            Err(format!(
+                "[upstream] fair_share {share}: more than 0 and at most 1 (0.25: a caller may hold a quarter of the requests in flight and of the parked calls)"
+            ))
+        }
     }
 }
 
@@ -448,6 +502,7 @@ impl Config {
 
 impl Source {
     /// Checks what reading alone does not: `[listen]`'s bounds, `[upstream] server_questions`,
+    /// `sessions` and `fair_share`,
     /// and refuses a config that would
     /// hand the upstream child one of the proxy's own secrets: a
     /// variable `[state]`, `[identity]` or an `[upstream]` header reads (`env:NAME`), or the keys'
@@ -475,6 +530,13 @@ impl Source {
             config.upstream.server_questions(),
             &config.upstream.server_questions,
         ) {
+            return Err(self.error(Some(self.line_of(value.span().start)), why));
+        }
+        if let (Err(why), Some(value)) = (config.upstream.sessions(), &config.upstream.sessions) {
+            return Err(self.error(Some(self.line_of(value.span().start)), why));
+        }
+        if let (Err(why), Some(value)) = (config.upstream.fair_share(), &config.upstream.fair_share)
+        {
             return Err(self.error(Some(self.line_of(value.span().start)), why));
         }
         let secrets = config.secret_variables();
@@ -598,6 +660,45 @@ require = { approve = true }
             error.contains("\"relay\"") && error.contains("\"off\""),
             "{error}"
         );
+    }
+
+    #[test]
+    fn sessions_and_the_fair_share_are_in_range_and_a_bad_value_names_its_line() {
+        let read = |text: &str| {
+            let source = source(text);
+            let config = source.parse().map_err(|e| e.to_string())?;
+            source
+                .check(&config)
+                .map(|()| config)
+                .map_err(|e| e.to_string())
+        };
+        let command = "[upstream]\ncommand = [\"x\"]\n";
+        let config = read(command).unwrap();
+        assert_eq!(config.upstream.sessions(), Ok(1));
+        assert_eq!(config.upstream.fair_share(), Ok(0.25));
+        let config = read(&format!("{command}sessions = 8\nfair_share = 0.5\n")).unwrap();
+        assert_eq!(config.upstream.sessions(), Ok(8));
+        assert_eq!(config.upstream.fair_share(), Ok(0.5));
+        // An integer share reads as a number too.
+        let config = read(&format!("{command}fair_share = 1\n")).unwrap();
+        assert_eq!(config.upstream.fair_share(), Ok(1.0));
+        for (bad, says) in [
+            ("\nsessions = 0\n", "from 1 to 64"),
+            ("\nsessions = -2\n", "from 1 to 64"),
+            ("\nsessions = \"4\"\n", "expected i64"),
+            ("\nsessions = 2.5\n", "expected i64"),
+            ("\nfair_share = 0\n", "more than 0"),
+            ("\nfair_share = 1.5\n", "at most 1"),
+            ("\nfair_share = \"half\"\n", "expected f64"),
+        ] {
+            let error = read(&format!("{command}{bad}")).unwrap_err();
+            assert!(error.starts_with("gates.toml:4: "), "{bad}: {error}");
+            assert!(error.contains(says), "{bad}: {error}");
+        }
+        let error =
+            read("[upstream]\nurl = \"http://127.0.0.1:1/mcp\"\nsessions = 2\n").unwrap_err();
+        assert!(error.starts_with("gates.toml:3: "), "{error}");
+        assert!(error.contains("only for a command"), "{error}");
     }
 
     #[test]

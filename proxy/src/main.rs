@@ -204,7 +204,8 @@ async fn run(
     let mode = Arc::new(RwLock::new(config.upstream.on_tool_change()?));
     let base = identified(ElicitationLayer::new(keyring.clone()), &principal);
     tracing::info!("starting upstream: {}", starting(&config.upstream));
-    let upstream = spawn(&config.upstream, &base, redis.as_ref(), None)?;
+    let share = fair_share(&config, options.stdio)?;
+    let upstream = spawn(&config.upstream, share, &base, redis.as_ref(), None)?;
     let backends = flows::Backends {
         redis: match &config.state.redis {
             Some(url) => Some(
@@ -224,7 +225,9 @@ async fn run(
     let catalog = Arc::new(Catalog::new(remembered, metrics.clone()));
     catalog.load().await?;
     let offered = offered(&upstream, &catalog, options.check).await?;
+    let sessions = all_sessions_live(&upstream, config.upstream.sessions()?).await;
     tracing::info!(
+        sessions,
         tools = offered.tools.len(),
         prompts = offered.prompts.len(),
         resources = offered.resources.len(),
@@ -270,7 +273,8 @@ async fn run(
             config.identity.allow_anonymous,
             config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
             Box::new(move |authorization| {
-                spawn(&settings, &base, redis.as_ref(), Some(authorization))
+                // One caller's own adapter: a share of it would only throttle that caller.
+                spawn(&settings, 1.0, &base, redis.as_ref(), Some(authorization))
             }),
         )
     } else {
@@ -464,6 +468,38 @@ async fn observe(
     axum::response::Response::from_parts(parts, body)
 }
 
+/// Each caller's share of the upstream's bounds: `[upstream] fair_share`, else a quarter, or
+/// all of them where every call is one caller's (`[identity] principal = "none"`, or one host
+/// on stdio), whom a share would only throttle.
+fn fair_share(config: &Config, stdio: bool) -> Result<f64, Error> {
+    let one_caller =
+        stdio || config.listen.stdio || config.identity.principal()? == PrincipalFrom::Nobody;
+    Ok(match &config.upstream.fair_share {
+        None if one_caller => 1.0,
+        _ => config.upstream.fair_share()?,
+    })
+}
+
+/// Waits (30 s at most) until each of a pool's `sessions` is up, so that the first callers
+/// spread over all of them; how many are. One still down is restarted in the background.
+async fn all_sessions_live(upstream: &Upstream, sessions: usize) -> usize {
+    for _ in 0..600 {
+        if upstream.live_sessions() >= sessions {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let live = upstream.live_sessions();
+    if live < sessions {
+        tracing::warn!(
+            live,
+            sessions,
+            "not every session of the upstream started yet"
+        );
+    }
+    live
+}
+
 /// The keys that seal `requestState`: `[state] keys`, else (when allowed) a random one.
 fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
     let given = config.state.keys.as_deref().map(secret).transpose();
@@ -487,6 +523,7 @@ fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
 /// file's) when given.
 fn spawn(
     settings: &config::Upstream,
+    fair_share: f64,
     base: &ElicitationLayer,
     redis: Option<&RedisStore>,
     authorization: Option<&http::HeaderValue>,
@@ -495,7 +532,10 @@ fn spawn(
     if let Some(redis) = redis {
         builder = builder.route_retries(redis.pending_answers());
     }
-    builder = builder.server_questions(settings.server_questions()?);
+    builder = builder
+        .server_questions(settings.server_questions()?)
+        .sessions(settings.sessions()?)
+        .fair_share(fair_share);
     if let Some(era) = &settings.era {
         builder = builder.era(match era.as_str() {
             "detect" => Era::Detect,
@@ -873,5 +913,30 @@ async fn rpc(upstream: &Upstream, method: &str, mut params: Value) -> Result<Val
             Some(message) => Err(format!("{method}: {message}").into()),
             None => Err(format!("{method}: {}", reply["error"]).into()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        let source = Source {
+            path: PathBuf::from("gates.toml"),
+            text: text.to_owned(),
+        };
+        source.parse().unwrap()
+    }
+
+    #[test]
+    fn the_share_is_a_quarter_unless_every_call_is_one_callers_or_the_file_says() {
+        let command = "[upstream]\ncommand = [\"x\"]\n";
+        assert_eq!(fair_share(&config(command), false).unwrap(), 0.25);
+        // One host on stdio, or no principal: all calls are one caller's.
+        assert_eq!(fair_share(&config(command), true).unwrap(), 1.0);
+        let nobody = format!("{command}\n[identity]\nprincipal = \"none\"\n");
+        assert_eq!(fair_share(&config(&nobody), false).unwrap(), 1.0);
+        let given = format!("{command}fair_share = 0.5\n\n[identity]\nprincipal = \"none\"\n");
+        assert_eq!(fair_share(&config(&given), true).unwrap(), 0.5);
     }
 }

@@ -52,6 +52,7 @@ mod edges;
 mod flows;
 mod gating;
 mod newcomer;
+mod pool;
 mod proxy;
 mod tasks;
 
@@ -65,6 +66,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(flows::trials(&probe));
     trials.extend(gating::trials(&probe));
     trials.extend(newcomer::trials(&probe));
+    trials.extend(pool::trials(&probe));
     trials.extend(proxy::trials(&probe));
     trials.extend(tasks::trials(&probe));
     if !args.list {

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::bounds::{Refused, Ticket};
 use super::config::{GATHER, Routes, ServerQuestions};
 use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure, lock};
 use super::parked::{Event, Parked};
@@ -192,8 +193,11 @@ pub(crate) async fn handle(
         return Some(route_away(&core, &front.caller, &state, message).await);
     }
     let (downstream, level) = Downstream::of(front.notes, message.get("params"));
+    // The keyed tag its parked calls are bound to, and its share of the bounds counted by.
+    let tag = front.caller.tag(&core);
+    let whose = Whose::Caller(&tag);
     let outcome = match &link.negotiated {
-        Negotiated::Mrtr => pass_through(&core, &link, downstream, message).await,
+        Negotiated::Mrtr => pass_through(&core, &link, whose, downstream, message).await,
         Negotiated::Legacy { initialized, .. } => {
             let params = message.get("params").cloned();
             if let Some(level) = level.filter(|_| method != "logging/setLevel") {
@@ -207,9 +211,10 @@ pub(crate) async fn handle(
                 )),
                 _ => match Method::parse(&method) {
                     Some(kind) => {
-                        reverse_bridge(&core, &link, &front.caller, downstream, kind, params).await
+                        let caller = (&front.caller, &tag);
+                        reverse_bridge(&core, &link, caller, downstream, kind, params).await
                     }
-                    None => plain(&core, &link, downstream, &method, params).await,
+                    None => plain(&core, &link, whose, downstream, &method, params).await,
                 },
             }
         }
@@ -302,9 +307,50 @@ async fn set_log_level(core: &Arc<Core>, link: &Arc<Link>, initialized: &Value, 
     let params = Some(json!({ "level": level }));
     // The adapter's own request: nothing to relay, no question to be asked.
     let (quiet, _) = Downstream::of(None, None);
-    if let Err(error) = plain(core, link, quiet, "logging/setLevel", params).await {
+    let adapter = Whose::Adapter;
+    if let Err(error) = plain(core, link, adapter, quiet, "logging/setLevel", params).await {
         tracing::warn!(target: TARGET, %error, "the server refused logging/setLevel");
     }
+}
+
+/// Whose request takes a [`turn`] in flight.
+#[derive(Debug, Clone, Copy)]
+enum Whose<'a> {
+    /// A caller's, by its keyed tag (`None`: anonymous, every anonymous caller one caller).
+    Caller(&'a Option<String>),
+    /// The adapter's own (`logging/setLevel`): no caller's share.
+    Adapter,
+}
+
+/// A request's turn in flight: a permit of the in-flight bound, and its caller's ticket.
+#[derive(Debug)]
+struct Turn {
+    _permit: OwnedSemaphorePermit,
+    _ticket: Option<Ticket>,
+}
+
+/// A turn in flight for `whose` request: counted against its caller's fair share first (refused,
+/// naming the bound, when the caller holds its share already, waiting requests included: one
+/// caller cannot fill the queue either), then a permit of the in-flight bound, waited for no
+/// longer than a request may take.
+async fn turn(core: &Core, whose: Whose<'_>) -> Result<Turn, Value> {
+    let ticket = match whose {
+        Whose::Caller(tag) => match core.bounds.enter(tag.clone()) {
+            Ok(ticket) => Some(ticket),
+            Err(Refused::Share(text)) => {
+                tracing::info!(target: TARGET, "a caller holds its share of the requests in flight: refused");
+                return Err(failure(&text));
+            }
+            // Not said of requests in flight (they wait their turn), but refused if it were.
+            Err(Refused::Full) => return Err(failure(texts::UPSTREAM_TIMEOUT)),
+        },
+        Whose::Adapter => None,
+    };
+    let permit = acquire(core, &core.in_flight).await?;
+    Ok(Turn {
+        _permit: permit,
+        _ticket: ticket,
+    })
 }
 
 /// A permit of `semaphore` (the in-flight bound, or the floor), waited for no longer than a
@@ -330,10 +376,11 @@ async fn take_floor(core: &Core) -> Result<Option<OwnedSemaphorePermit>, Value> 
 async fn pass_through(
     core: &Arc<Core>,
     link: &Arc<Link>,
+    whose: Whose<'_>,
     downstream: Downstream,
     mut message: Map<String, Value>,
 ) -> Result<Value, Value> {
-    let _permit = acquire(core, &core.in_flight).await?;
+    let _turn = turn(core, whose).await?;
     let call = Call::start(core, link, downstream);
     message.insert("id".to_owned(), json!(call.id));
     let mut params = message.remove("params");
@@ -349,21 +396,23 @@ async fn pass_through(
 async fn plain(
     core: &Arc<Core>,
     link: &Arc<Link>,
+    whose: Whose<'_>,
     downstream: Downstream,
     method: &str,
     params: Option<Value>,
 ) -> Result<Value, Value> {
-    let _permit = acquire(core, &core.in_flight).await?;
+    let _turn = turn(core, whose).await?;
     let call = Call::start(core, link, downstream);
     call.send(method, legacy_params(params)).await;
     call.answer(|result| modern_result(method, result)).await
 }
 
-/// `tools/call`, `prompts/get` or `resources/read` into a 2025-era session.
+/// `tools/call`, `prompts/get` or `resources/read` into a 2025-era session, for `caller` (as the
+/// front took it, and its keyed tag).
 async fn reverse_bridge(
     core: &Arc<Core>,
     link: &Arc<Link>,
-    caller: &Caller,
+    (caller, tag): (&Caller, &Option<String>),
     downstream: Downstream,
     method: Method,
     params: Option<Value>,
@@ -385,9 +434,10 @@ async fn reverse_bridge(
             tracing::debug!(target: TARGET, "a retry, and the server's questions are off");
             return Err(legacy::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
         }
-        return plain(core, link, downstream, method.as_str(), params).await;
+        let whose = Whose::Caller(tag);
+        return plain(core, link, whose, downstream, method.as_str(), params).await;
     }
-    let _permit = acquire(core, &core.in_flight).await?;
+    let _turn = turn(core, Whose::Caller(tag)).await?;
     let Some(state) = state else {
         // The floor a call holds while it runs in a 2025-era stdio session (its requests name
         // no call); none over HTTP (they come on the call's own answer).
@@ -396,7 +446,7 @@ async fn reverse_bridge(
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
         let parked = Parked {
-            caller: caller.tag(core),
+            caller: tag.clone(),
             method,
             target,
             upstream_id: call.id,
@@ -405,10 +455,11 @@ async fn reverse_bridge(
             seq: 0,
             timer: None,
             floor: Arc::default(),
+            ticket: None,
         };
         return run(core, call, parked, floor).await;
     };
-    let made_by_caller = |tag: Option<&str>| caller.made(core, tag);
+    let made_by_caller = |bound_to: Option<&str>| caller.made(core, bound_to);
     let Some(mut parked) = core.parked.take(&state, made_by_caller, method, &target) else {
         tracing::debug!(target: TARGET, "a retry for a call that is not parked here");
         return Err(legacy::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
@@ -550,7 +601,8 @@ async fn park(
     mut parked: Parked,
     floor: Option<OwnedSemaphorePermit>,
 ) -> Result<Value, Value> {
-    let id = format!("{}.{}", core.replica, uuid_v4());
+    // Its replica, its session in the replica's pool (see `routes`), a random id.
+    let id = format!("{}.{}.{}", core.replica, core.session, uuid_v4());
     if let Some(floor) = floor {
         *lock(&parked.floor) = Some(floor);
         let slot = Arc::clone(&parked.floor);
@@ -571,12 +623,25 @@ async fn park(
         requests.insert(key.clone(), request.clone());
     }
     parked.events = call.park();
+    match core.bounds.park(parked.caller.clone()) {
+        Ok(ticket) => parked.ticket = Some(ticket),
+        Err(Refused::Full) => {
+            cancel(core, parked, "too many calls waiting for an answer");
+            return Err(failure(texts::UPSTREAM_TOO_MANY_PARKED));
+        }
+        Err(Refused::Share(text)) => {
+            tracing::info!(target: TARGET, "a caller holds its share of the parked calls: refused");
+            cancel(
+                core,
+                parked,
+                "the caller holds its share of the calls waiting for an answer",
+            );
+            return Err(failure(&text));
+        }
+    }
     let (timer, taken) = oneshot::channel::<()>();
     parked.timer = Some(timer);
-    if let Err(parked) = core.parked.park(id.clone(), Box::new(parked)) {
-        cancel(core, *parked, "too many calls waiting for an answer");
-        return Err(failure(texts::UPSTREAM_TOO_MANY_PARKED));
-    }
+    core.parked.park(id.clone(), Box::new(parked));
     // With routes, a retry that lands on another replica is routed here through this key.
     let retry_key = routes::key(&id, "retry");
     let routed = match &core.settings.routes {

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
 
 use super::config::{FIRST_BACKOFF, MAX_BACKOFF, STABLE_RUN, Stdio};
 use super::core::{Core, Link, QUEUE, State, TARGET, handshake, lock, stopped};
@@ -34,7 +35,9 @@ pub(crate) fn start(
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let child = spawn(&stdio)?;
-    tokio::spawn(supervise(Arc::clone(core), stdio, child, shutdown));
+    // Its events name the session (of a pool: `UpstreamBuilder::sessions`).
+    let span = tracing::info_span!(target: TARGET, "session", session = core.session);
+    tokio::spawn(supervise(Arc::clone(core), stdio, child, shutdown).instrument(span));
     Ok(())
 }
 
@@ -135,8 +138,9 @@ async fn run(core: &Arc<Core>, mut child: Child, shutdown: &mut watch::Receiver<
     let (writer, queue) = mpsc::channel(QUEUE);
     tokio::spawn(write_lines(stdin, queue));
     let recent = Recent::default();
-    let mut logs = tokio::spawn(log_lines(stderr, Arc::clone(&recent)));
-    let reader = tokio::spawn(read_lines(Arc::clone(core), writer.clone(), stdout));
+    let mut logs = tokio::spawn(log_lines(stderr, Arc::clone(&recent)).in_current_span());
+    let reader =
+        tokio::spawn(read_lines(Arc::clone(core), writer.clone(), stdout).in_current_span());
 
     let handshake = handshake(core, &writer);
     let negotiated = tokio::select! {

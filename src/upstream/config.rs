@@ -309,7 +309,9 @@ pub enum Era {
 ///
 /// Over stdio such a request names no call, so relaying them costs concurrency: the adapter lets
 /// one `tools/call`, `prompts/get` or `resources/read` run in the session at a time (its
-/// questions are that call's). A server that is never to ask runs them all at once.
+/// questions are that call's; a stateless server may be run as a pool of
+/// [`sessions`](super::UpstreamBuilder::sessions), one such call in each). A server that is
+/// never to ask runs them all at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ServerQuestions {
@@ -334,6 +336,10 @@ pub(crate) struct Settings {
     pub(crate) questions: ServerQuestions,
     pub(crate) max_in_flight: usize,
     pub(crate) max_parked: usize,
+    /// How many sessions (children of the same command) serve the calls.
+    pub(crate) sessions: usize,
+    /// The most of the in-flight and of the parked bound one caller may hold (0 to 1).
+    pub(crate) fair_share: f64,
     pub(crate) parked_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) start_timeout: Duration,
@@ -364,6 +370,8 @@ impl Settings {
             questions: ServerQuestions::Relay,
             max_in_flight: 64,
             max_parked: 256,
+            sessions: 1,
+            fair_share: 0.25,
             parked_timeout: Duration::from_secs(600),
             request_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(30),

@@ -5,12 +5,13 @@
 //! [`Core::route`], and writes what comes on its [`Link`]'s queue.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 
+use super::bounds::Bounds;
 use super::config::{Era, Server, ServerQuestions, Settings};
 use super::parked::{Event, ParkedCalls};
 use super::session::{Negotiated, client_capabilities, speaks_mrtr};
@@ -76,12 +77,43 @@ impl Link {
     }
 }
 
-/// Everything the service's clones and the transport's tasks share.
+/// What the sessions of one adapter share (the `sessions` of its pool):
+/// its name among replicas and its bounds.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    /// This adapter's name among replicas: the first part of every parked call's state.
+    pub(crate) replica: String,
+    /// The requests in flight, every session's.
+    pub(crate) in_flight: Arc<Semaphore>,
+    /// The parked calls' bound, and each caller's share of both.
+    pub(crate) bounds: Arc<Bounds>,
+}
+
+impl Shared {
+    pub(crate) fn new(settings: &Settings) -> Self {
+        let max_in_flight = settings.max_in_flight.max(1);
+        Self {
+            replica: super::routes::new_replica(),
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            bounds: Bounds::new(max_in_flight, settings.max_parked, settings.fair_share),
+        }
+    }
+}
+
+/// One session with the server (a child, or the HTTP session), as the service's clones and the
+/// transport's tasks share it: an adapter has `sessions` of them.
 #[derive(Debug)]
 pub(crate) struct Core {
     pub(crate) settings: Settings,
     /// This adapter's name among replicas: the first part of every parked call's state.
     pub(crate) replica: String,
+    /// This session's number in the adapter's pool (from 0): the second part of the state of
+    /// each call parked in it.
+    pub(crate) session: usize,
+    /// The front's requests this session serves now (running, or waiting for its floor): the
+    /// pool gives a new call to the least loaded.
+    load: AtomicUsize,
+    pub(crate) bounds: Arc<Bounds>,
     next_id: AtomicU64,
     waiters: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
     /// The upstream id of the call that takes server-to-client requests now.
@@ -98,21 +130,39 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(settings: Settings) -> Arc<Self> {
-        let max_in_flight = settings.max_in_flight.max(1);
-        let max_parked = settings.max_parked;
+    /// Session number `session` of an adapter whose sessions share `shared`.
+    pub(crate) fn new(settings: Settings, shared: &Shared, session: usize) -> Arc<Self> {
         Arc::new(Self {
             settings,
-            replica: super::routes::new_replica(),
+            replica: shared.replica.clone(),
+            session,
+            load: AtomicUsize::new(0),
+            bounds: Arc::clone(&shared.bounds),
             next_id: AtomicU64::new(1),
             waiters: Mutex::default(),
             floor_holder: Mutex::default(),
             askers: Mutex::default(),
             floor: Arc::new(Semaphore::new(1)),
-            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            in_flight: Arc::clone(&shared.in_flight),
             state: watch::Sender::new(State::Starting),
-            parked: ParkedCalls::new(max_parked),
+            parked: ParkedCalls::default(),
         })
+    }
+
+    /// How many of the front's requests the session serves now.
+    pub(crate) fn load(&self) -> usize {
+        self.load.load(Ordering::Relaxed)
+    }
+
+    /// Counts one request of the front's in this session until the guard is dropped.
+    pub(crate) fn busy(self: &Arc<Self>) -> Busy {
+        self.load.fetch_add(1, Ordering::Relaxed);
+        Busy(Arc::clone(self))
+    }
+
+    /// Whether the session is up (handshaken, not restarting).
+    pub(crate) fn is_ready(&self) -> bool {
+        matches!(&*self.state.borrow(), State::Ready(_))
     }
 
     /// A fresh JSON-RPC id for a request to the server, and the channel its events come on.
@@ -404,6 +454,16 @@ impl Core {
     }
 }
 
+/// One of the front's requests in a session, counted in its load until dropped.
+#[derive(Debug)]
+pub(crate) struct Busy(Arc<Core>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.load.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -485,7 +545,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_goes_to_the_call_whose_answer_carried_it_if_it_may_be_asked() {
-        let core = Core::new(Settings::new(Server::Stdio(Stdio::new("unused"))));
+        let settings = Settings::new(Server::Stdio(Stdio::new("unused")));
+        let core = Core::new(settings.clone(), &Shared::new(&settings), 0);
         let (writer, mut written) = mpsc::channel(8);
         let (asking, mut asking_events) = core.register();
         let (plain, mut plain_events) = core.register();

@@ -15,7 +15,10 @@
 //!   exited while handling this request…"). The child is killed when the last clone of the
 //!   service is dropped (and `kill_on_drop` when the runtime goes), or at
 //!   [`Upstream::shutdown`]. Requests in flight are bounded
-//!   ([`UpstreamBuilder::max_in_flight`]). The child is pinged every 30 s
+//!   ([`UpstreamBuilder::max_in_flight`]). With [`UpstreamBuilder::sessions`]`(n)` it runs `n`
+//!   children of the command (a pool, for a stateless server only: see there), each with its
+//!   own floor; a call takes the least loaded live one, a parked call resumes in its own, and a
+//!   child that exits is restarted alone. The child is pinged every 30 s
 //!   ([`UpstreamBuilder::keep_alive`]); one that does not answer is taken for hung, killed,
 //!   and started and initialized again.
 //! - **Streamable HTTP** (feature `upstream-http`, `upstream::Http`: URL, headers, timeouts): each
@@ -74,7 +77,10 @@
 //!   out once, so nothing runs twice; a retry for a call that is not parked (finished, expired,
 //!   another caller's, the child restarted) gets `-32602` with a clear message. Parked calls
 //!   expire ([`UpstreamBuilder::parked_timeout`]: the upstream gets `notifications/cancelled`)
-//!   and their number is bounded ([`UpstreamBuilder::max_parked`]).
+//!   and their number is bounded ([`UpstreamBuilder::max_parked`]). No caller holds more than
+//!   its share of the parked and the in-flight bounds ([`UpstreamBuilder::fair_share`], a
+//!   quarter by default; every anonymous caller is one caller): beyond it, a JSON-RPC error
+//!   that names the bound.
 //! - **several replicas**: each runs its own child. A retry that lands on another replica than
 //!   the one holding its call is routed there, and the answer back, through a shared registry
 //!   ([`UpstreamBuilder::route_retries`]: the bridge's `PendingAnswers`, e.g. Redis's); the
@@ -88,8 +94,8 @@
 //! client did not declare the capability for. The adapter alone does none of that.
 //!
 //! A 2025-era server's requests to the client name no call on stdio, so there the adapter lets
-//! one `tools/call`, `prompts/get` or `resources/read` run in the session at a time (the others
-//! wait their turn; a parked call keeps the turn a few milliseconds more, so that what its server
+//! one `tools/call`, `prompts/get` or `resources/read` run in the session at a time (a pool of
+//! [`sessions`](UpstreamBuilder::sessions) runs one in each; the others wait their turn; a parked call keeps the turn a few milliseconds more, so that what its server
 //! asks in the same breath is its own, for its next round), and refuses a server-to-client
 //! request made while none runs. Over Streamable HTTP each request comes on the event stream
 //! answering its call's POST, so it is that call's: calls run concurrently, and a request on
@@ -138,11 +144,13 @@
 //! }
 //! ```
 
+mod bounds;
 mod call;
 mod child;
 mod config;
 mod core;
 mod parked;
+mod pool;
 mod routes;
 mod service;
 mod session;

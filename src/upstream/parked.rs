@@ -1,5 +1,6 @@
 //! Calls parked while the client answers the upstream's questions: named by a random id, bound
-//! to the caller, the method and the target, bounded in number, taken out exactly once.
+//! to the caller, the method and the target, taken out exactly once. One session's (each holds
+//! its own); their number is bounded across sessions by a [`Ticket`] each.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,6 +9,7 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
+use super::bounds::Ticket;
 use crate::wire::mcp::Method;
 
 /// What reaches a call from the child.
@@ -47,35 +49,24 @@ pub(crate) struct Parked {
     /// The session's floor, held for the call a moment after it parks (then handed on, or
     /// taken by its retry): shared with the task that hands it on.
     pub(crate) floor: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+    /// Counts the call against the parked bound and its caller's share while it is parked.
+    pub(crate) ticket: Option<Ticket>,
 }
 
-/// The parked calls of one adapter.
-#[derive(Debug)]
+/// The parked calls of one session.
+#[derive(Debug, Default)]
 pub(crate) struct ParkedCalls {
-    max: usize,
     calls: Mutex<HashMap<String, Box<Parked>>>,
 }
 
 impl ParkedCalls {
-    pub(crate) fn new(max: usize) -> Self {
-        Self {
-            max,
-            calls: Mutex::default(),
-        }
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Box<Parked>>> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Parks `call` under `id`; gives it back when the bound is reached.
-    pub(crate) fn park(&self, id: String, call: Box<Parked>) -> Result<(), Box<Parked>> {
-        let mut calls = self.lock();
-        if calls.len() >= self.max {
-            return Err(call);
-        }
-        calls.insert(id, call);
-        Ok(())
+    /// Parks `call` under `id` (its ticket taken already: see [`Bounds`](super::bounds::Bounds)).
+    pub(crate) fn park(&self, id: String, call: Box<Parked>) {
+        self.lock().insert(id, call);
     }
 
     /// Takes out the call `id` if it was made by `caller` for the same method and target: once.
@@ -97,11 +88,6 @@ impl ParkedCalls {
     /// Takes out the call `id` whatever it is (its time ran out).
     pub(crate) fn expire(&self, id: &str) -> Option<Box<Parked>> {
         self.lock().remove(id)
-    }
-
-    /// How many calls are parked now.
-    pub(crate) fn len(&self) -> usize {
-        self.lock().len()
     }
 
     /// Forgets every parked call (the child that ran them exited).
@@ -131,13 +117,14 @@ mod tests {
             seq: 0,
             timer: None,
             floor: Arc::default(),
+            ticket: None,
         })
     }
 
     #[test]
     fn a_call_is_taken_once_and_only_by_its_caller() {
-        let parked = ParkedCalls::new(2);
-        parked.park("a".into(), call(1)).unwrap();
+        let parked = ParkedCalls::default();
+        parked.park("a".into(), call(1));
         assert!(
             parked
                 .take("a", is("k.2"), Method::ToolsCall, &json!("t"))
@@ -166,12 +153,11 @@ mod tests {
     }
 
     #[test]
-    fn the_number_of_parked_calls_is_bounded() {
-        let parked = ParkedCalls::new(1);
-        parked.park("a".into(), call(1)).unwrap();
-        assert!(parked.park("b".into(), call(1)).is_err());
+    fn a_cleared_session_holds_no_call() {
+        let parked = ParkedCalls::default();
+        parked.park("a".into(), call(1));
         assert!(parked.expire("a").is_some());
-        parked.park("b".into(), call(1)).unwrap();
+        parked.park("b".into(), call(1));
         parked.clear();
         assert!(parked.expire("b").is_none());
     }

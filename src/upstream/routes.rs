@@ -2,8 +2,9 @@
 //! back through a shared [`PendingAnswers`](crate::store::PendingAnswers) (the bridge's, e.g.
 //! Redis's): pure naming and shapes, no I/O.
 //!
-//! A parked call's `requestState` is `<replica>.<random id>`. A retry that lands on the replica
-//! named is served there. One that lands on another is delivered under the key
+//! A parked call's `requestState` is `<replica>.<session>.<random id>` (the session: its number
+//! in the replica's pool, `UpstreamBuilder::sessions`). A retry that lands on the replica named
+//! is served there, in the session named. One that lands on another is delivered under the key
 //! `upstream/<state>` / `retry` as `{"message", "caller", "reply"}`, where `caller` is the keyed
 //! tag of the caller (never the identity itself) and `reply` a fresh nonce. The holder, which
 //! subscribed to that key when it parked the call, first delivers an empty acknowledgement
@@ -38,6 +39,13 @@ pub(crate) fn retry(message: Map<String, Value>, caller: Option<String>, reply: 
     json!({"message": message, "caller": caller, "reply": reply})
 }
 
+/// The session of its replica's pool a parked call's state names, when it names one.
+pub(crate) fn session_of(state: &str) -> Option<usize> {
+    let mut parts = state.splitn(3, '.');
+    let (_, session, _) = (parts.next()?, parts.next()?, parts.next()?);
+    session.parse().ok()
+}
+
 /// A routed retry read back: the message, the caller's tag and the reply nonce; `None` when it
 /// is not one.
 pub(crate) fn read_retry(routed: Value) -> Option<(Map<String, Value>, Option<String>, String)> {
@@ -67,6 +75,9 @@ mod tests {
         let state = format!("{replica}.0b5e");
         assert_eq!(replica_of(&state), Some(replica.as_str()));
         assert_eq!(replica_of("no-replica"), None);
+        assert_eq!(session_of(&format!("{replica}.3.0b5e")), Some(3));
+        assert_eq!(session_of(&state), None);
+        assert_eq!(session_of(&format!("{replica}.x.0b5e")), None);
 
         let message = json!({"id": 1, "method": "tools/call"});
         let routed = retry(

@@ -16,10 +16,11 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tower_service::Service;
 
-use super::call::{self, Caller, Front};
+use super::call::{Caller, Front};
 use super::child;
 use super::config::{Era, Routes, Server, ServerQuestions, Settings};
-use super::core::{Core, QUEUE, State};
+use super::core::{Core, QUEUE, Shared, State};
+use super::pool::Pool;
 #[cfg(feature = "upstream-http")]
 use super::streamable;
 use crate::store::PendingAnswers;
@@ -108,7 +109,7 @@ impl Future for ResponseFuture {
 /// [`shutdown`](Self::shutdown). Built with [`Upstream::builder`]. See the [module](super).
 #[derive(Clone, Debug)]
 pub struct Upstream {
-    core: Arc<Core>,
+    pool: Arc<Pool>,
     handle: Arc<Handle>,
 }
 
@@ -137,7 +138,17 @@ impl Upstream {
     /// Returns how many calls are parked now: held while the client answers the server's own
     /// questions, at most [`UpstreamBuilder::max_parked`]. For a gauge.
     pub fn parked_calls(&self) -> usize {
-        self.core.parked.len()
+        self.pool.first().bounds.parked()
+    }
+
+    /// Returns how many of the adapter's sessions are up now (handshaken, not restarting), of
+    /// [`UpstreamBuilder::sessions`]. For a gauge, or to wait for a pool to start.
+    pub fn live_sessions(&self) -> usize {
+        self.pool
+            .sessions()
+            .iter()
+            .filter(|core| core.is_ready())
+            .count()
     }
 
     /// Stops the child (killed if it does not exit), or ends the HTTP session, and waits until
@@ -145,8 +156,10 @@ impl Upstream {
     /// it are answered with an error; clones stop with it.
     pub async fn shutdown(&self) {
         self.handle.shutdown.send_replace(true);
-        let mut state = self.core.state.subscribe();
-        let _ = state.wait_for(|s| matches!(s, State::Stopped)).await;
+        for core in self.pool.sessions() {
+            let mut state = core.state.subscribe();
+            let _ = state.wait_for(|s| matches!(s, State::Stopped)).await;
+        }
     }
 }
 
@@ -194,6 +207,67 @@ impl UpstreamBuilder {
     /// cancelled at the upstream and answered with an error.
     pub fn max_parked(mut self, max: usize) -> Self {
         self.settings.max_parked = max;
+        self
+    }
+
+    /// Sets the most of the in-flight bound ([`max_in_flight`](Self::max_in_flight)) and of the
+    /// parked bound ([`max_parked`](Self::max_parked)) one caller may hold (default `0.25`, a
+    /// quarter; at least one each), so that one caller cannot starve the others. Callers are
+    /// told apart as parked calls are bound to them (their keyed tag, see
+    /// [`caller_from`](Self::caller_from)); every anonymous caller counts as one caller. A
+    /// request of a caller that holds its share of the in-flight bound (its requests running or
+    /// waiting for a turn) is refused at once, and a call that would park beyond its share of
+    /// the parked bound is cancelled at the upstream; each gets a JSON-RPC error (`-32603`) that
+    /// names the bound ("This caller holds 4 of 16 parked calls (a quarter …)"). `1.0` lets a
+    /// caller hold whole bounds.
+    ///
+    /// A share not above 0, or above 1, is an error at [`spawn`](Self::spawn).
+    ///
+    /// ```
+    /// use tower_elicitation::upstream::{Stdio, Upstream};
+    ///
+    /// // Of 64 requests in flight, a caller gets 16; of 32 parked calls, 8.
+    /// let builder = Upstream::builder(Stdio::new("my-mcp-server"))
+    ///     .max_parked(32)
+    ///     .fair_share(0.25);
+    /// # let _ = builder;
+    /// ```
+    pub fn fair_share(mut self, share: f64) -> Self {
+        self.settings.fair_share = share;
+        self
+    }
+
+    /// Sets how many sessions with a stdio server run at once (default 1): `n` children of the
+    /// same command, each with its own floor (a 2025-era server's questions over stdio name no
+    /// call, so each session runs one call that may be asked at a time:
+    /// [`server_questions`](Self::server_questions)). A call takes the least loaded live
+    /// session; a parked call's rounds resume in the session holding it (its `requestState`
+    /// names the session; a retry routed from another replica reaches it the same way). A
+    /// session whose child exits is restarted alone: its calls in flight get an error, its
+    /// parked calls are gone (their retries are refused as for an expired call), the others
+    /// keep serving. The bounds ([`max_in_flight`](Self::max_in_flight),
+    /// [`max_parked`](Self::max_parked)) are the whole pool's. A call's progress and log
+    /// notifications come from its own session; other notifications (`list_changed`, …) are
+    /// logged per session, as with one.
+    ///
+    /// **Only for a stateless server**: each child has its own memory, and the calls of one
+    /// caller land in any of them. A server whose tools read and write files, a database or an
+    /// API may be pooled (`server-filesystem`, `server-fetch`, most API wrappers); one that holds
+    /// state in its process may not (`server-memory`'s knowledge graph, a server that keeps a
+    /// browser page or a shell open between calls, one that counts or caches per session): its
+    /// callers would see a different state on each call. `0` is an error at
+    /// [`spawn`](Self::spawn), as is more than 1 with an HTTP server (one session takes its
+    /// calls at once).
+    ///
+    /// ```
+    /// use tower_elicitation::upstream::{Stdio, Upstream};
+    ///
+    /// // A stateless server whose tools ask: four calls that may be asked run at once.
+    /// let builder = Upstream::builder(Stdio::new("my-stateless-mcp-server")).sessions(4);
+    /// # let _ = builder;
+    /// ```
+    pub fn sessions(mut self, n: usize) -> Self {
+        self.settings.sessions = n;
         self
     }
 
@@ -290,23 +364,54 @@ impl UpstreamBuilder {
     ///
     /// # Errors
     ///
+    /// `InvalidInput` for [`sessions`](Self::sessions) of 0 (or more than 1 with an HTTP
+    /// server) or a [`fair_share`](Self::fair_share) out of range.
     /// When the command cannot be started (not found, not executable, a bad working directory);
     /// for an HTTP server, when its URL is not a valid `http://` URL or a header given is not
     /// valid (`InvalidInput`). A child that starts and then exits, or fails its handshake, is
     /// restarted with back-off, as is the handshake with an HTTP server that cannot be reached;
     /// requests meanwhile get a JSON-RPC error saying why.
     pub fn spawn(self) -> std::io::Result<Upstream> {
-        let server = self.settings.server.clone();
-        let core = Core::new(self.settings);
+        let invalid = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+        let settings = self.settings;
+        if settings.sessions == 0 {
+            return Err(invalid(
+                "sessions: at least 1 (one child of the command; more only for a stateless server)",
+            ));
+        }
+        if !(settings.fair_share > 0.0 && settings.fair_share <= 1.0) {
+            return Err(invalid(
+                "fair_share: more than 0 and at most 1 (a caller's share of the in-flight and parked bounds)",
+            ));
+        }
+        let shared = Shared::new(&settings);
         let (shutdown, stop) = watch::channel(false);
-        match server {
-            Server::Stdio(stdio) => child::start(&core, stdio, stop)?,
+        // Dropped on an error below: the sessions started already stop with it.
+        let handle = Arc::new(Handle { shutdown });
+        let mut sessions = Vec::with_capacity(settings.sessions);
+        match &settings.server {
+            Server::Stdio(stdio) => {
+                for session in 0..settings.sessions {
+                    let core = Core::new(settings.clone(), &shared, session);
+                    child::start(&core, stdio.clone(), stop.clone())?;
+                    sessions.push(core);
+                }
+            }
             #[cfg(feature = "upstream-http")]
-            Server::Http(http) => streamable::start(&core, http, stop)?,
+            Server::Http(http) => {
+                if settings.sessions != 1 {
+                    return Err(invalid(
+                        "sessions: an HTTP server takes calls at once in one session; a pool is for stdio servers",
+                    ));
+                }
+                let core = Core::new(settings.clone(), &shared, 0);
+                streamable::start(&core, http.clone(), stop)?;
+                sessions.push(core);
+            }
         }
         Ok(Upstream {
-            core,
-            handle: Arc::new(Handle { shutdown }),
+            pool: Arc::new(Pool::new(sessions)),
+            handle,
         })
     }
 }
@@ -327,12 +432,12 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         ResponseFuture {
-            inner: Box::pin(serve(Arc::clone(&self.core), request)),
+            inner: Box::pin(serve(Arc::clone(&self.pool), request)),
         }
     }
 }
 
-async fn serve<B>(core: Arc<Core>, request: Request<B>) -> Response<ResponseBody>
+async fn serve<B>(pool: Arc<Pool>, request: Request<B>) -> Response<ResponseBody>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
@@ -345,8 +450,9 @@ where
         return response;
     }
     let (parts, body) = request.into_parts();
-    let caller = core.settings.callers.principal(&parts);
-    let bytes = match read_limited(body, core.settings.max_body_bytes).await {
+    let settings = &pool.first().settings;
+    let caller = settings.callers.principal(&parts);
+    let bytes = match read_limited(body, settings.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(failed) => {
             let (code, message) = failed.code_and_message();
@@ -385,7 +491,7 @@ where
             caller: Caller::Principal(caller),
             notes: None,
         };
-        return answer(call::handle(core, front, message).await);
+        return answer(pool.dispatch(front, message).await);
     }
     // An event stream, as rmcp's and the TypeScript SDK's servers answer by default: the call's
     // notifications as they come, the answer as the last event (all in one piece when they come
@@ -395,7 +501,7 @@ where
         caller: Caller::Principal(caller),
         notes: Some(notes),
     };
-    let mut handled = Box::pin(call::handle(core, front, message));
+    let mut handled = Box::pin(async move { pool.dispatch(front, message).await });
     let first = tokio::select! {
         biased;
         response = &mut handled => {

@@ -71,6 +71,7 @@ mod single_use;
 mod tasks;
 mod upstream;
 mod upstream_concurrency;
+mod upstream_pool;
 mod upstream_rmcp;
 
 fn main() -> std::process::ExitCode {
@@ -86,6 +87,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(tasks::trials(&probe));
     trials.extend(upstream::trials(&probe));
     trials.extend(upstream_concurrency::trials(&probe));
+    trials.extend(upstream_pool::trials(&probe));
     trials.extend(upstream_rmcp::trials(&probe));
     if !args.list {
         probe.announce();

@@ -535,8 +535,13 @@ async fn python_a_child_that_dies_mid_call_is_an_error_and_the_next_call_works()
 }
 
 async fn python_parked_calls_expire_and_are_bounded() {
-    let Some(stack) = python(|b| b.parked_timeout(Duration::from_millis(500)).max_parked(2)).await
-    else {
+    // One caller fills the whole bound here (its fair share is all of it): the bound itself.
+    let bounded = |b: UpstreamBuilder| {
+        b.parked_timeout(Duration::from_millis(500))
+            .max_parked(2)
+            .fair_share(1.0)
+    };
+    let Some(stack) = python(bounded).await else {
         return;
     };
     let args = |n: u32| json!({"restaurant": format!("R{n}")});
