@@ -251,7 +251,19 @@ impl<'c> GateRound<'c> {
             .filter(|(gate, _)| matches!(gate.kind, GateKind::Url { .. }))
             .map(|(gate, handle)| (gate.key.clone(), handle.clone()))
             .collect();
+        if let Some(by) = self.expires_by(now) {
+            claims.expires_at = claims.expires_at.min(by);
+        }
         Ok(Decided::Respond(ask(round, claims, requests, config)))
+    }
+
+    /// When a question of the gates still pending must be answered by ([`Gate::approval_ttl`]),
+    /// asked at `now`; `None` when none bounds it below the layer's own time to live.
+    fn expires_by(&self, now: u64) -> Option<u64> {
+        self.pending()
+            .filter_map(|(gate, _)| gate.approval_ttl)
+            .min()
+            .map(|ttl| now.saturating_add(ttl))
     }
 
     /// The question of every pending gate, in order, a URL gate's without its URL yet.
@@ -396,7 +408,8 @@ impl<'c> GateRound<'c> {
                 return Err(refuse(round, INVALID_PARAMS, &why, None).into());
             }
             Ok(Checked::Reask { ask, asked, kept }) => {
-                let reply = reask(round, claims, asked, ask, kept, config, now);
+                let by = self.expires_by(now);
+                let reply = reask(round, claims, asked, ask, kept, config, now, by);
                 return Err(reply.unwrap_or_else(identity).into());
             }
             Ok(Checked::Complete(answers)) => answers,
@@ -417,7 +430,8 @@ impl<'c> GateRound<'c> {
                 .into_iter()
                 .filter(|(key, _)| !again.contains_key(key) && !completed.contains(key))
                 .collect();
-            let reply = reask(&round, claims, asked, again, kept, config, now);
+            let by = self.expires_by(now);
+            let reply = reask(&round, claims, asked, again, kept, config, now, by);
             return Err(reply.unwrap_or_else(identity).into());
         }
         Ok(self.forward_accepted(claims, &answers, call))

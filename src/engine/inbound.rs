@@ -437,7 +437,7 @@ fn forward_answered<R>(
             None,
         )),
         Ok(Checked::Reask { ask, asked, kept }) => {
-            Err(reask(&round, claims, asked, ask, kept, config, now).unwrap_or_else(identity))
+            Err(reask(&round, claims, asked, ask, kept, config, now, None).unwrap_or_else(identity))
         }
         Ok(Checked::Complete(mut answers)) => {
             let delivered = gated.map(GateRound::delivery);

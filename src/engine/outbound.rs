@@ -327,7 +327,7 @@ pub(crate) fn judge_probe(
             None,
         ))),
         Ok(Checked::Reask { ask, asked, kept }) => {
-            let reply = reask(&round, &claims, asked, ask, kept, config, now);
+            let reply = reask(&round, &claims, asked, ask, kept, config, now, None);
             if reply.is_ok() {
                 config.validators.keep(made);
             }

@@ -21,6 +21,10 @@ use crate::wire::mcp::{InputKind, add_requirement};
 /// The layer's own `input_required`: ask `ask_now` again, keep `kept`, same inner state. The
 /// token records `asked` as the questions (what was asked before, but for pre-filled defaults).
 /// `Ok` is the sealed `input_required`; `Err` a refusal (the round cap, or a token too large).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call's whole re-ask, read in one place"
+)]
 pub(super) fn reask(
     round: &Round,
     previous: &Claims,
@@ -29,6 +33,7 @@ pub(super) fn reask(
     kept: Map<String, Value>,
     config: &Config,
     now: u64,
+    expires_by: Option<u64>,
 ) -> Result<Reply, Reply> {
     let mut claims = new_claims(
         round,
@@ -39,6 +44,9 @@ pub(super) fn reask(
         config,
         now,
     );
+    if let Some(by) = expires_by {
+        claims.expires_at = claims.expires_at.min(by);
+    }
     // The URL flows still asked keep the handles they were asked with.
     claims.flow_handles = previous
         .flow_handles

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -85,6 +86,8 @@ pub struct Gate {
     condition: Option<Arc<ConditionFn>>,
     meta: Option<Arc<MetaFn>>,
     refusal_for: Option<Arc<MessageFn>>,
+    /// How long its question's `requestState` holds, in seconds, when shorter than the layer's.
+    pub(crate) approval_ttl: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -225,6 +228,7 @@ impl Gate {
             condition: None,
             meta: None,
             refusal_for: None,
+            approval_ttl: None,
         }
     }
 
@@ -261,6 +265,26 @@ impl Gate {
         F: Fn(&GateCall<'_>) -> String + Send + Sync + 'static,
     {
         self.refusal_for = Some(Arc::new(refusal));
+        self
+    }
+
+    /// Sets how long the person has to answer the gate's question: the `requestState` sealed
+    /// with it holds for at most `ttl` (whole seconds, at least one), so an approval is good only
+    /// for a retry that soon. Default: the layer's [`ttl`](crate::ElicitationLayer::ttl); a
+    /// longer `ttl` than the layer's changes nothing. Each round asking the gate (again) gets the
+    /// same bound.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower_elicitation::Gate;
+    ///
+    /// let gate = Gate::form("approval", r#"{"type": "object", "properties": {}}"#)?
+    ///     .approval_ttl(Duration::from_secs(60));
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn approval_ttl(mut self, ttl: Duration) -> Self {
+        self.approval_ttl = Some(ttl.as_secs().max(1));
         self
     }
 

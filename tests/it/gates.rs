@@ -1451,6 +1451,62 @@ async fn gate_meta_and_refusal_are_built_from_the_call(mode: Mode) {
     assert_eq!(refused.tool_error(), "publish was not approved.");
 }
 
+/// The lifetime, in seconds, of the claims `state` seals (`exp - iat`), read from its body.
+fn lifetime_of(state: &str) -> u64 {
+    use base64::Engine as _;
+    let body = state.split('.').nth(2).expect("v1.kid.body.mac");
+    let claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(body)
+            .expect("base64url"),
+    )
+    .expect("claims JSON");
+    claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap()
+}
+
+/// A gate's `approval_ttl` bounds each `requestState` that asks it, below the layer's `ttl`;
+/// a gate without one keeps the layer's.
+async fn approval_ttl_bounds_the_state_that_asks_the_gate(mode: Mode) {
+    let ttl = |gate: Gate| {
+        ElicitationLayer::new(keyring())
+            .ttl(std::time::Duration::from_secs(600))
+            .gate(GateTarget::tool("ship"), gate)
+            .expect("a gate")
+    };
+    let ship = || {
+        Gate::form(
+            SHIP_KEY,
+            json!({"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]}),
+        )
+        .expect("a form")
+        .require(|content, _| content.get("approve") == Some(&Value::Bool(true)))
+        .retry_hint("Say yes.")
+    };
+    for (gate, expected) in [
+        (ship().approval_ttl(std::time::Duration::from_secs(45)), 45),
+        (ship(), 600),
+    ] {
+        let mcp = ServiceBuilder::new()
+            .layer(ttl(gate))
+            .service(studio::service(Journal::default(), mode.json_response()));
+        let mcp = Mcp::new(Router::new().nest_service(MCP_PATH, mcp));
+        let send = |extra: Value| {
+            let params = tool_params("ship", json!({}), extra);
+            let mcp = &mcp;
+            async move { mcp.send(&Caller::new(), "tools/call", params).await }
+        };
+        let asked = send(json!({})).await.asked();
+        assert_eq!(lifetime_of(&asked.state), expected);
+        // Asked again after a "no": the same bound.
+        let no = answering(
+            &asked.state,
+            json!({ SHIP_KEY: accept(json!({ "approve": false })) }),
+        );
+        let again = send(no).await.asked();
+        assert_eq!(lifetime_of(&again.state), expected);
+    }
+}
+
 async fn url_flow_errors_are_internal_errors(mode: Mode) {
     let studio = StudioHarness::new(mode);
     let reply = studio
@@ -1743,6 +1799,7 @@ in_both_modes!(
     gates_on_one_call_are_asked_together,
     gate_conditions_ask_skip_or_refuse,
     gate_meta_and_refusal_are_built_from_the_call,
+    approval_ttl_bounds_the_state_that_asks_the_gate,
     url_flow_errors_are_internal_errors,
     prompt_gate,
     resource_prefix_gate,
