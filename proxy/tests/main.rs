@@ -49,6 +49,7 @@ mod upstream {
 mod edges;
 mod flows;
 mod gating;
+mod identity;
 mod newcomer;
 mod proxy;
 mod tasks;
@@ -60,6 +61,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(edges::trials(&probe));
     trials.extend(flows::trials(&probe));
     trials.extend(gating::trials(&probe));
+    trials.extend(identity::trials(&probe));
     trials.extend(newcomer::trials(&probe));
     trials.extend(proxy::trials(&probe));
     trials.extend(tasks::trials(&probe));
