@@ -511,6 +511,18 @@ mod tests {
     }
 
     #[test]
+    fn the_stdio_caller_is_the_configured_one_else_the_os_user() {
+        assert_eq!(stdio_caller(Some("alice")).principal(), "alice");
+        let os = stdio_caller(None);
+        let expected = std::env::var("USER")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .or_else(|| std::env::var("LOGNAME").ok().filter(|v| !v.is_empty()))
+            .unwrap_or_else(|| format!("uid:{}", rustix::process::getuid().as_raw()));
+        assert_eq!(os.principal(), expected);
+    }
+
+    #[test]
     fn bearer_tokens_are_read_case_blind() {
         let mut headers = http::HeaderMap::new();
         headers.insert(

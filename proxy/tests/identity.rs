@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 crate::trials! {
     [Upstreams] current_thread bearer_tokens_and_api_keys_name_the_caller,
+    [Upstreams] current_thread keys_that_cannot_be_read_refuse_every_call,
     [] sync identity_mistakes_name_their_line,
 }
 
@@ -275,6 +276,49 @@ api_keys = "file:callers.txt"
         )
         .await;
     assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    drop(proxy);
+}
+
+async fn keys_that_cannot_be_read_refuse_every_call() {
+    // Nothing listens there: the JWKS cannot be read, at start or later.
+    let closed = format!("http://127.0.0.1:{}/jwks.json", free_port());
+    let port = free_port();
+    let setup = Setup::new(
+        "identity-down",
+        &filesystem(),
+        port,
+        &format!(
+            r#"
+[identity]
+jwt = {{ issuer = "{ISSUER}", audiences = ["{AUDIENCE}"], jwks_url = "{closed}" }}
+"#
+        ),
+    );
+    let proxy = Proxy::start(&setup.config, port).await;
+    let alice = format!("Bearer {}", token("k1", "alice", json!({})));
+    for _ in 0..3 {
+        let (status, _) = knock(&proxy.url, Some(&alice)).await;
+        assert_eq!(status, 503, "fails closed");
+    }
+    let arguments = json!({"path": setup.data("a.txt").display().to_string(), "content": "A"});
+    let text = reqwest::Client::new()
+        .post(&proxy.url)
+        .header("authorization", &alice)
+        .header("content-type", "application/json")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "write_file", "arguments": arguments}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(text.status().as_u16(), 503);
+    assert!(!setup.data("a.txt").exists());
+    // Without a token it is still the challenge: the client learns where to get one.
+    let (status, challenge) = knock(&proxy.url, None).await;
+    assert_eq!(status, 401);
+    assert!(challenge.unwrap().starts_with("Bearer resource_metadata="));
     drop(proxy);
 }
 
