@@ -78,8 +78,8 @@ pub struct Jwt {
     client: reqwest::Client,
 }
 
-/// A JWKS's keys by `kid` (a key without one under "").
-type Keys = HashMap<String, DecodingKey>;
+/// A JWKS's keys by `kid` (a key without one under ""), each with the `alg` its JWK names.
+type Keys = HashMap<String, (DecodingKey, Option<String>)>;
 
 impl Jwt {
     /// Checks `spec`.
@@ -175,9 +175,16 @@ impl Jwt {
         let set: JwkSet = serde_json::from_slice(&text).map_err(|e| format!("not a JWKS: {e}"))?;
         let mut keys = Keys::new();
         for jwk in &set.keys {
+            if matches!(
+                jwk.common.public_key_use,
+                Some(jsonwebtoken::jwk::PublicKeyUse::Encryption)
+            ) {
+                continue;
+            }
             match DecodingKey::from_jwk(jwk) {
                 Ok(key) => {
-                    keys.insert(jwk.common.key_id.clone().unwrap_or_default(), key);
+                    let alg = jwk.common.key_algorithm.map(|alg| alg.to_string());
+                    keys.insert(jwk.common.key_id.clone().unwrap_or_default(), (key, alg));
                 }
                 Err(e) => {
                     tracing::warn!(kid = ?jwk.common.key_id, "[identity] jwt: a JWKS key is skipped: {e}")
@@ -244,6 +251,13 @@ impl Jwt {
                 }
             }
         };
+        let (key, key_alg) = key;
+        if key_alg.is_some_and(|alg| alg != format!("{:?}", head.alg)) {
+            return Err(Refused::Invalid(format!(
+                "alg {:?} is not the one its key {kid:?} names",
+                head.alg
+            )));
+        }
         let mut validation = Validation::new(head.alg);
         validation.algorithms = vec![head.alg];
         validation.leeway = self.spec.leeway.unwrap_or(60);

@@ -54,6 +54,20 @@ fn token(kid: &str, sub: &str, claims: Value) -> String {
     jsonwebtoken::encode(&header, &body, &EncodingKey::from_ed_der(&der)).unwrap()
 }
 
+/// A token in the old algorithm-confusion attack: HS256, keyed with `kid`'s public key.
+fn confused(kid: &str, sub: &str) -> String {
+    let mut header = Header::new(Algorithm::HS256);
+    header.kid = Some(kid.to_owned());
+    let body = json!({"iss": ISSUER, "aud": AUDIENCE, "sub": sub, "exp": now() + 600});
+    let public = jwk(kid)["x"].as_str().unwrap().to_owned();
+    jsonwebtoken::encode(
+        &header,
+        &body,
+        &EncodingKey::from_secret(public.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
 /// The test issuer's JWKS on loopback: the keys it serves now, and how many times it was read.
 struct Issuer {
     keys: Arc<Mutex<Vec<Value>>>,
@@ -158,6 +172,7 @@ api_keys = "file:callers.txt"
         token("k1", "alice", json!({"aud": "https://other.test"})),
         token("k1", "alice", json!({"iss": "https://evil.test"})),
         format!("{}x", token("k1", "alice", json!({}))),
+        confused("k1", "alice"),
     ] {
         let (status, challenge) = knock(&proxy.url, Some(&format!("Bearer {bad}"))).await;
         assert_eq!(status, 401);
