@@ -135,8 +135,10 @@ const flows = {
     await shot(dialog, 'proxy-write-form');
     await dialog.getByRole('button', { name: 'Decline' }).click();
     await closed(`Write to "${target}"?`);
-    await resultWith('The request was not approved.');
+    // The refusal names the call's decision, as the proxy's decision log does.
+    await resultWith(/The request was not approved\. \(decision d-[0-9a-f]{16}\)/);
     expect(!existsSync(target), `${target} was written after a decline`);
+    await page.screenshot({ path: join(results, 'proxy-write-declined.png'), animations: 'disabled' });
   },
 
   async 'write_file: asked; approved; written, the file holds what was typed'() {

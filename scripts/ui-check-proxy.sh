@@ -7,7 +7,8 @@
 #
 #   1. read_text_file: the file's text, and no question asked (no dialog; the proxy's /metrics
 #      counts no `ask`);
-#   2. write_file, declined in the dialog: refused ("The request was not approved."), no file;
+#   2. write_file, declined in the dialog: refused ("The request was not approved. (decision
+#      d-…)", the call's decision id), no file;
 #   3. write_file, approved in the dialog: written, the file on disk holds what was typed.
 #
 #   scripts/ui-check-proxy.sh           # run the check
@@ -109,7 +110,7 @@ echo "ui-check-proxy, both eras: $passed passed, $failed failed"
 [[ $failed -eq 0 && $passed -gt 0 ]] || rc=1
 
 if [[ $rc -eq 0 && -n $docs ]]; then
-    for name in proxy-write-form proxy-write-done; do
+    for name in proxy-write-form proxy-write-declined proxy-write-done; do
         cp "$results/modern/$name.png" "$root/docs/ui-$name.png"
     done
     log "copied the screenshots into $root/docs/"

@@ -252,6 +252,10 @@ pub struct GateSpec {
     pub show: Option<String>,
     /// Whether the gate's `tools` also gate the prompts of the same names (default `true`).
     pub cover_prompts: Option<bool>,
+    /// A CEL condition: the rule decides only the calls it holds for ([`crate::policy`]).
+    pub when: Option<String>,
+    /// `ask` (the default), `deny` or `allow`: what the rule does with the calls it decides.
+    pub action: Option<String>,
 }
 
 /// `complete_when`: a Redis key or an HTTP URL, with `{handle}` and `{argument}` placeholders.

@@ -1,9 +1,13 @@
 //! The decision log: one JSON line on stderr per decision of the layer, saying when (`time`, Unix
 //! milliseconds), which (`id`, unique to the line), what was called (`method`, `tool`: the tool's
 //! or prompt's name, or the resource's URI), which gate of the file judged it, the outcome
-//! (`ask`, `gates_accepted`, `gate_refused`, `forward`, `refused`, `rejected_state`, …), the
-//! round, the caller, and for a refusal why (`declined`, `cancelled`, `not_allowed`,
-//! `single_use`). Never the answers' content, nor the arguments: only these fixed fields.
+//! (`ask`, `gates_accepted`, `gate_refused`, `allowed`, `forward`, `refused`,
+//! `rejected_state`, …), the round, the caller, and for a refusal why (`declined`, `cancelled`,
+//! `not_allowed`, `single_use`, `denied` by a rule, `condition_failed`). `gate` is the rule of
+//! the file that decided (with conditions, the one the file's order chose), and `decision_id`
+//! the call's decision ([`crate::policy::decision_id`]: the same on each round of one call, in
+//! the question's `_meta` and in the refusal, so a person can quote it). Never the answers'
+//! content, nor the arguments: only these fixed fields.
 //!
 //! ```text
 //! {"time":1764700000123,"id":"d-5f1c0a2b-17","decision":"gate_refused","method":"tools/call","tool":"write_file","gate":"gate 1 (line 9)","caller":"k1.Zm9vYmFy…","round":1,"why":"declined"}
@@ -80,8 +84,21 @@ fn decision_id() -> String {
 /// The caller tag a span recorded.
 struct Caller(String);
 
+/// The file's rule that decided the span's call ([`crate::policy`] says so in an event of target
+/// [`RULE_TARGET`]), and why it refused, when it did.
+struct Decider {
+    rule: String,
+    why: Option<String>,
+    decision: Option<String>,
+}
+
+/// The target of the event in which a rule of the file says it decided a call.
+pub const RULE_TARGET: &str = "elicitation_proxy::rule";
+
 #[derive(Default)]
 struct Fields {
+    rule: Option<String>,
+    decision: Option<String>,
     outcome: Option<String>,
     method: Option<String>,
     target: Option<String>,
@@ -109,6 +126,8 @@ impl Visit for Fields {
 impl Fields {
     fn record(&mut self, field: &Field, value: String) {
         match field.name() {
+            "rule" => self.rule = Some(value),
+            "decision" => self.decision = Some(value),
             "outcome" => self.outcome = Some(value),
             "method" => self.method = Some(value),
             "target" => self.target = Some(value),
@@ -147,7 +166,27 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        if !event.metadata().target().starts_with("tower_elicitation") {
+        let target = event.metadata().target();
+        if target == RULE_TARGET {
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            let call = ctx
+                .event_scope(event)
+                .and_then(|mut scope| scope.find(|span| span.metadata().name() == CALL_SPAN));
+            if let (Some(span), Some(rule)) = (call, fields.rule.clone()) {
+                let why = fields.why.clone();
+                let decision = fields.decision.clone();
+                span.extensions_mut().replace(Decider {
+                    rule,
+                    why,
+                    decision,
+                });
+            }
+            // A rule that lets a call through says so itself: the layer sees no gate.
+            if fields.outcome.is_none() {
+                return;
+            }
+        } else if !target.starts_with("tower_elicitation") {
             return;
         }
         let mut fields = Fields::default();
@@ -155,6 +194,15 @@ where
         let Some(outcome) = fields.outcome else {
             return;
         };
+        // The rule that decided, as the file's conditions chose it; else the one gate the
+        // target has.
+        let decider = ctx.event_scope(event).and_then(|mut scope| {
+            scope.find_map(|span| {
+                span.extensions()
+                    .get::<Decider>()
+                    .map(|d| (d.rule.clone(), d.why.clone(), d.decision.clone()))
+            })
+        });
         // The innermost call's: a call the bridge makes for a 2025-era host runs in a task of
         // its own, and its span is the layer's, of the request the layer saw.
         let caller = ctx
@@ -163,7 +211,22 @@ where
                 scope.find_map(|span| span.extensions().get::<Caller>().map(|c| c.0.clone()))
             })
             .unwrap_or_else(|| "unknown".to_owned());
-        let gate = fields.target.as_deref().and_then(|t| self.labels.of(t));
+        let (gate, why, decision) = match decider {
+            Some((rule, why, decision)) => {
+                let refused = outcome == "gate_refused";
+                let why = if refused {
+                    why.or(fields.why)
+                } else {
+                    fields.why
+                };
+                (Some(rule), why, decision)
+            }
+            None => (
+                fields.target.as_deref().and_then(|t| self.labels.of(t)),
+                fields.why,
+                None,
+            ),
+        };
         let mut line = Map::new();
         let time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -175,6 +238,7 @@ where
             ("method", fields.method),
             ("tool", fields.target),
             ("gate", gate),
+            ("decision_id", decision),
             ("caller", Some(caller)),
         ] {
             line.insert(key.into(), value.map_or(Value::Null, Value::String));
@@ -183,7 +247,7 @@ where
             "round".into(),
             fields.round.map_or(Value::Null, Value::from),
         );
-        if let Some(why) = fields.why {
+        if let Some(why) = why {
             line.insert("why".into(), Value::String(why));
         }
         let mut stderr = std::io::stderr().lock();

@@ -19,6 +19,7 @@ use tower_elicitation::{Gate, GateTarget};
 use crate::catalog::{Catalog, Change};
 use crate::config::{Config, ConfigError, GateSpec, OnToolChange, Source};
 use crate::flows::{Backends, Check, ConfiguredFlow};
+use crate::policy::{self, Action, Condition, Policy, Rule};
 use crate::shown;
 use crate::template::{self, is_name};
 
@@ -33,14 +34,15 @@ pub struct Offered {
     pub prompts: BTreeMap<String, Vec<String>>,
     /// The resources' URIs (each "takes" `uri`, the placeholder a resource gate's message has).
     pub resources: BTreeMap<String, Vec<String>>,
+    /// A sample of each tool's arguments, typed as its `inputSchema` says: what a condition is
+    /// tried on when the file is read.
+    pub samples: BTreeMap<String, Value>,
 }
 
 /// One gate on one target, as built and as the client will see it.
 pub struct Built {
     pub target: GateTarget,
     pub gate: Gate,
-    /// `tool write_file`, `tool delete_*` or `prompt p`.
-    pub name: String,
     /// The tool's or prompt's own name, or the pattern.
     pub target_name: String,
     /// What the upstream lists now that the target matches.
@@ -55,20 +57,22 @@ pub struct Built {
     pub covered_prompt: bool,
 }
 
-/// Every gate of the file, and what `--check` warns of.
+/// Every gate of the file, the order they decide in, and what `--check` warns of.
 pub struct Gates {
     pub built: Vec<Built>,
+    pub policy: Arc<Policy>,
     pub warnings: Vec<String>,
 }
 
-/// How a `require` rule judges its field.
+/// How a `require` entry judges its field.
 #[derive(Debug, Clone)]
-enum Rule {
+enum Requirement {
     Equals(Value),
     SameAs(String),
 }
 
-/// Every gate of `config` on every target it names.
+/// Every gate of `config` on every target it names, each deciding the calls the file's order
+/// gives it ([`policy`](crate::policy)).
 pub fn build(
     source: &Source,
     config: &Config,
@@ -76,26 +80,97 @@ pub fn build(
     backends: &Backends,
     catalog: &Arc<Catalog>,
 ) -> Result<Gates, ConfigError> {
-    let mut gates = Gates {
-        built: Vec::new(),
-        warnings: Vec::new(),
-    };
+    let mut rules = Vec::new();
+    let mut each = Vec::new();
+    let mut warnings = Vec::new();
     for (number, spanned) in config.gates.iter().enumerate() {
         let line = source.line_of(spanned.span().start);
         let spec = spanned.get_ref();
         let label = format!("gate {} (line {})", number + 1, line);
         let fail =
             |message: String| source.error(Some(line), format!("gate {}: {message}", number + 1));
-        let (mut built, warnings) = one(spec, offered, backends, catalog).map_err(fail)?;
+        let (mut built, found, mut rule) = one(spec, offered, backends, catalog).map_err(fail)?;
         for gate in &mut built {
             gate.label = label.clone();
         }
-        gates
-            .warnings
-            .extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
-        gates.built.extend(built);
+        rule.label = label.clone();
+        warnings.extend(found.into_iter().map(|w| format!("{label}: {w}")));
+        each.push(built);
+        rules.push(rule);
     }
-    Ok(gates)
+    warnings.extend(shadowed(&rules, offered));
+    let policy = Arc::new(Policy { rules });
+    let mut built = Vec::new();
+    for (index, gates) in each.into_iter().enumerate() {
+        let rule = &policy.rules[index];
+        let denial: Arc<str> = match &config.gates[index].get_ref().refusal {
+            Some(text) if rule.action == Action::Deny => text.as_str().into(),
+            _ => format!(
+                "Not run: {} of the proxy's file refuses this call.",
+                rule.label
+            )
+            .into(),
+        };
+        built.extend(gates.into_iter().map(|mut gate| {
+            let condition = policy::gate_condition(&policy, index, Arc::clone(&denial));
+            gate.gate = gate.gate.when(condition);
+            gate
+        }));
+    }
+    Ok(Gates {
+        built,
+        policy,
+        warnings,
+    })
+}
+
+/// The rules that never take part in a listed call's decision: an earlier rule without a
+/// condition matches every such call first, and decides it (`deny`, `allow`) or asks under the
+/// same key. (An earlier `ask` does not hide a later `deny` or `allow` this way: those end the
+/// reading, as a warning would not say.)
+fn shadowed(rules: &[Rule], offered: &Offered) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (at, rule) in rules.iter().enumerate() {
+        for (method, target, pattern) in &rule.targets {
+            let names = match *method {
+                "tools/call" => &offered.tools,
+                "prompts/get" => &offered.prompts,
+                _ => &offered.resources,
+            };
+            let listed: Vec<&String> = names
+                .keys()
+                .filter(|name| target.applies_to(method, name))
+                .collect();
+            let first = listed.iter().find_map(|name| {
+                rules[..at]
+                    .iter()
+                    .find(|earlier| {
+                        earlier.when.is_none()
+                            && (earlier.action != Action::Ask
+                                || (rule.action == Action::Ask && earlier.key == rule.key))
+                            && earlier
+                                .targets
+                                .iter()
+                                .any(|(m, t, _)| m == method && t.applies_to(method, name))
+                    })
+                    .filter(|earlier| {
+                        listed.iter().all(|name| {
+                            earlier
+                                .targets
+                                .iter()
+                                .any(|(m, t, _)| m == method && t.applies_to(method, name))
+                        })
+                    })
+            });
+            if let Some(earlier) = first {
+                warnings.push(format!(
+                    "{}: {pattern:?} never decides a call: {} (no `when`) matches each call of it first",
+                    rule.label, earlier.label
+                ));
+            }
+        }
+    }
+    warnings
 }
 
 /// The gates the tools changed since first listed get under `mode`.
@@ -132,7 +207,6 @@ pub fn changed(catalog: &Arc<Catalog>, mode: OnToolChange) -> Vec<Built> {
         built.push(Built {
             target: GateTarget::tool(change.tool.clone()),
             gate,
-            name: format!("tool {}", change.tool),
             target_name: change.tool.clone(),
             listed: vec![change.tool.clone()],
             label: "on_tool_change".to_owned(),
@@ -184,9 +258,29 @@ fn one(
     offered: &Offered,
     backends: &Backends,
     catalog: &Arc<Catalog>,
-) -> Result<(Vec<Built>, Vec<String>), String> {
+) -> Result<(Vec<Built>, Vec<String>, Rule), String> {
     if spec.tools.is_empty() && spec.prompts.is_empty() && spec.resources.is_empty() {
         return Err("names no `tools`, `prompts` or `resources`".to_owned());
+    }
+    let action = Action::parse(spec.action.as_deref())?;
+    if action != Action::Ask {
+        let asks = [
+            ("form", !spec.form.is_empty()),
+            ("url", spec.url.is_some()),
+            ("require", !spec.require.is_empty()),
+            ("message", spec.message.is_some()),
+            ("retry_hint", spec.retry_hint.is_some()),
+            ("inject_as", spec.inject_as.is_some()),
+            ("show", spec.show.is_some()),
+        ];
+        if let Some((field, _)) = asks.iter().find(|(_, given)| *given) {
+            return Err(format!(
+                "action = \"{action}\" asks nobody: `{field}` has no use here"
+            ));
+        }
+        if action == Action::Allow && spec.refusal.is_some() {
+            return Err("action = \"allow\" refuses nothing: `refusal` has no use here".to_owned());
+        }
     }
     if spec.key.as_deref() == Some(TOOL_CHANGE_KEY) {
         return Err(format!(
@@ -199,7 +293,7 @@ fn one(
         Some(other) => return Err(format!("show {other:?}: only \"arguments\"")),
     };
     let flow = flow(spec, backends)?;
-    if spec.form.is_empty() && flow.is_none() {
+    if action == Action::Ask && spec.form.is_empty() && flow.is_none() {
         return Err("has no `form` fields and no `url`: it would ask nothing".to_owned());
     }
     let mut warnings = Vec::new();
@@ -282,8 +376,8 @@ fn one(
         let needed: Vec<&String> = placeholders
             .iter()
             .chain(rules.values().filter_map(|rule| match rule {
-                Rule::SameAs(argument) => Some(argument),
-                Rule::Equals(_) => None,
+                Requirement::SameAs(argument) => Some(argument),
+                Requirement::Equals(_) => None,
             }))
             .collect();
         let each: Vec<(&String, Vec<String>)> = if *kind == "resource" {
@@ -325,8 +419,12 @@ fn one(
     }
     let schema = match &flow {
         Some(flow) => format!("a URL: {}", flow.url),
+        // A rule that asks nobody still has a gate: it refuses (`deny`), or fails closed when
+        // a condition cannot say, with no question.
+        None if action != Action::Ask => r#"{"type": "object", "properties": {}}"#.to_owned(),
         None => schema(&spec.form, &required)?,
     };
+    let rule = rule_of(spec, action, &targets, offered)?;
     let key = spec.key.clone().unwrap_or_else(|| "approval".to_owned());
     // The approval is bound to the gate as written: a reload that changes it asks again.
     let spec_digest =
@@ -365,9 +463,21 @@ fn one(
         if let Some(hint) = &spec.retry_hint {
             gate = gate.retry_hint(hint.clone());
         }
-        if let Some(refusal) = &spec.refusal {
-            gate = gate.refusal(refusal.clone());
-        }
+        let refusal: Arc<str> = spec
+            .refusal
+            .as_deref()
+            .unwrap_or("The request was not approved.")
+            .into();
+        gate = gate
+            .refusal_for(move |call| format!("{refusal} (decision {})", policy::decision_id(call)))
+            .meta(|call| {
+                let mut meta = Map::new();
+                meta.insert(
+                    policy::DECISION_META.to_owned(),
+                    Value::String(policy::decision_id(call)),
+                );
+                meta
+            });
         if let Some(argument) = &spec.inject_as {
             gate = gate.inject_as(argument.clone());
         }
@@ -389,7 +499,6 @@ fn one(
         built.push(Built {
             target,
             gate,
-            name: format!("{kind} {pattern}"),
             target_name: pattern.clone(),
             listed,
             label: String::new(),
@@ -400,7 +509,70 @@ fn one(
             covered_prompt: covered,
         });
     }
-    Ok((built, warnings))
+    Ok((built, warnings, rule))
+}
+
+/// The rule `spec` is in the file's order: its action, what it names, and its condition,
+/// compiled and tried on a sample call of each listed target (labelled by the caller).
+fn rule_of(
+    spec: &GateSpec,
+    action: Action,
+    targets: &[Target],
+    offered: &Offered,
+) -> Result<Rule, String> {
+    let mut arguments = Vec::new();
+    let mut samples = Vec::new();
+    let mut named = Vec::new();
+    let mut covered = Vec::new();
+    for (kind, target, pattern, listed, is_covered) in targets {
+        if *is_covered {
+            covered.push((target.clone(), pattern.clone()));
+            continue;
+        }
+        let method = match *kind {
+            "tool" => "tools/call",
+            "prompt" => "prompts/get",
+            _ => "resources/read",
+        };
+        named.push((method, target.clone(), pattern.clone()));
+        if *kind == "resource" {
+            arguments.push((pattern.clone(), vec!["uri".to_owned()]));
+            samples.push((pattern.clone(), serde_json::json!({"uri": ""})));
+            continue;
+        }
+        for name in listed {
+            let (names, sample) = if *kind == "tool" {
+                let sample = offered.samples.get(name).cloned();
+                (&offered.tools, sample)
+            } else {
+                (&offered.prompts, None)
+            };
+            let taken = names.get(name).cloned().unwrap_or_default();
+            let sample = sample.unwrap_or_else(|| {
+                // A prompt's arguments are strings.
+                Value::Object(taken.iter().map(|a| (a.clone(), Value::from(""))).collect())
+            });
+            arguments.push((name.clone(), taken));
+            samples.push((name.clone(), sample));
+        }
+    }
+    let when = match &spec.when {
+        None => None,
+        Some(text) => {
+            let known = (!arguments.is_empty()).then_some(arguments.as_slice());
+            let condition = Condition::compile(text, known)?;
+            condition.try_on(&samples)?;
+            Some(condition)
+        }
+    };
+    Ok(Rule {
+        label: String::new(),
+        action,
+        key: spec.key.clone().unwrap_or_else(|| "approval".to_owned()),
+        targets: named,
+        covered,
+        when,
+    })
 }
 
 /// The file's URL flow for `spec`, when it is a URL gate.
@@ -449,7 +621,7 @@ fn interpolate(template: &str, arguments: &Value) -> String {
     })
 }
 
-fn rules(spec: &GateSpec) -> Result<BTreeMap<String, Rule>, String> {
+fn rules(spec: &GateSpec) -> Result<BTreeMap<String, Requirement>, String> {
     let mut rules = BTreeMap::new();
     for (field, value) in &spec.require {
         let rule = match value {
@@ -458,9 +630,9 @@ fn rules(spec: &GateSpec) -> Result<BTreeMap<String, Rule>, String> {
                 if !is_name(argument) {
                     return Err(format!("require.{field}: {text:?} is not an {{argument}}"));
                 }
-                Rule::SameAs(argument.to_owned())
+                Requirement::SameAs(argument.to_owned())
             }
-            other => Rule::Equals(
+            other => Requirement::Equals(
                 serde_json::to_value(other).map_err(|error| format!("require.{field}: {error}"))?,
             ),
         };
@@ -469,12 +641,16 @@ fn rules(spec: &GateSpec) -> Result<BTreeMap<String, Rule>, String> {
     Ok(rules)
 }
 
-fn allows(rules: &BTreeMap<String, Rule>, answer: &Map<String, Value>, arguments: &Value) -> bool {
+fn allows(
+    rules: &BTreeMap<String, Requirement>,
+    answer: &Map<String, Value>,
+    arguments: &Value,
+) -> bool {
     rules.iter().all(|(field, rule)| {
         let given = answer.get(field);
         match rule {
-            Rule::Equals(value) => given == Some(value),
-            Rule::SameAs(argument) => given.is_some() && given == arguments.get(argument),
+            Requirement::Equals(value) => given == Some(value),
+            Requirement::SameAs(argument) => given.is_some() && given == arguments.get(argument),
         }
     })
 }
@@ -538,6 +714,10 @@ mod tests {
         offered
             .tools
             .insert("read_file".into(), vec!["path".into()]);
+        offered.samples.insert(
+            "write_file".into(),
+            serde_json::json!({"path": "", "content": ""}),
+        );
         offered
             .resources
             .insert("demo://docs/a.md".into(), vec!["uri".into()]);
@@ -580,8 +760,8 @@ retry_hint = "That is not the branch name."
 "#,
         )
         .unwrap();
-        let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
-        assert_eq!(names, ["tool delete_*"]);
+        let names: Vec<&str> = gates.iter().map(|g| g.target_name.as_str()).collect();
+        assert_eq!(names, ["delete_*"]);
         assert_eq!(gates[0].listed, ["delete_branch", "delete_tag"]);
         assert!(
             gates[0]
@@ -663,14 +843,8 @@ retry_hint = "That is not the branch name."
     #[test]
     fn resource_patterns_are_listed_uris_or_prefixes() {
         let gates = built("[[gate]]\nresources = [\"demo://d?cs/*.md\", \"file:///srv/secret/**\"]\nmessage = \"Read {uri}?\"\nform.approve = { type = \"boolean\" }\n").unwrap();
-        let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "resource demo://d?cs/*.md",
-                "resource file:///srv/secret/**"
-            ]
-        );
+        let names: Vec<&str> = gates.iter().map(|g| g.target_name.as_str()).collect();
+        assert_eq!(names, ["demo://d?cs/*.md", "file:///srv/secret/**"]);
         assert_eq!(gates[0].listed, ["demo://docs/a.md"]);
         assert!(
             gates[1]
@@ -697,8 +871,8 @@ retry_hint = "That is not the branch name."
             "Write 3 to \"/srv/a.txt\"?  {not a name}"
         );
         let mut rules = BTreeMap::new();
-        rules.insert("approve".to_owned(), Rule::Equals(Value::Bool(true)));
-        rules.insert("confirm".to_owned(), Rule::SameAs("path".to_owned()));
+        rules.insert("approve".to_owned(), Requirement::Equals(Value::Bool(true)));
+        rules.insert("confirm".to_owned(), Requirement::SameAs("path".to_owned()));
         let answer = |approve: bool, confirm: &str| {
             serde_json::json!({"approve": approve, "confirm": confirm})
                 .as_object()
@@ -708,5 +882,171 @@ retry_hint = "That is not the branch name."
         assert!(allows(&rules, &answer(true, "/srv/a.txt"), &call));
         assert!(!allows(&rules, &answer(false, "/srv/a.txt"), &call));
         assert!(!allows(&rules, &answer(true, "/srv/b.txt"), &call));
+    }
+
+    /// What the file's rules say of a call of `tool` with `arguments`: the deciding rule's
+    /// number and action, `None` when none decides, or the failure.
+    fn decided(
+        gates: &Gates,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Option<(usize, Action)>, String> {
+        let vars = policy::Vars::new("tools/call", tool, &arguments, None);
+        match gates.policy.decide("tools/call", tool, &vars) {
+            Ok(policy::Verdict::Ask(asking)) => Ok(Some((asking[0] + 1, Action::Ask))),
+            Ok(policy::Verdict::Deny(index)) => Ok(Some((index + 1, Action::Deny))),
+            Ok(policy::Verdict::Allow(index)) => Ok(Some((index + 1, Action::Allow))),
+            Ok(policy::Verdict::Ungated) => Ok(None),
+            Err(undecided) => Err(undecided.to_string()),
+        }
+    }
+
+    const ORDERED: &str = r#"
+[[gate]]
+tools = ["write_file"]
+when = "args.path.startsWith('/tmp/')"
+action = "allow"
+
+[[gate]]
+tools = ["write_file", "read_*"]
+when = "args.path.startsWith('/srv/prod/')"
+action = "deny"
+refusal = "Production is read-only."
+
+[[gate]]
+tools = ["write_file"]
+message = "Write {path}?"
+form.approve = { type = "boolean" }
+require = { approve = true }
+"#;
+
+    #[test]
+    fn the_first_rule_that_matches_and_holds_decides() {
+        let gates = checked(ORDERED).unwrap();
+        assert_eq!(gates.policy.rules.len(), 3);
+        let path = |p: &str| serde_json::json!({ "path": p });
+        assert_eq!(
+            decided(&gates, "write_file", path("/tmp/a")),
+            Ok(Some((1, Action::Allow)))
+        );
+        assert_eq!(
+            decided(&gates, "write_file", path("/srv/prod/a")),
+            Ok(Some((2, Action::Deny)))
+        );
+        assert_eq!(
+            decided(&gates, "write_file", path("/home/a")),
+            Ok(Some((3, Action::Ask)))
+        );
+        assert_eq!(
+            decided(&gates, "read_file", path("/srv/prod/a")),
+            Ok(Some((2, Action::Deny)))
+        );
+        assert_eq!(decided(&gates, "read_file", path("/srv/a")), Ok(None));
+        assert_eq!(
+            decided(&gates, "delete_branch", serde_json::json!({"name": "x"})),
+            Ok(None)
+        );
+        // A call without a `path`: the first condition cannot say, and the call fails closed.
+        let failed = decided(&gates, "write_file", serde_json::json!({})).unwrap_err();
+        assert!(
+            failed.contains("gate 1 (line 4)") && failed.contains("No such key: path"),
+            "{failed}"
+        );
+        // Only the asking rule's gate has a question; every rule's gate enforces the order.
+        assert!(
+            gates
+                .built
+                .iter()
+                .any(|b| b.label.starts_with("gate 3") && b.schema.contains("approve"))
+        );
+    }
+
+    #[test]
+    fn conditions_and_actions_are_checked_when_the_file_is_read() {
+        let error = |text: &str| {
+            checked(text)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let gate = |extra: &str| format!("[[gate]]\ntools = [\"write_file\"]\n{extra}\n");
+        let asks = "form.approve = { type = \"boolean\" }";
+        for (extra, expected) in [
+            (
+                format!("when = \"args.path.startsWith(\"\n{asks}"),
+                "not a CEL expression",
+            ),
+            (
+                format!("when = \"user == 'ana'\"\n{asks}"),
+                "`user` is not a variable",
+            ),
+            (
+                format!("when = \"args.pth == '/'\"\n{asks}"),
+                "`args.pth` names an argument tool write_file does not take",
+            ),
+            (
+                format!("when = \"args.path > 3\"\n{asks}"),
+                "tried on a call of write_file",
+            ),
+            (format!("when = \"args.path\"\n{asks}"), "not true or false"),
+            (format!("action = \"maybe\"\n{asks}"), "action \"maybe\""),
+            (
+                format!("action = \"deny\"\n{asks}"),
+                "asks nobody: `form` has no use here",
+            ),
+            (
+                "action = \"allow\"\nrefusal = \"no\"".to_owned(),
+                "refuses nothing",
+            ),
+        ] {
+            let message = error(&gate(&extra));
+            assert!(message.contains(expected), "{extra}: {message}");
+            assert!(
+                message.starts_with("g.toml:3: gate 1: "),
+                "the gate's line: {message}"
+            );
+        }
+        // Deny and allow rules ask nothing, so they need no form.
+        checked(&gate("when = \"args.path == '/'\"\naction = \"deny\"")).unwrap();
+    }
+
+    #[test]
+    fn a_rule_an_earlier_one_always_decides_first_is_a_warning() {
+        let text = "[[gate]]\ntools = [\"write_file\"]\naction = \"deny\"\n\n[[gate]]\ntools = [\"write_file\"]\nform.approve = { type = \"boolean\" }\n";
+        let gates = checked(text).unwrap();
+        assert!(
+            gates
+                .warnings
+                .iter()
+                .any(|w| w.contains("gate 2 (line 7)") && w.contains("never decides")),
+            "{:?}",
+            gates.warnings
+        );
+        let ordered = checked(ORDERED).unwrap();
+        assert!(
+            !ordered.warnings.iter().any(|w| w.contains("never decides")),
+            "{:?}",
+            ordered.warnings
+        );
+        // Two questions of their own keys on one tool are asked together: neither hides the other.
+        let both = "[[gate]]\ntools = [\"write_file\"]\nkey = \"sign\"\nform.ok = { type = \"boolean\" }\n\n[[gate]]\ntools = [\"write_file\"]\nform.approve = { type = \"boolean\" }\n";
+        let both = checked(both).unwrap();
+        assert!(both.warnings.is_empty(), "{:?}", both.warnings);
+        let vars = policy::Vars::new("tools/call", "write_file", &serde_json::json!({}), None);
+        let verdict = both
+            .policy
+            .decide("tools/call", "write_file", &vars)
+            .unwrap();
+        assert_eq!(verdict, policy::Verdict::Ask(vec![0, 1]));
+        // Of one key, the first asks; the second is hidden.
+        let same = "[[gate]]\ntools = [\"write_file\"]\nform.ok = { type = \"boolean\" }\n\n[[gate]]\ntools = [\"write_*\"]\nform.approve = { type = \"boolean\" }\n";
+        let same = checked(same).unwrap();
+        assert!(
+            same.warnings
+                .iter()
+                .any(|w| w.contains("gate 2") && w.contains("never decides")),
+            "{:?}",
+            same.warnings
+        );
     }
 }

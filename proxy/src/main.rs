@@ -26,6 +26,7 @@ mod flows;
 mod gates;
 mod identity;
 mod metrics;
+mod policy;
 mod routed;
 mod serve;
 mod shown;
@@ -86,8 +87,11 @@ struct Options {
     /// on `[listen] http`; as `[listen] stdio = true`.
     #[arg(long)]
     stdio: bool,
-    // `--check --explain` (what each gate asks, and of whom) belongs to the identity issue: a
-    // flag here when it lands.
+    /// With `--check`: say which rule decides a call of TOOL with these arguments (a JSON
+    /// object; `{}` when left out), and why: each rule that matches it, in order, and what its
+    /// `when` says. `prompt:NAME` and `resource:URI` explain a prompt or a resource.
+    #[arg(long, value_name = "TOOL", num_args = 1..=2, requires = "check")]
+    explain: Option<Vec<String>>,
 }
 
 fn main() -> ExitCode {
@@ -132,7 +136,8 @@ async fn serve_main() -> ExitCode {
     .with_filter(
         Targets::new()
             .with_target("tower_elicitation", tracing::Level::DEBUG)
-            .with_target("elicitation_proxy", tracing::Level::INFO),
+            .with_target("elicitation_proxy", tracing::Level::INFO)
+            .with_target(decisions::RULE_TARGET, tracing::Level::DEBUG),
     );
     tracing_subscriber::registry()
         .with(logs)
@@ -213,12 +218,14 @@ async fn run(
     );
     let built = assemble(&source, &config, &offered, &backends, &catalog)?;
     if options.check {
-        for gate in built.built.iter().filter(|gate| !gate.covered_prompt) {
-            println!("{}: asks {:?}", gate.name, gate.message);
-            println!("  {}", gate.schema);
-        }
+        print_rules(&built);
         for warning in &built.warnings {
             println!("warning: {warning}");
+        }
+        if let Some(explain) = &options.explain {
+            let explained = explain_call(&built.policy, explain);
+            upstream.shutdown().await;
+            return explained;
         }
         println!(
             "{}: {} gates on {} targets, all valid",
@@ -615,6 +622,113 @@ fn layer(
     Ok(layer)
 }
 
+/// The file's rules in the order they decide, each with what it names, its condition, and what
+/// it asks.
+fn print_rules(built: &gates::Gates) {
+    println!(
+        "Rules, in the order they decide a call (the first that matches it and whose `when` holds):"
+    );
+    for (number, rule) in built.policy.rules.iter().enumerate() {
+        let names: Vec<String> = rule
+            .targets
+            .iter()
+            .map(|(method, _, pattern)| format!("{} {pattern}", policy::kind_of_method(method)))
+            .collect();
+        let when = rule
+            .when
+            .as_ref()
+            .map_or(String::new(), |when| format!(" when {}", when.text()));
+        println!(
+            "{:>3}. {}: {} {}{when}",
+            number + 1,
+            rule.label,
+            rule.action,
+            names.join(", ")
+        );
+        let asked = built
+            .built
+            .iter()
+            .find(|gate| gate.label == rule.label && !gate.covered_prompt);
+        if let (policy::Action::Ask, Some(gate)) = (rule.action, asked) {
+            println!("     asks {:?}", gate.message);
+            println!("     {}", gate.schema);
+        }
+    }
+    let changed: Vec<&str> = built
+        .built
+        .iter()
+        .filter(|gate| gate.label == "on_tool_change")
+        .map(|gate| gate.target_name.as_str())
+        .collect();
+    if !changed.is_empty() {
+        println!(
+            "  and before any of them, for the tools changed since approved: {}",
+            changed.join(", ")
+        );
+    }
+}
+
+/// `--explain TOOL [ARGS]`: which rule decides that call, and why.
+fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error> {
+    let (method, target) = match explain[0].split_once(':') {
+        Some(("prompt", name)) => ("prompts/get", name),
+        Some(("resource", uri)) => ("resources/read", uri),
+        _ => ("tools/call", explain[0].as_str()),
+    };
+    let arguments: Value = match explain.get(1) {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|error| format!("--explain: the arguments are not JSON: {error}"))?,
+        None => json!({}),
+    };
+    if !arguments.is_object() {
+        return Err("--explain: the arguments must be a JSON object".into());
+    }
+    let vars = policy::Vars::new(method, target, &arguments, None);
+    println!(
+        "A call of {} {target} with {arguments}, from an unverified caller:",
+        policy::kind_of_method(method)
+    );
+    let verdict = policy.decide_traced(method, target, &vars, |step| {
+        let rule = step.rule;
+        let condition = rule.when.as_ref().map_or("no `when`".to_owned(), |when| {
+            format!("when {}", when.text())
+        });
+        let said = match (&step.holds, step.effect) {
+            (Err(why), _) => format!("cannot say ({why}): the call is refused (fail closed)"),
+            (_, policy::Effect::Skipped) => "does not hold, next".to_owned(),
+            (_, policy::Effect::Asks) => format!("holds: asks (key {:?}), next", rule.key),
+            (_, policy::Effect::KeyTaken) => {
+                format!(
+                    "holds, but an earlier rule asks under key {:?}: next",
+                    rule.key
+                )
+            }
+            (_, policy::Effect::Decides) => format!("holds: it decides: {}", rule.action),
+            (_, policy::Effect::Ends) => {
+                format!(
+                    "holds ({}), but a rule asked before it: reading ends",
+                    rule.action
+                )
+            }
+        };
+        println!("  {} ({condition}): {said}", rule.label);
+    });
+    let label = |index: usize| policy.rules[index].label.as_str();
+    match verdict {
+        Ok(policy::Verdict::Ask(asking)) => {
+            let labels: Vec<&str> = asking.iter().map(|&i| label(i)).collect();
+            println!("  so: asked, by {}", labels.join(" and "));
+        }
+        Ok(policy::Verdict::Deny(index)) => println!("  so: refused by {}", label(index)),
+        Ok(policy::Verdict::Allow(index)) => {
+            println!("  so: runs, nobody asked ({})", label(index))
+        }
+        Ok(policy::Verdict::Ungated) => println!("  no rule decides it: it runs, nobody asked"),
+        Err(_) => println!("  so: refused"),
+    }
+    Ok(())
+}
+
 /// Which gate judges each target, for the decision log.
 fn labels_of(built: &[gates::Built]) -> std::collections::BTreeMap<String, String> {
     built
@@ -728,6 +842,10 @@ async fn offered_now(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, 
                 let Some(name) = item[key].as_str() else {
                     continue;
                 };
+                if field == "tools" {
+                    let sample = policy::sample_arguments(&item["inputSchema"]);
+                    offered.samples.insert(name.to_owned(), sample);
+                }
                 let arguments = match field {
                     "tools" => item["inputSchema"]["properties"]
                         .as_object()

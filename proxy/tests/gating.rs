@@ -106,19 +106,6 @@ async fn a_resource_pattern_gates_every_uri_under_it_listed_or_not() {
     }
 }
 
-/// A config in front of server-filesystem serving `dir/data`, with `gates`.
-fn filesystem_config(dir: &Path, entry: &Path, port: u16, gates: &str) -> PathBuf {
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    let config = dir.join("gates.toml");
-    let text = format!(
-        "[upstream]\ncommand = [\"node\", \"{}\", \"{}\"]\n\n[listen]\nhttp = \"127.0.0.1:{port}\"\n{gates}",
-        entry.display(),
-        dir.join("data").display()
-    );
-    std::fs::write(&config, text).unwrap();
-    config
-}
-
 async fn placeholders_are_quoted_escaped_and_capped() {
     let entry = filesystem();
     let port = free_port();

@@ -46,6 +46,7 @@ mod upstream {
     pub(crate) use crate::support::not_installed;
 }
 
+mod conditions;
 mod edges;
 mod flows;
 mod gating;
@@ -58,6 +59,7 @@ fn main() -> std::process::ExitCode {
     let args = libtest_mimic::Arguments::from_args();
     let probe = harness::Probe::run();
     let mut trials = Vec::new();
+    trials.extend(conditions::trials(&probe));
     trials.extend(edges::trials(&probe));
     trials.extend(flows::trials(&probe));
     trials.extend(gating::trials(&probe));

@@ -28,7 +28,8 @@ async fn check_validates_the_file_against_the_upstream_and_says_where_it_is_wron
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        printed.contains(r#"tool write_file: asks "Write to {path}?""#),
+        printed.contains("1. gate 1 (line 7): ask tool write_file\n")
+            && printed.contains(r#"asks "Write to {path}?""#),
         "{printed}"
     );
 
@@ -784,11 +785,13 @@ require = { approve = true }
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        printed.contains(r#"prompt args-*: asks "Ask about {city}?""#),
+        printed.contains("1. gate 1 (line 7): ask prompt args-*\n     asks \"Ask about {city}?\""),
         "{printed}"
     );
     assert!(
-        printed.contains("resource demo://resource/static/document/*.md: asks"),
+        printed.contains(
+            "2. gate 2 (line 13): ask resource demo://resource/static/document/*.md\n     asks"
+        ),
         "{printed}"
     );
 

@@ -206,17 +206,16 @@ impl ElicitationLayer {
     ///
     /// # Errors
     ///
-    /// [`GateError::DuplicateKey`](crate::GateError::DuplicateKey) when a gate that can apply to the same calls already uses the key.
+    /// [`GateError::DuplicateKey`](crate::GateError::DuplicateKey) when a gate that can apply to
+    /// the same calls already uses the key, and neither has a [`Gate::when`] condition.
     /// See [`Gate`] for an example.
     pub fn gate(self, target: GateTarget, gate: Gate) -> Result<Self, GateError> {
         let target = Target::new(target);
-        if self
-            .shared
-            .config
-            .gates
-            .iter()
-            .any(|(t, g)| g.key == gate.key && t.overlaps(&target))
-        {
+        if self.shared.config.gates.iter().any(|(t, g)| {
+            g.key == gate.key
+                && t.overlaps(&target)
+                && !(g.is_conditional() || gate.is_conditional())
+        }) {
             return Err(GateError::DuplicateKey(gate.key));
         }
         Ok(self.with(|c| c.gates.push((target, gate))))

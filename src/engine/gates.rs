@@ -82,10 +82,20 @@ impl<'c> GateRound<'c> {
         arguments: Option<&Value>,
         raw_arguments: Option<&RawValue>,
     ) -> Result<Option<Self>, Reply> {
-        let gates: Vec<_> = config
-            .gates_for(round.method, &round.target)
-            .map(|(_, gate)| (gate, handle_of(config, round, gate)))
-            .collect();
+        let arguments = arguments.cloned().unwrap_or(Value::Null);
+        let mut gates = Vec::new();
+        for (_, gate) in config.gates_for(round.method, &round.target) {
+            let handle = handle_of(config, round, gate);
+            let call = call_of(round, &arguments, &handle);
+            match gate.applies(&call) {
+                Ok(true) => gates.push((gate, handle)),
+                Ok(false) => {}
+                Err(text) => {
+                    log_gate_refused(round, "condition_refused");
+                    return Err(refusal(round, &text, Some(&gate.key)));
+                }
+            }
+        }
         if gates.is_empty() {
             return Ok(None);
         }
@@ -102,7 +112,7 @@ impl<'c> GateRound<'c> {
         let mut gated = Self {
             gates,
             round: round.clone(),
-            arguments: arguments.cloned().unwrap_or(Value::Null),
+            arguments,
             raw_arguments: raw_arguments.map(ToOwned::to_owned),
             valid_until: None,
             changed: Vec::new(),
@@ -155,19 +165,36 @@ impl<'c> GateRound<'c> {
 
     /// The same gates, on the round a verified token describes (their handles derived with
     /// the call's nonce it carries); the token holds until `valid_until` (Unix seconds, skew
-    /// included).
-    pub(super) fn with_round(self, config: &Config, round: &Round, valid_until: u64) -> Self {
-        let gates = self
-            .gates
-            .into_iter()
-            .map(|(gate, _)| (gate, handle_of(config, round, gate)))
-            .collect();
-        Self {
+    /// included). Their conditions are judged again, with the handles the call's own now: a
+    /// condition may record what it decided by the handle (a decision's id), and one that
+    /// refuses now refuses the call.
+    pub(super) fn with_round(
+        self,
+        config: &Config,
+        round: &Round,
+        valid_until: u64,
+    ) -> Result<Self, Reply> {
+        let mut gates = Vec::with_capacity(self.gates.len());
+        for (gate, _) in self.gates {
+            let handle = handle_of(config, round, gate);
+            if gate.is_conditional() {
+                match gate.applies(&call_of(round, &self.arguments, &handle)) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(text) => {
+                        log_gate_refused(round, "condition_refused");
+                        return Err(refusal(round, &text, Some(&gate.key)));
+                    }
+                }
+            }
+            gates.push((gate, handle));
+        }
+        Ok(Self {
             gates,
             round: round.clone(),
             valid_until: Some(valid_until),
             ..self
-        }
+        })
     }
 
     /// Whether every gate has an accepted answer (carried in the token).
@@ -182,14 +209,7 @@ impl<'c> GateRound<'c> {
     }
 
     fn call<'s>(&'s self, handle: &'s str) -> GateCall<'s> {
-        GateCall {
-            method: self.round.method.as_str(),
-            target: &self.round.target,
-            arguments: &self.arguments,
-            handle,
-            principal: self.round.principal.as_deref().map(shown),
-            caller: self.round.caller.as_ref(),
-        }
+        call_of(&self.round, &self.arguments, handle)
     }
 
     /// A gated call from a client that cannot answer: fail closed.
@@ -251,6 +271,7 @@ impl<'c> GateRound<'c> {
                         message: &message,
                         requested_schema: Some(schema),
                         url: None,
+                        meta: gate.meta_for(&self.call(handle)),
                     })?,
                 ),
                 GateKind::Url { flow } => Question::AwaitingUrl {
@@ -293,13 +314,19 @@ impl<'c> GateRound<'c> {
                 Question::Written(key, request) => {
                     requests.insert(key.to_owned(), request);
                 }
-                Question::AwaitingUrl { gate, message, .. } => {
+                Question::AwaitingUrl {
+                    gate,
+                    handle,
+                    message,
+                    ..
+                } => {
                     let url = urls.next().unwrap_or_default();
                     let request = self.request(Params {
                         mode: "url",
                         message: &message,
                         requested_schema: None,
                         url: Some(&url),
+                        meta: gate.meta_for(&self.call(handle)),
                     })?;
                     requests.insert(gate.key.clone(), request);
                 }
@@ -416,7 +443,7 @@ impl<'c> GateRound<'c> {
                 } else {
                     "cancelled"
                 };
-                return Err(self.refuse_gate(gate, why));
+                return Err(self.refuse_gate(gate, handle, why));
             }
             verdicts.push(match &gate.kind {
                 GateKind::Form { schema } => {
@@ -459,6 +486,7 @@ impl<'c> GateRound<'c> {
                     message: &message,
                     requested_schema: Some(schema),
                     url: None,
+                    meta: gate.meta_for(&self.call(handle)),
                 })?;
                 Ok(Verdict::AskAgain {
                     key: &gate.key,
@@ -466,7 +494,7 @@ impl<'c> GateRound<'c> {
                     asked: question,
                 })
             }
-            _ => Err(self.refuse_gate(gate, "not_allowed")),
+            _ => Err(self.refuse_gate(gate, handle, "not_allowed")),
         }
     }
 
@@ -592,30 +620,48 @@ impl<'c> GateRound<'c> {
 
     /// The gate's refusal; `why` is `declined`, `cancelled` or `not_allowed` (an accepted answer
     /// its rules turn down), for the decision's event.
-    fn refuse_gate(&self, gate: &Gate, why: &'static str) -> Reply {
+    fn refuse_gate(&self, gate: &Gate, handle: &str, why: &'static str) -> Reply {
         log_gate_refused(&self.round, why);
-        self.refusal(&gate.refusal, Some(&gate.key))
+        self.refusal(&gate.refusal_text(&self.call(handle)), Some(&gate.key))
     }
 
     /// A tool error result for `tools/call`; a JSON-RPC error for prompts and resources.
     fn refusal(&self, text: &str, gate: Option<&str>) -> Reply {
-        let id = self.round.id.as_deref();
-        match self.round.method {
-            Method::ToolsCall => Reply::result(
-                id,
-                &json!({
-                    "resultType": "complete",
-                    "content": [{"type": "text", "text": text}],
-                    "isError": true,
-                }),
-            ),
-            _ => {
-                let (code, data) = match gate {
-                    Some(gate) => (INVALID_PARAMS, json!({"reason": "refused", "gate": gate})),
-                    None => (INVALID_REQUEST, json!({"reason": "requires_2026_07_28"})),
-                };
-                Reply::error(ReplyKind::Answer, id, code, text, Some(data))
-            }
+        refusal(&self.round, text, gate)
+    }
+}
+
+/// The call as `round`'s gates see it.
+fn call_of<'s>(round: &'s Round, arguments: &'s Value, handle: &'s str) -> GateCall<'s> {
+    GateCall {
+        method: round.method.as_str(),
+        target: &round.target,
+        arguments,
+        handle,
+        principal: round.principal.as_deref().map(shown),
+        caller: round.caller.as_ref(),
+    }
+}
+
+/// `round`'s call refused with `text`: a `tools/call` error result, else `-32602` naming the
+/// gate (or `-32600` when no gate is named: the client cannot answer).
+fn refusal(round: &Round, text: &str, gate: Option<&str>) -> Reply {
+    let id = round.id.as_deref();
+    match round.method {
+        Method::ToolsCall => Reply::result(
+            id,
+            &json!({
+                "resultType": "complete",
+                "content": [{"type": "text", "text": text}],
+                "isError": true,
+            }),
+        ),
+        _ => {
+            let (code, data) = match gate {
+                Some(gate) => (INVALID_PARAMS, json!({"reason": "refused", "gate": gate})),
+                None => (INVALID_REQUEST, json!({"reason": "requires_2026_07_28"})),
+            };
+            Reply::error(ReplyKind::Answer, id, code, text, Some(data))
         }
     }
 }
@@ -653,4 +699,6 @@ struct Params<'a> {
     requested_schema: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     url: Option<&'a str>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<Map<String, Value>>,
 }

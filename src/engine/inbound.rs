@@ -191,7 +191,9 @@ async fn decide_once<E: Effects>(
         // present one.
         round.epoch = Some(effects.current_epoch().await);
     }
-    let mut gated = gated.map(|g| g.with_round(config, &round, valid_until));
+    let mut gated = gated
+        .map(|g| g.with_round(config, &round, valid_until))
+        .transpose()?;
     if let Some(gated) = &mut gated
         && gated.forget_changed(&claims)
     {

@@ -24,6 +24,8 @@ type MessageFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type PredicateFn = dyn Fn(&Map<String, Value>, &GateCall<'_>) -> bool + Send + Sync;
 type BindingFn = dyn Fn(&GateCall<'_>) -> String + Send + Sync;
 type CheckFn = dyn Fn(&GateCall<'_>) -> Result<(), String> + Send + Sync;
+type ConditionFn = dyn Fn(&GateCall<'_>) -> Result<bool, String> + Send + Sync;
+type MetaFn = dyn Fn(&GateCall<'_>) -> Map<String, Value> + Send + Sync;
 
 /// A question the layer asks before a call may reach the inner service.
 ///
@@ -80,6 +82,9 @@ pub struct Gate {
     pub(crate) inject: Option<String>,
     binding: Option<Arc<BindingFn>>,
     check: Option<Arc<CheckFn>>,
+    condition: Option<Arc<ConditionFn>>,
+    meta: Option<Arc<MetaFn>>,
+    refusal_for: Option<Arc<MessageFn>>,
 }
 
 #[derive(Clone)]
@@ -217,6 +222,9 @@ impl Gate {
             inject: None,
             binding: None,
             check: None,
+            condition: None,
+            meta: None,
+            refusal_for: None,
         }
     }
 
@@ -234,6 +242,50 @@ impl Gate {
     /// resources. Default: `The request was not approved.`
     pub fn refusal(mut self, text: impl Into<String>) -> Self {
         self.refusal = text.into();
+        self
+    }
+
+    /// Sets the refusal's text built from the call, in place of [`refusal`](Self::refusal)'s:
+    /// to name what was refused, or a decision's id a person can quote.
+    ///
+    /// ```
+    /// use tower_elicitation::Gate;
+    ///
+    /// let gate = Gate::form("approval", r#"{"type": "object", "properties": {}}"#)?
+    ///     .refusal_for(|call| format!("{} was not approved.", call.target()));
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn refusal_for<F>(mut self, refusal: F) -> Self
+    where
+        F: Fn(&GateCall<'_>) -> String + Send + Sync + 'static,
+    {
+        self.refusal_for = Some(Arc::new(refusal));
+        self
+    }
+
+    /// Sets members of the question's `_meta`, built from the call: what a host may show or
+    /// record beside the question (a decision's id, say). The same call must get the same
+    /// members on every round, as the question is sealed with them.
+    ///
+    /// ```
+    /// use serde_json::{Map, Value};
+    /// use tower_elicitation::Gate;
+    ///
+    /// let gate = Gate::form("approval", r#"{"type": "object", "properties": {}}"#)?
+    ///     .meta(|call| {
+    ///         let mut meta = Map::new();
+    ///         meta.insert("example.com/tool".into(), Value::from(call.target()));
+    ///         meta
+    ///     });
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn meta<F>(mut self, meta: F) -> Self
+    where
+        F: Fn(&GateCall<'_>) -> Map<String, Value> + Send + Sync + 'static,
+    {
+        self.meta = Some(Arc::new(meta));
         self
     }
 
@@ -345,6 +397,39 @@ impl Gate {
         self
     }
 
+    /// Sets when the gate applies: on each round of a call its target matches, `condition` says
+    /// whether the gate asks (`Ok(true)`), stays out of this call as if it were not declared
+    /// (`Ok(false)`), or refuses the call with a text (`Err(text)`: nobody is asked and nothing
+    /// reaches the inner service). A condition that cannot decide (a value missing, a lookup
+    /// failing) should say `Err`: the call then fails closed.
+    ///
+    /// It runs before [`check_call`](Self::check_call), on every round, with that round's
+    /// request (its caller too), so a retry is judged as its first round was. On a retry it runs
+    /// again once the `requestState` is verified, then with the call's own
+    /// [`handle`](GateCall::handle) (before, the handle is not yet the call's). Two gates of one
+    /// key may be declared on the same calls when either has a condition; a call on which both
+    /// apply at once is refused (`-32603`), so conditions of one key should not overlap.
+    ///
+    /// ```
+    /// use tower_elicitation::Gate;
+    ///
+    /// // Asks only for writes under /srv/prod/; a call without a `path` is refused.
+    /// let gate = Gate::form("approval", r#"{"type": "object", "properties": {}}"#)?
+    ///     .when(|call| match call.argument_str("path") {
+    ///         Some(path) => Ok(path.starts_with("/srv/prod/")),
+    ///         None => Err("`path` must be a string".to_owned()),
+    ///     });
+    /// # let _ = gate;
+    /// # Ok::<(), tower_elicitation::GateError>(())
+    /// ```
+    pub fn when<F>(mut self, condition: F) -> Self
+    where
+        F: Fn(&GateCall<'_>) -> Result<bool, String> + Send + Sync + 'static,
+    {
+        self.condition = Some(Arc::new(condition));
+        self
+    }
+
     /// Returns the gate's key in `inputRequests` and `inputResponses`.
     pub fn key(&self) -> &str {
         &self.key
@@ -366,6 +451,34 @@ impl Gate {
     /// What [`check_call`](Self::check_call) says of `call`.
     pub(crate) fn check(&self, call: &GateCall<'_>) -> Result<(), String> {
         self.check.as_ref().map_or(Ok(()), |check| check(call))
+    }
+
+    /// What [`meta`](Self::meta) says of `call`; `None` without it, or when it says nothing.
+    pub(crate) fn meta_for(&self, call: &GateCall<'_>) -> Option<Map<String, Value>> {
+        self.meta
+            .as_ref()
+            .map(|meta| meta(call))
+            .filter(|meta| !meta.is_empty())
+    }
+
+    /// The refusal's text for `call`.
+    pub(crate) fn refusal_text(&self, call: &GateCall<'_>) -> String {
+        match &self.refusal_for {
+            Some(refusal) => refusal(call),
+            None => self.refusal.clone(),
+        }
+    }
+
+    /// What [`when`](Self::when) says of `call`: always `Ok(true)` without a condition.
+    pub(crate) fn applies(&self, call: &GateCall<'_>) -> Result<bool, String> {
+        self.condition
+            .as_ref()
+            .map_or(Ok(true), |condition| condition(call))
+    }
+
+    /// Whether the gate has a [`when`](Self::when) condition.
+    pub(crate) fn is_conditional(&self) -> bool {
+        self.condition.is_some()
     }
 
     pub(crate) fn allows(&self, content: &Map<String, Value>, call: &GateCall<'_>) -> bool {

@@ -10,6 +10,7 @@ Every call goes through the client's own multi round-trip loop (`Client.call_too
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ pytestmark = pytest.mark.anyio
 
 TEST_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 30.0
-GATE_REFUSAL = "The request was not approved."
+# The gate's refusal, then the call's decision id (the one its question's _meta carries).
+GATE_REFUSAL = re.compile(r"The request was not approved\. \(decision d-[0-9a-f]{16}\)")
 ASKED = 'elicitation_proxy_decisions_total{outcome="ask"}'
 REPLAYS = "elicitation_proxy_replays_refused_total"
 
@@ -125,7 +127,7 @@ async def test_a_write_refused_is_not_written(proxy: Proxy, data: Path, answer: 
     user = User([answer])
     result = await call(proxy, "write_file", {"path": str(path), "content": "nope\n"}, user)
     assert result.is_error is True
-    assert text_of(result) == GATE_REFUSAL
+    assert GATE_REFUSAL.fullmatch(text_of(result)), text_of(result)
     assert not path.exists()
     assert len(user.rounds) == 1
 

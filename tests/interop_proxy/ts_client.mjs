@@ -31,7 +31,8 @@ const { Client } = await load('client/index.js');
 const { StreamableHTTPClientTransport } = await load('client/streamableHttp.js');
 const { ElicitRequestSchema } = await load('types.js');
 const version = JSON.parse(readFileSync(join(sdk, 'package.json'), 'utf8')).version;
-const REFUSAL = 'The request was not approved.';
+// The gate's refusal, then the call's decision id (the one its question's _meta carries).
+const REFUSAL = /^The request was not approved\. \(decision d-[0-9a-f]{16}\)$/;
 
 class Failed extends Error {}
 const expect = (ok, what) => {
@@ -105,7 +106,7 @@ const checks = {
   async 'write_file declined: refused, not written'() {
     const result = await write(target, 'no\n', { action: 'decline' });
     expect(result.isError === true, `not an error: ${text(result)}`);
-    expect(text(result) === REFUSAL, `refused with ${JSON.stringify(text(result))}`);
+    expect(REFUSAL.test(text(result)), `refused with ${JSON.stringify(text(result))}`);
     expect(!existsSync(target), `${target} was written`);
   },
 
@@ -125,7 +126,7 @@ const checks = {
     expect(replay.status === 202, `the replay was answered ${replay.status}`);
     await replay.body?.cancel();
     const result = await write(target, 'again\n', { action: 'decline' });
-    expect(text(result) === REFUSAL, `refused with ${JSON.stringify(text(result))}`);
+    expect(REFUSAL.test(text(result)), `refused with ${JSON.stringify(text(result))}`);
     expect(!existsSync(target), `${target} was written after the replay`);
     expect((await metric(ACCEPTED)) === accepted, 'the proxy accepted a gate after the replay');
   },

@@ -1349,6 +1349,108 @@ async fn gates_on_one_call_are_asked_together(mode: Mode) {
     );
 }
 
+/// Two gates of one key on `migrate`, each with a condition: one asks for `users`, the other
+/// refuses `prod_*` tables; any other table runs unasked, and a table that is no string makes the
+/// condition fail, closed.
+async fn gate_conditions_ask_skip_or_refuse(mode: Mode) {
+    let table = |call: &GateCall<'_>| {
+        call.argument_str("table")
+            .map(str::to_owned)
+            .ok_or_else(|| "Not run: `table` must be a string.".to_owned())
+    };
+    let layer = ElicitationLayer::new(keyring())
+        .gate(
+            GateTarget::tool("migrate"),
+            approval_gate(MIGRATE_KEY).when(move |call| Ok(table(call)? == "users")),
+        )
+        .expect("a conditional gate")
+        .gate(
+            GateTarget::tool("migrate"),
+            approval_gate(MIGRATE_KEY).when(move |call| match table(call)? {
+                name if name.starts_with("prod_") => Err(format!("Not run: {name} is production.")),
+                _ => Ok(false),
+            }),
+        )
+        .expect("two gates of one key, both conditional");
+    let journal = Journal::default();
+    let mcp = ServiceBuilder::new()
+        .layer(layer)
+        .service(studio::service(journal.clone(), mode.json_response()));
+    let mcp = Mcp::new(Router::new().nest_service(MCP_PATH, mcp));
+    let migrate = |table: Value, extra: Value| {
+        let arguments = json!({ "table": table, "db_login": true });
+        let params = tool_params("migrate", arguments, extra);
+        let mcp = &mcp;
+        async move { mcp.send(&Caller::new(), "tools/call", params).await }
+    };
+
+    let asked = migrate(json!("users"), json!({})).await.asked();
+    assert_eq!(asked.requests.keys().collect::<Vec<_>>(), [MIGRATE_KEY]);
+    assert!(journal.of("migrate").is_empty());
+    let done = migrate(
+        json!("users"),
+        answering(
+            &asked.state,
+            json!({ MIGRATE_KEY: accept(json!({ "approve": true })) }),
+        ),
+    )
+    .await;
+    assert!(
+        done.tool_text().starts_with("Migrated users"),
+        "{}",
+        done.tool_text()
+    );
+
+    let skipped = migrate(json!("logs"), json!({})).await;
+    assert!(
+        skipped.tool_text().starts_with("Migrated logs"),
+        "{}",
+        skipped.tool_text()
+    );
+
+    let denied = migrate(json!("prod_users"), json!({})).await;
+    assert_eq!(denied.tool_error(), "Not run: prod_users is production.");
+    let undecided = migrate(json!(7), json!({})).await;
+    assert_eq!(undecided.tool_error(), "Not run: `table` must be a string.");
+    assert_eq!(journal.of("migrate").len(), 2, "only users and logs ran");
+}
+
+/// A gate's question carries the `_meta` its closure builds, the same on every round, and its
+/// refusal the text built from the call.
+async fn gate_meta_and_refusal_are_built_from_the_call(mode: Mode) {
+    let layer = ElicitationLayer::new(keyring())
+        .gate(
+            GateTarget::tool("publish"),
+            approval_gate(PUBLISH_KEY)
+                .meta(|call| {
+                    let mut meta = Map::new();
+                    meta.insert("example.com/call".into(), Value::from(call.handle().len()));
+                    meta.insert("example.com/tool".into(), Value::from(call.target()));
+                    meta
+                })
+                .refusal_for(|call| format!("{} was not approved.", call.target())),
+        )
+        .expect("a gate");
+    let mcp = ServiceBuilder::new()
+        .layer(layer)
+        .service(studio::service(Journal::default(), mode.json_response()));
+    let mcp = Mcp::new(Router::new().nest_service(MCP_PATH, mcp));
+    let publish = |extra: Value| {
+        let params = tool_params("publish", json!({}), extra);
+        let mcp = &mcp;
+        async move { mcp.send(&Caller::new(), "tools/call", params).await }
+    };
+    let asked = publish(json!({})).await.asked();
+    let meta = &asked.requests[PUBLISH_KEY]["params"]["_meta"];
+    assert_eq!(meta["example.com/tool"], "publish", "{meta:#}");
+    assert!(
+        meta["example.com/call"].as_u64().is_some_and(|n| n > 0),
+        "{meta:#}"
+    );
+    let refused = publish(answering(&asked.state, json!({ PUBLISH_KEY: decline() }))).await;
+    assert_eq!(refused.tool_error(), "publish was not approved.");
+}
+
 async fn url_flow_errors_are_internal_errors(mode: Mode) {
     let studio = StudioHarness::new(mode);
     let reply = studio
@@ -1639,6 +1741,8 @@ in_both_modes!(
     injected_argument_replaces_the_clients,
     gate_then_handler_question_takes_three_rounds,
     gates_on_one_call_are_asked_together,
+    gate_conditions_ask_skip_or_refuse,
+    gate_meta_and_refusal_are_built_from_the_call,
     url_flow_errors_are_internal_errors,
     prompt_gate,
     resource_prefix_gate,

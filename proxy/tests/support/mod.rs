@@ -78,6 +78,19 @@ impl Drop for Setup {
     }
 }
 
+/// A config in front of server-filesystem serving `dir/data`, with `gates`.
+pub fn filesystem_config(dir: &Path, entry: &Path, port: u16, gates: &str) -> PathBuf {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let config = dir.join("gates.toml");
+    let text = format!(
+        "[upstream]\ncommand = [\"node\", \"{}\", \"{}\"]\n\n[listen]\nhttp = \"127.0.0.1:{port}\"\n{gates}",
+        entry.display(),
+        dir.join("data").display()
+    );
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
