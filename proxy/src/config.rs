@@ -297,9 +297,16 @@ pub struct State {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Identity {
-    /// `authorization` (the default: the caller's `Authorization` header), `header:NAME` (another
-    /// header an authenticating proxy in front sets), or `none` (approvals bound to no caller).
+    /// `authorization` (the caller's `Authorization` header), `header:NAME` (another header an
+    /// authenticating proxy in front sets), or `none` (approvals bound to no caller). Unset: the
+    /// verified caller (`jwt`, `api_keys`, over stdio `stdio_principal`), else `Authorization`.
     pub principal: Option<String>,
+    /// Bearer tokens checked as an OAuth 2.1 resource server does (`identity::JwtSpec`).
+    pub jwt: Option<Spanned<crate::identity::JwtSpec>>,
+    /// `file:PATH`: named callers by the SHA-256 of their key (`identity::ApiKeys`).
+    pub api_keys: Option<Spanned<String>>,
+    /// Over stdio, the caller of every request (default: the OS user).
+    pub stdio_principal: Option<Spanned<String>>,
     /// Send each caller's `Authorization` to a URL upstream (in place of `[upstream] headers`'
     /// own), on an upstream connection of the caller's own.
     #[serde(default)]
@@ -315,6 +322,8 @@ pub struct Identity {
 /// Where the caller's identity comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrincipalFrom {
+    /// The library's default: a verified caller, else the `Authorization` header.
+    Verified,
     Header(http::HeaderName),
     Nobody,
 }
@@ -327,7 +336,8 @@ impl Identity {
     /// A value that is none of the three forms, or a header name that is not one.
     pub fn principal(&self) -> Result<PrincipalFrom, String> {
         match self.principal.as_deref() {
-            None | Some("authorization") => Ok(PrincipalFrom::Header(http::header::AUTHORIZATION)),
+            None => Ok(PrincipalFrom::Verified),
+            Some("authorization") => Ok(PrincipalFrom::Header(http::header::AUTHORIZATION)),
             Some("none") => Ok(PrincipalFrom::Nobody),
             Some(other) => match other.strip_prefix("header:") {
                 Some(name) => http::HeaderName::try_from(name)
@@ -418,6 +428,95 @@ pub struct Source {
 }
 
 impl Source {
+    /// `[identity]`'s combinations that make no sense, each at its line: a verified caller
+    /// (`jwt`, `api_keys`, `stdio_principal`) with an explicit `principal` (which would win over
+    /// it), `jwt` or `api_keys` with `pass_to_upstream` (MCP's authorization spec forbids
+    /// passing a token through) or `allow_anonymous`; a bad `jwt` table or `api_keys` file.
+    ///
+    /// # Errors
+    ///
+    /// The first such mistake, at its line.
+    fn check_identity(&self, identity: &Identity) -> Result<(), ConfigError> {
+        let at = |span: std::ops::Range<usize>| Some(self.line_of(span.start));
+        let verifying = [
+            identity.jwt.as_ref().map(|j| ("jwt", j.span())),
+            identity.api_keys.as_ref().map(|k| ("api_keys", k.span())),
+            identity
+                .stdio_principal
+                .as_ref()
+                .map(|s| ("stdio_principal", s.span())),
+        ];
+        for (name, span) in verifying.iter().flatten() {
+            if let Some(principal) = &identity.principal {
+                return Err(self.error(
+                    at(span.clone()),
+                    format!(
+                        "[identity] {name} with principal = {principal:?}: the principal would come from there, not from the verified caller; drop `principal`"
+                    ),
+                ));
+            }
+        }
+        for (name, span) in verifying[..2].iter().flatten() {
+            if identity.pass_to_upstream {
+                return Err(self.error(
+                    at(span.clone()),
+                    format!(
+                        "[identity] {name} with pass_to_upstream: the caller's token is the proxy's to check; MCP's authorization spec forbids passing it through to the upstream"
+                    ),
+                ));
+            }
+            if identity.allow_anonymous {
+                return Err(self.error(
+                    at(span.clone()),
+                    format!("[identity] {name} with allow_anonymous: every caller is verified; anonymous calls are refused (401)"),
+                ));
+            }
+        }
+        if let Some(jwt) = &identity.jwt {
+            crate::identity::Jwt::new(jwt.get_ref().clone())
+                .map_err(|why| self.error(at(jwt.span()), why))?;
+        }
+        if let Some(keys) = &identity.api_keys {
+            self.api_keys(keys)?;
+        }
+        if let Some(name) = &identity.stdio_principal
+            && name.get_ref().trim().is_empty()
+        {
+            return Err(self.error(at(name.span()), "[identity] stdio_principal is empty"));
+        }
+        Ok(())
+    }
+
+    /// The callers `api_keys` (`file:PATH`, relative to the config's folder) names.
+    ///
+    /// # Errors
+    ///
+    /// Not `file:…`, a file that cannot be read, or a bad line (its file and line).
+    pub fn api_keys(
+        &self,
+        value: &Spanned<String>,
+    ) -> Result<crate::identity::ApiKeys, ConfigError> {
+        let line = Some(self.line_of(value.span().start));
+        let Some(path) = value.get_ref().strip_prefix("file:") else {
+            return Err(self.error(line, "[identity] api_keys: \"file:PATH\""));
+        };
+        let path = match self.path.parent() {
+            Some(dir) => dir.join(path),
+            None => PathBuf::from(path),
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            self.error(
+                line,
+                format!("[identity] api_keys: {}: {e}", path.display()),
+            )
+        })?;
+        crate::identity::ApiKeys::parse(&text).map_err(|(at, why)| ConfigError {
+            path: path.clone(),
+            line: Some(at),
+            message: format!("[identity] api_keys: {why}"),
+        })
+    }
+
     /// Reads `path`.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
@@ -539,6 +638,7 @@ impl Source {
         {
             return Err(self.error(Some(self.line_of(value.span().start)), why));
         }
+        self.check_identity(&config.identity)?;
         let secrets = config.secret_variables();
         for name in &config.upstream.env_passthrough {
             if secrets.contains(&name.get_ref().as_str()) {
@@ -707,8 +807,9 @@ require = { approve = true }
             principal: Some(p.to_owned()),
             ..Identity::default()
         };
+        assert_eq!(Identity::default().principal(), Ok(PrincipalFrom::Verified));
         assert_eq!(
-            Identity::default().principal(),
+            identity("authorization").principal(),
             Ok(PrincipalFrom::Header(http::header::AUTHORIZATION))
         );
         assert_eq!(

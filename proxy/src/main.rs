@@ -24,6 +24,7 @@ mod decisions;
 mod error;
 mod flows;
 mod gates;
+mod identity;
 mod metrics;
 mod policy;
 mod routed;
@@ -333,12 +334,45 @@ async fn run(
         ))
     };
     if options.stdio || config.listen.stdio {
-        stdio::run(app).await?;
+        let caller = identity::stdio_caller(
+            config
+                .identity
+                .stdio_principal
+                .as_ref()
+                .map(|name| name.get_ref().as_str()),
+        );
+        stdio::run(identity::as_stdio(app, caller)).await?;
     } else {
+        let jwt = match &config.identity.jwt {
+            Some(spec) => {
+                let jwt = identity::Jwt::new(spec.get_ref().clone())?;
+                jwt.prime().await;
+                Some(jwt)
+            }
+            None => None,
+        };
+        let api_keys = match &config.identity.api_keys {
+            Some(value) => Some(source_of(&policy).api_keys(value)?),
+            None => None,
+        };
+        let app = if jwt.is_some() || api_keys.is_some() {
+            identity::protect(app, Arc::new(identity::Guard { jwt, api_keys }))
+        } else {
+            app
+        };
         serve::run(&config, app).await?;
     }
     upstream.shutdown().await;
     Ok(())
+}
+
+/// The file as last read without a mistake.
+fn source_of(policy: &Policy) -> Source {
+    policy
+        .source
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 /// The file's gates, and those the tools changed since first listed get.
@@ -765,6 +799,9 @@ fn labels_of(built: &[gates::Built]) -> std::collections::BTreeMap<String, Strin
 /// `layer` taking the caller's identity where `[identity] principal` says.
 fn identified(layer: ElicitationLayer, principal: &PrincipalFrom) -> ElicitationLayer {
     match principal.clone() {
+        // The library's default: a verified caller (`[identity] jwt`, `api_keys`, stdio), else
+        // the `Authorization` header.
+        PrincipalFrom::Verified => layer,
         PrincipalFrom::Header(name) => layer.principal_from(move |parts: &http::request::Parts| {
             parts
                 .headers

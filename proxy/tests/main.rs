@@ -51,6 +51,7 @@ mod conditions;
 mod edges;
 mod flows;
 mod gating;
+mod identity;
 mod newcomer;
 mod pool;
 mod proxy;
@@ -65,6 +66,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(edges::trials(&probe));
     trials.extend(flows::trials(&probe));
     trials.extend(gating::trials(&probe));
+    trials.extend(identity::trials(&probe));
     trials.extend(newcomer::trials(&probe));
     trials.extend(pool::trials(&probe));
     trials.extend(proxy::trials(&probe));
