@@ -254,6 +254,9 @@ pub struct Listen {
     /// Connections one peer address may hold at once (default 128, of the 1,024 served).
     #[serde(default = "default_per_peer")]
     pub max_connections_per_peer: Spanned<usize>,
+    /// Seconds the proxy holds a 2025-era host's call while its person answers a question
+    /// (default 600); past it, the question is withdrawn and the call ends with an error.
+    pub answer_timeout_secs: Option<Spanned<u64>>,
 }
 
 impl Default for Listen {
@@ -264,6 +267,7 @@ impl Default for Listen {
             stdio: false,
             head_timeout_secs: default_head_timeout(),
             max_connections_per_peer: default_per_peer(),
+            answer_timeout_secs: None,
         }
     }
 }
@@ -391,6 +395,9 @@ pub struct GateSpec {
     pub when: Option<String>,
     /// `ask` (the default), `deny` or `allow`: what the rule does with the calls it decides.
     pub action: Option<String>,
+    /// Seconds the person has to answer the gate's question: an approval is good for a retry
+    /// within them (default: the sealed state's own 600).
+    pub approval_ttl_secs: Option<u64>,
 }
 
 /// `complete_when`: a Redis key or an HTTP URL, with `{handle}` and `{argument}` placeholders.
@@ -617,6 +624,14 @@ impl Source {
             return Err(self.error(
                 Some(self.line_of(listen.head_timeout_secs.span().start)),
                 "[listen] head_timeout_secs: from 1 to 600 seconds",
+            ));
+        }
+        if let Some(timeout) = &listen.answer_timeout_secs
+            && !(1..=86_400).contains(timeout.get_ref())
+        {
+            return Err(self.error(
+                Some(self.line_of(timeout.span().start)),
+                "[listen] answer_timeout_secs: from 1 to 86400 seconds",
             ));
         }
         if !(1..=1024).contains(listen.max_connections_per_peer.get_ref()) {

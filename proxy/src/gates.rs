@@ -263,6 +263,12 @@ fn one(
         return Err("names no `tools`, `prompts` or `resources`".to_owned());
     }
     let action = Action::parse(spec.action.as_deref())?;
+    if spec
+        .approval_ttl_secs
+        .is_some_and(|ttl| !(1..=86_400).contains(&ttl))
+    {
+        return Err("approval_ttl_secs: from 1 to 86400 seconds".to_owned());
+    }
     if action != Action::Ask {
         let asks = [
             ("form", !spec.form.is_empty()),
@@ -272,6 +278,7 @@ fn one(
             ("retry_hint", spec.retry_hint.is_some()),
             ("inject_as", spec.inject_as.is_some()),
             ("show", spec.show.is_some()),
+            ("approval_ttl_secs", spec.approval_ttl_secs.is_some()),
         ];
         if let Some((field, _)) = asks.iter().find(|(_, given)| *given) {
             return Err(format!(
@@ -480,6 +487,9 @@ fn one(
             });
         if let Some(argument) = &spec.inject_as {
             gate = gate.inject_as(argument.clone());
+        }
+        if let Some(ttl) = spec.approval_ttl_secs {
+            gate = gate.approval_ttl(std::time::Duration::from_secs(ttl));
         }
         let tool = kind == "tool";
         if tool {

@@ -46,6 +46,9 @@ impl Stack {
         redis: Option<&RedisStore>,
     ) -> Self {
         let mut bridge = LegacyBridgeLayer::new(&layer);
+        if let Some(timeout) = &config.listen.answer_timeout_secs {
+            bridge = bridge.answer_timeout(std::time::Duration::from_secs(*timeout.get_ref()));
+        }
         if !config.listen.allowed_hosts.is_empty() {
             let hosts = ["localhost", "127.0.0.1", "::1"]
                 .into_iter()

@@ -236,9 +236,53 @@ async fn a_condition_no_call_can_satisfy_is_the_files_mistake_at_its_line() {
     );
 }
 
+/// `exp - iat` of the claims `state` seals (`v1.kid.<base64url claims>.mac`).
+fn lifetime_of(state: &str) -> u64 {
+    let body = state.split('.').nth(2).expect("v1.kid.body.mac");
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let (mut bits, mut count, mut bytes) = (0u32, 0, Vec::new());
+    for c in body.bytes() {
+        let value = alphabet.iter().position(|&a| a == c).expect("base64url") as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            bytes.push((bits >> count) as u8);
+        }
+    }
+    let claims: Value = serde_json::from_slice(&bytes).expect("claims JSON");
+    claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap()
+}
+
+async fn approval_ttl_secs_bounds_how_long_an_approval_is_good() {
+    let dir = Dir::new("ttl");
+    let port = free_port();
+    let gates = "\n[[gate]]\ntools = [\"write_file\"]\napproval_ttl_secs = 45\nform.approve = { type = \"boolean\" }\n\n[[gate]]\ntools = [\"create_directory\"]\nform.approve = { type = \"boolean\" }\n";
+    let config = filesystem_config(&dir.0, &filesystem(), port, gates);
+    let proxy = Proxy::start(&config, port).await;
+    let data = dir.0.join("data");
+    let write = proxy
+        .call(
+            "write_file",
+            json!({"path": data.join("a"), "content": "x"}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(lifetime_of(&state_of(&write)), 45);
+    let mkdir = proxy
+        .call(
+            "create_directory",
+            json!({"path": data.join("d")}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(lifetime_of(&state_of(&mkdir)), 600, "the default");
+}
+
 crate::trials! {
     [Upstreams] current_thread rules_ask_skip_and_deny_in_file_order,
     [Upstreams] current_thread a_condition_that_cannot_say_refuses_the_call,
     [Upstreams] current_thread check_prints_the_order_and_explain_says_which_rule_decides,
     [Upstreams] current_thread a_condition_no_call_can_satisfy_is_the_files_mistake_at_its_line,
+    [Upstreams] current_thread approval_ttl_secs_bounds_how_long_an_approval_is_good,
 }
