@@ -124,12 +124,17 @@ async def test_a_flood_of_parked_calls_is_bounded_and_later_calls_work(fresh_fas
     limit = anyio.Semaphore(16)
     parked: list[tuple[int, str, str]] = []
     refused: list[dict[str, Any]] = []
+    # Five callers, each under its fair share (a quarter of the bound), fill the bound together.
+    callers = [f"Bearer flooder-{n}" for n in range(5)]
+
+    def caller_of(n: int) -> str:
+        return callers[n % len(callers)]
 
     async with httpx2.AsyncClient(timeout=READ_TIMEOUT_S, limits=httpx2.Limits(max_connections=16)) as http:
 
         async def park(n: int) -> None:
             async with limit:
-                reply = await post(http, front, tool_call("book", {"restaurant": f"R{n}"}))
+                reply = await post(http, front, tool_call("book", {"restaurant": f"R{n}"}), caller_of(n))
             if "error" in reply:
                 refused.append(reply)
             else:
@@ -150,9 +155,10 @@ async def test_a_flood_of_parked_calls_is_bounded_and_later_calls_work(fresh_fas
         assert texts(echoed) == "still served"
         # ...and a parked call still resumes; once it is done, a new call parks again.
         n, key, state = parked[0]
-        done = await post(http, front, answered("book", {"restaurant": f"R{n}"}, key, state, seats(1)))
+        answer = answered("book", {"restaurant": f"R{n}"}, key, state, seats(1))
+        done = await post(http, front, answer, caller_of(n))
         assert texts(done) == f"booked 1 at R{n}"
-        question(await post(http, front, tool_call("book", {"restaurant": "one more"})))
+        question(await post(http, front, tool_call("book", {"restaurant": "one more"}), caller_of(n)))
 
 
 async def test_a_child_that_dies_mid_call_is_a_clear_error_and_the_next_call_works(fresh_fastmcp: Front) -> None:
