@@ -654,7 +654,40 @@ async fn ask_client(
         }
         waiting.push(send_request(settings, session, out, legs, key, id, &request).await?);
     }
-    wait_for_answers(settings, session, out, legs, waiting, urls).await
+    let answers = wait_for_answers(settings, session, out, legs, waiting, urls).await;
+    if let Err(Unanswered::Timeout(_)) = &answers {
+        // Nothing was decided, and nothing runs: the decision log's own outcome.
+        let called = call
+            .params
+            .get(call.method.target_field())
+            .and_then(|name| name.as_str())
+            .unwrap_or_default();
+        tracing::info!(
+            target: "tower_elicitation",
+            method = call.method.as_str(),
+            target = called,
+            outcome = "unanswered",
+            why = "timeout",
+            "the client did not answer the bridge's requests in time"
+        );
+    }
+    answers.map_err(Unanswered::into_text)
+}
+
+/// Why a round's requests were not all answered.
+enum Unanswered {
+    /// The answer timeout passed.
+    Timeout(String),
+    /// A request failed, or the session ended.
+    Failed(String),
+}
+
+impl Unanswered {
+    fn into_text(self) -> String {
+        match self {
+            Self::Timeout(text) | Self::Failed(text) => text,
+        }
+    }
 }
 
 /// Gives a URL request its flow's `elicitationId` (kept while its URL is unchanged); records it.
@@ -733,7 +766,7 @@ async fn wait_for_answers(
     legs: &Mutex<Vec<AnswerKey>>,
     mut open: Vec<OpenRequest>,
     urls: &mut HashMap<String, UrlLeg>,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, Unanswered> {
     let deadline = tokio::time::sleep(settings.answer_timeout);
     tokio::pin!(deadline);
     let mut keep_alive =
@@ -751,7 +784,7 @@ async fn wait_for_answers(
                 _ = session_check.tick() => {
                     if session_ended(settings, session).await {
                         cancel_all(settings, out, open, texts::BRIDGE_SESSION_ENDED_CANCEL).await;
-                        return Err(texts::BRIDGE_SESSION_ENDED.to_owned());
+                        return Err(Unanswered::Failed(texts::BRIDGE_SESSION_ENDED.to_owned()));
                     }
                 }
             }
@@ -759,7 +792,9 @@ async fn wait_for_answers(
         let Some((index, answer)) = ready else {
             // Out of time: every request still open is cancelled.
             cancel_all(settings, out, open, texts::BRIDGE_NO_ANSWER_CANCEL).await;
-            return Err(texts::bridge_no_answer(settings.answer_timeout));
+            return Err(Unanswered::Timeout(texts::bridge_no_answer(
+                settings.answer_timeout,
+            )));
         };
         let OpenRequest {
             key,
@@ -775,7 +810,7 @@ async fn wait_for_answers(
             Ok(result) => result,
             Err(text) => {
                 cancel_all(settings, out, open, texts::BRIDGE_OTHER_FAILED_CANCEL).await;
-                return Err(text);
+                return Err(Unanswered::Failed(text));
             }
         };
         if let Some(leg) = urls.get_mut(&key) {

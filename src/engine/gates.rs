@@ -374,7 +374,11 @@ impl<'c> GateRound<'c> {
     fn after_flows<E: Effects>(&self, effects: &E) -> Result<u64, Stop<E::Error>> {
         let now = effects.now();
         if self.valid_until.is_some_and(|until| now >= until) {
-            log_rejected(&self.round, &Reject::Expired.to_string());
+            log_rejected(
+                &self.round,
+                Reject::Expired.code(),
+                &Reject::Expired.to_string(),
+            );
             return Err(Stop::Undecided(invalid_state(self.round.id.as_deref())));
         }
         Ok(now)

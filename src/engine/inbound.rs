@@ -162,7 +162,7 @@ async fn decide_once<E: Effects>(
     }
 
     let Ok(state) = state else {
-        log_rejected(&round, "requestState is not a string");
+        log_rejected(&round, "malformed", "requestState is not a string");
         return Err(invalid_state(id).into());
     };
     let responses = read_responses(call, id)?;
@@ -200,6 +200,11 @@ async fn decide_once<E: Effects>(
         // What was approved is not what would run: nothing is forwarded on that approval.
         tracing::info!(
             target: "tower_elicitation",
+            method = round.method.as_str(),
+            target = %round.target,
+            round = round.number,
+            outcome = "binding_changed",
+            why = "changed",
             "a gate's binding changed since it was asked: asking again"
         );
         return gated.ask(config, cx.now, effects).await;
@@ -252,7 +257,11 @@ fn single_use_id(
         return Ok(None);
     }
     let Some(token_id) = &claims.token_id else {
-        log_rejected(round, "single-use tokens are on and this token has no id");
+        log_rejected(
+            round,
+            "malformed",
+            "single-use tokens are on and this token has no id",
+        );
         return Err(invalid_state(round.id.as_deref()));
     };
     Ok(Some(SingleUseId {
@@ -390,7 +399,7 @@ fn open_state(
     )
     .or_else(|reason| {
         canonical_args(arguments, call.id)?;
-        log_rejected(round, &reason.to_string());
+        log_rejected(round, reason.code(), &reason.to_string());
         Err(invalid_state(call.id))
     })
 }

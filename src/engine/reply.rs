@@ -232,13 +232,15 @@ pub(super) fn log_gate_refused(round: &Round, why: &'static str) {
     );
 }
 
-/// The event of a `requestState` refused, with why.
-pub(super) fn log_rejected(round: &Round, reason: &str) {
+/// The event of a `requestState` refused: `why` a short code (the decision log's), `reason`
+/// the sentence.
+pub(super) fn log_rejected(round: &Round, why: &'static str, reason: &str) {
     tracing::info!(
         target: "tower_elicitation",
         method = round.method.as_str(),
         target = %round.target,
         outcome = "rejected_state",
+        why,
         reason,
         "requestState refused"
     );

@@ -43,6 +43,25 @@ pub(crate) enum Reject {
     Mismatch(&'static str),
 }
 
+impl Reject {
+    /// A short code for the decision log's `why`: `too_large`, `malformed`, `unknown_kid`,
+    /// `bad_mac`, `bad_claims`, `version`, `not_yet_valid`, `expired` (its time to live, an
+    /// approval's included, passed) or `mismatch` (bound to another call or caller).
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "too_large",
+            Self::Malformed(_) => "malformed",
+            Self::UnknownKid => "unknown_kid",
+            Self::BadMac => "bad_mac",
+            Self::BadClaims => "bad_claims",
+            Self::Version(_) => "version",
+            Self::NotYetValid => "not_yet_valid",
+            Self::Expired => "expired",
+            Self::Mismatch(_) => "mismatch",
+        }
+    }
+}
+
 impl fmt::Display for Reject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -199,6 +218,25 @@ fn decode(text: &str, max_len: usize) -> Result<Vec<u8>, Reject> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_rejection_has_a_code_of_its_own() {
+        let all = [
+            Reject::TooLarge { len: 2, max: 1 },
+            Reject::Malformed("x"),
+            Reject::UnknownKid,
+            Reject::BadMac,
+            Reject::BadClaims,
+            Reject::Version(9),
+            Reject::NotYetValid,
+            Reject::Expired,
+            Reject::Mismatch("target"),
+        ];
+        let codes: std::collections::BTreeSet<&str> = all.iter().map(Reject::code).collect();
+        assert_eq!(codes.len(), all.len());
+        assert_eq!(Reject::Expired.code(), "expired");
+        assert_eq!(Reject::Mismatch("principal").code(), "mismatch");
+    }
     use crate::token::claims::{Arguments, args_digest_of};
     use serde_json::{Map, json};
 
