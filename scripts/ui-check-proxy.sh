@@ -11,6 +11,13 @@
 #      d-…)", the call's decision id), no file;
 #   3. write_file, approved in the dialog: written, the file on disk holds what was typed.
 #
+# Then a second person approves (scripts/ui-check-approvals.mjs), against the proxy serving
+# examples/proxy/approvals.toml (`approvers = "url"`, callers and approvers verified by the demo
+# issuer's JWTs): the 2026 Inspector signed in as alice with a bearer token (`--header`) asks a
+# write and declines its URL question (the refusal shows the decision id); a JSON-RPC caller's
+# write is approved by bob on the approval page in Chromium (signed in with his token) and
+# written; another is denied there and refused, naming bob.
+#
 #   scripts/ui-check-proxy.sh           # run the check
 #   scripts/ui-check-proxy.sh --docs    # also copy the screenshots shown in the README into docs/
 #
@@ -99,10 +106,57 @@ run_era() {
     return "$era_rc"
 }
 
+# ---- a second person approves: examples/proxy/approvals.toml, the approval page in Chromium ----
+# The caller is the 2026 Inspector signed in with a bearer token (`--header`), and a JSON-RPC
+# client (scripts/ui-check-approvals.mjs); the approver is bob, in the browser.
+run_approvals() {
+    local out=$results/approvals proxy_pid port data proxy_url client_port token alice rc_approvals
+    local shipped="$root/examples/proxy/approvals.toml"
+    mkdir -p "$out" "$work/approvals/home" "$work/approvals/storage"
+    data="$work/approvals/data"
+    cp -r "$root/examples/proxy/data" "$data"
+    port=$(free_port)
+    grep -q '"examples/proxy/data"' "$shipped" && grep -q '127.0.0.1:3000' "$shipped" ||
+        { log "error: $shipped no longer names examples/proxy/data and 127.0.0.1:3000"; return 1; }
+    sed -e "s|\"examples/proxy/data\"|\"$data\"|" -e "s|127.0.0.1:3000|127.0.0.1:$port|g" \
+        -e "s|\"examples/proxy/demo-issuer/|\"$root/examples/proxy/demo-issuer/|" \
+        "$shipped" >"$work/approvals/approvals.toml"
+    RUST_LOG="${RUST_LOG:-info}" "$proxy_bin" --config "$work/approvals/approvals.toml" \
+        >"$out/proxy.log" 2>&1 &
+    proxy_pid=$!
+    started "$proxy_pid"
+    wait_for_line "$out/proxy.log" "$proxy_pid" "listening on" 300 || return 1
+    proxy_url="http://127.0.0.1:$port/mcp"
+    log "elicitation-proxy (approvals) at $proxy_url"
+    alice=$("$node" "$root/scripts/demo-token.mjs" alice 600 "$proxy_url")
+    client_port=$(free_port)
+    token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
+    (
+        cd "$work/approvals"
+        exec env HOME="$work/approvals/home" HOST=127.0.0.1 CLIENT_PORT="$client_port" MCP_SANDBOX_PORT=0 \
+            MCP_APP_ORIGIN_PORT=0 MCP_AUTO_OPEN_ENABLED=false MCP_INSPECTOR_API_TOKEN="$token" \
+            MCP_STORAGE_DIR="$work/approvals/storage" MCP_INSPECTOR_SECRET_STORE=memory \
+            "$node" "$launcher" --web --transport http --server-url "$proxy_url" --protocol-era modern \
+            --header "Authorization: Bearer $alice"
+    ) >"$out/inspector.log" 2>&1 &
+    started "$!"
+    wait_for_line "$out/inspector.log" "$!" "is up and running" 120 || return 1
+    set +e
+    UI_CHECK_INSPECTOR="http://127.0.0.1:$client_port/?MCP_INSPECTOR_API_TOKEN=$token" \
+        UI_CHECK_RESULTS="$out" UI_CHECK_MODULES="$modules" UI_CHECK_CHROMIUM="$CHROMIUM" \
+        UI_CHECK_PROXY="$proxy_url" UI_CHECK_DATA="$data" \
+        "$node" "$root/scripts/ui-check-approvals.mjs" | tee "$out/flows.txt"
+    rc_approvals=${PIPESTATUS[0]}
+    set -e
+    stop
+    return "$rc_approvals"
+}
+
 rc=0
 for era in modern legacy; do
     run_era "$era" || rc=1
 done
+run_approvals || rc=1
 stop
 passed=$(cat "$results"/*/flows.txt 2>/dev/null | grep -c '^ok ' || true)
 failed=$(cat "$results"/*/flows.txt 2>/dev/null | grep -c '^FAIL ' || true)
@@ -112,6 +166,9 @@ echo "ui-check-proxy, both eras: $passed passed, $failed failed"
 if [[ $rc -eq 0 && -n $docs ]]; then
     for name in proxy-write-form proxy-write-declined proxy-write-done; do
         cp "$results/modern/$name.png" "$root/docs/ui-$name.png"
+    done
+    for name in approval-page approval-inspector; do
+        cp "$results/approvals/$name.png" "$root/docs/ui-$name.png"
     done
     log "copied the screenshots into $root/docs/"
 fi

@@ -207,6 +207,11 @@ impl Catalog {
         self.store(definitions, true);
     }
 
+    /// `tool`'s definition as last listed (description, `inputSchema`, annotations).
+    pub fn definition_of(&self, tool: &str) -> Option<Value> {
+        self.read().current.get(tool).map(|t| t.definition.clone())
+    }
+
     /// What a call of `tool` is bound to: its definition as last listed.
     pub fn digest_of(&self, tool: &str) -> String {
         self.read()

@@ -22,6 +22,8 @@ pub struct Config {
     pub identity: Identity,
     #[serde(default)]
     pub log: Log,
+    #[serde(default)]
+    pub approvals: Approvals,
     #[serde(default, rename = "gate")]
     pub gates: Vec<Spanned<GateSpec>>,
 }
@@ -284,6 +286,19 @@ fn default_http() -> String {
     "127.0.0.1:3000".to_owned()
 }
 
+/// `[approvals]`: the approval pages of the gates with `approvers = "url"`
+/// ([`crate::approvals`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approvals {
+    /// The origin the pages are linked from (`https://gate.example.com`): default the HTTP
+    /// listener's own, `http://` and `[listen] http`.
+    pub url: Option<Spanned<String>>,
+    /// The principals who may approve; default any verified one but the caller.
+    #[serde(default)]
+    pub approvers: Vec<String>,
+}
+
 /// `[state]`: the keys that seal `requestState`, and Redis for several replicas.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -398,6 +413,9 @@ pub struct GateSpec {
     /// Seconds the person has to answer the gate's question: an approval is good for a retry
     /// within them (default: the sealed state's own 600).
     pub approval_ttl_secs: Option<u64>,
+    /// Who answers: `caller` (the default: the caller's own client asks its person) or `url`
+    /// (another person, on the proxy's approval page: [`crate::approvals`]).
+    pub approvers: Option<String>,
 }
 
 /// `complete_when`: a Redis key or an HTTP URL, with `{handle}` and `{argument}` placeholders.

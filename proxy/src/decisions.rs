@@ -3,8 +3,28 @@
 //! milliseconds), which (`id`, unique to the line), what was called (`method`, `tool`: the tool's
 //! or prompt's name, or the resource's URI), which gate of the file judged it, the outcome
 //! (`ask`, `gates_accepted`, `gate_refused`, `allowed`, `forward`, `refused`,
-//! `rejected_state`, …), the round, the caller, and for a refusal why (`declined`, `cancelled`,
-//! `not_allowed`, `single_use`, `denied` by a rule, `condition_failed`). `gate` is the rule of
+//! `rejected_state`, `binding_changed`, `unanswered`, …), the round, the caller, and for a
+//! refusal why. Each way a call is not approved is its own outcome, and none is counted as
+//! accepted:
+//!
+//! | outcome | why | what happened |
+//! |---|---|---|
+//! | `gate_refused` | `declined`, `cancelled` | the person declined, or cancelled the question |
+//! | `gate_refused` | `not_allowed` | the answer was accepted, and the gate's `require` turned it down |
+//! | `gate_refused` | `denied`, `condition_failed` | a rule's `action = "deny"`, or a condition that failed at run time |
+//! | `gate_refused` | `denied_by_approver` | an approver denied it on the approval page (`approvers = "url"`) |
+//! | `refused` | `single_use` | an approval sent again (a replay) |
+//! | `rejected_state` | `expired` | the approval came after its `approval_ttl_secs` (or the layer's own time to live) |
+//! | `rejected_state` | `mismatch`, `bad_mac`, `malformed`, … | a `requestState` made for another call or caller, or forged |
+//! | `binding_changed` | `changed` | the tool's definition, or the gate, changed since the question: asked again |
+//! | `unanswered` | `timeout` | a 2025-era host did not answer within `[listen] answer_timeout_secs` |
+//!
+//! An approver's own decision on the approval page (`approvers = "url"`,
+//! [`crate::approvals`]) is a line of its own: `decision` `approved` or `denied`, with
+//! `approver` (the approver's verified principal), `principal` (the caller's) and the call's
+//! `decision_id`; the caller's retry then has its own line.
+//!
+//! `gate` is the rule of
 //! the file that decided (with conditions, the one the file's order chose), and `decision_id`
 //! the call's decision ([`crate::policy::decision_id`]: the same on each round of one call, in
 //! the question's `_meta` and in the refusal, so a person can quote it). A call a rule judged
@@ -262,6 +282,7 @@ struct Fields {
     round: Option<u64>,
     caller: Option<String>,
     why: Option<String>,
+    approver: Option<String>,
 }
 
 impl Visit for Fields {
@@ -293,9 +314,37 @@ impl Fields {
             "target" => self.target = Some(value),
             "caller" => self.caller = Some(value),
             "why" => self.why = Some(value),
+            "approver" => self.approver = Some(value),
             _ => {}
         }
     }
+}
+
+impl Decisions {
+    /// An approver's decision on the approval page: a line of its own, naming the approver.
+    fn approver_line(&self, fields: Fields) {
+        let mut line = Map::new();
+        line.insert("time".into(), Value::from(now_ms()));
+        line.insert("id".into(), Value::String(decision_id()));
+        for (key, value) in [
+            ("decision", fields.outcome),
+            ("method", fields.method),
+            ("tool", fields.target),
+            ("decision_id", fields.decision),
+            ("principal", fields.principal.filter(|p| !p.is_empty())),
+            ("approver", fields.approver),
+        ] {
+            line.insert(key.into(), value.map_or(Value::Null, Value::String));
+        }
+        self.output.write(&Value::Object(line).to_string());
+    }
+}
+
+/// Now, in Unix milliseconds.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl<S> Layer<S> for Decisions
@@ -327,6 +376,12 @@ where
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let target = event.metadata().target();
+        if target == crate::approvals::APPROVAL_TARGET {
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            self.approver_line(fields);
+            return;
+        }
         if target == RULE_TARGET {
             let mut fields = Fields::default();
             event.record(&mut fields);
@@ -395,10 +450,7 @@ where
         let digest = of_decider(|d| &d.digest);
         let arguments = of_decider(|d| &d.arguments).filter(|_| self.output.arguments());
         let mut line = Map::new();
-        let time = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        line.insert("time".into(), Value::from(time));
+        line.insert("time".into(), Value::from(now_ms()));
         line.insert("id".into(), Value::String(decision_id()));
         line.insert("decision".into(), Value::String(outcome));
         for (key, value) in [

@@ -39,11 +39,13 @@ const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
-/// What the gates' completion checks reach: Redis (`[state] redis`) and an HTTP client.
+/// What the gates' completion checks reach: Redis (`[state] redis`), an HTTP client, and the
+/// calls waiting on the approval page (`approvers = "url"`).
 #[derive(Clone)]
 pub struct Backends {
     pub redis: Option<redis::aio::ConnectionManager>,
     pub http: reqwest::Client,
+    pub approvals: Arc<crate::approvals::Approvals>,
 }
 
 /// How long a spent handle is remembered: the layer's token lifetime (600 s) and its clock

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tower_elicitation::{Gate, GateTarget};
 
+use crate::approvals::ApprovalFlow;
 use crate::catalog::{Catalog, Change};
 use crate::config::{Config, ConfigError, GateSpec, OnToolChange, Source};
 use crate::flows::{Backends, Check, ConfiguredFlow};
@@ -111,9 +112,22 @@ pub fn build(
             )
             .into(),
         };
+        let by_approver = config.gates[index].get_ref().approvers.as_deref() == Some("url");
         built.extend(gates.into_iter().map(|mut gate| {
             let condition = policy::gate_condition(&policy, index, Arc::clone(&denial));
-            gate.gate = gate.gate.when(condition);
+            gate.gate = if by_approver {
+                let approvals = Arc::clone(&backends.approvals);
+                let label = rule.label.clone();
+                gate.gate.when(move |call| {
+                    let asks = condition(call)?;
+                    match approvals.denied_by(call) {
+                        Some(by) if asks => Err(policy::denied_by_approver(call, &label, &by)),
+                        _ => Ok(asks),
+                    }
+                })
+            } else {
+                gate.gate.when(condition)
+            };
             gate
         }));
     }
@@ -279,6 +293,7 @@ fn one(
             ("inject_as", spec.inject_as.is_some()),
             ("show", spec.show.is_some()),
             ("approval_ttl_secs", spec.approval_ttl_secs.is_some()),
+            ("approvers", spec.approvers.is_some()),
         ];
         if let Some((field, _)) = asks.iter().find(|(_, given)| *given) {
             return Err(format!(
@@ -299,8 +314,29 @@ fn one(
         Some("arguments") => true,
         Some(other) => return Err(format!("show {other:?}: only \"arguments\"")),
     };
+    let by_approver = match spec.approvers.as_deref() {
+        None | Some("caller") => false,
+        Some("url") => true,
+        Some(other) => {
+            return Err(format!(
+                "approvers {other:?}: \"caller\" (the caller's own client asks) or \"url\" (another person, on the approval page)"
+            ));
+        }
+    };
+    if by_approver {
+        if let Some(why) = backends.approvals.unavailable() {
+            return Err(format!("approvers = \"url\" {why}"));
+        }
+        if spec.url.is_some()
+            || spec.complete_when.is_some()
+            || !spec.form.is_empty()
+            || !spec.require.is_empty()
+        {
+            return Err("approvers = \"url\": the approval page is the question; no `form`, `require`, `url` or `complete_when`".to_owned());
+        }
+    }
     let flow = flow(spec, backends)?;
-    if action == Action::Ask && spec.form.is_empty() && flow.is_none() {
+    if action == Action::Ask && spec.form.is_empty() && flow.is_none() && !by_approver {
         return Err("has no `form` fields and no `url`: it would ask nothing".to_owned());
     }
     let mut warnings = Vec::new();
@@ -426,6 +462,7 @@ fn one(
     }
     let schema = match &flow {
         Some(flow) => format!("a URL: {}", flow.url),
+        None if by_approver => "an approver's decision, on the approval page".to_owned(),
         // A rule that asks nobody still has a gate: it refuses (`deny`), or fails closed when
         // a condition cannot say, with no question.
         None if action != Action::Ask => r#"{"type": "object", "properties": {}}"#.to_owned(),
@@ -441,6 +478,14 @@ fn one(
     for (kind, target, pattern, listed, covered) in targets {
         let mut gate = match &flow {
             Some(flow) => Gate::url(key.clone(), flow.clone()),
+            None if by_approver => Gate::url(
+                key.clone(),
+                ApprovalFlow {
+                    approvals: Arc::clone(&backends.approvals),
+                    catalog: Arc::clone(catalog),
+                    wait: spec.approval_ttl_secs.map(std::time::Duration::from_secs),
+                },
+            ),
             None => Gate::form(key.clone(), schema.clone()),
         }
         .map_err(in_the_files_words)?;
@@ -460,6 +505,10 @@ fn one(
             if show_arguments {
                 text.push_str("\n\n");
                 text.push_str(&shown::arguments(call.arguments()));
+            }
+            if by_approver {
+                text.push_str("\n\n");
+                text.push_str(crate::approvals::ASK_CALLER);
             }
             text
         });
@@ -751,6 +800,11 @@ mod tests {
         let backends = Backends {
             redis: None,
             http: reqwest::Client::new(),
+            approvals: Arc::new(crate::approvals::Approvals::new(
+                "http://127.0.0.1:3000",
+                Vec::new(),
+                Some("needs [identity] jwt or api_keys".to_owned()),
+            )),
         };
         let catalog = Arc::new(Catalog::new(None, crate::metrics::Metrics::default()));
         build(&source, &config, &offered(), &backends, &catalog)

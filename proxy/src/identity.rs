@@ -69,6 +69,16 @@ pub enum Refused {
     Unavailable(String),
 }
 
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing => f.write_str("no credential"),
+            Self::Invalid(why) => write!(f, "{why}"),
+            Self::Unavailable(why) => write!(f, "the keys cannot be read now ({why})"),
+        }
+    }
+}
+
 /// The JWT rules, with the JWKS as last fetched.
 pub struct Jwt {
     spec: JwtSpec,
@@ -354,7 +364,7 @@ pub struct Guard {
 
 impl Guard {
     /// The caller of a request bearing `token`.
-    async fn verify(&self, token: Option<&str>) -> Result<VerifiedCaller, Refused> {
+    pub(crate) async fn verify(&self, token: Option<&str>) -> Result<VerifiedCaller, Refused> {
         let token = token.ok_or(Refused::Missing)?;
         if let Some(caller) = self.api_keys.as_ref().and_then(|keys| keys.verify(token)) {
             return Ok(caller);
@@ -438,7 +448,7 @@ impl Guard {
 }
 
 /// The bearer token of `headers`' `Authorization`, if it has one.
-fn bearer(headers: &http::HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &http::HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme

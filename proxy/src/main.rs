@@ -18,6 +18,7 @@
 //! command upstream runs under `--supervise`, so it never outlives the proxy (`supervise`).
 //! Everything it does, a Rust program can compose from the library's layers.
 
+mod approvals;
 mod catalog;
 mod config;
 mod decisions;
@@ -217,6 +218,7 @@ async fn run(
             None => None,
         },
         http: flows::http_client()?,
+        approvals: Arc::new(approvals_of(&source, &config, options.stdio)?),
     };
     let remembered = backends.redis.clone().map(|redis| {
         let upstream = format!("{:?} {:?}", config.upstream.command, config.upstream.url);
@@ -323,6 +325,7 @@ async fn run(
     let reload = std::sync::Arc::new(reload);
     serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
     serve::reload_on_change(options.config.clone(), reload);
+    let pages = Arc::clone(&policy.backends.approvals);
     let app = serve::app(&stack, metrics);
     let app = {
         let policy = Arc::clone(&policy);
@@ -356,7 +359,9 @@ async fn run(
             None => None,
         };
         let app = if jwt.is_some() || api_keys.is_some() {
-            identity::protect(app, Arc::new(identity::Guard { jwt, api_keys }))
+            let guard = Arc::new(identity::Guard { jwt, api_keys });
+            let app = app.merge(approvals::routes(pages, Arc::clone(&guard)));
+            identity::protect(app, guard)
         } else {
             app
         };
@@ -373,6 +378,54 @@ fn source_of(policy: &Policy) -> Source {
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .clone()
+}
+
+/// The approval pages the file's `approvers = "url"` gates link to, or why it may have none.
+fn approvals_of(
+    source: &Source,
+    config: &Config,
+    stdio: bool,
+) -> Result<approvals::Approvals, Error> {
+    let line = config
+        .approvals
+        .url
+        .as_ref()
+        .map(|url| source.line_of(url.span().start));
+    let listens_everywhere = ["0.0.0.0:", "[::]:"]
+        .iter()
+        .any(|any| config.listen.http.starts_with(any));
+    let base = match &config.approvals.url {
+        Some(url) => {
+            let url = url.get_ref();
+            let parsed = reqwest::Url::parse(url)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+                .filter(|u| u.path() == "/" && u.query().is_none());
+            if parsed.is_none() {
+                return Err(source
+                    .error(line, format!("[approvals] url {url:?}: an http(s) origin, such as \"https://gate.example.com\", with no path"))
+                    .into());
+            }
+            url.clone()
+        }
+        None => format!("http://{}", config.listen.http),
+    };
+    let unavailable = if stdio || config.listen.stdio {
+        Some("serves its page over HTTP: not with stdio".to_owned())
+    } else if config.identity.jwt.is_none() && config.identity.api_keys.is_none() {
+        Some("needs [identity] jwt or api_keys: approvers sign in with them".to_owned())
+    } else if config.state.redis.is_some() {
+        Some("keeps the calls waiting for approval in this process: not with [state] redis (several replicas) yet".to_owned())
+    } else if config.approvals.url.is_none() && listens_everywhere {
+        Some("needs [approvals] url: the proxy listens on every address, and cannot tell which one an approver reaches".to_owned())
+    } else {
+        None
+    };
+    Ok(approvals::Approvals::new(
+        &base,
+        config.approvals.approvers.clone(),
+        unavailable,
+    ))
 }
 
 /// The file's gates, and those the tools changed since first listed get.

@@ -4,7 +4,7 @@
 //!
 //! | counter | what |
 //! |---|---|
-//! | `elicitation_proxy_decisions_total{outcome}` | each decision of the layer: `ask` (a question asked, or asked again), `sealed` (the upstream's own questions sealed), `forward`, `ungated` (a call no gate applied to), `gates_accepted`, `gate_refused` (declined, cancelled, or a rule not met), `refused` (an error answer, a replayed approval's too), `rejected_state` |
+//! | `elicitation_proxy_decisions_total{outcome}` | each decision of the layer: `ask` (a question asked, or asked again), `sealed` (the upstream's own questions sealed), `forward`, `ungated` (a call no gate applied to), `gates_accepted`, `gate_refused` (declined, cancelled, or a rule not met), `refused` (an error answer, a replayed approval's too), `rejected_state`, `binding_changed` (asked again: the tool or gate changed), `unanswered` (a 2025-era host's timeout) |
 //! | `elicitation_proxy_replays_refused_total` | retries with an approval already spent |
 //! | `elicitation_proxy_gates_total{outcome}` | the file's gates: `asked` (a call's first ask), `accepted` (answers the gate's rules allow, counted once the single-use check passed: a replayed approval is counted in `replays_refused`, not here), `declined`, `cancelled`, `refused` (an accepted answer the gate's rules turn down) |
 //! | `elicitation_proxy_reasks_total` | questions asked again: an answer missing or invalid, a gate's `retry_hint`, a URL flow not finished |

@@ -628,6 +628,17 @@ pub fn gate_condition(
     }
 }
 
+/// The refusal of a call an approver denied on the approval page (`approvers = "url"`), told
+/// to the decision log as the rule `label`'s, `why: denied_by_approver`.
+pub fn denied_by_approver(call: &GateCall<'_>, label: &str, approver: &str) -> String {
+    let decision = decision_id(call);
+    decided_by(call, label, Some("denied_by_approver"), &decision);
+    format!(
+        "Not run: {} denied this call on the approval page. (decision {decision})",
+        crate::shown::quoted(approver, 128)
+    )
+}
+
 /// Tells the decision log ([`crate::decisions`]) which rule decided `call`, and what of the
 /// call a line holds: its verified principal, its arguments' digest, and its arguments (which
 /// the log writes only with `[log] log_arguments`).

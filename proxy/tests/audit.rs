@@ -191,8 +191,169 @@ async fn log_mistakes_are_the_files_with_their_line() {
     assert!(err.contains(":8: [log] to: stdout carries MCP"), "{err}");
 }
 
+/// A 2025-era host over HTTP (`2025-11-25`, declaring form elicitation) that calls `tool` and
+/// never answers the proxy's question: the call's stream, to its end.
+async fn call_unanswered_2025(url: &str, tool: &str, arguments: Value) -> String {
+    let client = reqwest::Client::new();
+    let post = |body: Value, session: Option<String>| {
+        let mut request = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.body(body.to_string()).send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "audit-2025", "version": "0"}}}),
+        None,
+    )
+    .await
+    .unwrap();
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .expect("a session id");
+    let _ = init.text().await;
+    let _ = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(session.clone()),
+    )
+    .await
+    .unwrap()
+    .text()
+    .await;
+    post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}),
+        Some(session),
+    )
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap()
+}
+
+/// Issue #39 item 3: a decline, a cancel, a replay, a state reused for other arguments, a
+/// condition's refusal, a 2025-era host's timeout: each its own line, none `gates_accepted`.
+async fn each_way_a_call_is_not_approved_is_its_own_outcome() {
+    let dir = Dir::new("outcomes");
+    let port = free_port();
+    let log = dir.0.join("decisions.jsonl");
+    let gates = format!(
+        "\n[log]\nto = \"file\"\nfile = \"{}\"\n{WRITE_GATE}\n[[gate]]\ntools = [\"create_directory\"]\nwhen = \"args.path.endsWith('/forbidden')\"\naction = \"deny\"\n",
+        log.display()
+    );
+    let config = filesystem_config(&dir.0, &filesystem(), port, &gates);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("[listen]\n", "[listen]\nanswer_timeout_secs = 1\n", 1),
+    )
+    .unwrap();
+    let proxy = Proxy::start(&config, port).await;
+    let data = dir.0.join("data");
+    let write = |name: &str| json!({"path": data.join(name), "content": "x"});
+    let approve = json!({"action": "accept", "content": {"approve": true}});
+
+    for (name, answered) in [
+        ("declined.txt", json!({"action": "decline"})),
+        ("cancelled.txt", json!({"action": "cancel"})),
+    ] {
+        let asked = proxy.call("write_file", write(name), json!({})).await;
+        let refused = proxy
+            .call(
+                "write_file",
+                write(name),
+                answer(&state_of(&asked), answered),
+            )
+            .await;
+        assert_eq!(refused["result"]["isError"], true, "{refused:#}");
+    }
+    // Approved once, then the same approval sent again; then reused for other arguments.
+    let asked = proxy.call("write_file", write("once.txt"), json!({})).await;
+    let state = state_of(&asked);
+    let done = proxy
+        .call(
+            "write_file",
+            write("once.txt"),
+            answer(&state, approve.clone()),
+        )
+        .await;
+    assert_ne!(done["result"]["isError"], true, "{done:#}");
+    let replayed = proxy
+        .call(
+            "write_file",
+            write("once.txt"),
+            answer(&state, approve.clone()),
+        )
+        .await;
+    assert!(replayed.get("error").is_some(), "{replayed:#}");
+    let asked = proxy.call("write_file", write("mine.txt"), json!({})).await;
+    let moved = proxy
+        .call(
+            "write_file",
+            write("other.txt"),
+            answer(&state_of(&asked), approve),
+        )
+        .await;
+    assert!(moved.get("error").is_some(), "{moved:#}");
+    let denied = proxy
+        .call(
+            "create_directory",
+            json!({"path": data.join("forbidden")}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(denied["result"]["isError"], true, "{denied:#}");
+    let stream = call_unanswered_2025(&proxy.url, "write_file", write("late.txt")).await;
+    assert!(stream.contains("elicitation/create"), "{stream}");
+    assert!(stream.contains("within 1 second"), "{stream}");
+    drop(proxy);
+    for name in ["declined.txt", "cancelled.txt", "other.txt", "late.txt"] {
+        assert!(!data.join(name).exists(), "{name} was written");
+    }
+
+    let lines = lines_of(&log);
+    let outcomes: Vec<(String, String)> = lines
+        .iter()
+        .filter(|line| line["decision"] != "ask")
+        .map(|line| {
+            let field = |name: &str| line[name].as_str().unwrap_or("-").to_owned();
+            (field("decision"), field("why"))
+        })
+        .collect();
+    let expected = [
+        ("gate_refused", "declined"),
+        ("gate_refused", "cancelled"),
+        ("gates_accepted", "-"),
+        ("refused", "single_use"),
+        ("rejected_state", "mismatch"),
+        ("gate_refused", "denied"),
+        ("unanswered", "timeout"),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(d, w)| ((*d).to_owned(), (*w).to_owned()))
+        .collect();
+    assert_eq!(outcomes, expected, "{lines:#?}");
+    let late = lines.last().unwrap();
+    assert_eq!(late["tool"], "write_file", "{late:#}");
+    assert_eq!(late["gate"], "gate 1 (line 12)", "{late:#}");
+}
+
 crate::trials! {
     [Upstreams] current_thread the_decision_log_goes_to_a_file_rotated_by_size,
     [Upstreams] current_thread without_log_arguments_a_line_holds_only_their_digest,
     [Upstreams] current_thread log_mistakes_are_the_files_with_their_line,
+    [Upstreams] current_thread each_way_a_call_is_not_approved_is_its_own_outcome,
 }

@@ -253,7 +253,12 @@ async fn a_reload_that_changes_the_gate_asks_again_before_anything_runs() {
 
 async fn an_approval_is_not_good_for_a_tool_whose_definition_changed() {
     let port = free_port();
-    let gates = format!("[[gate]]\ntools = [\"echo\"]\nmessage = \"Echo {{text}}?\"\n{APPROVE}");
+    let log = std::env::temp_dir().join(format!("te-rugpull-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let gates = format!(
+        "[log]\nto = \"file\"\nfile = \"{}\"\n\n[[gate]]\ntools = [\"echo\"]\nmessage = \"Echo {{text}}?\"\n{APPROVE}",
+        log.display()
+    );
     let setup = Changing::new("rugpull", port, "", &gates);
     let proxy = Proxy::start(&setup.config, port).await;
     let args = json!({"text": "hi"});
@@ -286,6 +291,24 @@ async fn an_approval_is_not_good_for_a_tool_whose_definition_changed() {
     assert!(
         metrics.contains("elicitation_proxy_tool_changes_total 1"),
         "{metrics}"
+    );
+    // The decision log: the old approval voided as its own outcome, never accepted.
+    drop(proxy);
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let decisions: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        decisions
+            .iter()
+            .any(|d| d["decision"] == "binding_changed" && d["why"] == "changed"),
+        "{lines}"
+    );
+    assert!(
+        !decisions.iter().any(|d| d["decision"] == "gates_accepted"),
+        "{lines}"
     );
 }
 

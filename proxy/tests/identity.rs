@@ -18,8 +18,8 @@ crate::trials! {
     [] sync identity_mistakes_name_their_line,
 }
 
-const ISSUER: &str = "https://issuer.test";
-const AUDIENCE: &str = "https://proxy.test/mcp";
+pub(crate) const ISSUER: &str = "https://issuer.test";
+pub(crate) const AUDIENCE: &str = "https://proxy.test/mcp";
 
 fn material(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -42,7 +42,7 @@ fn now() -> u64 {
 }
 
 /// A token for `sub`, signed with `kid`'s key; `claims` override the defaults.
-fn token(kid: &str, sub: &str, claims: Value) -> String {
+pub(crate) fn token(kid: &str, sub: &str, claims: Value) -> String {
     let der = std::fs::read(material(&format!("test-issuer-{kid}.der"))).unwrap();
     let mut header = Header::new(Algorithm::EdDSA);
     header.kid = Some(kid.to_owned());
@@ -69,13 +69,13 @@ fn confused(kid: &str, sub: &str) -> String {
 }
 
 /// The test issuer's JWKS on loopback: the keys it serves now, and how many times it was read.
-struct Issuer {
+pub(crate) struct Issuer {
     keys: Arc<Mutex<Vec<Value>>>,
     fetches: Arc<AtomicUsize>,
-    url: String,
+    pub(crate) url: String,
 }
 
-async fn issuer(kids: &[&str]) -> Issuer {
+pub(crate) async fn issuer(kids: &[&str]) -> Issuer {
     let keys = Arc::new(Mutex::new(
         kids.iter().map(|kid| jwk(kid)).collect::<Vec<_>>(),
     ));

@@ -46,6 +46,7 @@ mod upstream {
     pub(crate) use crate::support::not_installed;
 }
 
+mod approvals;
 mod audit;
 mod conditions;
 mod edges;
@@ -61,6 +62,7 @@ fn main() -> std::process::ExitCode {
     let args = libtest_mimic::Arguments::from_args();
     let probe = harness::Probe::run();
     let mut trials = Vec::new();
+    trials.extend(approvals::trials(&probe));
     trials.extend(audit::trials(&probe));
     trials.extend(conditions::trials(&probe));
     trials.extend(edges::trials(&probe));
