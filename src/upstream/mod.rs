@@ -37,8 +37,11 @@
 //!   failed handshake is tried again with back-off. `Http::connect_timeout` bounds each
 //!   connection and `Http::timeout` the wait for an answer's head; an event stream stays open
 //!   as long as its call may run and wait. Redirects are not followed. `https://` takes feature
-//!   `upstream-https` (the system's TLS; `Http::root_certificate` trusts a private CA). No
-//!   standalone `GET` stream: what a server sends outside any POST's answer is not read.
+//!   `upstream-https` (the system's TLS; `Http::root_certificate` trusts a private CA). A
+//!   2025-era session's standalone `GET` stream is opened before the session is ready and read
+//!   while it lasts: what comes there belongs to no call, so a request is refused (`-32601`, as
+//!   a client with no call to carry it), progress reaches the call its token names, a log line
+//!   is logged; a server without one (`405`) is fine.
 //! - **era** ([`Era`]): `server/discover` first; a server that does not answer it as a
 //!   2026-07-28 one gets `initialize` offering 2025-11-25 (2025-06-18 and 2025-03-26 are taken
 //!   too); or the era is pinned. A 2026 upstream's requests pass through as they are, under an id

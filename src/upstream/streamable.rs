@@ -1,7 +1,9 @@
 //! The Streamable HTTP transport (feature `upstream-http`): each message the adapter sends is
 //! POSTed to the server's URL; the answer (JSON, or an event stream that may carry the server's
 //! own requests before the response) is routed by the [core](super::core). A 2025-era server's
-//! session id is kept, and a new session is started when the server no longer knows it.
+//! session id is kept, and a new session is started when the server no longer knows it. Its
+//! standalone stream (`GET`) is read too, from before the session is ready: what comes there
+//! belongs to no call (see `listen`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -157,6 +159,11 @@ async fn supervise(connection: Arc<Connection>, mut shutdown: watch::Receiver<bo
                 if let Negotiated::Legacy { version, .. } = &link.negotiated {
                     tracing::info!(target: TARGET, %version, "a 2025-era server: one session held");
                     Core::notify(&link, "notifications/initialized", json!({})).await;
+                    // Open before the session is ready, so that nothing the server sends
+                    // outside a call's stream is missed once calls run.
+                    if let Some(stream) = open_listen(&connection).await {
+                        tokio::spawn(listen(Arc::clone(&connection), stream, shutdown.clone()));
+                    }
                 }
                 core.state.send_replace(State::Ready(link));
                 backoff = FIRST_BACKOFF;
@@ -187,6 +194,75 @@ async fn supervise(connection: Arc<Connection>, mut shutdown: watch::Receiver<bo
     end_session(&connection).await;
     core.connection_lost();
     core.state.send_replace(State::Stopped);
+}
+
+/// The session's standalone stream (a `GET` with its id, 2025-era servers only): `None` when
+/// the server offers none (`405`), refuses it, or does not answer within the connect timeout.
+async fn open_listen(connection: &Connection) -> Option<reqwest::Response> {
+    let session = lock(&connection.session).clone();
+    let id = session.id?;
+    let mut request = connection
+        .client
+        .get(connection.url.clone())
+        .headers(connection.headers.clone())
+        .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
+        .header(SESSION_ID, id);
+    if let Some(version) = session.version {
+        request = request.header(PROTOCOL_VERSION, version);
+    }
+    let response = match tokio::time::timeout(connection.timeout, request.send()).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => {
+            tracing::debug!(target: TARGET, %error, "the server's standalone stream could not be opened");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    let status = response.status();
+    let event_stream = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        tracing::debug!(target: TARGET, "the server offers no standalone stream (GET: 405)");
+        return None;
+    }
+    if !status.is_success() || !event_stream {
+        tracing::info!(target: TARGET, %status, "the server refused its standalone stream (GET)");
+        return None;
+    }
+    Some(response)
+}
+
+/// Reads the session's standalone stream while the session lasts: what the server sends there
+/// belongs to no call, so its requests are refused as a client with no call to carry them
+/// would (`-32601`), its progress reaches the call its token names, and its log lines are
+/// logged. Opened again (after a second) when the server ends it, while the session is the
+/// same one.
+async fn listen(
+    connection: Arc<Connection>,
+    mut stream: reqwest::Response,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let session = lock(&connection.session).id.clone();
+    loop {
+        tokio::select! {
+            () = read_events(&connection, stream, None, None) => {}
+            () = stopped(&mut shutdown) => return,
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = stopped(&mut shutdown) => return,
+        }
+        if lock(&connection.session).id != session {
+            return;
+        }
+        match open_listen(&connection).await {
+            Some(again) => stream = again,
+            None => return,
+        }
+    }
 }
 
 /// Tells the server the session is over (`DELETE` with its id), when there is one.
@@ -350,7 +426,9 @@ async fn exchange(
         .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
     let limit = connection.core.settings.max_message_bytes;
     if event_stream {
-        read_events(connection, response, origin).await;
+        let settings = &connection.core.settings;
+        let idle = settings.request_timeout + settings.parked_timeout;
+        read_events(connection, response, origin, Some(idle)).await;
     } else {
         let body = read_bounded(&mut response, limit + 1).await;
         if body.len() > limit {
@@ -429,17 +507,17 @@ async fn read_bounded(response: &mut reqwest::Response, limit: usize) -> Vec<u8>
 }
 
 /// Routes each event of an event stream as it comes: the server's requests and notifications,
-/// then the response. The stream is left when it ends, when it stays silent longer than a call
-/// may take and wait, when an event is over the bound, or once its call no longer waits (it was
-/// answered, cancelled, expired; checked every second while the stream is silent).
+/// then the response. The stream is left when it ends, when it stays silent longer than `idle`
+/// (a call's stream: as long as a call may take and wait; the standalone stream: never), when an
+/// event is over the bound, or once its call no longer waits (it was answered, cancelled,
+/// expired; checked every second while the stream is silent).
 async fn read_events(
     connection: &Connection,
     mut response: reqwest::Response,
     origin: Option<u64>,
+    idle: Option<Duration>,
 ) {
-    let settings = &connection.core.settings;
-    let idle = settings.request_timeout + settings.parked_timeout;
-    let limit = settings.max_message_bytes;
+    let limit = connection.core.settings.max_message_bytes;
     let mut splitter = sse::Splitter::default();
     let mut heard = tokio::time::Instant::now();
     loop {
@@ -453,7 +531,7 @@ async fn read_events(
             // Silent: still wanted while its call waits (a person may be answering), and
             // not longer than a call may take and wait.
             Err(_) if origin.is_some_and(|id| !connection.core.is_waiting(id)) => break,
-            Err(_) if heard.elapsed() >= idle => {
+            Err(_) if idle.is_some_and(|idle| heard.elapsed() >= idle) => {
                 tracing::debug!(target: TARGET, "the server's event stream stayed silent too long");
                 break;
             }

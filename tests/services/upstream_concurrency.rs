@@ -246,10 +246,29 @@ async fn over_http_two_calls_ask_at_once_and_each_answer_reaches_its_own_call() 
     upstream.shutdown().await;
 }
 
+/// Issue #38 item 1: the standalone GET stream is read, and a question the server sends there
+/// (related to no call) is refused at once, as a client with no call to carry it would. Unread,
+/// the question would wait there unanswered until the request timeout.
+async fn over_http_a_question_on_the_standalone_stream_is_refused_at_once() {
+    let server = meet_server().await;
+    let upstream = Upstream::builder(Http::new(server.url()))
+        .start_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(20))
+        .spawn()
+        .expect("the adapter starts");
+    let reply = call(&upstream, "outside", json!({})).await;
+    assert_eq!(text(&reply), "refused -32601", "{reply:#}");
+    // The session still serves calls.
+    let reply = call(&upstream, "outside", json!({})).await;
+    assert_eq!(text(&reply), "refused -32601", "{reply:#}");
+    upstream.shutdown().await;
+}
+
 crate::trials! {
     [] multi_thread with_the_servers_questions_off_calls_run_in_the_session_at_once,
     [] multi_thread with_the_servers_questions_relayed_the_floor_still_runs_one_call_at_a_time,
     [] multi_thread with_the_servers_questions_off_initialize_declares_none_and_a_question_is_refused,
     [] multi_thread questions_asked_in_one_breath_all_reach_the_client_once_and_the_call_finishes,
     [Upstreams] multi_thread over_http_two_calls_ask_at_once_and_each_answer_reaches_its_own_call,
+    [Upstreams] multi_thread over_http_a_question_on_the_standalone_stream_is_refused_at_once,
 }

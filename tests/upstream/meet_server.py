@@ -3,7 +3,8 @@
 
 tests/it/upstream_concurrency.rs fronts it with the upstream adapter: two `meet` calls must run
 in the session at once (no floor between them) for either to ask, and each question comes on its
-own call's event stream, so each answer must reach its own call.
+own call's event stream, so each answer must reach its own call. Its `outside` asks on the
+standalone GET stream, which the adapter reads and where it refuses a question no call carries.
 """
 
 import sys
@@ -13,6 +14,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.shared.exceptions import McpError
 
 mcp = FastMCP("meet-fixture")
 
@@ -44,6 +46,21 @@ async def meet(ctx: Context, name: str) -> str:
     if answer.action == "accept":
         return f"{name}: {answer.data.seats} seats, {met}"
     return f"{name}: {answer.action}, {met}"
+
+
+@mcp.tool()
+async def outside(ctx: Context) -> str:
+    """Asks a question related to no request, so on the session's standalone GET stream, where
+    no call can carry it: says how the client answered (`refused <code>`), or `answered`."""
+    try:
+        await ctx.session.elicit(
+            message="Outside any call?",
+            requestedSchema={"type": "object", "properties": {}},
+            related_request_id=None,
+        )
+    except McpError as error:
+        return f"refused {error.error.code}"
+    return "answered"
 
 
 if __name__ == "__main__":
