@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::bounds::{Refused, Ticket};
 use super::config::{GATHER, Routes, ServerQuestions};
 use super::core::{Core, Link, METHOD_NOT_FOUND, State, TARGET, failure, lock};
+use super::listen::LISTEN;
 use super::parked::{Event, Parked};
 use super::routes;
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
@@ -205,6 +206,13 @@ pub(crate) async fn handle(
             }
             match method.as_str() {
                 "server/discover" => Ok(discover_result(initialized)),
+                // 2026-07-28 only: answered here, from the session's notifications.
+                LISTEN => {
+                    return Some(
+                        super::listen::serve(&core, initialized, downstream.notes, &id, params)
+                            .await,
+                    );
+                }
                 "initialize" => Err(legacy::error(
                     INVALID_REQUEST,
                     "Invalid Request: the adapter holds the upstream's session; send 2026-07-28 requests",

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 
 use super::bounds::Bounds;
 use super::config::{Era, Server, ServerQuestions, Settings};
@@ -127,7 +127,24 @@ pub(crate) struct Core {
     pub(crate) in_flight: Arc<Semaphore>,
     pub(crate) state: watch::Sender<State>,
     pub(crate) parked: ParkedCalls,
+    /// A 2025-era server's list changes and resource updates, for the front's listens
+    /// ([`listen`](super::listen)).
+    pub(crate) changes: broadcast::Sender<Map<String, Value>>,
+    /// The listens the session serves at once, at most [`MAX_LISTENS`].
+    pub(crate) listens: Arc<Semaphore>,
 }
+
+/// The most `subscriptions/listen` requests one 2025-era session serves at once.
+pub(crate) const MAX_LISTENS: usize = 256;
+
+/// The notifications a 2025-era server sends of its lists and resources, which a front's
+/// `subscriptions/listen` may ask for.
+pub(crate) const CHANGES: [&str; 4] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+    "notifications/resources/updated",
+];
 
 impl Core {
     /// Session number `session` of an adapter whose sessions share `shared`.
@@ -146,6 +163,8 @@ impl Core {
             in_flight: Arc::clone(&shared.in_flight),
             state: watch::Sender::new(State::Starting),
             parked: ParkedCalls::default(),
+            changes: broadcast::channel(64).0,
+            listens: Arc::new(Semaphore::new(MAX_LISTENS)),
         })
     }
 
@@ -343,6 +362,10 @@ impl Core {
                     _ => None,
                 };
                 let waiter = about.and_then(|id| lock(&self.waiters).get(&id).cloned());
+                if CHANGES.contains(&method) {
+                    // No listen open: nobody to tell.
+                    let _ = self.changes.send(message.clone());
+                }
                 if method == "notifications/message" {
                     let params = message.get("params").cloned().unwrap_or(Value::Null);
                     tracing::info!(target: TARGET, %params, "the server logged");

@@ -42,6 +42,9 @@
 //!   while it lasts: what comes there belongs to no call, so a request is refused (`-32601`, as
 //!   a client with no call to carry it), progress reaches the call its token names, a log line
 //!   is logged; a server without one (`405`) is fine.
+//! - **listens**: a 2025-era server is never sent `subscriptions/listen` (2026 only): the adapter
+//!   answers it from the session's own `list_changed` notifications, acknowledging the list
+//!   changes the server declares (not resource subscriptions); at most 256 per session.
 //! - **era** ([`Era`]): `server/discover` first; a server that does not answer it as a
 //!   2026-07-28 one gets `initialize` offering 2025-11-25 (2025-06-18 and 2025-03-26 are taken
 //!   too); or the era is pinned. A 2026 upstream's requests pass through as they are, under an id
@@ -152,6 +155,7 @@ mod call;
 mod child;
 mod config;
 mod core;
+mod listen;
 mod parked;
 mod pool;
 mod routes;

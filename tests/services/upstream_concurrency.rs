@@ -264,6 +264,79 @@ async fn over_http_a_question_on_the_standalone_stream_is_refused_at_once() {
     upstream.shutdown().await;
 }
 
+/// Issue #40 item 6: a 2025-era server is never sent `subscriptions/listen` (2026 only); the
+/// adapter answers it from the session's notifications: acknowledged with the list changes the
+/// server declares, then the server's `tools/list_changed` (sent on its standalone stream)
+/// reaches the listen, marked with the subscription's id.
+async fn over_http_a_listen_hears_a_2025_era_servers_list_changes() {
+    let server = meet_server().await;
+    let upstream = Upstream::builder(Http::new(server.url()))
+        .start_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(20))
+        .spawn()
+        .expect("the adapter starts");
+    let listen = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true, "promptsListChanged": true},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "listen-test", "version": "0"}}}});
+    let request = http::Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .body(Full::new(Bytes::from(listen.to_string())))
+        .unwrap();
+    let response = upstream.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body();
+    let mut seen = String::new();
+    let mut next_event = async || -> Value {
+        loop {
+            if let Some(end) = seen.find("\n\n") {
+                let event: String = seen.drain(..end + 2).collect();
+                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    return serde_json::from_str(data).unwrap();
+                }
+                continue;
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(20), body.frame())
+                .await
+                .expect("an event within the request timeout")
+                .expect("the stream goes on")
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                seen.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    };
+    let acknowledged = next_event().await;
+    assert_eq!(
+        acknowledged["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        acknowledged["params"]["notifications"],
+        json!({"toolsListChanged": true}),
+        "only what the server declares: {acknowledged:#}"
+    );
+    assert_eq!(
+        acknowledged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    assert_eq!(text(&call(&upstream, "add_tool", json!({})).await), "added");
+    let changed = next_event().await;
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed:#}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    drop(body);
+    upstream.shutdown().await;
+}
+
 crate::trials! {
     [] multi_thread with_the_servers_questions_off_calls_run_in_the_session_at_once,
     [] multi_thread with_the_servers_questions_relayed_the_floor_still_runs_one_call_at_a_time,
@@ -271,4 +344,5 @@ crate::trials! {
     [] multi_thread questions_asked_in_one_breath_all_reach_the_client_once_and_the_call_finishes,
     [Upstreams] multi_thread over_http_two_calls_ask_at_once_and_each_answer_reaches_its_own_call,
     [Upstreams] multi_thread over_http_a_question_on_the_standalone_stream_is_refused_at_once,
+    [Upstreams] multi_thread over_http_a_listen_hears_a_2025_era_servers_list_changes,
 }

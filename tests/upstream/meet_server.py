@@ -4,7 +4,9 @@
 tests/it/upstream_concurrency.rs fronts it with the upstream adapter: two `meet` calls must run
 in the session at once (no floor between them) for either to ask, and each question comes on its
 own call's event stream, so each answer must reach its own call. Its `outside` asks on the
-standalone GET stream, which the adapter reads and where it refuses a question no call carries.
+standalone GET stream, which the adapter reads and where it refuses a question no call carries;
+its `add_tool` says on that stream that its tools changed, which a 2026 `subscriptions/listen`
+through the adapter hears.
 """
 
 import sys
@@ -14,6 +16,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import McpError
 
 mcp = FastMCP("meet-fixture")
@@ -61,6 +64,21 @@ async def outside(ctx: Context) -> str:
     except McpError as error:
         return f"refused {error.error.code}"
     return "answered"
+
+
+@mcp.tool()
+async def add_tool(ctx: Context) -> str:
+    """Adds the tool `added` and says so on the standalone stream (`tools/list_changed`)."""
+    mcp.add_tool(lambda: "here", name="added", description="Added at run time")
+    await ctx.session.send_tool_list_changed()
+    return "added"
+
+
+# FastMCP declares no `listChanged`; this server says that its tools change.
+_options = mcp._mcp_server.create_initialization_options
+mcp._mcp_server.create_initialization_options = lambda *args, **kwargs: _options(
+    NotificationOptions(tools_changed=True)
+)
 
 
 if __name__ == "__main__":
