@@ -327,10 +327,24 @@ impl IntoResponse for Page {
             header::CACHE_CONTROL,
             header::HeaderValue::from_static("no-store"),
         );
-        response.headers_mut().insert(
-            header::HeaderName::from_static("x-frame-options"),
-            header::HeaderValue::from_static("DENY"),
-        );
+        // No script, no frame, no form sent elsewhere, no referrer to another site (`same-origin`:
+        // `no-referrer` would make a browser send `Origin: null` with the page's own form, which
+        // the host check refuses): the page shows a
+        // pending call and posts back to itself.
+        for (name, value) in [
+            (
+                "content-security-policy",
+                "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            ),
+            ("x-frame-options", "DENY"),
+            ("referrer-policy", "same-origin"),
+            ("x-content-type-options", "nosniff"),
+        ] {
+            response.headers_mut().insert(
+                header::HeaderName::from_static(name),
+                header::HeaderValue::from_static(value),
+            );
+        }
         response
     }
 }

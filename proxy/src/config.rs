@@ -432,14 +432,37 @@ pub struct ConfigError {
     pub path: PathBuf,
     pub line: Option<usize>,
     pub message: String,
+    /// The file's other mistakes, found in the same reading.
+    pub more: Vec<ConfigError>,
+}
+
+impl ConfigError {
+    /// `Ok` when `found` is empty; else the first mistake, the others after it, each on a line
+    /// of its own.
+    ///
+    /// # Errors
+    ///
+    /// The mistakes found.
+    pub fn gather(mut found: Vec<ConfigError>) -> Result<(), ConfigError> {
+        if found.is_empty() {
+            return Ok(());
+        }
+        let mut first = found.remove(0);
+        first.more.extend(found);
+        Err(first)
+    }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
-            None => write!(f, "{}: {}", self.path.display(), self.message),
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message)?,
+            None => write!(f, "{}: {}", self.path.display(), self.message)?,
         }
+        for more in &self.more {
+            write!(f, "\n{more}")?;
+        }
+        Ok(())
     }
 }
 
@@ -539,6 +562,7 @@ impl Source {
             path: path.clone(),
             line: Some(at),
             message: format!("[identity] api_keys: {why}"),
+            more: Vec::new(),
         })
     }
 
@@ -548,6 +572,7 @@ impl Source {
             path: path.to_owned(),
             line: None,
             message: format!("cannot read it: {error}"),
+            more: Vec::new(),
         })?;
         Ok(Self {
             path: path.to_owned(),
@@ -602,6 +627,7 @@ impl Source {
             path: self.path.clone(),
             line,
             message: message.into(),
+            more: Vec::new(),
         }
     }
 }
@@ -637,9 +663,10 @@ impl Source {
     ///
     /// The line of the first bound out of range, or of the first such entry and which variable.
     pub fn check(&self, config: &Config) -> Result<(), ConfigError> {
+        let mut found = Vec::new();
         let listen = &config.listen;
         if !(1..=600).contains(listen.head_timeout_secs.get_ref()) {
-            return Err(self.error(
+            found.push(self.error(
                 Some(self.line_of(listen.head_timeout_secs.span().start)),
                 "[listen] head_timeout_secs: from 1 to 600 seconds",
             ));
@@ -647,13 +674,13 @@ impl Source {
         if let Some(timeout) = &listen.answer_timeout_secs
             && !(1..=86_400).contains(timeout.get_ref())
         {
-            return Err(self.error(
+            found.push(self.error(
                 Some(self.line_of(timeout.span().start)),
                 "[listen] answer_timeout_secs: from 1 to 86400 seconds",
             ));
         }
         if !(1..=1024).contains(listen.max_connections_per_peer.get_ref()) {
-            return Err(self.error(
+            found.push(self.error(
                 Some(self.line_of(listen.max_connections_per_peer.span().start)),
                 "[listen] max_connections_per_peer: from 1 to 1024",
             ));
@@ -662,20 +689,22 @@ impl Source {
             config.upstream.server_questions(),
             &config.upstream.server_questions,
         ) {
-            return Err(self.error(Some(self.line_of(value.span().start)), why));
+            found.push(self.error(Some(self.line_of(value.span().start)), why));
         }
         if let (Err(why), Some(value)) = (config.upstream.sessions(), &config.upstream.sessions) {
-            return Err(self.error(Some(self.line_of(value.span().start)), why));
+            found.push(self.error(Some(self.line_of(value.span().start)), why));
         }
         if let (Err(why), Some(value)) = (config.upstream.fair_share(), &config.upstream.fair_share)
         {
-            return Err(self.error(Some(self.line_of(value.span().start)), why));
+            found.push(self.error(Some(self.line_of(value.span().start)), why));
         }
-        self.check_identity(&config.identity)?;
+        if let Err(error) = self.check_identity(&config.identity) {
+            found.push(error);
+        }
         let secrets = config.secret_variables();
         for name in &config.upstream.env_passthrough {
             if secrets.contains(&name.get_ref().as_str()) {
-                return Err(self.error(
+                found.push(self.error(
                     Some(self.line_of(name.span().start)),
                     format!(
                         "[upstream] env_passthrough: {:?} holds a secret of the proxy's own (the proxy reads it as env:{0}); the upstream server is never given it",
@@ -688,7 +717,7 @@ impl Source {
             if let Some(name) = value.get_ref().strip_prefix("env:")
                 && secrets.contains(&name)
             {
-                return Err(self.error(
+                found.push(self.error(
                     Some(self.line_of(value.span().start)),
                     format!(
                         "[upstream] env {key}: env:{name} holds a secret of the proxy's own; the upstream server is never given it"
@@ -696,7 +725,7 @@ impl Source {
                 ));
             }
         }
-        Ok(())
+        ConfigError::gather(found)
     }
 }
 

@@ -44,6 +44,8 @@ pub struct Offered {
 pub struct Built {
     pub target: GateTarget,
     pub gate: Gate,
+    /// `tool`, `prompt` or `resource`.
+    pub kind: &'static str,
     /// The tool's or prompt's own name, or the pattern.
     pub target_name: String,
     /// What the upstream lists now that the target matches.
@@ -84,13 +86,19 @@ pub fn build(
     let mut rules = Vec::new();
     let mut each = Vec::new();
     let mut warnings = Vec::new();
+    let mut mistakes = Vec::new();
     for (number, spanned) in config.gates.iter().enumerate() {
         let line = source.line_of(spanned.span().start);
         let spec = spanned.get_ref();
         let label = format!("gate {} (line {})", number + 1, line);
-        let fail =
-            |message: String| source.error(Some(line), format!("gate {}: {message}", number + 1));
-        let (mut built, found, mut rule) = one(spec, offered, backends, catalog).map_err(fail)?;
+        let (mut built, found, mut rule) = match one(spec, offered, backends, catalog) {
+            Ok(one) => one,
+            Err(message) => {
+                // Every gate's mistake, not only the first.
+                mistakes.push(source.error(Some(line), format!("gate {}: {message}", number + 1)));
+                continue;
+            }
+        };
         for gate in &mut built {
             gate.label = label.clone();
         }
@@ -99,6 +107,7 @@ pub fn build(
         each.push(built);
         rules.push(rule);
     }
+    ConfigError::gather(mistakes)?;
     warnings.extend(shadowed(&rules, offered));
     let policy = Arc::new(Policy { rules });
     let mut built = Vec::new();
@@ -136,6 +145,38 @@ pub fn build(
         policy,
         warnings,
     })
+}
+
+/// What `--check` ends with: how many gates the file has, and how many of what the upstream
+/// lists now they apply to (`3 gates on 5 tools and 1 prompt`).
+pub fn summary(gates: usize, built: &[Built]) -> String {
+    let mut counts = Vec::new();
+    for (kind, plural) in [
+        ("tool", "tools"),
+        ("prompt", "prompts"),
+        ("resource", "resources"),
+    ] {
+        let names: std::collections::BTreeSet<&str> = built
+            .iter()
+            .filter(|b| b.kind == kind)
+            .flat_map(|b| b.listed.iter().map(String::as_str))
+            .collect();
+        match names.len() {
+            0 => {}
+            1 => counts.push(format!("1 {kind}")),
+            n => counts.push(format!("{n} {plural}")),
+        }
+    }
+    let gates = match gates {
+        1 => "1 gate".to_owned(),
+        n => format!("{n} gates"),
+    };
+    let on = match counts.as_slice() {
+        [] => "on nothing the upstream lists now".to_owned(),
+        [one] => format!("on {one}"),
+        [rest @ .., last] => format!("on {} and {last}", rest.join(", ")),
+    };
+    format!("{gates} {on}")
 }
 
 /// The rules that never take part in a listed call's decision: an earlier rule without a
@@ -221,6 +262,7 @@ pub fn changed(catalog: &Arc<Catalog>, mode: OnToolChange) -> Vec<Built> {
         built.push(Built {
             target: GateTarget::tool(change.tool.clone()),
             gate,
+            kind: "tool",
             target_name: change.tool.clone(),
             listed: vec![change.tool.clone()],
             label: "on_tool_change".to_owned(),
@@ -558,6 +600,7 @@ fn one(
         built.push(Built {
             target,
             gate,
+            kind,
             target_name: pattern.clone(),
             listed,
             label: String::new(),
@@ -671,12 +714,14 @@ fn flow(spec: &GateSpec, backends: &Backends) -> Result<Option<ConfiguredFlow>, 
 }
 
 /// The message with each `{argument}` replaced by the call's argument made safe to show
-/// ([`shown::value`]: a string quoted, what hides escaped, capped); a missing one as nothing.
+/// ([`shown::placeholder`]: a string quoted, what hides escaped, capped; a list or object as
+/// short text; a missing one as `(none)`).
 fn interpolate(template: &str, arguments: &Value) -> String {
     template::render(template, |name, out| {
-        if let Some(value) = arguments.get(name) {
-            out.push_str(&shown::value(value, shown::PLACEHOLDER_CAP));
-        }
+        out.push_str(&shown::placeholder(
+            arguments.get(name),
+            shown::PLACEHOLDER_CAP,
+        ));
     })
 }
 
@@ -928,11 +973,46 @@ retry_hint = "That is not the branch name."
     }
 
     #[test]
+    fn every_gates_mistake_is_told_not_only_the_first() {
+        let error = checked(
+            "[[gate]]\ntools = [\"write_file\"]\n\n[[gate]]\ntools = [\"write_file\"]\nform.ok = { type = \"boolean\" }\nrequire = { nope = true }\n\n[[gate]]\napprovers = \"boss\"\ntools = [\"x\"]\n",
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        let lines: Vec<&str> = error.lines().collect();
+        assert_eq!(lines.len(), 3, "{error}");
+        assert!(
+            lines[0].starts_with("g.toml:3: gate 1: has no `form` fields"),
+            "{error}"
+        );
+        assert!(lines[1].starts_with("g.toml:6: gate 2: `nope`"), "{error}");
+        assert!(
+            lines[2].starts_with("g.toml:11: gate 3: approvers \"boss\""),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_summary_counts_what_the_gates_apply_to() {
+        let gates = built(
+            "[[gate]]\ntools = [\"delete_*\"]\nform.approve = { type = \"boolean\" }\n\n[[gate]]\ntools = [\"nothing_*\"]\nform.approve = { type = \"boolean\" }\n",
+        )
+        .unwrap();
+        let summary = summary(2, &gates);
+        assert_eq!(summary, "2 gates on 2 tools");
+        assert_eq!(
+            super::summary(1, &[]),
+            "1 gate on nothing the upstream lists now"
+        );
+    }
+
+    #[test]
     fn messages_interpolate_and_rules_judge() {
         let call = serde_json::json!({"path": "/srv/a.txt", "n": 3});
         assert_eq!(
             interpolate("Write {n} to {path}? {x} {not a name}", &call),
-            "Write 3 to \"/srv/a.txt\"?  {not a name}"
+            "Write 3 to \"/srv/a.txt\"? (none) {not a name}"
         );
         let mut rules = BTreeMap::new();
         rules.insert("approve".to_owned(), Requirement::Equals(Value::Bool(true)));

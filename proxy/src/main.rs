@@ -248,14 +248,9 @@ async fn run(
             return explained;
         }
         println!(
-            "{}: {} gates on {} targets, all valid",
+            "{}: {}, all valid",
             source.path.display(),
-            config.gates.len(),
-            built
-                .built
-                .iter()
-                .filter(|gate| !gate.covered_prompt)
-                .count()
+            gates::summary(config.gates.len(), &built.built)
         );
         upstream.shutdown().await;
         return Ok(());
@@ -325,8 +320,18 @@ async fn run(
     let reload = std::sync::Arc::new(reload);
     serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
     serve::reload_on_change(options.config.clone(), reload);
-    let pages = Arc::clone(&policy.backends.approvals);
-    let app = serve::app(&stack, metrics);
+    let stdio = options.stdio || config.listen.stdio;
+    let guard = if stdio {
+        None
+    } else {
+        guard_of(&config, &policy).await?
+    };
+    // The approval pages, verifying approvers as `/mcp` verifies callers.
+    let pages = match &guard {
+        Some(guard) => approvals::routes(Arc::clone(&policy.backends.approvals), Arc::clone(guard)),
+        None => axum::Router::new(),
+    };
+    let app = serve::app(&stack, metrics, pages);
     let app = {
         let policy = Arc::clone(&policy);
         app.layer(axum::middleware::from_fn(
@@ -336,7 +341,7 @@ async fn run(
             },
         ))
     };
-    if options.stdio || config.listen.stdio {
+    if stdio {
         let caller = identity::stdio_caller(
             config
                 .identity
@@ -346,24 +351,9 @@ async fn run(
         );
         stdio::run(identity::as_stdio(app, caller)).await?;
     } else {
-        let jwt = match &config.identity.jwt {
-            Some(spec) => {
-                let jwt = identity::Jwt::new(spec.get_ref().clone())?;
-                jwt.prime().await;
-                Some(jwt)
-            }
-            None => None,
-        };
-        let api_keys = match &config.identity.api_keys {
-            Some(value) => Some(source_of(&policy).api_keys(value)?),
-            None => None,
-        };
-        let app = if jwt.is_some() || api_keys.is_some() {
-            let guard = Arc::new(identity::Guard { jwt, api_keys });
-            let app = app.merge(approvals::routes(pages, Arc::clone(&guard)));
-            identity::protect(app, guard)
-        } else {
-            app
+        let app = match guard {
+            Some(guard) => identity::protect(app, guard),
+            None => app,
         };
         serve::run(&config, app).await?;
     }
@@ -378,6 +368,23 @@ fn source_of(policy: &Policy) -> Source {
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .clone()
+}
+
+/// How HTTP callers are verified (`[identity] jwt`, `api_keys`): `None` when they are not.
+async fn guard_of(config: &Config, policy: &Policy) -> Result<Option<Arc<identity::Guard>>, Error> {
+    let jwt = match &config.identity.jwt {
+        Some(spec) => {
+            let jwt = identity::Jwt::new(spec.get_ref().clone())?;
+            jwt.prime().await;
+            Some(jwt)
+        }
+        None => None,
+    };
+    let api_keys = match &config.identity.api_keys {
+        Some(value) => Some(source_of(policy).api_keys(value)?),
+        None => None,
+    };
+    Ok((jwt.is_some() || api_keys.is_some()).then(|| Arc::new(identity::Guard { jwt, api_keys })))
 }
 
 /// The approval pages the file's `approvers = "url"` gates link to, or why it may have none.
@@ -914,7 +921,22 @@ async fn offered(upstream: &Upstream, catalog: &Catalog, once: bool) -> Result<O
     loop {
         match offered_now(upstream, catalog).await {
             Ok(offered) => return Ok(offered),
-            Err(why) if once || tokio::time::Instant::now() >= deadline => {
+            // A command that cannot be run will not run on the next try either.
+            Err(why)
+                if once
+                    || tokio::time::Instant::now() >= deadline
+                    || why
+                        .to_string()
+                        .contains(&format!("--supervise: {} ", supervise::CANNOT_START)) =>
+            {
+                let why = why.to_string();
+                let marker = format!("--supervise: {} ", supervise::CANNOT_START);
+                if let Some(at) = why.find(&marker) {
+                    // The cause first, once: `cannot start "…": No such file or directory`.
+                    let cause = &why[at + "--supervise: ".len()..];
+                    let cause = cause.split(" (the server exited").next().unwrap_or(cause);
+                    return Err(cause.trim_end_matches('.').to_owned().into());
+                }
                 return Err(format!("the upstream did not list its tools: {why}").into());
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,

@@ -104,8 +104,9 @@ where
 }
 
 /// The app both listeners serve: `/mcp` (bridge → the current layer → the upstream),
-/// `/healthz` and `/metrics`, each answering only to the names `/mcp` answers to.
-pub fn app(stack: &Stack, metrics: Metrics) -> axum::Router {
+/// `/healthz`, `/metrics` and `pages` (the approval pages), each answering only to the names
+/// `/mcp` answers to.
+pub fn app(stack: &Stack, metrics: Metrics, pages: axum::Router) -> axum::Router {
     let mcp = stack.bridge.clone().layer(Swap {
         current: Arc::clone(&stack.current),
     });
@@ -122,8 +123,9 @@ pub fn app(stack: &Stack, metrics: Metrics) -> axum::Router {
             }),
         )
         .nest_service("/mcp", mcp)
-        // Every route answers to the names `/mcp` answers to (DNS rebinding): `/metrics` and
-        // `/healthz` as well.
+        .merge(pages)
+        // Every route answers to the names `/mcp` answers to (DNS rebinding): `/metrics`,
+        // `/healthz` and the approval pages as well.
         .layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
                 let refusal = bridge.host_refusal(&request_head(&request));

@@ -27,6 +27,59 @@ pub fn value(value: &Value, cap: usize) -> String {
     }
 }
 
+/// What a message's `{placeholder}` shows for `value` (an argument, or `None` when the call
+/// has none): [`value`] for a string or number; `(none)` for a missing or `null` one, so that a
+/// message never reads as if something were there; a list as its items (`"a", "b"`, or
+/// `(empty list)`) and an object as its members (`name: "x", size: 3`), each made safe, the
+/// whole at most about `cap` characters.
+pub fn placeholder(value: Option<&Value>, cap: usize) -> String {
+    const NONE: &str = "(none)";
+    match value {
+        None | Some(Value::Null) => NONE.to_owned(),
+        Some(Value::Array(items)) if items.is_empty() => "(empty list)".to_owned(),
+        Some(Value::Object(members)) if members.is_empty() => "(empty)".to_owned(),
+        Some(Value::Array(items)) => {
+            joined(items.iter().map(|item| (None, item)), items.len(), cap)
+        }
+        Some(Value::Object(members)) => joined(
+            members
+                .iter()
+                .map(|(name, member)| (Some(name.as_str()), member)),
+            members.len(),
+            cap,
+        ),
+        Some(other) => self::value(other, cap),
+    }
+}
+
+/// The parts of a list or object, `, `-separated, each made safe, until `cap` is spent: the
+/// rest as `… (N more)`.
+fn joined<'a>(
+    parts: impl Iterator<Item = (Option<&'a str>, &'a Value)>,
+    total: usize,
+    cap: usize,
+) -> String {
+    let mut out = String::new();
+    for (shown, (name, part)) in parts.enumerate() {
+        if shown > 0 && out.chars().count() >= cap {
+            out.push_str(&format!(", … ({} more)", total - shown));
+            break;
+        }
+        if shown > 0 {
+            out.push_str(", ");
+        }
+        if let Some(name) = name {
+            out.push_str(&key(name));
+            out.push_str(": ");
+        }
+        out.push_str(&value(
+            part,
+            cap.saturating_sub(out.chars().count()).max(16),
+        ));
+    }
+    out
+}
+
 /// `text` quoted and made safe, at most `cap` of its characters.
 pub fn quoted(text: &str, cap: usize) -> String {
     let mut out = String::with_capacity(text.len().min(cap) + 16);
@@ -132,6 +185,24 @@ fn hidden(c: char) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_placeholder_never_reads_as_if_something_were_there() {
+        assert_eq!(placeholder(None, 200), "(none)");
+        assert_eq!(placeholder(Some(&json!(null)), 200), "(none)");
+        assert_eq!(placeholder(Some(&json!([])), 200), "(empty list)");
+        assert_eq!(placeholder(Some(&json!(42)), 200), "42");
+        assert_eq!(placeholder(Some(&json!("a")), 200), "\"a\"");
+        assert_eq!(placeholder(Some(&json!(["a", 2])), 200), "\"a\", 2");
+        assert_eq!(
+            placeholder(Some(&json!({"name": "x", "size": 3})), 200),
+            "name: \"x\", size: 3"
+        );
+        let many: Vec<String> = (0..100).map(|i| format!("item-{i}")).collect();
+        let shown = placeholder(Some(&json!(many)), 40);
+        assert!(shown.ends_with(" more)"), "{shown}");
+        assert!(shown.chars().count() < 80, "{shown}");
+    }
 
     #[test]
     fn strings_are_quoted_and_what_hides_is_escaped() {

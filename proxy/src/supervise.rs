@@ -12,6 +12,11 @@
 //! SIGKILL from the kernel; when the server ends, the supervisor ends with its status, and the
 //! proxy sees its server exit as before.
 
+/// What the supervisor says when the server's command cannot be run at all (no such file, not
+/// executable): the proxy gives up at once on a first start that says it, rather than wait out
+/// the start timeout.
+pub const CANNOT_START: &str = "cannot start";
+
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -44,7 +49,7 @@ pub fn run(command: &[String]) -> ExitCode {
     let mut child = match server.spawn() {
         Ok(child) => child,
         Err(error) => {
-            eprintln!("elicitation-proxy --supervise: cannot start {program:?}: {error}");
+            eprintln!("elicitation-proxy --supervise: {CANNOT_START} {program:?}: {error}");
             return ExitCode::from(127);
         }
     };

@@ -123,6 +123,23 @@ message = "Create {{path}}?"
     assert_eq!(early["result"]["resultType"], "input_required", "{early:#}");
     assert!(!data.join("approved").exists());
 
+    // No script, no frame; and only the names `/mcp` answers to (DNS rebinding).
+    let response = browser().get(&link).send().await.unwrap();
+    let csp = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    let rebound = browser()
+        .get(&link)
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status().as_u16(), 403);
+
     // Nobody signed in: the sign-in form. The caller: the call, but no buttons.
     let (status, body) = page(&link, None).await;
     assert_eq!(status, 401, "{body}");

@@ -119,8 +119,23 @@ fn check_exits_1_naming_a_command_that_cannot_start() {
         printed.contains("cannot start \"npxx-not-a-command\": No such file or directory"),
         "{printed}"
     );
-    assert!(printed.contains("exit status 127"), "{printed}");
+    assert_eq!(
+        printed.matches("cannot start").count(),
+        1,
+        "once: {printed}"
+    );
     assert!(!printed.contains("unix_wait_status"), "{printed}");
+    // Served, not checked: the same cause, at once (not after the start timeout), and only it.
+    let output = run(&["--config", path.to_str().unwrap(), "--ephemeral-keys"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let printed = text(&output);
+    assert!(
+        printed.contains(
+            "elicitation-proxy: cannot start \"npxx-not-a-command\": No such file or directory"
+        ),
+        "{printed}"
+    );
+    assert!(!printed.contains("did not list its tools"), "{printed}");
 }
 
 fn check_names_the_servers_last_stderr_lines() {
