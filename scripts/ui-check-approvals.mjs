@@ -76,7 +76,15 @@ async function call(path, content, retry = {}) {
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params }),
   });
   expect(response.ok, `the proxy answered HTTP ${response.status}`);
-  return (await response.json()).result;
+  const text = await response.text();
+  // JSON, or an event stream (the call's notifications, then its answer: the event with an id).
+  const messages = (response.headers.get('content-type') ?? '').startsWith('text/event-stream')
+    ? text.split('\n').filter((line) => line.startsWith('data:')).map((line) => line.slice(5).trim())
+        .filter((data) => data !== '').map((data) => JSON.parse(data))
+    : [JSON.parse(text)];
+  const answer = messages.find((message) => message.id !== undefined);
+  expect(answer !== undefined, `no answer in ${text}`);
+  return answer.result;
 }
 
 /** alice asks to write `path`: the URL question, its link and its state. */
@@ -95,7 +103,7 @@ const profile = mkdtempSync(join(tmpdir(), 'ui-check-approvals-chromium-'));
 const context = await chromium.launchPersistentContext(profile, {
   executablePath: env('UI_CHECK_CHROMIUM', '/usr/bin/chromium'),
   headless: true,
-  viewport: { width: 1000, height: 900 },
+  viewport: { width: 1280, height: 860 },
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
 });
 context.setDefaultTimeout(60_000);
@@ -106,7 +114,7 @@ const denied = join(data, 'denied.txt');
 const content = 'Written once bob approved it on the approval page.';
 
 const flows = {
-  async 'the Inspector, signed in as alice with a bearer token: asked a URL question; declined; refused with the decision id'() {
+  async 'the Inspector, signed in as alice with a bearer token: asked a URL question (the link); cancelled; refused with the decision id'() {
     await page.goto(env('UI_CHECK_INSPECTOR'));
     await page.getByRole('switch', { name: /Connect or disconnect/ }).check({ force: true });
     await page.getByText('MCP 2026-07-28').waitFor();
@@ -120,7 +128,8 @@ const flows = {
     await dialog.waitFor();
     await dialog.getByText('Another person approves this call').waitFor();
     await page.screenshot({ path: join(results, 'approval-inspector.png'), animations: 'disabled' });
-    await dialog.getByRole('button', { name: 'Decline' }).click();
+    // A URL question has no Decline in the Inspector: Cancel.
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
     await page.getByText(/The request was not approved\. \(decision d-[0-9a-f]{16}\)/).first().waitFor();
     expect(!existsSync(path), `${path} was written after a decline`);
     await page.screenshot({ path: join(results, 'approval-inspector-declined.png'), animations: 'disabled' });

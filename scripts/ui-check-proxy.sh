@@ -14,7 +14,7 @@
 # Then a second person approves (scripts/ui-check-approvals.mjs), against the proxy serving
 # examples/proxy/approvals.toml (`approvers = "url"`, callers and approvers verified by the demo
 # issuer's JWTs): the 2026 Inspector signed in as alice with a bearer token (`--header`) asks a
-# write and declines its URL question (the refusal shows the decision id); a JSON-RPC caller's
+# write and cancels its URL question (the refusal shows the decision id); a JSON-RPC caller's
 # write is approved by bob on the approval page in Chromium (signed in with his token) and
 # written; another is denied there and refused, naming bob.
 #
@@ -167,7 +167,7 @@ if [[ $rc -eq 0 && -n $docs ]]; then
     for name in proxy-write-form proxy-write-declined proxy-write-done; do
         cp "$results/modern/$name.png" "$root/docs/ui-$name.png"
     done
-    for name in approval-page approval-inspector; do
+    for name in approval-page approval-inspector approval-inspector-declined; do
         cp "$results/approvals/$name.png" "$root/docs/ui-$name.png"
     done
     log "copied the screenshots into $root/docs/"

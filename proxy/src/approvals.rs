@@ -263,7 +263,7 @@ impl Page {
             "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
              <meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>\
              body{{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#1b1b1b}}\
-             pre{{background:#f4f4f4;padding:.75rem;overflow:auto;white-space:pre-wrap;word-break:break-all}}\
+             pre{{background:#f4f4f4;padding:.75rem;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere}}\
              dt{{font-weight:600;margin-top:.75rem}}dd{{margin:0}}\
              button{{font-size:1rem;padding:.5rem 1.5rem;margin-right:1rem;border-radius:4px;border:1px solid #555;cursor:pointer}}\
              .approve{{background:#1a7f37;color:#fff}}.deny{{background:#cf222e;color:#fff}}\
