@@ -651,6 +651,14 @@ fn server(
             if command.is_empty() {
                 return Err("[upstream] command is empty".into());
             }
+            let path = upstream
+                .env
+                .get("PATH")
+                .map(|value| secret(value.get_ref()))
+                .transpose()?
+                .map(std::ffi::OsString::from)
+                .or_else(|| std::env::var_os("PATH"));
+            supervise::runnable(&command[0], upstream.cwd.as_deref(), path.as_deref())?;
             // The server runs under `--supervise` (see `supervise`): it never outlives the proxy.
             let mut stdio = Stdio::new(std::env::current_exe()?)
                 .args(["--supervise", "--"])

@@ -12,6 +12,50 @@
 //! SIGKILL from the kernel; when the server ends, the supervisor ends with its status, and the
 //! proxy sees its server exit as before.
 
+/// Whether `program` can be run: found (on `path`, the `PATH` the server gets, when it names no
+/// directory; else at `program`, under `cwd` when relative), a file, executable. Checked before
+/// the server is started, so that a command that cannot run is told once, at once, by its
+/// cause, rather than by each restart of it.
+///
+/// # Errors
+///
+/// `cannot start "PROGRAM": …`, saying why.
+pub fn runnable(
+    program: &str,
+    cwd: Option<&std::path::Path>,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |candidate: &std::path::Path| {
+        std::fs::metadata(candidate).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let candidate = match cwd {
+            Some(cwd) if !program.starts_with('/') => cwd.join(program),
+            _ => std::path::PathBuf::from(program),
+        };
+        return match executable(&candidate) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!(
+                "{CANNOT_START} {program:?}: it is not an executable file"
+            )),
+            Err(error) => Err(format!("{CANNOT_START} {program:?}: {error}")),
+        };
+    }
+    let found = path
+        .map(std::env::split_paths)
+        .into_iter()
+        .flatten()
+        .any(|dir| executable(&dir.join(program)).unwrap_or(false));
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "{CANNOT_START} {program:?}: No such file or directory (not found on the PATH the server gets)"
+        ))
+    }
+}
+
 /// What the supervisor says when the server's command cannot be run at all (no such file, not
 /// executable): the proxy gives up at once on a first start that says it, rather than wait out
 /// the start timeout.
@@ -76,5 +120,31 @@ pub fn run(command: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
         std::thread::sleep(EVERY);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_that_cannot_run_is_told_by_its_cause() {
+        let path = std::ffi::OsString::from("/usr/bin:/bin");
+        assert_eq!(runnable("sh", None, Some(&path)), Ok(()));
+        let missing = runnable("npxx-not-a-command", None, Some(&path)).unwrap_err();
+        assert!(
+            missing.starts_with("cannot start \"npxx-not-a-command\": No such file or directory"),
+            "{missing}"
+        );
+        let absolute = runnable("/path/no-such-server", None, Some(&path)).unwrap_err();
+        assert!(absolute.contains("No such file or directory"), "{absolute}");
+        let plain = std::env::temp_dir().join(format!("te-not-executable-{}", std::process::id()));
+        std::fs::write(&plain, "not a program").unwrap();
+        let not_executable = runnable(plain.to_str().unwrap(), None, Some(&path)).unwrap_err();
+        let _ = std::fs::remove_file(&plain);
+        assert!(
+            not_executable.contains("not an executable file"),
+            "{not_executable}"
+        );
     }
 }
