@@ -154,6 +154,8 @@ message = "Create {{path}}?"
     assert_eq!(status, 403, "not one of [approvals] approvers");
     let (status, _) = decide(&link, "bob", "approve", Some("https://evil.example")).await;
     assert_eq!(status, 403, "a decision from another origin");
+    let (status, _) = decide(&link, "bob", "approve", Some("null")).await;
+    assert_eq!(status, 403, "a decision from an opaque origin");
 
     // The approver sees the call whole, and approves it.
     let (status, body) = page(&link, Some("bob")).await;
