@@ -60,9 +60,6 @@ pub const ASK_CALLER: &str =
 /// The cookie the sign-in form sets.
 const COOKIE: &str = "elicitation_approver";
 
-/// The target of the approvers' decisions, which the decision log writes as lines of their own.
-pub const APPROVAL_TARGET: &str = "elicitation_proxy::approval";
-
 /// What an approver decided.
 #[derive(Clone, Debug, PartialEq)]
 enum Decided {
@@ -210,7 +207,7 @@ impl Approvals {
             }
         };
         tracing::info!(
-            target: APPROVAL_TARGET,
+            target: crate::decisions::APPROVAL_TARGET,
             outcome = if approve { "approved" } else { "denied" },
             approver,
             decision = %p.decision_id,
@@ -526,6 +523,18 @@ fn same_origin(headers: &HeaderMap) -> bool {
     host.is_some() && origin_host == host
 }
 
+/// The refusal of a `POST` that does not come from the page itself.
+fn elsewhere(headers: &HeaderMap) -> Option<Response> {
+    (!same_origin(headers)).then(|| {
+        Page::message(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "A decision or a sign-in comes from this page only.",
+        )
+        .into_response()
+    })
+}
+
 /// A form body's field `name`.
 fn field(body: &str, name: &str) -> Option<String> {
     body.split('&').find_map(|pair| {
@@ -545,13 +554,8 @@ async fn decide(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    if !same_origin(&headers) {
-        return Page::message(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            "A decision comes from this page only.",
-        )
-        .into_response();
+    if let Some(refused) = elsewhere(&headers) {
+        return refused;
     }
     let approver = match approver(&served, &headers, &handle).await {
         Ok(approver) => approver,
@@ -584,13 +588,8 @@ async fn sign_in(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    if !same_origin(&headers) {
-        return Page::message(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            "Sign in from this page only.",
-        )
-        .into_response();
+    if let Some(refused) = elsewhere(&headers) {
+        return refused;
     }
     let Some(token) = field(&body, "token")
         .map(|t| t.trim().to_owned())

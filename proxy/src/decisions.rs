@@ -269,6 +269,10 @@ struct Decider {
 /// The target of the event in which a rule of the file says it decided a call.
 pub const RULE_TARGET: &str = "elicitation_proxy::rule";
 
+/// The target of an approver's decision on the approval page ([`crate::approvals`]), which the
+/// log writes as a line of its own.
+pub const APPROVAL_TARGET: &str = "elicitation_proxy::approval";
+
 #[derive(Default)]
 struct Fields {
     rule: Option<String>,
@@ -376,7 +380,7 @@ where
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let target = event.metadata().target();
-        if target == crate::approvals::APPROVAL_TARGET {
+        if target == APPROVAL_TARGET {
             let mut fields = Fields::default();
             event.record(&mut fields);
             self.approver_line(fields);

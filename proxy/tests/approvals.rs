@@ -280,15 +280,7 @@ fn approvers_url_mistakes_name_their_line() {
     ] {
         let config = filesystem_config(&dir, &filesystem(), free_port(), text);
         std::fs::write(dir.join("k.txt"), format!("bob {}\n", "0".repeat(64))).unwrap();
-        let out = std::process::Command::new(PROXY)
-            .arg("--config")
-            .arg(&config)
-            .arg("--check")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{text}: {err}");
-        assert!(err.contains(expected), "{expected}: {err}");
+        check_fails_with(&config, expected);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -162,15 +162,7 @@ async fn log_mistakes_are_the_files_with_their_line() {
             free_port(),
             &format!("\n[log]\n{log}\n"),
         );
-        let out = Command::new(PROXY)
-            .arg("--config")
-            .arg(&config)
-            .arg("--check")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains(expected), "{expected}: {err}");
+        check_fails_with(&config, expected);
     }
     // stdout carries MCP over stdio: the log may not go there.
     let config = filesystem_config(
@@ -191,56 +183,17 @@ async fn log_mistakes_are_the_files_with_their_line() {
     assert!(err.contains(":8: [log] to: stdout carries MCP"), "{err}");
 }
 
-/// A 2025-era host over HTTP (`2025-11-25`, declaring form elicitation) that calls `tool` and
-/// never answers the proxy's question: the call's stream, to its end.
+/// A 2025-era host over HTTP that calls `tool` and never answers the proxy's question: the
+/// call's stream, to its end.
 async fn call_unanswered_2025(url: &str, tool: &str, arguments: Value) -> String {
-    let client = reqwest::Client::new();
-    let post = |body: Value, session: Option<String>| {
-        let mut request = client
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(session) = session {
-            request = request
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-11-25");
-        }
-        request.body(body.to_string()).send()
-    };
-    let init = post(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "audit-2025", "version": "0"}}}),
-        None,
-    )
-    .await
-    .unwrap();
-    let session = init
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .expect("a session id");
-    let _ = init.text().await;
-    let _ = post(
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        Some(session.clone()),
-    )
-    .await
-    .unwrap()
-    .text()
-    .await;
-    post(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}}),
-        Some(session),
-    )
-    .await
-    .unwrap()
-    .text()
-    .await
-    .unwrap()
+    LegacySession::open(url, "audit-2025")
+        .await
+        .post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}))
+        .await
+        .text()
+        .await
+        .unwrap()
 }
 
 /// Issue #39 item 3: a decline, a cancel, a replay, a state reused for other arguments, a

@@ -371,46 +371,11 @@ async fn the_decision_log_is_keyed_timed_and_never_logs_a_replay_as_accepted() {
 /// A 2025-era host's `initialize`, then a `tools/call` of `tool` on its session (its stream read
 /// to the first request the bridge sends it, or the answer).
 async fn legacy_call(url: &str, tool: &str, arguments: &Value) {
-    let client = reqwest::Client::new();
-    let post = |body: Value, session: Option<String>| {
-        let mut request = client
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(session) = session {
-            request = request
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-11-25");
-        }
-        request.body(body.to_string()).send()
-    };
-    let init = post(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "edges-legacy", "version": "0"}}}),
-        None,
-    )
-    .await
-    .unwrap();
-    let session = init
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .expect("a session");
-    let _ = init.text().await;
-    let _ = post(
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        Some(session.clone()),
-    )
-    .await;
-    let mut call = post(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}}),
-        Some(session),
-    )
-    .await
-    .unwrap();
+    let mut call = LegacySession::open(url, "edges-legacy")
+        .await
+        .post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}))
+        .await;
     // The stream carries the gate's elicitation/create (after a priming event).
     let mut seen = String::new();
     let read = tokio::time::timeout(Duration::from_secs(30), async {

@@ -246,16 +246,23 @@ async fn over_http_two_calls_ask_at_once_and_each_answer_reaches_its_own_call() 
     upstream.shutdown().await;
 }
 
-/// Issue #38 item 1: the standalone GET stream is read, and a question the server sends there
-/// (related to no call) is refused at once, as a client with no call to carry it would. Unread,
-/// the question would wait there unanswered until the request timeout.
-async fn over_http_a_question_on_the_standalone_stream_is_refused_at_once() {
+/// The adapter in front of `meet_server.py`, with a request timeout short enough that a question
+/// left unanswered fails the test rather than hangs it.
+async fn meet_adapter() -> (crate::upstream::Listening, Upstream) {
     let server = meet_server().await;
     let upstream = Upstream::builder(Http::new(server.url()))
         .start_timeout(Duration::from_secs(30))
         .request_timeout(Duration::from_secs(20))
         .spawn()
         .expect("the adapter starts");
+    (server, upstream)
+}
+
+/// Issue #38 item 1: the standalone GET stream is read, and a question the server sends there
+/// (related to no call) is refused at once, as a client with no call to carry it would. Unread,
+/// the question would wait there unanswered until the request timeout.
+async fn over_http_a_question_on_the_standalone_stream_is_refused_at_once() {
+    let (_server, upstream) = meet_adapter().await;
     let reply = call(&upstream, "outside", json!({})).await;
     assert_eq!(text(&reply), "refused -32601", "{reply:#}");
     // The session still serves calls.
@@ -269,12 +276,7 @@ async fn over_http_a_question_on_the_standalone_stream_is_refused_at_once() {
 /// server declares, then the server's `tools/list_changed` (sent on its standalone stream)
 /// reaches the listen, marked with the subscription's id.
 async fn over_http_a_listen_hears_a_2025_era_servers_list_changes() {
-    let server = meet_server().await;
-    let upstream = Upstream::builder(Http::new(server.url()))
-        .start_timeout(Duration::from_secs(30))
-        .request_timeout(Duration::from_secs(20))
-        .spawn()
-        .expect("the adapter starts");
+    let (_server, upstream) = meet_adapter().await;
     let listen = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
         "params": {"notifications": {"toolsListChanged": true, "promptsListChanged": true},
             "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",

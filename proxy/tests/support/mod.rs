@@ -377,3 +377,78 @@ pub async fn request(url: &str, method: &str, name: &str, mut params: Value) -> 
         .unwrap();
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
+
+/// A 2025-era host's session over HTTP (`2025-11-25`, declaring form elicitation): `initialize`
+/// and `notifications/initialized` sent, its `Mcp-Session-Id` kept for what it posts next.
+pub struct LegacySession {
+    client: reqwest::Client,
+    url: String,
+    id: String,
+}
+
+impl LegacySession {
+    /// Opens a session at `url` as the client `name`.
+    pub async fn open(url: &str, name: &str) -> Self {
+        let client = reqwest::Client::new();
+        let init = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"elicitation": {"form": {}}},
+                    "clientInfo": {"name": name, "version": "0"}}})
+                .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let id = init
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .expect("a session id");
+        let _ = init.text().await;
+        let session = Self {
+            client,
+            url: url.to_owned(),
+            id,
+        };
+        let _ = session
+            .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await
+            .text()
+            .await;
+        session
+    }
+
+    /// POSTs `message` in the session; the response, its body unread.
+    pub async fn post(&self, message: Value) -> reqwest::Response {
+        self.client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(message.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// Runs `--check` on `config`, which must fail (exit 1) saying `expected` on stderr; its stderr.
+pub fn check_fails_with(config: &Path, expected: &str) -> String {
+    let out = Command::new(PROXY)
+        .arg("--config")
+        .arg(config)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(expected), "{expected}: {err}");
+    err
+}
