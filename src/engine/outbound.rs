@@ -1,5 +1,8 @@
 //! The response side: seal what the inner service asks, refuse what the client cannot answer.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -201,8 +204,12 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
 /// it does not contain it, and has no `\u` escape that could spell one of its letters (the
 /// other escapes stand for characters it does not have).
 fn cannot_ask(message: &[u8]) -> bool {
-    memchr::memmem::find(message, b"input_required").is_none()
-        && memchr::memmem::find(message, b"\\u").is_none()
+    // Searchers built once: `memmem::find` builds one per call, most of what a short message's
+    // scan costs.
+    static INPUT_REQUIRED: LazyLock<Finder<'static>> =
+        LazyLock::new(|| Finder::new(b"input_required"));
+    static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+    INPUT_REQUIRED.find(message).is_none() && ESCAPE.find(message).is_none()
 }
 
 /// [`outbound`](fn@outbound), telling a message that is no response to the call (`None`) from
