@@ -357,8 +357,23 @@ pub(crate) fn judge_probe(
             &why,
             None,
         ))),
-        Ok(Checked::Reask { ask, asked, kept }) => {
-            let reply = reask(&round, &claims, asked, ask, kept, config, now, None);
+        Ok(Checked::Reask {
+            ask,
+            asked,
+            kept,
+            kinds,
+        }) => {
+            let reply = reask(
+                &round,
+                &claims,
+                asked,
+                ask,
+                kept,
+                Some(kinds),
+                config,
+                now,
+                None,
+            );
             if reply.is_ok() {
                 config.validators.keep(made);
             }
