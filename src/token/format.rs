@@ -331,11 +331,7 @@ mod tests {
         for len in 0..bytes.len() {
             let mut fast = String::from("v1.");
             ENCODE.encode_string(&bytes[..len], &mut fast);
-            assert_eq!(
-                fast[3..],
-                URL_SAFE_NO_PAD.encode(&bytes[..len]),
-                "{len} bytes"
-            );
+            assert_eq!(fast[3..], URL_SAFE_NO_PAD.encode(&bytes[..len]), "{len} bytes");
         }
     }
 
