@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use crate::form::validate::{FieldProblem, QuestionError, ReadQuestion, Rejection};
 use crate::token::claims::Questions;
-use crate::wire::edit::{Along, edit_member, edit_object, member, with_set, written_raw};
+use crate::wire::edit::{Along, edit_member, edit_object, member, with_set};
 use crate::wire::json::{Object, ObjectOr};
 use crate::wire::mcp::InputKind;
 
@@ -236,7 +236,7 @@ fn reasked(question: &RawValue, rejection: &Rejection) -> Option<(Box<RawValue>,
             },
             &|_| None,
         );
-        written_raw(text).ok()?
+        RawValue::from_string(text).ok()?
     };
     let shown = form.write(
         &mut |depth, key, value| match depth {
@@ -265,14 +265,14 @@ fn reasked(question: &RawValue, rejection: &Rejection) -> Option<(Box<RawValue>,
         },
         &|depth| (depth == PARAMS).then(|| ("message", message.clone())),
     );
-    Some((prefilled, written_raw(shown).ok()?))
+    Some((prefilled, RawValue::from_string(shown).ok()?))
 }
 
 /// The question again, its message followed by `lines` after a blank line: the text as it was
 /// shown, but for the message (added at the end of `params` if it had none).
 pub(super) fn with_hint(question: &RawValue, lines: &[String]) -> Box<RawValue> {
     hinted(question, lines)
-        .and_then(|text| written_raw(text).ok())
+        .and_then(|text| RawValue::from_string(text).ok())
         .unwrap_or_else(|| question.to_owned())
 }
 
@@ -346,7 +346,7 @@ fn on_fields_shown(
         lines.push(crate::texts::correct_fields(names));
     }
     let described = with_descriptions(question.get(), described)
-        .and_then(|text| written_raw(text).ok())
+        .and_then(|text| RawValue::from_string(text).ok())
         .unwrap_or_else(|| question.to_owned());
     with_hint(&described, lines)
 }
@@ -406,7 +406,7 @@ fn prefilled(question: &RawValue, valid: &Map<String, Value>) -> Box<RawValue> {
         return question.to_owned();
     }
     with_defaults(question.get(), &defaults)
-        .and_then(|text| written_raw(text).ok())
+        .and_then(|text| RawValue::from_string(text).ok())
         .unwrap_or_else(|| question.to_owned())
 }
 

@@ -310,40 +310,6 @@ pub(crate) fn write_key(out: &mut Vec<u8>, key: &str) {
     }
 }
 
-/// Text this editor wrote (every piece JSON that serde_json read or wrote, joined as JSON
-/// joins them), as a [`RawValue`], without reading it again: `RawValue::from_string` walks the
-/// whole text to check what was JSON by construction (a re-ask wrote two ~500-byte questions
-/// and read both back, ~14,000 instructions).
-///
-/// serde_json has no public constructor that takes text as it is, but it serializes a
-/// `RawValue` by its own marker struct, and `to_raw_value` keeps what a serializer wrote without
-/// a check: `Verbatim` writes the text through that marker. Should a serde_json release change
-/// the marker, the text comes out wrapped, not as it is: that is seen (the result must be the
-/// very text), and the text is then read back as before.
-pub(crate) fn written_raw(text: String) -> Result<Box<RawValue>, serde_json::Error> {
-    /// serde_json's marker for a `RawValue` (`serde_json::raw::TOKEN`, not exported).
-    const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
-    struct Verbatim<'a>(&'a str);
-    impl Serialize for Verbatim<'_> {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            use serde::ser::SerializeStruct as _;
-            let mut raw = serializer.serialize_struct(RAW_VALUE_TOKEN, 1)?;
-            raw.serialize_field(RAW_VALUE_TOKEN, self.0)?;
-            raw.end()
-        }
-    }
-    match serde_json::value::to_raw_value(&Verbatim(&text)) {
-        Ok(raw) if raw.get() == text => {
-            debug_assert!(
-                serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok(),
-                "the editor wrote text that is not JSON: {text}"
-            );
-            Ok(raw)
-        }
-        _ => RawValue::from_string(text),
-    }
-}
-
 /// `value` as JSON text.
 pub(crate) fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // Strings, maps of `Value`s: serializing into a `Vec` cannot fail.
@@ -353,23 +319,6 @@ pub(crate) fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// What the editor wrote becomes a `RawValue` as it is, not wrapped in serde_json's marker.
-    #[test]
-    fn written_text_is_its_own_raw_value() {
-        for text in [
-            r#"{"method":"elicitation/create","params":{"message":"a\nb \u00e9"}}"#,
-            "[1,2.50,1e400]",
-            r#""x""#,
-        ] {
-            let raw = written_raw(text.to_owned()).unwrap();
-            assert_eq!(raw.get(), text);
-            assert_eq!(
-                serde_json::to_string(&raw).unwrap(),
-                RawValue::from_string(text.to_owned()).unwrap().get()
-            );
-        }
-    }
 
     /// A key is written as serde_json writes it, whether or not it has anything to escape.
     #[test]
