@@ -1,5 +1,8 @@
 //! Checking the client's answers against the questions that were asked.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -30,6 +33,9 @@ pub(super) enum Checked {
         asked: Questions,
         /// The answers that were acceptable, kept for the next round.
         kept: Map<String, Value>,
+        /// The kind of each request in `ask` that has one, in its order: what the capability
+        /// check of the re-ask needs, without reading each question again.
+        kinds: Vec<InputKind>,
     },
 }
 
@@ -48,12 +54,14 @@ pub(super) fn check(
     let mut accepted = Map::new();
     let mut ask = Questions::new();
     let mut asked = Questions::new();
+    let mut kinds = Vec::new();
     for (key, question) in questions {
         if let Some(answer) = kept.get(key) {
             accepted.insert(key.clone(), answer.clone());
             continue;
         }
         let Some((key, answer)) = responses.remove_entry(key) else {
+            kinds.extend(InputKind::of_raw(question).map(|(kind, _)| kind));
             ask.insert(key.clone(), question.clone());
             continue;
         };
@@ -68,6 +76,7 @@ pub(super) fn check(
                     let shown = with_problems(&prefilled, &problems);
                     (prefilled, shown)
                 });
+                kinds.extend(rejected_kind(&shown));
                 ask.insert(key.clone(), shown);
                 asked.insert(key, prefilled);
             }
@@ -85,8 +94,23 @@ pub(super) fn check(
             ask,
             asked,
             kept: accepted,
+            kinds,
         })
     }
+}
+
+/// The kind [`InputKind::of_raw`] reads in `shown`, a form question whose answer was rejected
+/// (only a form's content is), asked again: a form, unless the text could spell a `mode` member
+/// (`"mode"`, or a `\u` escape that could spell its key), which `of_raw` takes as written and
+/// is left to read it. The re-ask's capability check needs no second read of the question.
+fn rejected_kind(shown: &RawValue) -> Option<InputKind> {
+    static MODE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"mode\""));
+    static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+    let text = shown.get().as_bytes();
+    if MODE.find(text).is_none() && ESCAPE.find(text).is_none() {
+        return Some(InputKind::Form);
+    }
+    InputKind::of_raw(shown).map(|(kind, _)| kind)
 }
 
 /// One answer: `Ok(Ok(clean))`, `Ok(Err(why))` for content to re-ask, `Err` for a wrong shape.
@@ -434,6 +458,25 @@ mod tests {
     use crate::form::validate::ValidatorCache;
     use std::sync::Arc;
 
+    /// A rejected form asked again has the kind `InputKind::of_raw` reads in it, read or not.
+    #[test]
+    fn a_rejected_forms_kind_is_what_its_text_reads() {
+        for text in [
+            r#"{"method":"elicitation/create","params":{"message":"a\n\nb","requestedSchema":{"type":"object"}}}"#,
+            r#"{"method":"elicitation/create","params":{"mode":"form","requestedSchema":{}}}"#,
+            r#"{"method":"elicitation/create","params":{"mode":"\u0066orm","requestedSchema":{}}}"#,
+            r#"{"method":"elicitation/create","params":{"mod\u0065":"url","requestedSchema":{}}}"#,
+            r#"{"method":"elicitation/create","params":{"message":"\u00e9","requestedSchema":{}}}"#,
+        ] {
+            let shown = RawValue::from_string(text.to_owned()).unwrap();
+            assert_eq!(
+                rejected_kind(&shown),
+                InputKind::of_raw(&shown).map(|(kind, _)| kind),
+                "{text}"
+            );
+        }
+    }
+
     fn questions() -> Questions {
         let requests = json!({
             "approval": {"method": "elicitation/create", "params": {"message": "Deploy to staging?",
@@ -604,7 +647,9 @@ mod tests {
     ) -> (Questions, Questions, Map<String, Value>) {
         let responses = responses.as_object().unwrap().clone();
         match check(questions, kept, responses, cache).unwrap() {
-            Checked::Reask { ask, asked, kept } => (ask, asked, kept),
+            Checked::Reask {
+                ask, asked, kept, ..
+            } => (ask, asked, kept),
             Checked::Complete(done) => panic!("expected a re-ask, got {done:?}"),
         }
     }

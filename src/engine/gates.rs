@@ -411,9 +411,24 @@ impl<'c> GateRound<'c> {
             Err(answers::WrongShape(why)) => {
                 return Err(refuse(round, INVALID_PARAMS, &why, None).into());
             }
-            Ok(Checked::Reask { ask, asked, kept }) => {
+            Ok(Checked::Reask {
+                ask,
+                asked,
+                kept,
+                kinds,
+            }) => {
                 let by = self.expires_by(now);
-                let reply = reask(round, claims, asked, ask, kept, config, now, by);
+                let reply = reask(
+                    round,
+                    claims,
+                    asked,
+                    ask,
+                    kept,
+                    Some(kinds),
+                    config,
+                    now,
+                    by,
+                );
                 return Err(reply.unwrap_or_else(identity).into());
             }
             Ok(Checked::Complete(answers)) => answers,
@@ -435,7 +450,7 @@ impl<'c> GateRound<'c> {
                 .filter(|(key, _)| !again.contains_key(key) && !completed.contains(key))
                 .collect();
             let by = self.expires_by(now);
-            let reply = reask(&round, claims, asked, again, kept, config, now, by);
+            let reply = reask(&round, claims, asked, again, kept, None, config, now, by);
             return Err(reply.unwrap_or_else(identity).into());
         }
         Ok(self.forward_accepted(claims, &answers, call))

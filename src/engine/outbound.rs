@@ -1,5 +1,8 @@
 //! The response side: seal what the inner service asks, refuse what the client cannot answer.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -152,7 +155,20 @@ impl<'a> Message<'a> {
 
 /// Whether `message` is the response to the call of `round`, with a borrowed parse.
 pub(crate) fn relation(message: &[u8], round: &Round) -> Relation {
+    if cannot_respond(message) {
+        return Relation::Other;
+    }
     Message::read(message).map_or(Relation::Other, |m| m.relation(round))
+}
+
+/// Whether a JSON text cannot be a JSON-RPC response in any spelling a parser reads: it has
+/// neither a `"result"` nor an `"error"` string (a response has one of those members), and no
+/// `\u` escape that could spell one (no other escape stands for a letter). What [`relation`]
+/// reads as [`Relation::Other`] without a parse: the notifications of an event stream.
+fn cannot_respond(message: &[u8]) -> bool {
+    static RESULT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"result\""));
+    static ERROR: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"error\""));
+    RESULT.find(message).is_none() && ERROR.find(message).is_none() && !has_escape(message)
 }
 
 /// Whether `message` answers the call of `round` as far as the layer must treat it: the
@@ -201,8 +217,17 @@ pub(crate) fn outbound(message: &[u8], round: &Round, config: &Config, now: u64)
 /// it does not contain it, and has no `\u` escape that could spell one of its letters (the
 /// other escapes stand for characters it does not have).
 fn cannot_ask(message: &[u8]) -> bool {
-    memchr::memmem::find(message, b"input_required").is_none()
-        && memchr::memmem::find(message, b"\\u").is_none()
+    // Searchers built once: `memmem::find` builds one per call, most of what a short message's
+    // scan costs.
+    static INPUT_REQUIRED: LazyLock<Finder<'static>> =
+        LazyLock::new(|| Finder::new(b"input_required"));
+    INPUT_REQUIRED.find(message).is_none() && !has_escape(message)
+}
+
+/// Whether a JSON text has a `\u` escape.
+fn has_escape(message: &[u8]) -> bool {
+    static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+    ESCAPE.find(message).is_some()
 }
 
 /// [`outbound`](fn@outbound), telling a message that is no response to the call (`None`) from
@@ -213,6 +238,12 @@ pub(crate) fn respond(
     config: &Config,
     now: u64,
 ) -> Option<Outbound> {
+    // What can neither be the response nor ask is none of the call's business: an event
+    // stream's notifications pass without a parse. (A response names its `"result"` early:
+    // it goes on to the parse after a few bytes' scan.)
+    if cannot_respond(message) && cannot_ask(message) {
+        return None;
+    }
     let Some(read) = Message::read(message) else {
         return (!cannot_ask(message)).then(|| unreadable(round));
     };
@@ -326,8 +357,23 @@ pub(crate) fn judge_probe(
             &why,
             None,
         ))),
-        Ok(Checked::Reask { ask, asked, kept }) => {
-            let reply = reask(&round, &claims, asked, ask, kept, config, now, None);
+        Ok(Checked::Reask {
+            ask,
+            asked,
+            kept,
+            kinds,
+        }) => {
+            let reply = reask(
+                &round,
+                &claims,
+                asked,
+                ask,
+                kept,
+                Some(kinds),
+                config,
+                now,
+                None,
+            );
             if reply.is_ok() {
                 config.validators.keep(made);
             }
@@ -412,4 +458,30 @@ fn read_input_required<'a>(
         state,
         made,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a text with no `"result"`, no `"error"` and no `\u` escape is taken for no response
+    /// without a parse; every spelling of a response is read.
+    #[test]
+    fn only_what_cannot_be_a_response_skips_the_parse() {
+        let notification = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+        assert!(cannot_respond(notification));
+        for response in [
+            &br#"{"jsonrpc":"2.0","id":1,"result":{}}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"r\u0065sult":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"\u0065rror":{}}"#,
+            br#"{"id":1 , "result" : null}"#,
+        ] {
+            assert!(
+                !cannot_respond(response),
+                "{}",
+                String::from_utf8_lossy(response)
+            );
+        }
+    }
 }

@@ -31,6 +31,7 @@ pub(super) fn reask(
     asked: Questions,
     ask_now: Questions,
     kept: Map<String, Value>,
+    kinds: Option<Vec<InputKind>>,
     config: &Config,
     now: u64,
     expires_by: Option<u64>,
@@ -54,16 +55,24 @@ pub(super) fn reask(
         .filter(|(key, _)| claims.questions.contains_key(*key))
         .map(|(key, handle)| (key.clone(), handle.clone()))
         .collect();
+    match kinds {
+        // The kinds the answers' check read already ([`Checked::Reask`]'s).
+        Some(kinds) => require(round, kinds)?,
+        None => check_capabilities(&ask_now, round)?,
+    }
     sealed_ask(round, claims, ask_now, config)
 }
 
 /// The layer's own `input_required` asking `requests` (each the text to show), sealed with
 /// `claims`.
 pub(super) fn ask(round: &Round, claims: Claims, requests: Questions, config: &Config) -> Reply {
-    sealed_ask(round, claims, requests, config).unwrap_or_else(|refused| refused)
+    check_capabilities(&requests, round)
+        .and_then(|()| sealed_ask(round, claims, requests, config))
+        .unwrap_or_else(|refused| refused)
 }
 
-/// [`ask`], telling the sealed `input_required` (`Ok`) from a refusal (`Err`).
+/// [`ask`] once the capabilities are checked, telling the sealed `input_required` (`Ok`) from a
+/// refusal (`Err`).
 fn sealed_ask(
     round: &Round,
     claims: Claims,
@@ -77,7 +86,6 @@ fn sealed_ask(
         input_requests: &'a Questions,
         request_state: &'a str,
     }
-    check_capabilities(&requests, round)?;
     let (token, _) = seal(round, claims, config)?;
     log_outcome(round, "ask");
     let result = InputRequired {

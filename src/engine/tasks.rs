@@ -48,6 +48,9 @@
 //! The layer does not judge the capabilities a `tasks/get`'s questions need: the task was
 //! created by a call whose capabilities the inner service saw.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -340,8 +343,10 @@ fn memory_secs(ttl_ms: Option<u64>) -> u64 {
 /// A task created by the response `message` to the call `id` (`resultType: "task"`): its id,
 /// and for how many seconds to remember it.
 pub(crate) fn created(message: &[u8], id: Option<&RawValue>) -> Option<(String, u64)> {
-    // A byte scan first: most answers create no task.
-    memchr::memmem::find(message, b"taskId")?;
+    // A byte scan first: most answers create no task. Its searcher is built once
+    // (`memmem::find` builds one per call, more than the scan of a short message costs).
+    static TASK_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"taskId"));
+    TASK_ID.find(message)?;
     let result = result_of(message, id)?;
     if result.result_type.as_deref() != Some(TASK_RESULT_TYPE) {
         return None;

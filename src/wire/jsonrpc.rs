@@ -329,11 +329,13 @@ pub(crate) fn peek(body: &[u8]) -> Peek<'_> {
             method,
             id,
             message,
+            len: body.len(),
         }),
         Err(method) => Peek::Task(Call {
             method,
             id,
             message,
+            len: body.len(),
         }),
     }
 }
@@ -379,6 +381,8 @@ pub(crate) struct Call<'a, M = Method> {
     pub(crate) id: Option<&'a RawValue>,
     /// The envelope as it came, with `params` read as an object.
     message: Object<'a>,
+    /// The length of the body it was read from.
+    len: usize,
 }
 /// A field of `params`, parsed strictly into a `Value`.
 #[derive(Debug, Clone, PartialEq)]
@@ -553,7 +557,19 @@ impl<'a, M> Call<'a, M> {
         input_responses: Option<&Map<String, Value>>,
         arguments: Option<&str>,
     ) -> Vec<u8> {
-        let mut out = Vec::with_capacity(512);
+        // A large body gets room for all of it and what goes in, so that the buffer is never
+        // grown: growing it copies what was written (64 KiB of arguments, twice). A small one
+        // starts small, which costs less than one large allocation.
+        let capacity = if self.len > 4096 {
+            self.len
+                + 64
+                + arguments.map_or(0, str::len)
+                + request_state.map_or(0, str::len)
+                + input_responses.map_or(0, |_| 512)
+        } else {
+            512
+        };
+        let mut out = Vec::with_capacity(capacity);
         out.push(b'{');
         let mut first = true;
         for (key, raw) in self.message.members() {
