@@ -23,20 +23,24 @@ pub(super) enum Checked {
     /// Every question has an acceptable answer: forward these (cleaned) answers.
     Complete(Map<String, Value>),
     /// Some answers are missing or invalid.
-    Reask {
-        /// What to ask now: the original requests as they were shown; in an invalid form, each
-        /// problem on its field (its `description`), a line in the message naming those fields,
-        /// and each valid field pre-filled as its `default`.
-        ask: Questions,
-        /// Every question as asked now, without the hints: what was asked before, the pre-filled
-        /// defaults added. The same schemas, so the next answers are checked as these were.
-        asked: Questions,
-        /// The answers that were acceptable, kept for the next round.
-        kept: Map<String, Value>,
-        /// The kind of each request in `ask` that has one, in its order: what the capability
-        /// check of the re-ask needs, without reading each question again.
-        kinds: Vec<InputKind>,
-    },
+    Reask(Reask),
+}
+
+/// What a round asks again, when some answers are missing or invalid ([`Checked::Reask`]).
+#[derive(Debug, Clone)]
+pub(super) struct Reask {
+    /// What to ask now: the original requests as they were shown; in an invalid form, each
+    /// problem on its field (its `description`), a line in the message naming those fields,
+    /// and each valid field pre-filled as its `default`.
+    pub(super) ask: Questions,
+    /// Every question as asked now, without the hints: what was asked before, the pre-filled
+    /// defaults added. The same schemas, so the next answers are checked as these were.
+    pub(super) asked: Questions,
+    /// The answers that were acceptable, kept for the next round.
+    pub(super) kept: Map<String, Value>,
+    /// The kind of each request in `ask` that has one, in its order: what the capability
+    /// check of the re-ask needs, without reading each question again (`None`: read them).
+    pub(super) kinds: Option<Vec<InputKind>>,
 }
 
 /// An answer that is not even the right shape for its kind: a protocol error, not a re-ask.
@@ -90,12 +94,12 @@ pub(super) fn check(
                 asked.insert(key.clone(), question.clone());
             }
         }
-        Ok(Checked::Reask {
+        Ok(Checked::Reask(Reask {
             ask,
             asked,
             kept: accepted,
-            kinds,
-        })
+            kinds: Some(kinds),
+        }))
     }
 }
 
@@ -534,7 +538,7 @@ mod tests {
             json!({"action": "accept", "content": {"approve": true, "note": "far too long"}}),
         );
         responses.remove("roots");
-        let Checked::Reask { ask, kept, .. } = run(&responses).unwrap() else {
+        let Checked::Reask(Reask { ask, kept, .. }) = run(&responses).unwrap() else {
             panic!("expected a re-ask")
         };
         assert_eq!(ask.keys().collect::<Vec<_>>(), ["approval", "roots"]);
@@ -647,9 +651,9 @@ mod tests {
     ) -> (Questions, Questions, Map<String, Value>) {
         let responses = responses.as_object().unwrap().clone();
         match check(questions, kept, responses, cache).unwrap() {
-            Checked::Reask {
+            Checked::Reask(Reask {
                 ask, asked, kept, ..
-            } => (ask, asked, kept),
+            }) => (ask, asked, kept),
             Checked::Complete(done) => panic!("expected a re-ask, got {done:?}"),
         }
     }
@@ -919,7 +923,7 @@ mod tests {
             .unwrap()
             {
                 Checked::Complete(done) => Ok(done),
-                Checked::Reask { ask, .. } => {
+                Checked::Reask(Reask { ask, .. }) => {
                     let shown: Value = serde_json::from_str(ask["approval"].get()).unwrap();
                     Err(shown["params"]["message"].clone())
                 }

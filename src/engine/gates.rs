@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::answers::{self, Checked};
+use super::answers::{self, Checked, Reask};
 use super::decision::{Decided, Decision, Effects, Round, Stop, invalid_state};
 use super::policy::Config;
 use super::reply::{ask, log_gate_refused, log_rejected, new_claims, reask, refuse, require};
@@ -411,24 +411,9 @@ impl<'c> GateRound<'c> {
             Err(answers::WrongShape(why)) => {
                 return Err(refuse(round, INVALID_PARAMS, &why, None).into());
             }
-            Ok(Checked::Reask {
-                ask,
-                asked,
-                kept,
-                kinds,
-            }) => {
+            Ok(Checked::Reask(again)) => {
                 let by = self.expires_by(now);
-                let reply = reask(
-                    round,
-                    claims,
-                    asked,
-                    ask,
-                    kept,
-                    Some(kinds),
-                    config,
-                    now,
-                    by,
-                );
+                let reply = reask(round, claims, again, config, now, by);
                 return Err(reply.unwrap_or_else(identity).into());
             }
             Ok(Checked::Complete(answers)) => answers,
@@ -450,7 +435,13 @@ impl<'c> GateRound<'c> {
                 .filter(|(key, _)| !again.contains_key(key) && !completed.contains(key))
                 .collect();
             let by = self.expires_by(now);
-            let reply = reask(&round, claims, asked, again, kept, None, config, now, by);
+            let again = Reask {
+                ask: again,
+                asked,
+                kept,
+                kinds: None,
+            };
+            let reply = reask(&round, claims, again, config, now, by);
             return Err(reply.unwrap_or_else(identity).into());
         }
         Ok(self.forward_accepted(claims, &answers, call))

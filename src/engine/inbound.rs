@@ -445,23 +445,9 @@ fn forward_answered<R>(
             &why,
             None,
         )),
-        Ok(Checked::Reask {
-            ask,
-            asked,
-            kept,
-            kinds,
-        }) => Err(reask(
-            &round,
-            claims,
-            asked,
-            ask,
-            kept,
-            Some(kinds),
-            config,
-            now,
-            None,
-        )
-        .unwrap_or_else(identity)),
+        Ok(Checked::Reask(again)) => {
+            Err(reask(&round, claims, again, config, now, None).unwrap_or_else(identity))
+        }
         Ok(Checked::Complete(mut answers)) => {
             let delivered = gated.map(GateRound::delivery);
             if let Some(delivery) = &delivered {

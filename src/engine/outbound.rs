@@ -357,23 +357,8 @@ pub(crate) fn judge_probe(
             &why,
             None,
         ))),
-        Ok(Checked::Reask {
-            ask,
-            asked,
-            kept,
-            kinds,
-        }) => {
-            let reply = reask(
-                &round,
-                &claims,
-                asked,
-                ask,
-                kept,
-                Some(kinds),
-                config,
-                now,
-                None,
-            );
+        Ok(Checked::Reask(again)) => {
+            let reply = reask(&round, &claims, again, config, now, None);
             if reply.is_ok() {
                 config.validators.keep(made);
             }

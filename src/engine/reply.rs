@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::answers::Reask;
 use super::decision::Round;
 use super::policy::Config;
 use crate::token;
@@ -28,14 +29,17 @@ use crate::wire::mcp::{InputKind, add_requirement};
 pub(super) fn reask(
     round: &Round,
     previous: &Claims,
-    asked: Questions,
-    ask_now: Questions,
-    kept: Map<String, Value>,
-    kinds: Option<Vec<InputKind>>,
+    again: Reask,
     config: &Config,
     now: u64,
     expires_by: Option<u64>,
 ) -> Result<Reply, Reply> {
+    let Reask {
+        ask: ask_now,
+        asked,
+        kept,
+        kinds,
+    } = again;
     let mut claims = new_claims(
         round,
         previous.round + 1,

@@ -263,7 +263,7 @@ fn judge_update(
     }
     match answers::check(&answered, &Map::new(), responses, &config.validators) {
         Err(answers::WrongShape(why)) => invalid(&why, None),
-        Ok(Checked::Reask { ask, .. }) => {
+        Ok(Checked::Reask(answers::Reask { ask, .. })) => {
             tracing::info!(
                 target: "tower_elicitation",
                 "tasks/update: an answer fails the question asked; re-asked, nothing forwarded"

@@ -362,8 +362,8 @@ impl Core {
                     _ => None,
                 };
                 let waiter = about.and_then(|id| lock(&self.waiters).get(&id).cloned());
-                if CHANGES.contains(&method) {
-                    // No listen open: nobody to tell.
+                // Copied only for a listen that is open.
+                if CHANGES.contains(&method) && self.changes.receiver_count() > 0 {
                     let _ = self.changes.send(message.clone());
                 }
                 if method == "notifications/message" {
