@@ -521,9 +521,19 @@ async fn run(
     floor: Option<OwnedSemaphorePermit>,
 ) -> Result<Value, Value> {
     let mut wait = core.settings.request_timeout;
+    // Over stdio, the ping sent after the round's first request (see `Barrier`).
+    let mut barrier: Option<Barrier> = None;
     loop {
         let event = call.next(wait).await;
         match event {
+            Some(Event::Response(response)) if !call.answers(&response) => {
+                // The server's answer to the barrier's ping: every request it wrote before
+                // that answer is in the channel.
+                if let Some(sent) = &mut barrier {
+                    sent.answered |= sent.answers(&response);
+                    wait = sent.remaining();
+                }
+            }
             Some(Event::Response(response)) => {
                 core.hold_floor(None);
                 let method = parked.method.as_str();
@@ -542,13 +552,26 @@ async fn run(
                     _ => format!("{}-{}", key_kind(method.as_str()), parked.seq),
                 };
                 parked.asked.insert(key, (request_id, asked));
-                // The requests already routed to the call join this round; it parks at once
-                // (those that come later join the next round: see `GATHER`).
-                wait = Duration::ZERO;
+                // What the server asks in the same breath joins this round: over stdio, what
+                // it wrote before it answered the barrier's ping; over HTTP, what came on the
+                // call's stream already. Later requests join the next round (see `GATHER`).
+                wait = match (&floor, &barrier) {
+                    (None, _) => Duration::ZERO,
+                    (Some(_), None) => {
+                        let sent = Barrier::send(&call).await;
+                        let wait = sent.remaining();
+                        barrier = Some(sent);
+                        wait
+                    }
+                    (Some(_), Some(sent)) => sent.remaining(),
+                };
             }
             Some(Event::Notification(_)) => {}
             Some(Event::Exited) => return Err(call.exited()),
             None if !parked.asked.is_empty() => {
+                if let Some(sent) = barrier.take() {
+                    sent.forget(core);
+                }
                 if let Err(required) = call.downstream.sort_out(&mut parked.asked, &call.link) {
                     core.hold_floor(None);
                     parked.events = call.park();
@@ -571,6 +594,58 @@ async fn run(
                 core.hold_floor(None);
                 return Err(call.timed_out());
             }
+        }
+    }
+}
+
+/// A `ping` the adapter sends a stdio server right after the first request of a call's round,
+/// its answer routed to the call: the server's requests name no call and come one line at a
+/// time, and a server that asks several things at once (a `Promise.all`, an `asyncio.gather`)
+/// writes them in one go, before it reads the ping. So when the answer is read, the requests
+/// written with the first one are in the call's channel ahead of it, and the round asks them
+/// all; no fixed wait. (Parking the moment the channel was empty raced the reader task, and
+/// split one breath's questions over two rounds: the conformance suite's
+/// `input-required-result-multiple-input-requests` saw it.) A server slow to answer the ping is
+/// waited for [`GATHER`] at the most.
+struct Barrier {
+    /// The ping's id (routed to the call like its own).
+    id: Option<u64>,
+    /// When the call parks, answered or not.
+    until: Instant,
+    answered: bool,
+}
+
+impl Barrier {
+    async fn send(call: &Call) -> Self {
+        let id = call.core.alias(call.id);
+        if let Some(id) = id {
+            let ping = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+            call.link.send(&ping).await;
+        }
+        Self {
+            id,
+            until: Instant::now() + GATHER,
+            answered: id.is_none(),
+        }
+    }
+
+    /// Whether `response` answers the ping.
+    fn answers(&self, response: &Map<String, Value>) -> bool {
+        self.id.is_some() && response.get("id").and_then(Value::as_u64) == self.id
+    }
+
+    /// How long the call may still wait for the ping's answer.
+    fn remaining(&self) -> Duration {
+        if self.answered {
+            return Duration::ZERO;
+        }
+        self.until.saturating_duration_since(Instant::now())
+    }
+
+    /// Forgets the ping (answered or not): a late answer goes nowhere.
+    fn forget(self, core: &Core) {
+        if let Some(id) = self.id {
+            core.forget(id);
         }
     }
 }
@@ -783,6 +858,11 @@ impl Call {
                 None => Err(self.timed_out()),
             };
         }
+    }
+
+    /// Whether `response` is the answer to the call's own request (not a barrier's ping).
+    fn answers(&self, response: &Map<String, Value>) -> bool {
+        response.get("id").and_then(Value::as_u64) == Some(self.id)
     }
 
     /// The response's result through `convert`, or its error as it is.

@@ -396,11 +396,13 @@ impl Settings {
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub(crate) const STABLE_RUN: Duration = Duration::from_secs(30);
-/// How long a call that parked keeps the session's floor (over stdio, where the server's
-/// requests name no call): what the server asks in the same breath as the call's first
-/// question (its requests come within microseconds of each other) is still the call's, and joins
-/// its next round, rather than reaching whichever call holds the floor next. The call answers
-/// `input_required` at once (with the requests already read): this wait adds no latency to a
-/// round. Its retry takes the floor back if it comes first; other calls wait for it, so it
-/// bounds a busy stdio session's rounds per second (about 1/`GATHER`).
+/// Over stdio, where the server's requests name no call, two bounds of one round:
+///
+/// - how long a call that was asked waits for the answer to its barrier's `ping` (see
+///   `call::Barrier`) before it answers `input_required` anyway: a server that answers the
+///   ping at once (they do) adds no more than that round trip;
+/// - how long a call that parked keeps the session's floor: what the server asks after the
+///   ping's answer is still the call's, and joins its next round, rather than reaching whichever
+///   call holds the floor next. Its retry takes the floor back if it comes first; other calls
+///   wait for it, so it bounds a busy stdio session's rounds per second (about 1/`GATHER`).
 pub(crate) const GATHER: Duration = Duration::from_millis(5);

@@ -192,6 +192,16 @@ impl Core {
         (id, rx)
     }
 
+    /// A fresh JSON-RPC id whose events come on the channel of the call `of` (its barrier's
+    /// ping), or `None` when that call waits for nothing.
+    pub(crate) fn alias(&self, of: u64) -> Option<u64> {
+        let mut waiters = lock(&self.waiters);
+        let events = waiters.get(&of)?.clone();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        waiters.insert(id, events);
+        Some(id)
+    }
+
     /// Forgets the call `id` (answered, given up, or expired).
     pub(crate) fn forget(&self, id: u64) {
         lock(&self.waiters).remove(&id);

@@ -170,6 +170,24 @@ async fn questions_asked_in_one_breath_all_reach_the_client_once_and_the_call_fi
     upstream.shutdown().await;
 }
 
+async fn questions_written_apart_in_one_breath_share_the_first_round() {
+    // A server that asks several things at once writes each request on its own (a
+    // `Promise.all`): the reader routes them one by one, and the call waits `QUIET` after each
+    // before it parks, so all of them are the first round's (parking the moment the channel was
+    // empty split them over two rounds: the conformance suite's multiple-input scenario).
+    let upstream = spawn(ServerQuestions::Relay);
+    let reply = call(&upstream, "ask", json!({"questions": 3, "apart": true})).await;
+    assert_eq!(reply["result"]["resultType"], "input_required", "{reply:#}");
+    let requests = reply["result"]["inputRequests"].as_object().unwrap();
+    let mut asked: Vec<&str> = requests
+        .values()
+        .map(|request| request["params"]["message"].as_str().unwrap())
+        .collect();
+    asked.sort_unstable();
+    assert_eq!(asked, ["OK 1?", "OK 2?", "OK 3?"], "{reply:#}");
+    upstream.shutdown().await;
+}
+
 /// `tests/upstream/meet_server.py` (FastMCP, the venv `scripts/upstream-servers.sh` installs)
 /// on a loopback port of its own.
 async fn meet_server() -> crate::upstream::Listening {
@@ -344,6 +362,7 @@ crate::trials! {
     [] multi_thread with_the_servers_questions_relayed_the_floor_still_runs_one_call_at_a_time,
     [] multi_thread with_the_servers_questions_off_initialize_declares_none_and_a_question_is_refused,
     [] multi_thread questions_asked_in_one_breath_all_reach_the_client_once_and_the_call_finishes,
+    [] multi_thread questions_written_apart_in_one_breath_share_the_first_round,
     [Upstreams] multi_thread over_http_two_calls_ask_at_once_and_each_answer_reaches_its_own_call,
     [Upstreams] multi_thread over_http_a_question_on_the_standalone_stream_is_refused_at_once,
     [Upstreams] multi_thread over_http_a_listen_hears_a_2025_era_servers_list_changes,

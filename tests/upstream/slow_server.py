@@ -11,8 +11,9 @@ any number at once, as the reference servers do. Its tools:
   process has had running at the same time so far (1 when they came one by one), and its id;
   with `together`, also `"together": N`: how many `sleep` calls of any process sharing that
   directory were running when this one ended (each marks itself there while it runs);
-- `ask` (`questions`, default 1; `tag`, a text): sends that many `elicitation/create` in one
-  write, and answers how each was answered (`error -32601`, or the answer's `action`),
+- `ask` (`questions`, default 1; `tag`, a text; `apart`, a boolean): sends that many
+  `elicitation/create` in one write (with `apart`, one write and flush each, as a server that
+  asks with `asyncio.gather` or `Promise.all` does), and answers how each was answered (`error -32601`, or the answer's `action`),
   space-separated; with a `tag`, each question's message carries it (`OK 1? (Ada)`) and the
   answer is JSON text: `{"tag", "pid", "said"}`, where an accepted answer says `accept by X`
   for the `by` of the answer's content;
@@ -70,9 +71,9 @@ def sleep(seconds, pidfile, together):
     return text(json.dumps(said))
 
 
-def ask(n, tag=None):
-    """Sends `n` elicitation/create requests in one write; the answers' actions, space-separated
-    in the order asked (`error -32601` for a refusal)."""
+def ask(n, tag=None, apart=False):
+    """Sends `n` elicitation/create requests in one write (`apart`: a write each); the answers'
+    actions, space-separated in the order asked (`error -32601` for a refusal)."""
     global next_id
     asked = []
     lines = ""
@@ -88,6 +89,10 @@ def ask(n, tag=None):
             lines += json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create",
                                  "params": {"message": f"OK {i + 1}?" + (f" ({tag})" if tag else ""),
                                             "requestedSchema": schema}}) + "\n"
+            if apart:
+                sys.stdout.write(lines)
+                sys.stdout.flush()
+                lines = ""
         sys.stdout.write(lines)
         sys.stdout.flush()
     said = []
@@ -117,7 +122,8 @@ def call(message):
         result = sleep(float(arguments.get("seconds", 1)), arguments.get("pidfile"),
                        arguments.get("together"))
     elif name == "ask":
-        result = ask(int(arguments.get("questions", 1)), arguments.get("tag"))
+        result = ask(int(arguments.get("questions", 1)), arguments.get("tag"),
+                     bool(arguments.get("apart")))
     elif name == "initialize":
         result = text(json.dumps(initialize_params))
     else:
