@@ -27,6 +27,8 @@
 //!   (`tools/call`; its reader answers the server's `elicitation/create` with `{"seats": 2}`;
 //!   the result). *upstream* and *layer + upstream*: the 2026 flow (`tools/call`, answered
 //!   `input_required`; the retry with `inputResponses` and `requestState`; the result).
+//!   *layer + upstream, N sessions*: the same through a pool of `UPSTREAM_BENCH_SESSIONS`
+//!   children (`UpstreamBuilder::sessions`, default 8), the bench's fair share the whole.
 //!
 //! A hand-rolled timing loop, not criterion: the parts need every request's latency (for p50
 //! and p99, which criterion's per-batch estimates do not give), the paths alternated in rounds
@@ -47,7 +49,8 @@
 //! rounds, default 300), `UPSTREAM_BENCH_BATCH` (requests per path per round, default 20),
 //! `UPSTREAM_BENCH_FLOWS` (flows per run, default 200), `UPSTREAM_BENCH_CONCURRENCY`
 //! (comma-separated task counts, default `1,16`), `UPSTREAM_BENCH_FLOW_ROUNDS` (runs per path
-//! and task count, alternating paths, default 3). The figures and how they were taken are in
+//! and task count, alternating paths, default 3), `UPSTREAM_BENCH_SESSIONS` (the pool's
+//! sessions, default 8). The figures and how they were taken are in
 //! BENCHMARKS.md ("The upstream adapter").
 
 #[allow(dead_code)]
@@ -559,11 +562,52 @@ where
     (asked - started, finished - asked)
 }
 
+/// The paths of the flows part: the three of the others, and the layer in front of a pool of
+/// `UPSTREAM_BENCH_SESSIONS` sessions (children) of the same server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum FlowPath {
+    Direct,
+    Upstream,
+    Layered,
+    Pooled,
+}
+
+const FLOW_PATHS: [FlowPath; 4] = [
+    FlowPath::Direct,
+    FlowPath::Upstream,
+    FlowPath::Layered,
+    FlowPath::Pooled,
+];
+
+impl FlowPath {
+    fn label(self, sessions: usize) -> String {
+        match self {
+            FlowPath::Direct => Path::Direct.label().to_owned(),
+            FlowPath::Upstream => Path::Upstream.label().to_owned(),
+            FlowPath::Layered => Path::Layered.label().to_owned(),
+            FlowPath::Pooled => format!("`ElicitationLayer` + `Upstream`, {sessions} sessions"),
+        }
+    }
+}
+
+/// The flow paths in the order round `round` takes them (each goes first in turn).
+fn flow_order(round: usize) -> [FlowPath; 4] {
+    let mut paths = FLOW_PATHS;
+    paths.rotate_left(round % FLOW_PATHS.len());
+    paths
+}
+
+/// The services a flow run goes through.
+struct FlowFronts<S> {
+    direct: Arc<Direct>,
+    upstream: Upstream,
+    layered: S,
+    pooled: S,
+}
+
 async fn flows_run<S, B>(
-    path: Path,
-    direct: &Arc<Direct>,
-    upstream: &Upstream,
-    layered: &S,
+    path: FlowPath,
+    fronts: &FlowFronts<S>,
     tasks: usize,
     flows: usize,
 ) -> FlowRun
@@ -580,11 +624,12 @@ where
     let started = Instant::now();
     let mut running = tokio::task::JoinSet::new();
     for _ in 0..tasks {
-        let (left, direct, upstream, layered) = (
+        let (left, direct, upstream, layered, pooled) = (
             Arc::clone(&left),
-            Arc::clone(direct),
-            upstream.clone(),
-            layered.clone(),
+            Arc::clone(&fronts.direct),
+            fronts.upstream.clone(),
+            fronts.layered.clone(),
+            fronts.pooled.clone(),
         );
         running.spawn(async move {
             let mut run = FlowRun::default();
@@ -594,20 +639,25 @@ where
             {
                 let flow = Instant::now();
                 match path {
-                    Path::Direct => {
+                    FlowPath::Direct => {
                         let params = json!({"name": "book", "arguments": {"restaurant": "Bench"}});
                         let reply = direct.request("tools/call", params).await;
                         run.flows.push(flow.elapsed());
                         assert_eq!(text(&reply), "booked 2 at Bench", "{reply:#}");
                         continue;
                     }
-                    Path::Upstream => {
+                    FlowPath::Upstream => {
                         let (first, retry) = front_flow(&upstream).await;
                         run.first.push(first);
                         run.retry.push(retry);
                     }
-                    Path::Layered => {
+                    FlowPath::Layered => {
                         let (first, retry) = front_flow(&layered).await;
+                        run.first.push(first);
+                        run.retry.push(retry);
+                    }
+                    FlowPath::Pooled => {
+                        let (first, retry) = front_flow(&pooled).await;
                         run.first.push(first);
                         run.retry.push(retry);
                     }
@@ -630,25 +680,45 @@ where
     total
 }
 
-async fn flows(binary: &PathBuf, flows: usize, concurrency: &[usize], rounds: usize) {
+async fn flows(
+    binary: &PathBuf,
+    flows: usize,
+    concurrency: &[usize],
+    rounds: usize,
+    sessions: usize,
+) {
     let (direct, _child) = Direct::start(binary).await;
     let layer = support::layer();
     let upstream = Upstream::builder(Stdio::new(binary))
         .caller_from(&layer)
         .spawn()
         .expect("the upstream starts");
-    let layered = ServiceBuilder::new().layer(layer).service(upstream.clone());
+    let pool = Upstream::builder(Stdio::new(binary))
+        .caller_from(&layer)
+        .sessions(sessions)
+        // The bench is one caller: its share is the whole of the bounds.
+        .fair_share(1.0)
+        .spawn()
+        .expect("the pool starts");
+    let fronts = FlowFronts {
+        direct,
+        upstream: upstream.clone(),
+        layered: ServiceBuilder::new()
+            .layer(layer.clone())
+            .service(upstream.clone()),
+        pooled: ServiceBuilder::new().layer(layer).service(pool.clone()),
+    };
 
     // Warm-up.
-    for path in PATHS {
-        flows_run(path, &direct, &upstream, &layered, 4, 20).await;
+    for path in FLOW_PATHS {
+        flows_run(path, &fronts, 4, 20).await;
     }
-    let mut runs: HashMap<(usize, usize), Vec<FlowRun>> = HashMap::new();
+    let mut runs: HashMap<(FlowPath, usize), Vec<FlowRun>> = HashMap::new();
     for round in 0..rounds {
         for &tasks in concurrency {
-            for path in order(round) {
-                let run = flows_run(path, &direct, &upstream, &layered, tasks, flows).await;
-                runs.entry((path as usize, tasks)).or_default().push(run);
+            for path in flow_order(round) {
+                let run = flows_run(path, &fronts, tasks, flows).await;
+                runs.entry((path, tasks)).or_default().push(run);
             }
         }
     }
@@ -662,8 +732,8 @@ async fn flows(binary: &PathBuf, flows: usize, concurrency: &[usize], rounds: us
     );
     println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
     for &tasks in concurrency {
-        for path in PATHS {
-            let runs = &runs[&(path as usize, tasks)];
+        for path in FLOW_PATHS {
+            let runs = &runs[&(path, tasks)];
             let mut rates: Vec<f64> = runs
                 .iter()
                 .map(|run| run.flows.len() as f64 / run.elapsed.as_secs_f64())
@@ -687,7 +757,7 @@ async fn flows(binary: &PathBuf, flows: usize, concurrency: &[usize], rounds: us
             };
             println!(
                 "| {} | {tasks} | {:.0} | {:.0}–{:.0} | {} | {} | {} | {} | {} |",
-                path.label(),
+                path.label(sessions),
                 rates[rates.len() / 2],
                 rates[0],
                 rates[rates.len() - 1],
@@ -700,6 +770,7 @@ async fn flows(binary: &PathBuf, flows: usize, concurrency: &[usize], rounds: us
         }
     }
     upstream.shutdown().await;
+    pool.shutdown().await;
 }
 
 fn main() {
@@ -713,6 +784,7 @@ fn main() {
     let batch = setting("UPSTREAM_BENCH_BATCH", 20);
     let flow_count = setting("UPSTREAM_BENCH_FLOWS", 200);
     let flow_rounds = setting("UPSTREAM_BENCH_FLOW_ROUNDS", 3);
+    let sessions = setting("UPSTREAM_BENCH_SESSIONS", 8);
     let concurrency: Vec<usize> = std::env::var("UPSTREAM_BENCH_CONCURRENCY")
         .unwrap_or_else(|_| "1,16".to_owned())
         .split(',')
@@ -733,7 +805,7 @@ fn main() {
             http(rounds, batch).await;
         }
         if let (true, Some(binary)) = (wants("flows"), &binary) {
-            flows(binary, flow_count, &concurrency, flow_rounds).await;
+            flows(binary, flow_count, &concurrency, flow_rounds, sessions).await;
         }
     });
 }

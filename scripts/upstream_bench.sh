@@ -11,7 +11,7 @@
 #   scripts/upstream_bench.sh --short             # seconds: what .ci/run runs (a check that the
 #                                                 # bench works, not figures to quote)
 #
-# Settings: UPSTREAM_BENCH_ROUNDS, _BATCH, _FLOWS, _FLOW_ROUNDS, _CONCURRENCY (see the bench's
+# Settings: UPSTREAM_BENCH_ROUNDS, _BATCH, _FLOWS, _FLOW_ROUNDS, _CONCURRENCY, _SESSIONS (see the bench's
 # module docs); --short sets those not set to a few seconds' worth. .ci/run runs it --short: a
 # report, not a gate (it fails only when the bench itself breaks).
 set -euo pipefail
