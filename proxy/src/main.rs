@@ -33,6 +33,7 @@ mod serve;
 mod shown;
 mod stdio;
 mod supervise;
+mod targets;
 mod template;
 
 use std::path::PathBuf;
@@ -793,11 +794,8 @@ fn print_rules(built: &gates::Gates) {
 
 /// `--explain TOOL [ARGS]`: which rule decides that call, and why.
 fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error> {
-    let (method, target) = match explain[0].split_once(':') {
-        Some(("prompt", name)) => ("prompts/get", name),
-        Some(("resource", uri)) => ("resources/read", uri),
-        _ => ("tools/call", explain[0].as_str()),
-    };
+    let (kind, target) = targets::split(&explain[0]);
+    let method = targets::method_of(kind);
     let arguments: Value = match explain.get(1) {
         Some(text) => serde_json::from_str(text)
             .map_err(|error| format!("--explain: the arguments are not JSON: {error}"))?,
