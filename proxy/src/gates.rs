@@ -661,6 +661,7 @@ fn rule_of(
         targets: named,
         covered,
         when,
+        asks_by_url: spec.url.is_some() || spec.approvers.as_deref() == Some("url"),
     })
 }
 
