@@ -349,6 +349,49 @@ async fn hide_when_unanswerable_hides_the_gated_tool_from_a_client_without_elici
     assert!(!path.exists());
 }
 
+async fn a_reload_hides_at_once_and_a_bad_entry_keeps_the_old_exposure() {
+    let port = free_port();
+    let setup = Exposed::new("reload", port, "hide = [\"move_file\"]", "");
+    let proxy = Proxy::start(&setup.config, port).await;
+    let write = "write_file".to_owned();
+    assert!(tools_2026(&proxy.url, json!({})).await.contains(&write));
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    let hidden = text.replace(
+        "hide = [\"move_file\"]",
+        "hide = [\"move_file\", \"write_*\"]",
+    );
+    std::fs::write(&setup.config, &hidden).unwrap();
+    proxy.signal(1);
+    let mut reloaded = false;
+    for _ in 0..100 {
+        if !tools_2026(&proxy.url, json!({})).await.contains(&write) {
+            reloaded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reloaded, "the reload never applied");
+    let path = setup.data("after.txt");
+    let refused = proxy
+        .call(
+            "write_file",
+            json!({"path": path, "content": "x"}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(refused["error"], unknown_tool("write_file"), "{refused:#}");
+    // A file with a bad entry changes nothing.
+    std::fs::write(
+        &setup.config,
+        hidden.replace("\"write_*\"", "\"write_[ab]\""),
+    )
+    .unwrap();
+    proxy.signal(1);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!tools_2026(&proxy.url, json!({})).await.contains(&write));
+    assert!(!path.exists());
+}
+
 async fn check_counts_what_is_exposed_and_warns_of_a_gate_on_a_hidden_tool() {
     let port = free_port();
     let setup = Exposed::new(
@@ -396,6 +439,7 @@ crate::trials! {
     [Upstreams] current_thread a_hidden_tools_call_is_refused_as_unknown_and_never_reaches_the_server,
     [Upstreams] current_thread hidden_prompts_and_resources_leave_their_lists_and_are_refused,
     [Upstreams] current_thread hide_when_unanswerable_hides_the_gated_tool_from_a_client_without_elicitation,
+    [Upstreams] current_thread a_reload_hides_at_once_and_a_bad_entry_keeps_the_old_exposure,
     [Upstreams] current_thread check_counts_what_is_exposed_and_warns_of_a_gate_on_a_hidden_tool,
     [] sync a_bad_entry_or_an_empty_expose_fails_check_at_its_line,
 }
