@@ -20,7 +20,9 @@
 //!   `-32602`, `Unknown tool: NAME`, `Unknown prompt: NAME`, or `Resource not found` with the
 //!   URI in `data` (the 2026-07-28 code, SEP-2164). It is refused before the gates, so that no
 //!   question reveals the name, and it never reaches the upstream. A request the proxy cannot
-//!   read well enough to tell what it names is refused too (`-32600`): hiding fails closed.
+//!   read well enough to tell what it names is refused too (`-32600`): hiding fails closed;
+//! - a `subscriptions/listen` goes on without the hidden resources among those whose updates it
+//!   asks for (a 2025-era host's `resources/subscribe` becomes one at the bridge).
 //!
 //! With `hide_when_unanswerable = true`, a client that cannot answer a gate (it declared no
 //! `elicitation`, or only the form mode where the gate asks at a URL: a `url` gate,
@@ -501,8 +503,13 @@ fn judged(method: &str) -> bool {
                 | "resources/subscribe"
                 | "resources/unsubscribe"
                 | "completion/complete"
+                | LISTEN
         )
 }
+
+/// The 2026-07-28 request a client holds open for notifications; its
+/// `notifications.resourceSubscriptions` names the resources whose updates it wants.
+const LISTEN: &str = "subscriptions/listen";
 
 /// What the exposure does with one request.
 enum Verdict {
@@ -513,6 +520,8 @@ enum Verdict {
     /// It goes on, and its answer, a list of `method`'s, is edited for a client that can
     /// answer these.
     List(String, Answers),
+    /// It goes on as this body instead.
+    Rewrite(Bytes),
 }
 
 impl Exposure {
@@ -540,10 +549,39 @@ impl Exposure {
         if list_of(method).is_some() {
             return Verdict::List(method.to_owned(), peek.answers());
         }
+        if method == LISTEN {
+            return self.unsubscribed(body);
+        }
         match self.refusal(&peek) {
             Some(answer) => Verdict::Answer(StatusCode::OK, answer),
             None => Verdict::Pass,
         }
+    }
+}
+
+impl Exposure {
+    /// A `subscriptions/listen` without the hidden resources among those whose updates it asks
+    /// for (a 2025-era host's `resources/subscribe` becomes one at the bridge): an update would
+    /// tell that they exist.
+    fn unsubscribed(&self, body: &[u8]) -> Verdict {
+        let Ok(mut request) = serde_json::from_slice::<Value>(body) else {
+            return unreadable(Value::Null);
+        };
+        let Some(uris) = request
+            .pointer_mut("/params/notifications/resourceSubscriptions")
+            .and_then(Value::as_array_mut)
+        else {
+            return Verdict::Pass;
+        };
+        let before = uris.len();
+        uris.retain(|uri| {
+            uri.as_str()
+                .is_none_or(|uri| self.shows(Kind::Resource, uri))
+        });
+        if uris.len() == before {
+            return Verdict::Pass;
+        }
+        Verdict::Rewrite(Bytes::from(request.to_string()))
     }
 }
 
@@ -608,16 +646,22 @@ where
                 Err(never) => match never {},
             };
             let verdict = exposure.judge(&bytes);
-            let request = Request::from_parts(parts, Full::new(bytes));
-            let (method, answers) = match verdict {
-                Verdict::Pass => {
-                    let response = inner.oneshot(request).await?;
-                    return Ok(response.map(Either::Left));
+            let mut parts = parts;
+            let (body, list) = match verdict {
+                Verdict::Pass => (bytes, None),
+                Verdict::Rewrite(rewritten) => {
+                    parts.headers.remove(CONTENT_LENGTH);
+                    (rewritten, None)
                 }
                 Verdict::Answer(status, message) => return Ok(own(status, &message)),
-                Verdict::List(method, answers) => (method, answers),
+                Verdict::List(method, answers) => (bytes, Some((method, answers))),
             };
-            let response = inner.oneshot(request).await?;
+            let response = inner
+                .oneshot(Request::from_parts(parts, Full::new(body)))
+                .await?;
+            let Some((method, answers)) = list else {
+                return Ok(response.map(Either::Left));
+            };
             if !response.status().is_success() {
                 return Ok(response.map(Either::Left));
             }
@@ -835,6 +879,29 @@ mod tests {
                 -32600
             );
         }
+    }
+
+    #[test]
+    fn a_listen_asks_for_no_hidden_resources_updates() {
+        let hidden = exposure("hide = [\"resource:file:///srv/secret/**\"]", "");
+        let listen = body(
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions":
+                ["file:///srv/a.md", "file:///srv/secret/key"]}}),
+        );
+        let Verdict::Rewrite(rewritten) = hidden.judge(&listen) else {
+            panic!("not rewritten");
+        };
+        let rewritten: Value = serde_json::from_slice(&rewritten).unwrap();
+        assert_eq!(
+            rewritten["params"]["notifications"],
+            json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///srv/a.md"]})
+        );
+        let visible = body(
+            "subscriptions/listen",
+            json!({"notifications": {"resourceSubscriptions": ["file:///srv/a.md"]}}),
+        );
+        assert!(matches!(hidden.judge(&visible), Verdict::Pass));
     }
 
     #[test]
