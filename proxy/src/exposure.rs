@@ -56,7 +56,7 @@ use crate::gates::Offered;
 use crate::policy::Policy;
 use crate::targets;
 
-/// The kinds, each with its method and what its list is.
+/// Every kind, in the order `--check` prints them.
 const KINDS: [Kind; 3] = [Kind::Tool, Kind::Prompt, Kind::Resource];
 
 /// What a name or URI is of.
@@ -424,8 +424,8 @@ fn unknown(id: &Value, kind: Kind, name: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
-/// What of a request the exposure reads: its id and method, then, for the methods it judges,
-/// what they name and the client's capabilities. Every other member is skipped unread.
+/// What of a request the exposure reads first: its id and method. Every other member is
+/// skipped unread.
 #[derive(Deserialize)]
 struct Head<'a> {
     #[serde(default)]
@@ -434,6 +434,8 @@ struct Head<'a> {
     method: Option<Cow<'a, str>>,
 }
 
+/// What of a request of a method the exposure judges it reads: its id and method again, what
+/// its params name, and the client's capabilities. Every other member is skipped unread.
 #[derive(Deserialize)]
 struct Peek<'a> {
     #[serde(default)]
@@ -444,6 +446,7 @@ struct Peek<'a> {
     params: Option<Params<'a>>,
 }
 
+/// A request's `params`, as far as the exposure reads them.
 #[derive(Deserialize)]
 struct Params<'a> {
     #[serde(borrow, default)]
@@ -467,6 +470,8 @@ struct Reference<'a> {
     uri: Option<Cow<'a, str>>,
 }
 
+/// `params._meta`: the client's capabilities (a 2025-era host's too, which the bridge puts
+/// there from its session).
 #[derive(Deserialize)]
 struct Meta {
     #[serde(rename = "io.modelcontextprotocol/clientCapabilities", default)]
