@@ -352,7 +352,7 @@ pub fn read_listing(
     hide: bool,
 ) -> (Option<Vec<u8>>, Vec<Change>) {
     let mut changes = Vec::new();
-    let mut rewrite = |message: &mut Value| -> bool {
+    let rewritten = edit_messages(body, event_stream, |message| {
         let Some(result) = message.get_mut("result") else {
             return false;
         };
@@ -371,17 +371,26 @@ pub fn read_listing(
                 .is_some_and(|name| catalog.is_changed(name))
         });
         tools.len() != before
-    };
+    });
+    (rewritten, changes)
+}
+
+/// Passes each JSON-RPC message of a response body (JSON, or each event of an event stream) to
+/// `edit`, which says whether it changed it: the one editor of the listings the proxy reads
+/// (the catalog's, and [`exposure`](crate::exposure)'s). The body to send on when a message
+/// changed (an event stream's other events and fields as they were), else `None`: a body that
+/// is not JSON, or whose messages `edit` left alone, goes on as it came.
+pub fn edit_messages(
+    body: &[u8],
+    event_stream: bool,
+    mut edit: impl FnMut(&mut Value) -> bool,
+) -> Option<Vec<u8>> {
     if !event_stream {
-        let Ok(mut message) = serde_json::from_slice::<Value>(body) else {
-            return (None, changes);
-        };
-        let changed = rewrite(&mut message);
-        return (changed.then(|| message.to_string().into_bytes()), changes);
+        let mut message = serde_json::from_slice::<Value>(body).ok()?;
+        let changed = edit(&mut message);
+        return changed.then(|| message.to_string().into_bytes());
     }
-    let Ok(text) = std::str::from_utf8(body) else {
-        return (None, changes);
-    };
+    let text = std::str::from_utf8(body).ok()?;
     let mut out = String::with_capacity(text.len());
     let mut any = false;
     for event in text.split_inclusive("\n\n") {
@@ -394,7 +403,7 @@ pub fn read_listing(
         let mut parsed = (!data.is_empty())
             .then(|| serde_json::from_str::<Value>(&data.join("\n")).ok())
             .flatten();
-        let rewritten = parsed.as_mut().is_some_and(&mut rewrite);
+        let rewritten = parsed.as_mut().is_some_and(&mut edit);
         match parsed {
             Some(message) if rewritten => {
                 any = true;
@@ -411,7 +420,7 @@ pub fn read_listing(
             _ => out.push_str(event),
         }
     }
-    (any.then(|| out.into_bytes()), changes)
+    any.then(|| out.into_bytes())
 }
 
 #[cfg(test)]

@@ -67,6 +67,19 @@ pub struct Upstream {
     /// anonymous caller counts as one caller. With `pass_to_upstream` each caller has an
     /// adapter of its own, and the share is all of it.
     pub fair_share: Option<Spanned<f64>>,
+    /// Which of the upstream's tools, prompts and resources clients see and may call: a tool
+    /// bare, a prompt as `prompt:NAME`, a resource as `resource:URI`, each a name, glob or URI
+    /// pattern as a gate's. Of each kind some entry names, only those an entry matches; of a
+    /// kind none names, all. Absent: everything ([`crate::exposure`]).
+    pub expose: Option<Spanned<Vec<Spanned<String>>>>,
+    /// What no client sees or may call, whatever `expose` says; entries as `expose`'s.
+    #[serde(default)]
+    pub hide: Vec<Spanned<String>>,
+    /// Take out of a client's lists the tools, prompts and resources a gate asks about on every
+    /// call, when the client cannot answer that gate (it declared no `elicitation`, or not the
+    /// URL mode a URL gate asks in). Their calls are gated as ever (default `false`).
+    #[serde(default)]
+    pub hide_when_unanswerable: bool,
 }
 
 /// `[upstream] on_tool_change`: what a tool whose definition (description, `inputSchema`,
@@ -535,6 +548,33 @@ impl Source {
         Ok(())
     }
 
+    /// `[upstream] expose` and `hide`, each mistake at its line: an entry that is not a pattern
+    /// (`read_[ab]`), and `expose = []`, which would expose nothing.
+    fn check_exposure(&self, upstream: &Upstream) -> Vec<ConfigError> {
+        let at = |span: std::ops::Range<usize>| Some(self.line_of(span.start));
+        let mut found = Vec::new();
+        let exposed: &[Spanned<String>] = match &upstream.expose {
+            Some(expose) if expose.get_ref().is_empty() => {
+                found.push(self.error(
+                    at(expose.span()),
+                    "[upstream] expose = [] exposes nothing: every tool, prompt and resource would be hidden. Leave `expose` out to expose everything, or name what clients may see (\"read_*\", \"prompt:NAME\", \"resource:URI\")",
+                ));
+                &[]
+            }
+            Some(expose) => expose.get_ref(),
+            None => &[],
+        };
+        for (key, entries) in [("expose", exposed), ("hide", upstream.hide.as_slice())] {
+            for entry in entries {
+                let (kind, pattern) = crate::targets::split(entry.get_ref());
+                if let Err(why) = crate::targets::target(kind, pattern) {
+                    found.push(self.error(at(entry.span()), format!("[upstream] {key}: {why}")));
+                }
+            }
+        }
+        found
+    }
+
     /// The callers `api_keys` (`file:PATH`, relative to the config's folder) names.
     ///
     /// # Errors
@@ -652,7 +692,7 @@ impl Config {
 
 impl Source {
     /// Checks what reading alone does not: `[listen]`'s bounds, `[upstream] server_questions`,
-    /// `sessions` and `fair_share`,
+    /// `sessions`, `fair_share`, `expose` and `hide`,
     /// and refuses a config that would
     /// hand the upstream child one of the proxy's own secrets: a
     /// variable `[state]`, `[identity]` or an `[upstream]` header reads (`env:NAME`), or the keys'
@@ -701,6 +741,7 @@ impl Source {
         if let Err(error) = self.check_identity(&config.identity) {
             found.push(error);
         }
+        found.extend(self.check_exposure(&config.upstream));
         let secrets = config.secret_variables();
         for name in &config.upstream.env_passthrough {
             if secrets.contains(&name.get_ref().as_str()) {
@@ -861,6 +902,57 @@ require = { approve = true }
             read("[upstream]\nurl = \"http://127.0.0.1:1/mcp\"\nsessions = 2\n").unwrap_err();
         assert!(error.starts_with("gates.toml:3: "), "{error}");
         assert!(error.contains("only for a command"), "{error}");
+    }
+
+    #[test]
+    fn exposure_entries_are_patterns_and_expose_names_something() {
+        let read = |text: &str| {
+            let source = source(text);
+            let config = source.parse().map_err(|e| e.to_string())?;
+            source
+                .check(&config)
+                .map(|()| config)
+                .map_err(|e| e.to_string())
+        };
+        let command = "[upstream]\ncommand = [\"x\"]\n";
+        let config = read(&format!(
+            "{command}expose = [\"read_*\", \"prompt:echo\", \"resource:file:///srv/**\"]\nhide = [\"read_secret\"]\nhide_when_unanswerable = true\n"
+        ))
+        .unwrap();
+        assert_eq!(config.upstream.hide.len(), 1);
+        assert!(config.upstream.hide_when_unanswerable);
+        let error = read(&format!("{command}\nexpose = []\n")).unwrap_err();
+        assert!(
+            error.starts_with("gates.toml:4: [upstream] expose = []"),
+            "{error}"
+        );
+        assert!(error.contains("Leave `expose` out"), "{error}");
+        // Each bad entry at its own line, with the file's other mistakes.
+        let error = read(&format!(
+            "{command}expose = [\n  \"read_*\",\n  \"read_[ab]\",\n]\nhide = [\"prompt:\"]\nsessions = 0\n"
+        ))
+        .unwrap_err();
+        let lines: Vec<&str> = error.lines().collect();
+        assert_eq!(lines.len(), 3, "{error}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("gates.toml:8: [upstream] sessions")),
+            "{error}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l
+                    .starts_with("gates.toml:5: [upstream] expose: tool pattern \"read_[ab]\"")),
+            "{error}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("gates.toml:7: [upstream] hide: prompt pattern")),
+            "{error}"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::config::{Config, ConfigError, GateSpec, OnToolChange, Source};
 use crate::flows::{Backends, Check, ConfiguredFlow};
 use crate::policy::{self, Action, Condition, Policy, Rule};
 use crate::shown;
+use crate::targets;
 use crate::template::{self, is_name};
 
 /// The key of the question a changed tool asks (`on_tool_change = "ask"`), which the file's
@@ -390,18 +391,8 @@ fn one(
         ("resource", &spec.resources, &offered.resources),
     ] {
         for pattern in patterns {
-            let target = match kind {
-                "tool" => GateTarget::tool_glob(pattern),
-                "prompt" => GateTarget::prompt_glob(pattern),
-                _ if pattern.contains(['*', '?']) => GateTarget::resource_pattern(pattern),
-                _ => Ok(GateTarget::resource(pattern.clone())),
-            }
-            .map_err(|error| format!("{kind} {error}"))?;
-            let method = match kind {
-                "tool" => "tools/call",
-                "prompt" => "prompts/get",
-                _ => "resources/read",
-            };
+            let target = targets::target(kind, pattern)?;
+            let method = targets::method_of(kind);
             let listed: Vec<String> = names
                 .keys()
                 .filter(|name| target.applies_to(method, name))
@@ -419,7 +410,7 @@ fn one(
                 ));
             }
             if kind == "tool" {
-                let prompt = GateTarget::prompt_glob(pattern).map_err(|e| format!("{kind} {e}"))?;
+                let prompt = targets::target("prompt", pattern)?;
                 let prompts: Vec<String> = offered
                     .prompts
                     .keys()
@@ -631,11 +622,7 @@ fn rule_of(
             covered.push((target.clone(), pattern.clone()));
             continue;
         }
-        let method = match *kind {
-            "tool" => "tools/call",
-            "prompt" => "prompts/get",
-            _ => "resources/read",
-        };
+        let method = targets::method_of(kind);
         named.push((method, target.clone(), pattern.clone()));
         if *kind == "resource" {
             arguments.push((pattern.clone(), vec!["uri".to_owned()]));
@@ -674,6 +661,7 @@ fn rule_of(
         targets: named,
         covered,
         when,
+        asks_by_url: spec.url.is_some() || spec.approvers.as_deref() == Some("url"),
     })
 }
 

@@ -23,6 +23,7 @@ mod catalog;
 mod config;
 mod decisions;
 mod error;
+mod exposure;
 mod flows;
 mod gates;
 mod identity;
@@ -33,6 +34,7 @@ mod serve;
 mod shown;
 mod stdio;
 mod supervise;
+mod targets;
 mod template;
 
 use std::path::PathBuf;
@@ -236,9 +238,16 @@ async fn run(
         resources = offered.resources.len(),
         "upstream ready"
     );
-    let built = assemble(&source, &config, &offered, &backends, &catalog)?;
+    let mut built = assemble(&source, &config, &offered, &backends, &catalog)?;
+    let exposure = exposure::Exposure::new(&config.upstream, &built.policy)?;
+    built
+        .warnings
+        .extend(exposure.warnings(&built.policy, &offered));
     if options.check {
         print_rules(&built);
+        for line in exposure.summary(&offered) {
+            println!("{line}");
+        }
         for warning in &built.warnings {
             println!("warning: {warning}");
         }
@@ -254,6 +263,9 @@ async fn run(
         );
         upstream.shutdown().await;
         return Ok(());
+    }
+    for line in exposure.summary(&offered) {
+        tracing::info!("{line}");
     }
     for warning in &built.warnings {
         tracing::warn!("{warning}");
@@ -278,7 +290,7 @@ async fn run(
     } else {
         routed::Routed::single(upstream.clone())
     };
-    let stack = serve::Stack::new(&config, first, routed, redis.as_ref());
+    let stack = serve::Stack::new(&config, first, exposure, routed, redis.as_ref());
     let policy = Arc::new(Policy {
         source: RwLock::new(source),
         offered: RwLock::new(offered),
@@ -465,8 +477,9 @@ struct Policy {
 }
 
 impl Policy {
-    /// Builds the gates again from the file as last read and the tools as known now, and puts
-    /// them in front of every request from now on; how many there are.
+    /// Builds the gates (and the exposure) again from the file as last read and the tools as
+    /// known now, and puts them in front of every request from now on; how many gates there
+    /// are.
     fn rebuild(&self) -> Result<usize, Error> {
         let source = self
             .source
@@ -480,14 +493,13 @@ impl Policy {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let built = assemble(&source, &config, &offered, &self.backends, &self.catalog)?;
+        let exposure = exposure::Exposure::new(&config.upstream, &built.policy)?;
         let count = built.built.len();
         self.labels.set(labels_of(&built.built));
-        self.stack.replace(layer(
-            &self.keyring,
-            &self.principal,
-            &self.spent,
-            built.built,
-        )?);
+        self.stack.replace(
+            layer(&self.keyring, &self.principal, &self.spent, built.built)?,
+            exposure,
+        );
         Ok(count)
     }
 
@@ -793,11 +805,8 @@ fn print_rules(built: &gates::Gates) {
 
 /// `--explain TOOL [ARGS]`: which rule decides that call, and why.
 fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error> {
-    let (method, target) = match explain[0].split_once(':') {
-        Some(("prompt", name)) => ("prompts/get", name),
-        Some(("resource", uri)) => ("resources/read", uri),
-        _ => ("tools/call", explain[0].as_str()),
-    };
+    let (kind, target) = targets::split(&explain[0]);
+    let method = targets::method_of(kind);
     let arguments: Value = match explain.get(1) {
         Some(text) => serde_json::from_str(text)
             .map_err(|error| format!("--explain: the arguments are not JSON: {error}"))?,

@@ -410,6 +410,9 @@ pub struct Rule {
     /// The prompts it covers, being named as tools.
     pub covered: Vec<(GateTarget, String)>,
     pub when: Option<Condition>,
+    /// Its question is answered at a URL (a `url` gate, or `approvers = "url"`): a client
+    /// answers it only if it declares URL-mode elicitation.
+    pub asks_by_url: bool,
 }
 
 impl Rule {
@@ -570,6 +573,48 @@ impl Policy {
         } else {
             Verdict::Ask(asking)
         })
+    }
+}
+
+impl Policy {
+    /// The rules that ask on every call of `method` on `target` that the rules do not refuse,
+    /// whatever its arguments and caller: read in [`decide`](Self::decide)'s order, the `ask`
+    /// rules without a `when` from the first such one on, until a rule that may end the reading
+    /// (a `deny` or `allow`). Empty when a call may run without being asked: an `allow` (with a
+    /// `when` or not) or a `deny` without one before any of them, or none at all. An `ask` rule
+    /// with a `when` may or may not ask, so it is never counted, nor a later one of its key
+    /// (which it would take when it holds).
+    pub fn always_asks(&self, method: &str, target: &str) -> Vec<usize> {
+        let named = self
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.names(method, target));
+        let covered = self
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.covers(method, target));
+        let mut asking: Vec<usize> = Vec::new();
+        let mut conditional_keys: Vec<&str> = Vec::new();
+        for (index, rule) in named.chain(covered) {
+            match (rule.when.is_some(), rule.action) {
+                (false, Action::Ask) => {
+                    let taken = conditional_keys.contains(&rule.key.as_str())
+                        || asking.iter().any(|&i| self.rules[i].key == rule.key);
+                    if !taken {
+                        asking.push(index);
+                    }
+                }
+                (true, Action::Ask) => conditional_keys.push(&rule.key),
+                // A `deny` that holds before anything asked refuses the call: not a call run
+                // unasked. Once a rule asks, any `deny` or `allow` may end the reading.
+                (true, Action::Deny) if asking.is_empty() => {}
+                _ if !asking.is_empty() => break,
+                _ => return Vec::new(),
+            }
+        }
+        asking
     }
 }
 

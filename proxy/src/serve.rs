@@ -1,5 +1,5 @@
-//! Serving: the stack (bridge → the current layer → the upstream), `/healthz`, bounded read
-//! times and connections, SIGHUP reloads, and a graceful shutdown.
+//! Serving: the stack (bridge → the current exposure → the current layer → the upstream),
+//! `/healthz`, bounded read times and connections, SIGHUP reloads, and a graceful shutdown.
 //!
 //! The accept loop is the workspace's one (`serve/`, shared with the examples and tools):
 //! `axum::serve` bounds neither how long a request's head may take nor how many connections
@@ -20,6 +20,7 @@ use tower_elicitation::{Elicitation, ElicitationLayer};
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::exposure::{self, Exposed, Exposure};
 use crate::metrics::Metrics;
 use crate::routed::Routed;
 
@@ -30,10 +31,12 @@ const MAX_CONNECTIONS: usize = 1024;
 /// How long the requests in flight may take to finish after SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// The bridge (fixed: its sessions live across reloads) in front of the current layer.
+/// The bridge (fixed: its sessions live across reloads) in front of the current exposure and
+/// the current layer.
 #[derive(Clone)]
 pub struct Stack {
     current: Arc<RwLock<Elicitation<Routed>>>,
+    exposure: exposure::Current,
     upstream: Routed,
     bridge: LegacyBridgeLayer,
 }
@@ -42,6 +45,7 @@ impl Stack {
     pub fn new(
         config: &Config,
         layer: ElicitationLayer,
+        exposure: Exposure,
         upstream: Routed,
         redis: Option<&RedisStore>,
     ) -> Self {
@@ -63,15 +67,18 @@ impl Stack {
         }
         Self {
             current: Arc::new(RwLock::new(layer.layer(upstream.clone()))),
+            exposure: Arc::new(RwLock::new(Arc::new(exposure))),
             upstream,
             bridge,
         }
     }
 
-    /// Puts `layer` (new gates) in front of the upstream for every request from now on.
-    pub fn replace(&self, layer: ElicitationLayer) {
+    /// Puts `layer` (new gates), behind `exposure`, in front of the upstream for every request
+    /// from now on.
+    pub fn replace(&self, layer: ElicitationLayer, exposure: Exposure) {
         let service = layer.layer(self.upstream.clone());
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = service;
+        *self.exposure.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(exposure);
     }
 }
 
@@ -103,13 +110,17 @@ where
     }
 }
 
-/// The app both listeners serve: `/mcp` (bridge → the current layer → the upstream),
-/// `/healthz`, `/metrics` and `pages` (the approval pages), each answering only to the names
-/// `/mcp` answers to.
+/// The app both listeners serve: `/mcp` (bridge → the current exposure → the current layer →
+/// the upstream), `/healthz`, `/metrics` and `pages` (the approval pages), each answering only
+/// to the names `/mcp` answers to.
 pub fn app(stack: &Stack, metrics: Metrics, pages: axum::Router) -> axum::Router {
-    let mcp = stack.bridge.clone().layer(Swap {
+    let swap = Swap {
         current: Arc::clone(&stack.current),
-    });
+    };
+    let mcp = stack
+        .bridge
+        .clone()
+        .layer(Exposed::new(swap, Arc::clone(&stack.exposure)));
     let upstream = stack.upstream.clone();
     let bridge = stack.bridge.clone();
     axum::Router::new()

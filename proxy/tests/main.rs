@@ -50,6 +50,7 @@ mod approvals;
 mod audit;
 mod conditions;
 mod edges;
+mod exposure;
 mod flows;
 mod gating;
 mod identity;
@@ -66,6 +67,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(audit::trials(&probe));
     trials.extend(conditions::trials(&probe));
     trials.extend(edges::trials(&probe));
+    trials.extend(exposure::trials(&probe));
     trials.extend(flows::trials(&probe));
     trials.extend(gating::trials(&probe));
     trials.extend(identity::trials(&probe));

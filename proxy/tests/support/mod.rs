@@ -378,7 +378,8 @@ pub async fn request(url: &str, method: &str, name: &str, mut params: Value) -> 
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
-/// A 2025-era host's session over HTTP (`2025-11-25`, declaring form elicitation): `initialize`
+/// A 2025-era host's session over HTTP (`2025-11-25`, declaring form elicitation unless told
+/// otherwise): `initialize`
 /// and `notifications/initialized` sent, its `Mcp-Session-Id` kept for what it posts next.
 pub struct LegacySession {
     client: reqwest::Client,
@@ -389,6 +390,11 @@ pub struct LegacySession {
 impl LegacySession {
     /// Opens a session at `url` as the client `name`.
     pub async fn open(url: &str, name: &str) -> Self {
+        Self::open_declaring(url, name, json!({"elicitation": {"form": {}}})).await
+    }
+
+    /// [`open`](Self::open), the client declaring `capabilities`.
+    pub async fn open_declaring(url: &str, name: &str, capabilities: Value) -> Self {
         let client = reqwest::Client::new();
         let init = client
             .post(url)
@@ -397,7 +403,7 @@ impl LegacySession {
             .body(
                 json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                     "protocolVersion": "2025-11-25",
-                    "capabilities": {"elicitation": {"form": {}}},
+                    "capabilities": capabilities,
                     "clientInfo": {"name": name, "version": "0"}}})
                 .to_string(),
             )
