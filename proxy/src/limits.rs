@@ -286,6 +286,9 @@ fn seconds(secs: f64) -> u64 {
     (secs.ceil() as u64).clamp(1, MINUTE.as_secs())
 }
 
+/// The methods that count.
+const COUNTED: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
 /// A request that counts: a call, not a retry of one.
 struct Call {
     /// The tool's name, for a `tools/call`.
@@ -295,14 +298,13 @@ struct Call {
 impl Call {
     /// The call `body` is, or `None` when it does not count.
     fn read(body: &[u8]) -> Option<Self> {
-        let method = ["tools/call", "prompts/get", "resources/read"];
         // Most requests are not calls: no parse for them.
-        if !method.iter().any(|m| memchr(body, m.as_bytes())) {
+        if !COUNTED.iter().any(|m| contains(body, m.as_bytes())) {
             return None;
         }
         let message: Value = serde_json::from_slice(body).ok()?;
         let method = message.get("method")?.as_str()?;
-        if !["tools/call", "prompts/get", "resources/read"].contains(&method) {
+        if !COUNTED.contains(&method) {
             return None;
         }
         let params = message.get("params");
@@ -318,7 +320,7 @@ impl Call {
 }
 
 /// Whether `needle` occurs in `haystack`.
-fn memchr(haystack: &[u8], needle: &[u8]) -> bool {
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
