@@ -23,9 +23,6 @@ use crate::shown;
 pub const MAX_TOOLS: usize = 4096;
 /// A `tools/list` answer read at most this large; a larger one passes unread.
 pub const MAX_LISTING_BYTES: usize = 16 * 1024 * 1024;
-/// A request read at most this large to see whether it is a `tools/list` (the layer's own
-/// bound on bodies).
-pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
 /// One tool as last listed.
 #[derive(Clone)]

@@ -24,6 +24,8 @@ pub struct Config {
     pub log: Log,
     #[serde(default)]
     pub approvals: Approvals,
+    #[serde(default)]
+    pub limits: Limits,
     #[serde(default, rename = "gate")]
     pub gates: Vec<Spanned<GateSpec>>,
 }
@@ -80,6 +82,18 @@ pub struct Upstream {
     /// URL mode a URL gate asks in). Their calls are gated as ever (default `false`).
     #[serde(default)]
     pub hide_when_unanswerable: bool,
+    /// Seconds the server may take to answer one request (default 300); then it is cancelled
+    /// and the caller gets an error.
+    pub request_timeout_secs: Option<Spanned<i64>>,
+    /// Calls parked at once while their callers answer the server's own questions (default
+    /// 256); one more is cancelled at the server with an error.
+    pub max_parked: Option<Spanned<i64>>,
+    /// Seconds a parked call waits for its caller's retry with the answers (default 600); then
+    /// the server gets `notifications/cancelled`.
+    pub parked_timeout_secs: Option<Spanned<i64>>,
+    /// The longest wait, in seconds, before a server that exited (or failed its handshake) is
+    /// started again (default 10); the waits double from 100 ms up to it.
+    pub restart_backoff_secs: Option<Spanned<i64>>,
 }
 
 /// `[upstream] on_tool_change`: what a tool whose definition (description, `inputSchema`,
@@ -272,6 +286,16 @@ pub struct Listen {
     /// Seconds the proxy holds a 2025-era host's call while its person answers a question
     /// (default 600); past it, the question is withdrawn and the call ends with an error.
     pub answer_timeout_secs: Option<Spanned<u64>>,
+    /// Seconds a request's body may take to arrive after its head (default 30).
+    pub body_timeout_secs: Option<Spanned<i64>>,
+    /// Connections served at once (default 1,024); the next ones wait in the listen backlog.
+    pub max_connections: Option<Spanned<i64>>,
+    /// The largest request body, in bytes (default 4 MiB); a larger one is answered 413.
+    pub max_body_bytes: Option<Spanned<i64>>,
+    /// Seconds the requests in flight may take to finish after SIGTERM (default 30).
+    pub shutdown_grace_secs: Option<Spanned<i64>>,
+    /// The most question rounds the proxy runs for one call of a 2025-era host (default 8).
+    pub max_rounds: Option<Spanned<i64>>,
 }
 
 impl Default for Listen {
@@ -283,6 +307,11 @@ impl Default for Listen {
             head_timeout_secs: default_head_timeout(),
             max_connections_per_peer: default_per_peer(),
             answer_timeout_secs: None,
+            body_timeout_secs: None,
+            max_connections: None,
+            max_body_bytes: None,
+            shutdown_grace_secs: None,
+            max_rounds: None,
         }
     }
 }
@@ -297,6 +326,115 @@ fn default_per_peer() -> Spanned<usize> {
 
 fn default_http() -> String {
     "127.0.0.1:3000".to_owned()
+}
+
+/// `[limits]`: how many calls a caller may make a minute ([`crate::limits`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Calls (`tools/call`, `prompts/get`, `resources/read`) one caller may make a minute, all
+    /// targets together (default: no limit).
+    pub calls_per_minute: Option<Spanned<i64>>,
+    /// Calls of each tool named (its exact name) one caller may make a minute, besides
+    /// `calls_per_minute` (default: none).
+    #[serde(default)]
+    pub per_tool: BTreeMap<String, Spanned<i64>>,
+    /// Callers whose counts are kept at once (default 10,000); past it, a new caller's call is
+    /// refused until a count runs out.
+    pub max_callers: Option<Spanned<i64>>,
+}
+
+/// A whole-number key of the file: where it is, its default, the values it takes and their
+/// unit.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    pub key: &'static str,
+    pub default: u64,
+    pub min: u64,
+    pub max: u64,
+    pub unit: &'static str,
+}
+
+impl Bound {
+    pub const BODY_TIMEOUT: Self = Self::new("[listen] body_timeout_secs", 30, 1, 3600, "seconds");
+    pub const MAX_CONNECTIONS: Self =
+        Self::new("[listen] max_connections", 1024, 1, 65_536, "connections");
+    pub const MAX_BODY_BYTES: Self = Self::new(
+        "[listen] max_body_bytes",
+        4 * 1024 * 1024,
+        1024,
+        256 * 1024 * 1024,
+        "bytes",
+    );
+    pub const SHUTDOWN_GRACE: Self =
+        Self::new("[listen] shutdown_grace_secs", 30, 0, 3600, "seconds");
+    pub const MAX_ROUNDS: Self = Self::new("[listen] max_rounds", 8, 1, 100, "rounds");
+    pub const REQUEST_TIMEOUT: Self =
+        Self::new("[upstream] request_timeout_secs", 300, 1, 86_400, "seconds");
+    pub const MAX_PARKED: Self = Self::new("[upstream] max_parked", 256, 1, 65_536, "calls");
+    pub const PARKED_TIMEOUT: Self =
+        Self::new("[upstream] parked_timeout_secs", 600, 1, 86_400, "seconds");
+    pub const RESTART_BACKOFF: Self =
+        Self::new("[upstream] restart_backoff_secs", 10, 1, 3600, "seconds");
+    pub const CALLS_PER_MINUTE: Self =
+        Self::new("[limits] calls_per_minute", 0, 1, 1_000_000, "calls");
+    pub const PER_TOOL: Self = Self::new("[limits] per_tool", 0, 1, 1_000_000, "calls");
+    pub const MAX_CALLERS: Self =
+        Self::new("[limits] max_callers", 10_000, 1, 1_000_000, "callers");
+
+    const fn new(key: &'static str, default: u64, min: u64, max: u64, unit: &'static str) -> Self {
+        Self {
+            key,
+            default,
+            min,
+            max,
+            unit,
+        }
+    }
+
+    /// The value `given` says, the default when it is absent.
+    ///
+    /// # Errors
+    ///
+    /// A value out of range (the caller gives it its line).
+    pub fn of(&self, given: Option<&Spanned<i64>>) -> Result<u64, String> {
+        let Some(given) = given else {
+            return Ok(self.default);
+        };
+        u64::try_from(*given.get_ref())
+            .ok()
+            .filter(|value| (self.min..=self.max).contains(value))
+            .ok_or_else(|| {
+                format!(
+                    "{} {}: from {} to {} {}",
+                    self.key,
+                    given.get_ref(),
+                    self.min,
+                    self.max,
+                    self.unit
+                )
+            })
+    }
+
+    /// [`of`](Self::of) as a duration in seconds.
+    ///
+    /// # Errors
+    ///
+    /// As [`of`](Self::of).
+    pub fn secs(&self, given: Option<&Spanned<i64>>) -> Result<std::time::Duration, String> {
+        self.of(given).map(std::time::Duration::from_secs)
+    }
+
+    /// [`of`](Self::of) as a count.
+    ///
+    /// # Errors
+    ///
+    /// As [`of`](Self::of).
+    pub fn count(&self, given: Option<&Spanned<i64>>) -> Result<usize, String> {
+        // Every bound's maximum fits a `usize` of 32 bits.
+        self.of(given)
+            .map(|value| usize::try_from(value).unwrap_or(usize::MAX))
+    }
 }
 
 /// `[approvals]`: the approval pages of the gates with `approvers = "url"`
@@ -691,8 +829,8 @@ impl Config {
 }
 
 impl Source {
-    /// Checks what reading alone does not: `[listen]`'s bounds, `[upstream] server_questions`,
-    /// `sessions`, `fair_share`, `expose` and `hide`,
+    /// Checks what reading alone does not: `[listen]`'s, `[upstream]`'s and `[limits]`' bounds,
+    /// `[upstream] server_questions`, `sessions`, `fair_share`, `expose` and `hide`,
     /// and refuses a config that would
     /// hand the upstream child one of the proxy's own secrets: a
     /// variable `[state]`, `[identity]` or an `[upstream]` header reads (`env:NAME`), or the keys'
@@ -719,11 +857,49 @@ impl Source {
                 "[listen] answer_timeout_secs: from 1 to 86400 seconds",
             ));
         }
-        if !(1..=1024).contains(listen.max_connections_per_peer.get_ref()) {
+        let connections = Bound::MAX_CONNECTIONS
+            .count(listen.max_connections.as_ref())
+            .unwrap_or(1024);
+        if !(1..=connections).contains(listen.max_connections_per_peer.get_ref()) {
             found.push(self.error(
                 Some(self.line_of(listen.max_connections_per_peer.span().start)),
-                "[listen] max_connections_per_peer: from 1 to 1024",
+                format!(
+                    "[listen] max_connections_per_peer: from 1 to {connections} (max_connections)"
+                ),
             ));
+        }
+        let upstream = &config.upstream;
+        let limits = &config.limits;
+        let bounded = [
+            (Bound::BODY_TIMEOUT, &listen.body_timeout_secs),
+            (Bound::MAX_CONNECTIONS, &listen.max_connections),
+            (Bound::MAX_BODY_BYTES, &listen.max_body_bytes),
+            (Bound::SHUTDOWN_GRACE, &listen.shutdown_grace_secs),
+            (Bound::MAX_ROUNDS, &listen.max_rounds),
+            (Bound::REQUEST_TIMEOUT, &upstream.request_timeout_secs),
+            (Bound::MAX_PARKED, &upstream.max_parked),
+            (Bound::PARKED_TIMEOUT, &upstream.parked_timeout_secs),
+            (Bound::RESTART_BACKOFF, &upstream.restart_backoff_secs),
+            (Bound::CALLS_PER_MINUTE, &limits.calls_per_minute),
+            (Bound::MAX_CALLERS, &limits.max_callers),
+        ];
+        let per_tool = limits.per_tool.values().map(|n| (Bound::PER_TOOL, n));
+        let bounded = bounded
+            .into_iter()
+            .filter_map(|(bound, given)| given.as_ref().map(|given| (bound, given)))
+            .chain(per_tool);
+        for (bound, given) in bounded {
+            if let Err(why) = bound.of(Some(given)) {
+                found.push(self.error(Some(self.line_of(given.span().start)), why));
+            }
+        }
+        for (name, given) in &limits.per_tool {
+            if name.trim().is_empty() {
+                found.push(self.error(
+                    Some(self.line_of(given.span().start)),
+                    "[limits] per_tool: a tool's name is empty",
+                ));
+            }
         }
         if let (Err(why), Some(value)) = (
             config.upstream.server_questions(),

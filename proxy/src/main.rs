@@ -27,6 +27,7 @@ mod exposure;
 mod flows;
 mod gates;
 mod identity;
+mod limits;
 mod metrics;
 mod policy;
 mod routed;
@@ -50,7 +51,7 @@ use tower_elicitation::upstream::{Era, Http, Server, Stdio, Upstream};
 use tower_elicitation::{ElicitationLayer, Keyring, UnrecordedTasks};
 
 use crate::catalog::Catalog;
-use crate::config::{Config, OnToolChange, PrincipalFrom, Source, secret};
+use crate::config::{Bound, Config, OnToolChange, PrincipalFrom, Source, secret};
 use crate::error::Error;
 use crate::gates::Offered;
 
@@ -206,10 +207,21 @@ async fn run(
     };
     let principal = config.identity.principal()?;
     let mode = Arc::new(RwLock::new(config.upstream.on_tool_change()?));
-    let base = identified(ElicitationLayer::new(keyring.clone()), &principal);
+    let max_body_bytes = Bound::MAX_BODY_BYTES.count(config.listen.max_body_bytes.as_ref())?;
+    let body_timeout = Bound::BODY_TIMEOUT.secs(config.listen.body_timeout_secs.as_ref())?;
+    let rate_limits = limits::RateLimits::new(&config.limits, principal.clone())?;
+    let base = identified(ElicitationLayer::new(keyring.clone()), &principal)
+        .max_body_bytes(max_body_bytes);
     tracing::info!("starting upstream: {}", starting(&config.upstream));
     let share = fair_share(&config, options.stdio)?;
-    let upstream = spawn(&config.upstream, share, &base, redis.as_ref(), None)?;
+    let upstream = spawn(
+        &config.upstream,
+        share,
+        max_body_bytes,
+        &base,
+        redis.as_ref(),
+        None,
+    )?;
     let backends = flows::Backends {
         redis: match &config.state.redis {
             Some(url) => Some(
@@ -272,7 +284,7 @@ async fn run(
     }
     let spent = Spent::new(redis.clone());
     labels.set(labels_of(&built.built));
-    let first = layer(&keyring, &principal, &spent, built.built)?;
+    let first = layer(&keyring, &principal, &spent, max_body_bytes, built.built)?;
     let routed = if config.identity.pass_to_upstream {
         if config.upstream.url.is_none() {
             return Err("[identity] pass_to_upstream needs an [upstream] url".into());
@@ -284,13 +296,20 @@ async fn run(
             config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
             Box::new(move |authorization| {
                 // One caller's own adapter: a share of it would only throttle that caller.
-                spawn(&settings, 1.0, &base, redis.as_ref(), Some(authorization))
+                spawn(
+                    &settings,
+                    1.0,
+                    max_body_bytes,
+                    &base,
+                    redis.as_ref(),
+                    Some(authorization),
+                )
             }),
         )
     } else {
         routed::Routed::single(upstream.clone())
     };
-    let stack = serve::Stack::new(&config, first, exposure, routed, redis.as_ref());
+    let stack = serve::Stack::new(&config, first, exposure, routed, redis.as_ref())?;
     let policy = Arc::new(Policy {
         source: RwLock::new(source),
         offered: RwLock::new(offered),
@@ -302,6 +321,9 @@ async fn run(
         labels: labels.clone(),
         stack: stack.clone(),
         mode: Arc::clone(&mode),
+        max_body_bytes,
+        body_timeout,
+        rate_limits,
     });
     let reload = {
         let policy = Arc::clone(&policy);
@@ -474,6 +496,12 @@ struct Policy {
     labels: decisions::Labels,
     stack: serve::Stack,
     mode: Arc<RwLock<OnToolChange>>,
+    /// `[listen] max_body_bytes`: the largest request body read.
+    max_body_bytes: usize,
+    /// `[listen] body_timeout_secs`: how long a request's body may take to arrive.
+    body_timeout: Duration,
+    /// `[limits]`: the calls each caller may make a minute, when the file sets any.
+    rate_limits: Option<limits::RateLimits>,
 }
 
 impl Policy {
@@ -497,7 +525,13 @@ impl Policy {
         let count = built.built.len();
         self.labels.set(labels_of(&built.built));
         self.stack.replace(
-            layer(&self.keyring, &self.principal, &self.spent, built.built)?,
+            layer(
+                &self.keyring,
+                &self.principal,
+                &self.spent,
+                self.max_body_bytes,
+                built.built,
+            )?,
             exposure,
         );
         Ok(count)
@@ -508,8 +542,9 @@ impl Policy {
     }
 }
 
-/// Reads every `tools/list` answer on its way to the client: the catalog learns what is listed,
-/// a tool changed since first listed gets its gate before the answer leaves (and, with
+/// Counts each call against `[limits]` (a call over a limit is refused, 429), and reads every
+/// `tools/list` answer on its way to the client: the catalog learns what is listed, a tool
+/// changed since first listed gets its gate before the answer leaves (and, with
 /// `on_tool_change = "hide"`, is taken out of it).
 async fn observe(
     policy: &Policy,
@@ -522,15 +557,26 @@ async fn observe(
     }
     let (parts, body) = request.into_parts();
     let read = tokio::time::timeout(
-        Duration::from_secs(30),
-        axum::body::to_bytes(body, catalog::MAX_REQUEST_BYTES),
+        policy.body_timeout,
+        axum::body::to_bytes(body, policy.max_body_bytes),
     )
     .await;
     let Ok(Ok(bytes)) = read else {
         let error = json!({"jsonrpc": "2.0", "id": null,
-            "error": {"code": -32600, "message": "Request body too large, or too slow"}});
+        "error": {"code": -32600, "message": format!(
+            "Request body too large (more than {} bytes: [listen] max_body_bytes), or too slow",
+            policy.max_body_bytes
+        )}});
         return (http::StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error)).into_response();
     };
+    if let Some(refusal) = policy
+        .rate_limits
+        .as_ref()
+        .and_then(|limits| limits.check(&parts, &bytes, std::time::Instant::now()))
+    {
+        tracing::info!(target: "elicitation_proxy::limits", reason = %refusal.message, "call refused: rate limit");
+        return limits::refused(&bytes, &refusal);
+    }
     let listing = bytes.windows(10).any(|w| w == b"tools/list")
         && serde_json::from_slice::<Value>(&bytes)
             .is_ok_and(|message| message["method"] == "tools/list");
@@ -625,11 +671,13 @@ fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
     }
 }
 
-/// The upstream adapter for `settings`, sending `authorization` (a caller's, in place of the
-/// file's) when given.
+/// The upstream adapter for `settings` (its timeouts and bounds the file's), reading bodies up
+/// to `max_body_bytes`, sending `authorization` (a caller's, in place of the file's) when
+/// given.
 fn spawn(
     settings: &config::Upstream,
     fair_share: f64,
+    max_body_bytes: usize,
     base: &ElicitationLayer,
     redis: Option<&RedisStore>,
     authorization: Option<&http::HeaderValue>,
@@ -641,7 +689,12 @@ fn spawn(
     builder = builder
         .server_questions(settings.server_questions()?)
         .sessions(settings.sessions()?)
-        .fair_share(fair_share);
+        .fair_share(fair_share)
+        .max_body_bytes(max_body_bytes)
+        .request_timeout(Bound::REQUEST_TIMEOUT.secs(settings.request_timeout_secs.as_ref())?)
+        .max_parked(Bound::MAX_PARKED.count(settings.max_parked.as_ref())?)
+        .parked_timeout(Bound::PARKED_TIMEOUT.secs(settings.parked_timeout_secs.as_ref())?)
+        .restart_backoff(Bound::RESTART_BACKOFF.secs(settings.restart_backoff_secs.as_ref())?);
     if let Some(era) = &settings.era {
         builder = builder.era(match era.as_str() {
             "detect" => Era::Detect,
@@ -732,14 +785,17 @@ impl Spent {
     }
 }
 
-/// The layer with `built`'s gates, single-use approvals in `spent`.
+/// The layer with `built`'s gates, single-use approvals in `spent`, reading bodies up to
+/// `max_body_bytes`.
 fn layer(
     keyring: &Keyring,
     principal: &PrincipalFrom,
     spent: &Spent,
+    max_body_bytes: usize,
     built: Vec<gates::Built>,
 ) -> Result<ElicitationLayer, Error> {
     let layer = identified(ElicitationLayer::new(keyring.clone()), principal)
+        .max_body_bytes(max_body_bytes)
         // The upstream does not check who asks for a task: a task the layer saw no caller create
         // is nobody's to read or cancel.
         .unrecorded_tasks(UnrecordedTasks::Refuse);

@@ -18,18 +18,11 @@ use tower_elicitation::redis::RedisStore;
 use tower_elicitation::store::MemorySessionStore;
 use tower_elicitation::{Elicitation, ElicitationLayer};
 
-use crate::config::Config;
+use crate::config::{Bound, Config};
 use crate::error::Error;
 use crate::exposure::{self, Exposed, Exposure};
 use crate::metrics::Metrics;
 use crate::routed::Routed;
-
-/// How long a request's body may take to arrive (its head: `[listen] head_timeout_secs`).
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// Connections served at once.
-const MAX_CONNECTIONS: usize = 1024;
-/// How long the requests in flight may take to finish after SIGTERM.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// The bridge (fixed: its sessions live across reloads) in front of the current exposure and
 /// the current layer.
@@ -42,14 +35,24 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// The stack for `config`: the bridge with `[listen]`'s answer timeout, round cap, body
+    /// bound and host names.
+    ///
+    /// # Errors
+    ///
+    /// A bound out of range (the file's check says so first, at its line).
     pub fn new(
         config: &Config,
         layer: ElicitationLayer,
         exposure: Exposure,
         upstream: Routed,
         redis: Option<&RedisStore>,
-    ) -> Self {
-        let mut bridge = LegacyBridgeLayer::new(&layer);
+    ) -> Result<Self, Error> {
+        let listen = &config.listen;
+        let max_rounds = Bound::MAX_ROUNDS.of(listen.max_rounds.as_ref())?;
+        let mut bridge = LegacyBridgeLayer::new(&layer)
+            .max_rounds(u32::try_from(max_rounds).unwrap_or(u32::MAX))
+            .max_body_bytes(Bound::MAX_BODY_BYTES.count(listen.max_body_bytes.as_ref())?);
         if let Some(timeout) = &config.listen.answer_timeout_secs {
             bridge = bridge.answer_timeout(std::time::Duration::from_secs(*timeout.get_ref()));
         }
@@ -65,12 +68,12 @@ impl Stack {
                 .session_store(redis.sessions(MemorySessionStore::DEFAULT_IDLE))
                 .pending_answers(redis.pending_answers());
         }
-        Self {
+        Ok(Self {
             current: Arc::new(RwLock::new(layer.layer(upstream.clone()))),
             exposure: Arc::new(RwLock::new(Arc::new(exposure))),
             upstream,
             bridge,
-        }
+        })
     }
 
     /// Puts `layer` (new gates), behind `exposure`, in front of the upstream for every request
@@ -247,14 +250,13 @@ pub async fn run(config: &Config, app: axum::Router) -> Result<(), Error> {
         }
         tracing::info!("shutting down: no new connections, the requests in flight may finish");
     };
+    let listen = &config.listen;
     let limits = serve::Limits::default()
-        .header_read_timeout(Duration::from_secs(
-            *config.listen.head_timeout_secs.get_ref(),
-        ))
-        .body_read_timeout(BODY_READ_TIMEOUT)
-        .max_connections(MAX_CONNECTIONS)
-        .max_connections_per_peer(*config.listen.max_connections_per_peer.get_ref())
-        .shutdown_grace(SHUTDOWN_GRACE);
+        .header_read_timeout(Duration::from_secs(*listen.head_timeout_secs.get_ref()))
+        .body_read_timeout(Bound::BODY_TIMEOUT.secs(listen.body_timeout_secs.as_ref())?)
+        .max_connections(Bound::MAX_CONNECTIONS.count(listen.max_connections.as_ref())?)
+        .max_connections_per_peer(*listen.max_connections_per_peer.get_ref())
+        .shutdown_grace(Bound::SHUTDOWN_GRACE.secs(listen.shutdown_grace_secs.as_ref())?);
     serve::serve(listener, app, limits, shutdown).await;
     Ok(())
 }

@@ -54,6 +54,7 @@ mod exposure;
 mod flows;
 mod gating;
 mod identity;
+mod limits;
 mod newcomer;
 mod pool;
 mod proxy;
@@ -71,6 +72,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(flows::trials(&probe));
     trials.extend(gating::trials(&probe));
     trials.extend(identity::trials(&probe));
+    trials.extend(limits::trials(&probe));
     trials.extend(newcomer::trials(&probe));
     trials.extend(pool::trials(&probe));
     trials.extend(proxy::trials(&probe));

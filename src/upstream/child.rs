@@ -13,7 +13,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
-use super::config::{FIRST_BACKOFF, MAX_BACKOFF, STABLE_RUN, Stdio};
+use super::config::{FIRST_BACKOFF, STABLE_RUN, Stdio};
 use super::core::{Core, Link, QUEUE, State, TARGET, handshake, lock, stopped};
 use super::session::Negotiated;
 
@@ -115,7 +115,7 @@ async fn supervise(
             () = tokio::time::sleep(backoff) => {}
             () = stopped(&mut shutdown) => break,
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        backoff = (backoff * 2).min(core.settings.max_backoff);
     }
     core.connection_lost();
     core.state.send_replace(State::Stopped);

@@ -343,6 +343,8 @@ pub(crate) struct Settings {
     pub(crate) parked_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) start_timeout: Duration,
+    /// The longest wait before a restart ([`MAX_BACKOFF`] by default).
+    pub(crate) max_backoff: Duration,
     pub(crate) keep_alive: Option<Duration>,
     pub(crate) max_message_bytes: usize,
     pub(crate) max_body_bytes: usize,
@@ -375,6 +377,7 @@ impl Settings {
             parked_timeout: Duration::from_secs(600),
             request_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(30),
+            max_backoff: MAX_BACKOFF,
             keep_alive: Some(Duration::from_secs(30)),
             max_message_bytes: 16 * 1024 * 1024,
             max_body_bytes: crate::util::body::DEFAULT_MAX_BODY_BYTES,
@@ -392,7 +395,7 @@ impl Settings {
 }
 
 /// The first wait before a child that exited (or a server whose handshake failed) is started again; it doubles up to
-/// [`MAX_BACKOFF`], and starts over once a child has run for [`STABLE_RUN`].
+/// [`MAX_BACKOFF`] (or [`UpstreamBuilder::restart_backoff`](super::UpstreamBuilder::restart_backoff)), and starts over once a child has run for [`STABLE_RUN`].
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub(crate) const STABLE_RUN: Duration = Duration::from_secs(30);

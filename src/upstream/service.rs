@@ -292,6 +292,26 @@ impl UpstreamBuilder {
         self
     }
 
+    /// Sets the longest wait before the adapter starts again a child that exited, or retries the
+    /// handshake with a server that failed it (default 10 s; less than 100 ms counts as 100 ms).
+    /// The first wait is 100 ms and doubles after each failed start up to `max`; it starts over
+    /// once a child has run for 30 s. Requests meanwhile get a JSON-RPC error saying why the
+    /// server is down.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower_elicitation::upstream::{Stdio, Upstream};
+    ///
+    /// // A server that crashes is tried again at least every 2 seconds.
+    /// let builder = Upstream::builder(Stdio::new("my-mcp-server"))
+    ///     .restart_backoff(Duration::from_secs(2));
+    /// # let _ = builder;
+    /// ```
+    pub fn restart_backoff(mut self, max: Duration) -> Self {
+        self.settings.max_backoff = max.max(super::config::FIRST_BACKOFF);
+        self
+    }
+
     /// Sets how often the adapter pings the server (default every 30 s; `None`: never). A child
     /// that does not answer within the [start timeout](Self::start_timeout) is taken for hung:
     /// it is killed, and started and initialized again (the calls in flight get an error). Over

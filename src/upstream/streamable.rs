@@ -14,7 +14,7 @@ use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
 
-use super::config::{FIRST_BACKOFF, Http, MAX_BACKOFF};
+use super::config::{FIRST_BACKOFF, Http};
 use super::core::{Core, Link, QUEUE, State, TARGET, failure, handshake, lock, stopped};
 use super::session::Negotiated;
 use crate::texts;
@@ -187,7 +187,7 @@ async fn supervise(connection: Arc<Connection>, mut shutdown: watch::Receiver<bo
                     () = tokio::time::sleep(backoff) => {}
                     () = stopped(&mut shutdown) => break,
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                backoff = (backoff * 2).min(core.settings.max_backoff);
             }
         }
     }
