@@ -269,12 +269,13 @@ impl Upstream {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Listen {
-    #[serde(default = "default_http")]
-    pub http: String,
+    /// The address HTTP is served on (default `127.0.0.1:3000`); see [`Listen::http`].
+    pub http: Option<String>,
     /// Host names the proxy answers to besides loopback's (DNS-rebinding protection).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
-    /// Serve the host that spawned the proxy on stdin/stdout instead of HTTP (as `--stdio`).
+    /// Serve the host that spawned the proxy on stdin/stdout (as `--stdio`): instead of HTTP,
+    /// or beside it when the file names `http` too ([`Listen::serves`]).
     #[serde(default)]
     pub stdio: bool,
     /// Seconds a connection may take from its accept to a complete request head (default 10).
@@ -301,7 +302,7 @@ pub struct Listen {
 impl Default for Listen {
     fn default() -> Self {
         Self {
-            http: default_http(),
+            http: None,
             allowed_hosts: Vec::new(),
             stdio: false,
             head_timeout_secs: default_head_timeout(),
@@ -324,8 +325,48 @@ fn default_per_peer() -> Spanned<usize> {
     Spanned::new(0..0, 128)
 }
 
-fn default_http() -> String {
-    "127.0.0.1:3000".to_owned()
+/// What the proxy serves its hosts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serving {
+    /// HTTP only, on `[listen] http`.
+    Http,
+    /// stdin and stdout only: the host that spawned the proxy.
+    Stdio,
+    /// Both at once: the host that spawned the proxy, and HTTP clients beside it.
+    Both,
+}
+
+impl Serving {
+    /// Whether stdin and stdout carry MCP (so stdout carries nothing else).
+    pub fn stdio(self) -> bool {
+        matches!(self, Self::Stdio | Self::Both)
+    }
+
+    /// Whether HTTP is served.
+    pub fn http(self) -> bool {
+        matches!(self, Self::Http | Self::Both)
+    }
+}
+
+impl Listen {
+    /// The address HTTP is served on when the file names none.
+    pub const DEFAULT_HTTP: &str = "127.0.0.1:3000";
+
+    /// The address HTTP is served on: `http`, else [`Self::DEFAULT_HTTP`].
+    pub fn http(&self) -> &str {
+        self.http.as_deref().unwrap_or(Self::DEFAULT_HTTP)
+    }
+
+    /// What the proxy serves: `--stdio` (`flag`) is stdio alone, whatever the file says (the
+    /// host that spawned it with that flag wants no listener); `stdio = true` is stdio alone
+    /// too, unless the file names `http` as well, which serves both.
+    pub fn serves(&self, flag: bool) -> Serving {
+        match (flag, self.stdio, self.http.is_some()) {
+            (true, _, _) | (false, true, false) => Serving::Stdio,
+            (false, true, true) => Serving::Both,
+            (false, false, _) => Serving::Http,
+        }
+    }
 }
 
 /// `[limits]`: how many calls a caller may make a minute ([`crate::limits`]).
@@ -989,11 +1030,36 @@ require = { approve = true }
         )
         .parse()
         .unwrap();
-        assert_eq!(config.listen.http, "127.0.0.1:3000");
+        assert_eq!(config.listen.http(), "127.0.0.1:3000");
+        assert_eq!(config.listen.serves(false), Serving::Http);
+        assert_eq!(config.listen.serves(true), Serving::Stdio);
         let gate = config.gates[0].get_ref();
         assert_eq!(gate.tools, ["write_file"]);
         let fields: Vec<&String> = gate.form.keys().collect();
         assert_eq!(fields, ["approve", "reason"]);
+    }
+
+    #[test]
+    fn stdio_with_http_named_serves_both_and_the_flag_serves_stdio_alone() {
+        let serves = |listen: &str, flag: bool| {
+            let text = format!("[upstream]\ncommand = [\"x\"]\n\n[listen]\n{listen}\n");
+            let source = Source {
+                path: PathBuf::from("gates.toml"),
+                text,
+            };
+            source.parse().unwrap().listen.serves(flag)
+        };
+        assert_eq!(serves("stdio = true", false), Serving::Stdio);
+        assert_eq!(
+            serves("stdio = true\nhttp = \"127.0.0.1:0\"", false),
+            Serving::Both
+        );
+        assert_eq!(
+            serves("stdio = true\nhttp = \"127.0.0.1:0\"", true),
+            Serving::Stdio
+        );
+        assert_eq!(serves("http = \"127.0.0.1:0\"", false), Serving::Http);
+        assert_eq!(serves("http = \"127.0.0.1:0\"", true), Serving::Stdio);
     }
 
     #[test]

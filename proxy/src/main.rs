@@ -1,11 +1,11 @@
 //! `elicitation-proxy`: approval gates and validated elicitation in front of any MCP server, from
-//! a TOML file, for hosts of both eras over Streamable HTTP or stdio.
+//! a TOML file, for hosts of both eras over Streamable HTTP, stdio, or both at once.
 //!
 //! ```text
 //! elicitation-proxy --config gates.toml            # serve
 //! elicitation-proxy --config gates.toml --check    # check the file against the upstream, print each gate, exit
 //! elicitation-proxy --config gates.toml --ephemeral-keys   # no [state] keys: a random key, this process only
-//! elicitation-proxy --config gates.toml --stdio    # the host spawned it: MCP on stdin/stdout
+//! elicitation-proxy --config gates.toml --stdio    # the host spawned it: MCP on stdin/stdout only
 //! ```
 //!
 //! It is [`LegacyBridgeLayer`] (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
@@ -51,7 +51,7 @@ use tower_elicitation::upstream::{Era, Http, Server, Stdio, Upstream};
 use tower_elicitation::{ElicitationLayer, Keyring, UnrecordedTasks};
 
 use crate::catalog::Catalog;
-use crate::config::{Bound, Config, OnToolChange, PrincipalFrom, Source, secret};
+use crate::config::{Bound, Config, OnToolChange, PrincipalFrom, Serving, Source, secret};
 use crate::error::Error;
 use crate::gates::Offered;
 
@@ -69,8 +69,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     long_about = "Approval gates and validated elicitation in front of any MCP server, from a TOML \
 file: each gated tool, prompt or resource asks its question (a form or a URL) before the call \
 reaches the server, for hosts of both eras (2026-07-28 and 2025), over Streamable HTTP or stdio.",
-    after_help = "The config file: [upstream] (a command or a url), [listen], [state], [identity] \
-and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every key: the module docs \
+    after_help = "The config file: [upstream] (a command or a url), [listen], [state], [identity], \
+[log], [approvals], [limits] and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every key: the module docs \
 of proxy/src/config.rs (in the repository). Logs: RUST_LOG (e.g. RUST_LOG=debug); each decision \
 is one JSON line on stderr."
 )]
@@ -87,8 +87,9 @@ struct Options {
     /// ephemeral_keys = true`.
     #[arg(long)]
     ephemeral_keys: bool,
-    /// Speak MCP on stdin and stdout (a desktop host spawned the proxy) instead of listening
-    /// on `[listen] http`; as `[listen] stdio = true`.
+    /// Speak MCP on stdin and stdout only (a desktop host spawned the proxy), listening on no
+    /// address whatever `[listen]` says. `[listen] stdio = true` serves stdio too: alone, or
+    /// beside HTTP when the file names `[listen] http` as well.
     #[arg(long)]
     stdio: bool,
     /// With `--check`: say which rule decides a call of TOOL with these arguments (a JSON
@@ -176,6 +177,7 @@ async fn run(
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
     source.check(&config)?;
+    let serving = config.listen.serves(options.stdio);
     let log_line = config
         .log
         .to
@@ -183,7 +185,7 @@ async fn run(
         .map(|to| source.line_of(to.span().start));
     let log_to = config
         .log
-        .to(options.stdio || config.listen.stdio)
+        .to(serving.stdio())
         .map_err(|why| source.error(log_line, why))?;
     if !options.check {
         output.set(&config.log, log_to)?;
@@ -213,7 +215,7 @@ async fn run(
     let base = identified(ElicitationLayer::new(keyring.clone()), &principal)
         .max_body_bytes(max_body_bytes);
     tracing::info!("starting upstream: {}", starting(&config.upstream));
-    let share = fair_share(&config, options.stdio)?;
+    let share = fair_share(&config, serving)?;
     let upstream = spawn(
         &config.upstream,
         share,
@@ -232,7 +234,7 @@ async fn run(
             None => None,
         },
         http: flows::http_client()?,
-        approvals: Arc::new(approvals_of(&source, &config, options.stdio)?),
+        approvals: Arc::new(approvals_of(&source, &config, serving)?),
     };
     let remembered = backends.redis.clone().map(|redis| {
         let upstream = format!("{:?} {:?}", config.upstream.command, config.upstream.url);
@@ -354,11 +356,11 @@ async fn run(
     let reload = std::sync::Arc::new(reload);
     serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
     serve::reload_on_change(options.config.clone(), reload);
-    let stdio = options.stdio || config.listen.stdio;
-    let guard = if stdio {
-        None
-    } else {
+    // Callers over HTTP are verified; the host on stdio is the one that spawned the proxy.
+    let guard = if serving.http() {
         guard_of(&config, &policy).await?
+    } else {
+        None
     };
     // The approval pages, verifying approvers as `/mcp` verifies callers.
     let pages = match &guard {
@@ -375,7 +377,7 @@ async fn run(
             },
         ))
     };
-    if stdio {
+    let on_stdio = || {
         let caller = identity::stdio_caller(
             config
                 .identity
@@ -383,16 +385,38 @@ async fn run(
                 .as_ref()
                 .map(|name| name.get_ref().as_str()),
         );
-        stdio::run(identity::as_stdio(app, caller)).await?;
-    } else {
-        let app = match guard {
-            Some(guard) => identity::protect(app, guard),
-            None => app,
-        };
-        serve::run(&config, app).await?;
-    }
+        identity::as_stdio(app.clone(), caller)
+    };
+    let on_http = || match &guard {
+        Some(guard) => identity::protect(app.clone(), Arc::clone(guard)),
+        None => app.clone(),
+    };
+    let served = match serving {
+        Serving::Stdio => stdio::run(on_stdio()).await,
+        Serving::Http => {
+            let listener = serve::bind(&config, true).await?;
+            serve::run(&config, listener, on_http(), std::future::pending()).await
+        }
+        Serving::Both => {
+            // Bound first: an address in use ends the proxy before the host's first message.
+            let listener = serve::bind(&config, false).await?;
+            let (host_gone, gone) = tokio::sync::oneshot::channel::<()>();
+            let host = async {
+                let served = stdio::run(on_stdio()).await;
+                // The host that spawned the proxy is gone: HTTP ends too, gracefully.
+                let _ = host_gone.send(());
+                served
+            };
+            let http = serve::run(&config, listener, on_http(), async {
+                let _ = gone.await;
+                tracing::info!("stdin closed: the HTTP listener stops too");
+            });
+            let (host, http) = tokio::join!(host, http);
+            host.and(http)
+        }
+    };
     upstream.shutdown().await;
-    Ok(())
+    served
 }
 
 /// The file as last read without a mistake.
@@ -425,7 +449,7 @@ async fn guard_of(config: &Config, policy: &Policy) -> Result<Option<Arc<identit
 fn approvals_of(
     source: &Source,
     config: &Config,
-    stdio: bool,
+    serving: Serving,
 ) -> Result<approvals::Approvals, Error> {
     let line = config
         .approvals
@@ -434,7 +458,7 @@ fn approvals_of(
         .map(|url| source.line_of(url.span().start));
     let listens_everywhere = ["0.0.0.0:", "[::]:"]
         .iter()
-        .any(|any| config.listen.http.starts_with(any));
+        .any(|any| config.listen.http().starts_with(any));
     let base = match &config.approvals.url {
         Some(url) => {
             let url = url.get_ref();
@@ -449,10 +473,10 @@ fn approvals_of(
             }
             url.clone()
         }
-        None => format!("http://{}", config.listen.http),
+        None => format!("http://{}", config.listen.http()),
     };
-    let unavailable = if stdio || config.listen.stdio {
-        Some("serves its page over HTTP: not with stdio".to_owned())
+    let unavailable = if !serving.http() {
+        Some("serves its page over HTTP: not with stdio alone (name [listen] http too)".to_owned())
     } else if config.identity.jwt.is_none() && config.identity.api_keys.is_none() {
         Some("needs [identity] jwt or api_keys: approvers sign in with them".to_owned())
     } else if config.state.redis.is_some() {
@@ -622,10 +646,10 @@ async fn observe(
 
 /// Each caller's share of the upstream's bounds: `[upstream] fair_share`, else a quarter, or
 /// all of them where every call is one caller's (`[identity] principal = "none"`, or one host
-/// on stdio), whom a share would only throttle.
-fn fair_share(config: &Config, stdio: bool) -> Result<f64, Error> {
+/// on stdio alone), whom a share would only throttle.
+fn fair_share(config: &Config, serving: Serving) -> Result<f64, Error> {
     let one_caller =
-        stdio || config.listen.stdio || config.identity.principal()? == PrincipalFrom::Nobody;
+        serving == Serving::Stdio || config.identity.principal()? == PrincipalFrom::Nobody;
     Ok(match &config.upstream.fair_share {
         None if one_caller => 1.0,
         _ => config.upstream.fair_share()?,
@@ -1116,12 +1140,14 @@ mod tests {
     #[test]
     fn the_share_is_a_quarter_unless_every_call_is_one_callers_or_the_file_says() {
         let command = "[upstream]\ncommand = [\"x\"]\n";
-        assert_eq!(fair_share(&config(command), false).unwrap(), 0.25);
-        // One host on stdio, or no principal: all calls are one caller's.
-        assert_eq!(fair_share(&config(command), true).unwrap(), 1.0);
+        assert_eq!(fair_share(&config(command), Serving::Http).unwrap(), 0.25);
+        // One host on stdio alone, or no principal: all calls are one caller's.
+        assert_eq!(fair_share(&config(command), Serving::Stdio).unwrap(), 1.0);
+        // The host on stdio beside HTTP callers is one caller among others.
+        assert_eq!(fair_share(&config(command), Serving::Both).unwrap(), 0.25);
         let nobody = format!("{command}\n[identity]\nprincipal = \"none\"\n");
-        assert_eq!(fair_share(&config(&nobody), false).unwrap(), 1.0);
+        assert_eq!(fair_share(&config(&nobody), Serving::Http).unwrap(), 1.0);
         let given = format!("{command}fair_share = 0.5\n\n[identity]\nprincipal = \"none\"\n");
-        assert_eq!(fair_share(&config(&given), true).unwrap(), 0.5);
+        assert_eq!(fair_share(&config(&given), Serving::Stdio).unwrap(), 0.5);
     }
 }

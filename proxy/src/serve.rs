@@ -227,26 +227,45 @@ pub fn report_reload(why: &str, outcome: Result<usize, Error>) {
     }
 }
 
-/// Serves HTTP until SIGTERM or Ctrl-C.
+/// Listens on `[listen] http`, saying where in the log, and on stdout when `announce` (stdout is
+/// not MCP's).
 ///
 /// # Errors
 ///
 /// When the address cannot be listened on.
-pub async fn run(config: &Config, app: axum::Router) -> Result<(), Error> {
-    use tokio::signal::unix::{SignalKind, signal};
-
-    let listener = tokio::net::TcpListener::bind(&config.listen.http)
+pub async fn bind(config: &Config, announce: bool) -> Result<tokio::net::TcpListener, Error> {
+    let http = config.listen.http();
+    let listener = tokio::net::TcpListener::bind(http)
         .await
-        .map_err(|error| format!("cannot listen on {}: {error}", config.listen.http))?;
+        .map_err(|error| format!("cannot listen on {http}: {error}"))?;
     let address = listener.local_addr()?;
     tracing::info!("listening on http://{address}/mcp");
-    println!("listening on http://{address}/mcp");
+    if announce {
+        println!("listening on http://{address}/mcp");
+    }
+    Ok(listener)
+}
+
+/// Serves HTTP on `listener` until SIGTERM, Ctrl-C or `stop`, letting the requests in flight
+/// finish.
+///
+/// # Errors
+///
+/// When a bound in `[listen]` is out of range, or the signal handler cannot be installed.
+pub async fn run(
+    config: &Config,
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    use tokio::signal::unix::{SignalKind, signal};
 
     let mut terminate = signal(SignalKind::terminate())?;
     let shutdown = async move {
         tokio::select! {
             _ = terminate.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
+            _ = stop => {}
         }
         tracing::info!("shutting down: no new connections, the requests in flight may finish");
     };

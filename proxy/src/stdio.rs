@@ -34,6 +34,8 @@ use crate::error::Error;
 
 /// How long the calls in flight may take to finish once stdin has closed.
 const EOF_GRACE: Duration = Duration::from_secs(5);
+/// Messages waiting to be written to stdout.
+const OUT_QUEUE: usize = 256;
 /// The largest line read from stdin (the bridge's own body limit is 4 MiB).
 const MAX_LINE: usize = 4 << 20;
 
@@ -45,7 +47,9 @@ const MAX_LINE: usize = 4 << 20;
 pub async fn run(app: axum::Router) -> Result<(), Error> {
     use tokio::signal::unix::{SignalKind, signal};
 
-    let (out, mut lines) = mpsc::unbounded_channel::<String>();
+    // Bounded: a host that stops reading stdout holds up the calls writing to it, never the
+    // proxy's memory.
+    let (out, mut lines) = mpsc::channel::<String>(OUT_QUEUE);
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
         while let Some(line) = lines.recv().await {
@@ -92,11 +96,13 @@ pub async fn run(app: axum::Router) -> Result<(), Error> {
         let message: Value = match serde_json::from_str(text) {
             Ok(message) => message,
             Err(error) => {
-                let _ = out.send(
-                    json!({"jsonrpc": "2.0", "id": null,
+                let _ = out
+                    .send(
+                        json!({"jsonrpc": "2.0", "id": null,
                         "error": {"code": -32700, "message": format!("Parse error: {error}")}})
-                    .to_string(),
-                );
+                        .to_string(),
+                    )
+                    .await;
                 continue;
             }
         };
@@ -138,23 +144,25 @@ async fn forward(
     session: Arc<Mutex<Option<String>>>,
     message: Value,
     raw: bytes::Bytes,
-    out: mpsc::UnboundedSender<String>,
+    out: mpsc::Sender<String>,
 ) {
     let id = message.get("id").cloned();
     let is_request = message.get("method").is_some() && id.is_some();
     let fail = |why: String| {
-        if is_request {
-            let _ = out.send(
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}})
-                    .to_string(),
-            );
-        } else {
-            tracing::warn!(%why, "a message from the host was not taken");
+        let (out, id) = (out.clone(), id.clone());
+        async move {
+            if is_request {
+                let error = json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32603, "message": why}});
+                let _ = out.send(error.to_string()).await;
+            } else {
+                tracing::warn!(%why, "a message from the host was not taken");
+            }
         }
     };
     let request = match request(&message, raw, &session) {
         Ok(request) => request,
-        Err(why) => return fail(why.to_string()),
+        Err(why) => return fail(why.to_string()).await,
     };
     let response = match app.oneshot(request).await {
         Ok(response) => response,
@@ -180,27 +188,32 @@ async fn forward(
             match event {
                 Ok(event) => {
                     if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
-                        let _ = out.send(one_line(data.as_bytes()));
+                        let _ = out.send(one_line(data.as_bytes())).await;
                     }
                 }
-                Err(error) => return fail(format!("the answer's event stream broke: {error}")),
+                Err(error) => {
+                    return fail(format!("the answer's event stream broke: {error}")).await;
+                }
             }
         }
         return;
     }
     let bytes = match http_body_util::BodyExt::collect(body).await {
         Ok(collected) => collected.to_bytes(),
-        Err(error) => return fail(format!("the answer could not be read: {error}")),
+        Err(error) => return fail(format!("the answer could not be read: {error}")).await,
     };
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(answer) if answer.get("jsonrpc").is_some() => {
-            let _ = out.send(one_line(&bytes));
+            let _ = out.send(one_line(&bytes)).await;
         }
         _ if bytes.is_empty() && status.is_success() => {}
-        _ => fail(format!(
-            "HTTP {status} from the proxy's stack: {}",
-            String::from_utf8_lossy(&bytes).trim()
-        )),
+        _ => {
+            fail(format!(
+                "HTTP {status} from the proxy's stack: {}",
+                String::from_utf8_lossy(&bytes).trim()
+            ))
+            .await
+        }
     }
 }
 

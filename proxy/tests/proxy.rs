@@ -323,6 +323,146 @@ fn a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written() {
     assert!(status.success(), "stdin closed: the proxy ends ({status})");
 }
 
+async fn one_process_serves_a_host_on_stdio_and_clients_over_http_until_stdin_closes() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let entry = filesystem();
+    let port = free_port();
+    // `[listen] http` named and `stdio = true`: both at once (the flag `--stdio` is stdio alone).
+    let setup = Setup::new("both", &entry, port, "");
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    let text = text.replace("[listen]\n", "[listen]\nstdio = true\n");
+    std::fs::write(&setup.config, text).unwrap();
+    let mut proxy = tokio::process::Command::new(PROXY)
+        .args(["--ephemeral-keys", "--config"])
+        .arg(&setup.config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = proxy.stdin.take().unwrap();
+    let mut stdout = BufReader::new(proxy.stdout.take().unwrap()).lines();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let health = format!("http://127.0.0.1:{port}/healthz");
+    let mut up = false;
+    for _ in 0..600 {
+        if reqwest::get(&health)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up, "the HTTP listener came up beside stdio");
+
+    // The HTTP client's write is asked, and its approval writes it.
+    let over_http = setup.data("http.txt");
+    let write = |path: &Path, content: &str| json!({"path": path, "content": content});
+    let asked = call_at(
+        &url,
+        None,
+        "write_file",
+        write(&over_http, "http"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked:#}");
+    let approve = |state: &str| {
+        answer(
+            state,
+            json!({"action": "accept", "content": {"approve": true}}),
+        )
+    };
+    let done = call_at(
+        &url,
+        None,
+        "write_file",
+        write(&over_http, "http"),
+        approve(&state_of(&asked)),
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done:#}");
+    assert_eq!(std::fs::read_to_string(&over_http).unwrap(), "http");
+
+    // The host on stdio is asked too; stdout carries MCP and nothing else (no "listening on").
+    let over_stdio = setup.data("stdio.txt");
+    let mut host = (&mut stdin, &mut stdout);
+    let asked_on_stdio = write_on_stdio(&mut host, 1, write(&over_stdio, "stdio"), json!({})).await;
+    assert_eq!(
+        asked_on_stdio["result"]["resultType"], "input_required",
+        "{asked_on_stdio:#}"
+    );
+    // The HTTP client's approval is not the stdio host's: its state is refused there.
+    let state = state_of(&asked_on_stdio);
+    let crossed = call_at(
+        &url,
+        None,
+        "write_file",
+        write(&over_stdio, "stdio"),
+        approve(&state),
+    )
+    .await;
+    assert_ne!(crossed["result"]["resultType"], "complete", "{crossed:#}");
+    assert!(!over_stdio.exists(), "another caller's state wrote nothing");
+    let done_on_stdio =
+        write_on_stdio(&mut host, 2, write(&over_stdio, "stdio"), approve(&state)).await;
+    assert_eq!(
+        done_on_stdio["result"]["resultType"], "complete",
+        "{done_on_stdio:#}"
+    );
+    assert_eq!(std::fs::read_to_string(&over_stdio).unwrap(), "stdio");
+
+    // The host closes stdin: the proxy ends, and its HTTP listener with it.
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(60), proxy.wait())
+        .await
+        .expect("the proxy ends once stdin closes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        reqwest::get(&health).await.is_err(),
+        "the listener is closed"
+    );
+}
+
+/// A 2026-07-28 host's `tools/call` of `write_file` written to the proxy's stdin, and the
+/// response with its id read from stdout (every line of which must be MCP).
+async fn write_on_stdio(
+    host: &mut (
+        &mut tokio::process::ChildStdin,
+        &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    ),
+    id: u64,
+    arguments: Value,
+    extra: Value,
+) -> Value {
+    use tokio::io::AsyncWriteExt;
+    let mut params = json!({"name": "write_file", "arguments": arguments,
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+            "io.modelcontextprotocol/clientInfo": {"name": "both", "version": "0"}}});
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
+    let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    host.0
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .unwrap();
+    loop {
+        let text = host.1.next_line().await.unwrap().expect("stdout open");
+        let message: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("stdout carries MCP only: {e}: {text}"));
+        if message["id"] == id {
+            return message;
+        }
+    }
+}
+
 async fn an_approval_is_bound_to_its_caller() {
     let entry = filesystem();
     let port = free_port();
@@ -1013,6 +1153,7 @@ crate::trials! {
     [Upstreams] current_thread a_reload_replaces_the_gates_and_a_bad_file_keeps_them_and_sigterm_leaves_no_child,
     [Upstreams] sync a_desktop_host_on_stdio_is_asked_refused_on_decline_and_written_on_approval,
     [Upstreams] sync a_2026_host_on_stdio_gets_input_required_and_its_retry_is_written,
+    [Upstreams] current_thread one_process_serves_a_host_on_stdio_and_clients_over_http_until_stdin_closes,
     [Upstreams] current_thread an_approval_is_bound_to_its_caller,
     [Upstreams] current_thread each_decision_is_one_log_line_without_the_answers_or_the_credentials,
     [Upstreams] current_thread a_changed_file_is_reloaded_without_a_signal_and_a_bad_one_keeps_the_gates_and_says_why,

@@ -154,6 +154,20 @@ impl Proxy {
         arguments: Value,
         extra: Value,
     ) -> Value {
+        call_at(&self.url, caller, tool, arguments, extra).await
+    }
+}
+
+/// A `tools/call` of `tool` at `url` (2026-07-28, declaring form elicitation), `extra` params
+/// added, with `caller` as `(header, value)`.
+pub async fn call_at(
+    url: &str,
+    caller: Option<(&str, &str)>,
+    tool: &str,
+    arguments: Value,
+    extra: Value,
+) -> Value {
+    {
         let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
@@ -163,7 +177,7 @@ impl Proxy {
             .unwrap()
             .extend(extra.as_object().cloned().unwrap_or_default());
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-        let mut request = reqwest::Client::new().post(&self.url);
+        let mut request = reqwest::Client::new().post(url);
         if let Some((name, value)) = caller {
             request = request.header(name, value);
         }
