@@ -18,11 +18,15 @@
 //! | `rejected_state` | `mismatch`, `bad_mac`, `malformed`, … | a `requestState` made for another call or caller, or forged |
 //! | `binding_changed` | `changed` | the tool's definition, or the gate, changed since the question: asked again |
 //! | `unanswered` | `timeout` | a 2025-era host did not answer within `[listen] answer_timeout_secs` |
+//! | `refused` | `hidden` | a call of a name `[upstream] expose` or `hide` hides, answered as unknown before any gate |
+//! | `refused` | `rate_limited` | a call over a `[limits]` count, refused before any gate |
 //!
 //! An approver's own decision on the approval page (`approvers = "url"`,
 //! [`crate::approvals`]) is a line of its own: `decision` `approved` or `denied`, with
 //! `approver` (the approver's verified principal), `principal` (the caller's) and the call's
-//! `decision_id`; the caller's retry then has its own line.
+//! `decision_id`; the caller's retry then has its own line. A call refused before the gates (a
+//! hidden name, a rate limit) is a line of its own too: `decision` `refused`, `method`, `tool`,
+//! `principal` (the verified caller's, when one is), and `why`.
 //!
 //! `gate` is the rule of
 //! the file that decided (with conditions, the one the file's order chose), and `decision_id`
@@ -273,6 +277,11 @@ pub const RULE_TARGET: &str = "elicitation_proxy::rule";
 /// log writes as a line of its own.
 pub const APPROVAL_TARGET: &str = "elicitation_proxy::approval";
 
+/// The target of a call the proxy refuses before any gate sees it (a hidden name,
+/// [`crate::exposure`]; a rate limit, [`crate::limits`]), which the log writes as a line of its
+/// own: `decision` `refused`, with `why`.
+pub const REFUSAL_TARGET: &str = "elicitation_proxy::refusal";
+
 #[derive(Default)]
 struct Fields {
     rule: Option<String>,
@@ -325,8 +334,9 @@ impl Fields {
 }
 
 impl Decisions {
-    /// An approver's decision on the approval page: a line of its own, naming the approver.
-    fn approver_line(&self, fields: Fields) {
+    /// A line of its own: an approver's decision on the approval page, naming the approver, or
+    /// a call refused before the gates, saying why.
+    fn own_line(&self, fields: Fields) {
         let mut line = Map::new();
         line.insert("time".into(), Value::from(now_ms()));
         line.insert("id".into(), Value::String(decision_id()));
@@ -336,9 +346,13 @@ impl Decisions {
             ("tool", fields.target),
             ("decision_id", fields.decision),
             ("principal", fields.principal.filter(|p| !p.is_empty())),
-            ("approver", fields.approver),
         ] {
             line.insert(key.into(), value.map_or(Value::Null, Value::String));
+        }
+        for (key, value) in [("approver", fields.approver), ("why", fields.why)] {
+            if let Some(value) = value {
+                line.insert(key.into(), Value::String(value));
+            }
         }
         self.output.write(&Value::Object(line).to_string());
     }
@@ -380,10 +394,10 @@ where
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let target = event.metadata().target();
-        if target == APPROVAL_TARGET {
+        if target == APPROVAL_TARGET || target == REFUSAL_TARGET {
             let mut fields = Fields::default();
             event.record(&mut fields);
-            self.approver_line(fields);
+            self.own_line(fields);
             return;
         }
         if target == RULE_TARGET {

@@ -339,8 +339,11 @@ impl Exposure {
             return None;
         }
         tracing::info!(
+            target: crate::decisions::REFUSAL_TARGET,
+            outcome = "refused",
+            why = "hidden",
             method,
-            name,
+            target = name,
             "refused as unknown: [upstream] expose or hide hides it"
         );
         Some(unknown(&request.id, kind, name))

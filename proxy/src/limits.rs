@@ -141,10 +141,24 @@ impl RateLimits {
         let call = Call::read(body)?;
         let (caller, shown) = self.caller_of(parts);
         let tool = call
-            .tool
-            .as_deref()
+            .tool()
             .and_then(|name| self.per_tool.keys().position(|listed| listed == name));
-        self.take(&caller, &shown, tool, now)
+        let refusal = self.take(&caller, &shown, tool, now)?;
+        let principal = parts
+            .extensions
+            .get::<VerifiedCaller>()
+            .map(|caller| caller.principal().to_owned());
+        tracing::info!(
+            target: crate::decisions::REFUSAL_TARGET,
+            outcome = "refused",
+            why = "rate_limited",
+            method = call.method,
+            target = call.target.as_deref(),
+            principal = principal.as_deref(),
+            reason = %refusal.message,
+            "call refused: rate limit"
+        );
+        Some(refusal)
     }
 
     /// Takes a token from `caller`'s count, and from its count of tool `tool` (an index into
@@ -291,8 +305,10 @@ const COUNTED: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
 /// A request that counts: a call, not a retry of one.
 struct Call {
-    /// The tool's name, for a `tools/call`.
-    tool: Option<String>,
+    /// Its method, one of [`COUNTED`].
+    method: &'static str,
+    /// What it calls: the tool's or prompt's name, or the resource's URI.
+    target: Option<String>,
 }
 
 impl Call {
@@ -303,19 +319,29 @@ impl Call {
             return None;
         }
         let message: Value = serde_json::from_slice(body).ok()?;
-        let method = message.get("method")?.as_str()?;
-        if !COUNTED.contains(&method) {
-            return None;
-        }
+        let given = message.get("method")?.as_str()?;
+        let method = *COUNTED.iter().find(|counted| **counted == given)?;
         let params = message.get("params");
         if params.is_some_and(|params| params.get("requestState").is_some()) {
             return None;
         }
-        let tool = (method == "tools/call")
-            .then(|| params.and_then(|p| p.get("name")).and_then(Value::as_str))
-            .flatten()
+        let key = if method == "resources/read" {
+            "uri"
+        } else {
+            "name"
+        };
+        let target = params
+            .and_then(|p| p.get(key))
+            .and_then(Value::as_str)
             .map(str::to_owned);
-        Some(Self { tool })
+        Some(Self { method, target })
+    }
+
+    /// The tool's name, for a `tools/call`.
+    fn tool(&self) -> Option<&str> {
+        (self.method == "tools/call")
+            .then_some(self.target.as_deref())
+            .flatten()
     }
 }
 

@@ -598,7 +598,6 @@ async fn observe(
         .as_ref()
         .and_then(|limits| limits.check(&parts, &bytes, std::time::Instant::now()))
     {
-        tracing::info!(target: "elicitation_proxy::limits", reason = %refusal.message, "call refused: rate limit");
         return limits::refused(&bytes, &refusal);
     }
     let listing = bytes.windows(10).any(|w| w == b"tools/list")

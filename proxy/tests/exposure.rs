@@ -219,11 +219,17 @@ fn has_a_reader(fifo: &Path) -> bool {
 async fn a_hidden_tools_call_is_refused_as_unknown_and_never_reaches_the_server() {
     let port = free_port();
     // `write_file` is gated too: hidden, it is refused as unknown, not asked about.
+    let log =
+        std::env::temp_dir().join(format!("te-exposure-refused-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&log);
     let setup = Exposed::new(
         "refused",
         port,
         "hide = [\"write_file\", \"read_text_file\"]",
-        WRITE_GATE,
+        &format!(
+            "{WRITE_GATE}\n[log]\nto = \"file\"\nfile = \"{}\"\n",
+            log.display()
+        ),
     );
     let proxy = Proxy::start(&setup.config, port).await;
     let written = setup.data("written.txt");
@@ -265,6 +271,12 @@ async fn a_hidden_tools_call_is_refused_as_unknown_and_never_reaches_the_server(
     assert_eq!(legacy["error"]["code"], -32602, "{legacy:#}");
     assert_eq!(legacy["error"]["message"], "Unknown tool: write_file");
     assert!(!written.exists(), "the hidden write reached the server");
+    // Each refusal is in the decision log, a line of its own, saying why.
+    let refusal = logged(&log, |line| line["tool"] == "read_text_file").await;
+    assert_eq!(refusal["decision"], "refused", "{refusal}");
+    assert_eq!(refusal["why"], "hidden", "{refusal}");
+    assert_eq!(refusal["method"], "tools/call", "{refusal}");
+    let _ = std::fs::remove_file(&log);
 }
 
 async fn hidden_prompts_and_resources_leave_their_lists_and_are_refused() {

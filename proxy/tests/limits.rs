@@ -80,9 +80,14 @@ api_keys = "file:callers.txt"
 calls_per_minute = 2
 "#,
     );
+    let log = setup.dir.join("decisions.jsonl");
     // `[listen] max_body_bytes`, on the table `Setup` writes.
     let text = std::fs::read_to_string(&setup.config).unwrap();
     let text = text.replacen("[listen]\n", "[listen]\nmax_body_bytes = 4096\n", 1);
+    let text = format!(
+        "{text}\n[log]\nto = \"file\"\nfile = \"{}\"\n",
+        log.display()
+    );
     std::fs::write(&setup.config, text).unwrap();
     std::fs::write(
         setup.dir.join("callers.txt"),
@@ -137,6 +142,12 @@ calls_per_minute = 2
     assert!(message.contains("\"carol\""), "{message}");
     assert!(message.contains("retry in 30 s"), "{message}");
     assert_eq!(refused["error"]["data"]["retryAfterSeconds"], 30);
+    // The refusal is in the decision log, a line of its own: whose call, of what, and why.
+    let refusal = logged(&log, |line| line["why"] == "rate_limited").await;
+    assert_eq!(refusal["decision"], "refused", "{refusal}");
+    assert_eq!(refusal["method"], "tools/call", "{refusal}");
+    assert_eq!(refusal["tool"], "read_text_file", "{refusal}");
+    assert_eq!(refusal["principal"], "carol", "{refusal}");
 
     // Dave has a count of his own; the retry that answers his gate does not count.
     let write = json!({"path": setup.data("d.txt").display().to_string(), "content": "D"});

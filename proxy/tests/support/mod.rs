@@ -472,3 +472,24 @@ pub fn check_fails_with(config: &Path, expected: &str) -> String {
     assert!(err.contains(expected), "{expected}: {err}");
     err
 }
+
+/// The first line of the decision log at `path` that `wanted` picks, waiting for it (10 s at
+/// most: the log is written as the call is answered).
+pub async fn logged(path: &std::path::Path, wanted: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(line) = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|line| wanted(line))
+        {
+            return line;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "no such line in {}: {}",
+        path.display(),
+        std::fs::read_to_string(path).unwrap_or_default()
+    );
+}
