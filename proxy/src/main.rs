@@ -64,7 +64,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(clap::Parser)]
 #[command(
     name = "elicitation-proxy",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("ELICITATION_PROXY_COMMIT"), ")"),
     about = "Approval gates and validated elicitation in front of any MCP server, from a TOML file",
     long_about = "Approval gates and validated elicitation in front of any MCP server, from a TOML \
 file: each gated tool, prompt or resource asks its question (a form or a URL) before the call \

@@ -56,12 +56,25 @@ fn help_explains_every_flag_and_points_at_the_config_docs() {
     );
 }
 
-fn version_prints_the_version_and_an_unknown_flag_exits_2() {
+fn version_prints_the_version_and_commit_and_an_unknown_flag_exits_2() {
     let version = run(&["--version"]);
     assert!(version.status.success(), "{}", text(&version));
+    // The crate's version and the commit it was built from (`build.rs`): in a git checkout its
+    // HEAD; in a tree without git, `unknown`.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
     assert_eq!(
         String::from_utf8_lossy(&version.stdout).trim(),
-        format!("elicitation-proxy {}", env!("CARGO_PKG_VERSION"))
+        format!(
+            "elicitation-proxy {} (commit {head})",
+            env!("CARGO_PKG_VERSION")
+        )
     );
     let unknown = run(&["--config", "x.toml", "--bogus"]);
     assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown));
@@ -201,7 +214,7 @@ async fn a_plain_run_warns_of_a_failed_start_once() {
 
 crate::trials! {
     [] sync help_explains_every_flag_and_points_at_the_config_docs,
-    [] sync version_prints_the_version_and_an_unknown_flag_exits_2,
+    [] sync version_prints_the_version_and_commit_and_an_unknown_flag_exits_2,
     [] sync a_toml_syntax_error_shows_the_line_with_a_caret,
     [Upstreams] sync a_form_type_mistake_names_the_files_key_and_the_allowed_types,
     [] sync check_exits_1_naming_a_command_that_cannot_start,
