@@ -26,8 +26,9 @@ use super::streamable;
 use crate::store::PendingAnswers;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
-use crate::wire::jsonrpc::{INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR};
-use crate::wire::legacy;
+use crate::wire::jsonrpc::{
+    INVALID_REQUEST, PARSE_ERROR, Reply, ReplyKind, RpcError, response as message_to,
+};
 use crate::wire::sse::message_event as event;
 use crate::{BoxError, ElicitationLayer};
 
@@ -463,7 +464,7 @@ where
     B::Error: Into<BoxError>,
 {
     if request.method() != HttpMethod::POST {
-        let mut response = reply(StatusCode::METHOD_NOT_ALLOWED, None);
+        let mut response = empty(StatusCode::METHOD_NOT_ALLOWED);
         response
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static("POST"));
@@ -474,31 +475,21 @@ where
     let caller = settings.callers.principal(&parts);
     let bytes = match read_limited(body, settings.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(failed) => {
-            let (code, message) = failed.code_and_message();
-            let body = legacy::response(&Value::Null, Err(legacy::error(code, message)));
-            return reply(failed.status(), Some(&body));
-        }
+        Err(failed) => return reply(failed.reply()),
+    };
+    let refuse = |code: i64, message: &str| {
+        let body = message_to(&Value::Null, Err(RpcError::new(code, message)));
+        reply(Reply::message(ReplyKind::BadRequest, &body))
     };
     let message = match parse_strict(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) => {
-            let error = legacy::error(
+            return refuse(
                 INVALID_REQUEST,
                 "Invalid Request: batches are not supported",
             );
-            return reply(
-                StatusCode::BAD_REQUEST,
-                Some(&legacy::response(&Value::Null, Err(error))),
-            );
         }
-        _ => {
-            let error = legacy::error(PARSE_ERROR, "Parse error");
-            return reply(
-                StatusCode::BAD_REQUEST,
-                Some(&legacy::response(&Value::Null, Err(error))),
-            );
-        }
+        _ => return refuse(PARSE_ERROR, "Parse error"),
     };
     let streams = parts
         .headers
@@ -533,7 +524,7 @@ where
             while let Ok(note) = noted.try_recv() {
                 stream.extend_from_slice(&event(&note));
             }
-            if stream.is_empty() && is_refusal(&response) {
+            if stream.is_empty() && !ReplyKind::of_response(&response).in_band() {
                 // A capability refusal is HTTP 400, which only a JSON answer can say.
                 return answer(Some(response));
             }
@@ -583,37 +574,26 @@ fn event_stream(frames: Frames) -> Response<ResponseBody> {
 /// capability the client did not declare is HTTP 400, as `ElicitationLayer` answers it.
 fn answer(response: Option<Value>) -> Response<ResponseBody> {
     match response {
-        Some(response) => {
-            let status = if is_refusal(&response) {
-                StatusCode::BAD_REQUEST
-            } else {
-                StatusCode::OK
-            };
-            reply(status, Some(&response))
-        }
-        None => reply(StatusCode::ACCEPTED, None),
+        Some(response) => reply(Reply::response(&response)),
+        None => empty(StatusCode::ACCEPTED),
     }
 }
 
-/// Whether `response` refuses a capability the client did not declare (`-32021`).
-fn is_refusal(response: &Value) -> bool {
+/// `reply` as a response: its kind's status, its JSON body.
+fn reply(reply: Reply) -> Response<ResponseBody> {
+    let mut response = empty(reply.kind.status());
+    *response.body_mut() = ResponseBody {
+        inner: Frames::Whole(Full::new(reply.body.into())),
+    };
     response
-        .get("error")
-        .and_then(|e| e.get("code"))
-        .and_then(Value::as_i64)
-        == Some(MISSING_REQUIRED_CLIENT_CAPABILITY)
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
-fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
-    let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
-    let mut response = Response::new(ResponseBody {
-        inner: Frames::Whole(Full::new(bytes)),
-    });
+/// A response of `status` alone, without a body.
+fn empty(status: StatusCode) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::default());
     *response.status_mut() = status;
-    if body.is_some() {
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    }
     response
 }
