@@ -188,7 +188,7 @@ pub(crate) async fn handle(
         .get("params")
         .and_then(|p| p.get("requestState"))
         .and_then(Value::as_str);
-    if let (Negotiated::Legacy { .. }, Some(_), Some(state)) =
+    if let (Negotiated::V2025 { .. }, Some(_), Some(state)) =
         (&link.negotiated, Method::parse(&method), state)
         && routes::replica_of(state).is_some_and(|replica| replica != core.replica)
     {
@@ -200,8 +200,8 @@ pub(crate) async fn handle(
     let tag = front.caller.tag(&core);
     let whose = Whose::Caller(&tag);
     let outcome = match &link.negotiated {
-        Negotiated::Mrtr => pass_through(&core, &link, whose, downstream, message).await,
-        Negotiated::Legacy { initialized, .. } => {
+        Negotiated::V2026 => pass_through(&core, &link, whose, downstream, message).await,
+        Negotiated::V2025 { initialized, .. } => {
             let params = message.get("params").cloned();
             if let Some(level) = level.filter(|_| method != "logging/setLevel") {
                 set_log_level(&core, &link, initialized, level).await;

@@ -515,7 +515,7 @@ pub(crate) async fn handshake(
     writer: &mpsc::Sender<Value>,
 ) -> Result<Negotiated, String> {
     let era = core.settings.era;
-    if era != Era::Legacy {
+    if era != Era::V2025 {
         // What every 2026-07-28 request carries (a server may refuse a request without it).
         let (name, version) = &core.settings.client_info;
         let meta = json!({"_meta": {
@@ -524,8 +524,8 @@ pub(crate) async fn handshake(
             "io.modelcontextprotocol/clientInfo": {"name": name, "version": version},
         }});
         match core.ask(writer, "server/discover", meta).await {
-            Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::Mrtr),
-            Ok(_) | Err(_) if era == Era::Mrtr => {
+            Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::V2026),
+            Ok(_) | Err(_) if era == Era::V2026 => {
                 return Err("it did not answer server/discover as a 2026-07-28 server".to_owned());
             }
             _ => {}
@@ -561,7 +561,7 @@ pub(crate) async fn handshake(
             )
         })?
         .to_owned();
-    Ok(Negotiated::Legacy {
+    Ok(Negotiated::V2025 {
         version,
         initialized,
     })

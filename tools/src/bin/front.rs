@@ -58,8 +58,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--era" => {
                 era = match value("--era")?.as_str() {
                     "detect" => Era::Detect,
-                    "legacy" => Era::Legacy,
-                    "mrtr" => Era::Mrtr,
+                    "legacy" => Era::V2025,
+                    "mrtr" => Era::V2026,
                     other => return Err(format!("--era: unknown era {other:?}")),
                 }
             }
