@@ -705,7 +705,7 @@ fn spawn(
     redis: Option<&RedisStore>,
     authorization: Option<&http::HeaderValue>,
 ) -> Result<Upstream, Error> {
-    let mut builder = Upstream::builder(server(settings, authorization)?).caller_from(base);
+    let mut builder = Upstream::builder(server(settings, authorization)?).for_layer(base);
     if let Some(redis) = redis {
         builder = builder.route_retries(redis.pending_answers());
     }

@@ -42,7 +42,7 @@ pub struct LegacyBridge<S> {
 
 impl<S> LegacyBridge<S> {
     /// Wraps `inner` for `layer`, with every option at its default; see
-    /// [`LegacyBridgeLayer::new`](crate::bridge::LegacyBridgeLayer::new) for what it takes from
+    /// [`LegacyBridgeLayer::for_layer`](crate::bridge::LegacyBridgeLayer::for_layer) for what it takes from
     /// the layer, and for options.
     pub fn new(inner: S, layer: &crate::ElicitationLayer) -> Self {
         Self::from_settings(inner, Arc::new(Settings::new(layer.caller_binding())))

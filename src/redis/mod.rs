@@ -70,7 +70,7 @@
 //!
 //! // A session opened on one replica is served by any; an answer POSTed to any replica reaches
 //! // the one holding the call's stream.
-//! let bridge = LegacyBridgeLayer::new(&layer)
+//! let bridge = LegacyBridgeLayer::for_layer(&layer)
 //!     .session_store(redis.sessions(Duration::from_secs(3600)))
 //!     .pending_answers(redis.pending_answers());
 //! # let _ = (layer, bridge);

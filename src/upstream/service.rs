@@ -215,7 +215,7 @@ impl UpstreamBuilder {
     /// parked bound ([`max_parked`](Self::max_parked)) one caller may hold (default `0.25`, a
     /// quarter; at least one each), so that one caller cannot starve the others. Callers are
     /// told apart as parked calls are bound to them (their keyed tag, see
-    /// [`caller_from`](Self::caller_from)); every anonymous caller counts as one caller. A
+    /// [`for_layer`](Self::for_layer)); every anonymous caller counts as one caller. A
     /// request of a caller that holds its share of the in-flight bound (its requests running or
     /// waiting for a turn) is refused at once, and a call that would park beyond its share of
     /// the parked bound is cancelled at the upstream; each gets a JSON-RPC error (`-32603`) that
@@ -326,13 +326,13 @@ impl UpstreamBuilder {
     /// Takes the caller's identity as `layer` does (the `Authorization` header, or
     /// [`ElicitationLayer::principal_from`]), and binds each parked call to a keyed tag of it made
     /// with `layer`'s keyring, as the layer binds its tokens and the
-    /// [legacy bridge](crate::bridge::LegacyBridgeLayer::new) its sessions: one identity,
+    /// [legacy bridge](crate::bridge::LegacyBridgeLayer::for_layer) its sessions: one identity,
     /// configured once. Give it the finished layer (options set on `layer` afterwards do not
     /// reach the adapter). Without it the adapter binds parked calls to the `Authorization`
     /// header, under a key of its own: with a layer that takes the principal from elsewhere (a
     /// proxy's header, an extension), call this, or a retry is taken as the caller the header
     /// names rather than the one the layer checked.
-    pub fn caller_from(mut self, layer: &ElicitationLayer) -> Self {
+    pub fn for_layer(mut self, layer: &ElicitationLayer) -> Self {
         self.settings.callers = layer.caller_binding();
         self
     }

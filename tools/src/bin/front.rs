@@ -131,11 +131,11 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error + Send + 
     }
     let upstream = Upstream::builder(options.server)
         .era(options.era)
-        .caller_from(&layer)
+        .for_layer(&layer)
         .spawn()?;
     let app = axum::Router::new();
     let app = if options.bridge {
-        let bridge = LegacyBridgeLayer::new(&layer);
+        let bridge = LegacyBridgeLayer::for_layer(&layer);
         let mcp = ServiceBuilder::new()
             .layer(bridge)
             .layer(layer)
