@@ -109,7 +109,7 @@ impl LegacyBridgeLayer {
     /// request and which holds at most `cap` of them (then `initialize` is refused, 503).
     /// Default: [`MemorySessionStore::DEFAULT_IDLE`], [`MemorySessionStore::DEFAULT_CAPACITY`].
     pub fn memory_sessions(self, idle: Duration, cap: usize) -> Self {
-        self.session_store(MemorySessionStore::new(idle, cap))
+        self.session_store(MemorySessionStore::with_capacity(cap).idle(idle))
     }
 
     /// Keeps sessions in `store` instead of in this process.
