@@ -116,6 +116,25 @@ pub trait TokenStore: Send + Sync + 'static {
     }
 }
 
+/// A shared store is the store it points to: one [`TokenStore`] behind several layers.
+impl<T: TokenStore + ?Sized> TokenStore for Arc<T> {
+    fn consume(
+        &self,
+        id: &str,
+        until: SystemTime,
+    ) -> impl Future<Output = Result<Consumed, StoreError>> + Send {
+        T::consume(self, id, until)
+    }
+
+    fn epoch(&self) -> impl Future<Output = Result<SystemTime, StoreError>> + Send {
+        T::epoch(self)
+    }
+
+    fn current_epoch(&self) -> impl Future<Output = Result<SystemTime, StoreError>> + Send {
+        T::current_epoch(self)
+    }
+}
+
 /// [`TokenStore`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedTokenStore: Send + Sync {
     fn consume<'a>(&'a self, id: &'a str, until: SystemTime) -> StoreFuture<'a, Consumed>;
@@ -321,6 +340,28 @@ mod tests {
         assert_eq!(store.consume_at("c", 100, 50).unwrap(), Consumed::Fresh);
         assert_eq!(store.consume_at("a", 100, 50).unwrap(), Consumed::Replayed);
         assert!(store.consume_at("d", 100, 60).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_arc_of_a_store_is_the_store_it_shares() {
+        let store = Arc::new(MemoryTokenStore::new());
+        let until = SystemTime::now() + Duration::from_secs(60);
+        let shared = Arc::clone(&store);
+        assert_eq!(
+            TokenStore::consume(&shared, "a", until).await.unwrap(),
+            Consumed::Fresh
+        );
+        assert_eq!(
+            TokenStore::consume(&*store, "a", until).await.unwrap(),
+            Consumed::Replayed
+        );
+        assert_eq!(
+            TokenStore::epoch(&shared).await.unwrap(),
+            TokenStore::epoch(&*store).await.unwrap()
+        );
+        // And a layer takes it, so several layers can share one store of any kind.
+        let layer = crate::ElicitationLayer::new(crate::Keyring::new("k1", [7u8; 32]).unwrap());
+        let _ = layer.single_use(shared);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -111,6 +111,36 @@ pub trait SessionStore: Send + Sync + 'static {
     ///
     /// [`StoreError::Unavailable`] when the store cannot be reached.
     fn remove(&self, id: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+/// A shared store is the store it points to: one [`SessionStore`] behind several bridges.
+impl<T: SessionStore + ?Sized> SessionStore for Arc<T> {
+    fn create(
+        &self,
+        id: &str,
+        record: SessionRecord,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::create(self, id, record)
+    }
+
+    fn get(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<SessionRecord>, StoreError>> + Send {
+        T::get(self, id)
+    }
+
+    fn update(
+        &self,
+        id: &str,
+        record: SessionRecord,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        T::update(self, id, record)
+    }
+
+    fn remove(&self, id: &str) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        T::remove(self, id)
+    }
 }
 
 /// [`SessionStore`] in a form that can be stored behind `dyn`.
