@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method as HttpMethod, Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Map, Value, json};
 use tower_service::Service;
@@ -30,7 +30,7 @@ use crate::wire::jsonrpc::{
     SERVER_ERROR, SESSION_NOT_FOUND,
 };
 use crate::wire::legacy::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
-use crate::wire::mcp::Method as Mrtr;
+use crate::wire::mcp::Method;
 
 /// The service [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) wraps around a 2026-07-28 MCP
 /// service. Its own answers are HTTP responses; `Err` only ever comes from the inner service.
@@ -132,7 +132,7 @@ where
         return Ok(refuse(ReplyKind::Forbidden, INVALID_REQUEST, refusal));
     }
     let session = header(&parts, &SESSION_ID).map(str::to_owned);
-    if parts.method != Method::POST
+    if parts.method != HttpMethod::POST
         && let Some(session) = session
     {
         return Ok(without_body(inner, settings, parts, session).await);
@@ -141,7 +141,7 @@ where
         Ok(bytes) => bytes,
         Err(response) => return Ok(response),
     };
-    if parts.method != Method::POST {
+    if parts.method != HttpMethod::POST {
         return forward(inner, parts, bytes).await;
     }
     let message = match parse_strict(&bytes) {
@@ -276,7 +276,7 @@ impl<S> Incoming<S> {
             log_level: record.log_level.as_deref(),
         };
         let modern = legacy::modern_params(params, &client);
-        if let Some(mrtr) = Mrtr::parse(method) {
+        if let Some(mrtr) = Method::parse(method) {
             let call = BridgedCall {
                 settings,
                 parts,
@@ -607,7 +607,7 @@ where
         Ok(None) => return session_not_found(),
         Err(error) => return store_failed(&error),
     }
-    if parts.method == Method::DELETE {
+    if parts.method == HttpMethod::DELETE {
         let removed = settings.sessions.remove(&session).await;
         // Its GET streams in this process end now.
         settings.listeners.changed(&session);
@@ -619,7 +619,7 @@ where
     // Only a GET stream can be taken up again (as a fresh one): a POST's cannot be resumed.
     let resumes_a_post = header(&parts, &LAST_EVENT_ID)
         .is_some_and(|id| StreamKind::of_event_id(id) != Some(StreamKind::Get));
-    if parts.method == Method::GET && events::accepts_event_stream(&parts) && !resumes_a_post {
+    if parts.method == HttpMethod::GET && events::accepts_event_stream(&parts) && !resumes_a_post {
         return listen::open(inner, settings, parts, session);
     }
     let mut response = status(StatusCode::METHOD_NOT_ALLOWED);

@@ -131,7 +131,7 @@ where
         header_version,
         now: unix_now(),
     };
-    let mut effects = Effects {
+    let mut effects = HttpEffects {
         service: &mut inner,
         parts: &parts,
         shared: &shared,
@@ -169,7 +169,7 @@ where
 /// The engine's effects on the world, as the adapter makes them: the probe, read whole, made with
 /// the service the caller polled ready (a fresh clone takes its place); the consumption of a
 /// single-use id, through the store; the gates' URL flows; the clock.
-struct Effects<'p, S, ReqBody> {
+struct HttpEffects<'p, S, ReqBody> {
     service: &'p mut S,
     parts: &'p http::request::Parts,
     shared: &'p Shared,
@@ -177,7 +177,7 @@ struct Effects<'p, S, ReqBody> {
     body: PhantomData<fn(ReqBody)>,
 }
 
-impl<S, ReqBody, ResBody> engine::Effects for Effects<'_, S, ReqBody>
+impl<S, ReqBody, ResBody> engine::Effects for HttpEffects<'_, S, ReqBody>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
     ResBody: Body<Data = Bytes>,

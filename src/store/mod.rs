@@ -52,9 +52,9 @@ pub use tasks::{MemoryTaskStore, TaskStore};
 /// use tower_elicitation::store::{Consumed, StoreError, TokenStore};
 ///
 /// #[derive(Default)]
-/// struct Spent(Mutex<HashSet<String>>);
+/// struct Tokens(Mutex<HashSet<String>>);
 ///
-/// impl TokenStore for Spent {
+/// impl TokenStore for Tokens {
 ///     async fn consume(&self, id: &str, _until: SystemTime) -> Result<Consumed, StoreError> {
 ///         // A real store also forgets the id after `_until`, and is bounded.
 ///         let fresh = self.0.lock().map_err(|_| StoreError::unavailable("poisoned"))?.insert(id.to_owned());
@@ -209,12 +209,12 @@ impl KnownEpoch {
 /// See [`TokenStore`] for the contract.
 #[derive(Clone)]
 pub struct MemoryTokenStore {
-    spent: Arc<Mutex<Spent>>,
+    spent: Arc<Mutex<SpentIds>>,
     /// When it was made, in Unix milliseconds: its epoch.
     created: u64,
 }
 
-struct Spent {
+struct SpentIds {
     /// Id → until when it must be remembered, in Unix seconds.
     ids: HashMap<Box<str>, u64, ahash::RandomState>,
     capacity: usize,
@@ -234,7 +234,7 @@ impl MemoryTokenStore {
     /// Creates a store of at most `capacity` ids (at least 1).
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
-            spent: Arc::new(Mutex::new(Spent {
+            spent: Arc::new(Mutex::new(SpentIds {
                 ids: HashMap::default(),
                 capacity: capacity.max(1),
                 earliest: u64::MAX,
@@ -253,7 +253,7 @@ impl MemoryTokenStore {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Spent> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SpentIds> {
         self.spent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -56,7 +56,7 @@ impl Caller {
     }
 
     /// Whether a parked call bound to `tag` is this caller's.
-    fn made(&self, core: &Core, tag: Option<&str>) -> bool {
+    fn owns(&self, core: &Core, tag: Option<&str>) -> bool {
         match self {
             Self::Principal(principal) => {
                 core.settings.callers.is_tag_of(tag, principal.as_deref())
@@ -123,7 +123,7 @@ impl Downstream {
     /// server asks for roots when it likes, after `initialized` or a change, not for one call),
     /// the others when the client can answer some of the rest. When it can answer none of what
     /// the call asked, nothing is refused: the `requiredCapabilities` for `-32021`.
-    fn sort_out(
+    fn refuse_undeclared(
         &self,
         asked: &mut IndexMap<String, (Value, Value)>,
         link: &Link,
@@ -224,7 +224,7 @@ pub(crate) async fn handle(
                         let caller = (&front.caller, &tag);
                         reverse_bridge(&core, &link, caller, downstream, kind, params).await
                     }
-                    None => plain(&core, &link, whose, downstream, &method, params).await,
+                    None => forward(&core, &link, whose, downstream, &method, params).await,
                 },
             }
         }
@@ -318,7 +318,7 @@ async fn set_log_level(core: &Arc<Core>, link: &Arc<Link>, initialized: &Value, 
     // The adapter's own request: nothing to relay, no question to be asked.
     let (quiet, _) = Downstream::of(None, None);
     let adapter = Whose::Adapter;
-    if let Err(error) = plain(core, link, adapter, quiet, "logging/setLevel", params).await {
+    if let Err(error) = forward(core, link, adapter, quiet, "logging/setLevel", params).await {
         tracing::warn!(target: TARGET, %error, "the server refused logging/setLevel");
     }
 }
@@ -406,7 +406,7 @@ async fn pass_through(
 }
 
 /// A request other than the three: into the session, and its result made a 2026 one.
-async fn plain(
+async fn forward(
     core: &Arc<Core>,
     link: &Arc<Link>,
     whose: Whose<'_>,
@@ -448,7 +448,7 @@ async fn reverse_bridge(
             return Err(RpcError::new(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
         }
         let whose = Whose::Caller(tag);
-        return plain(core, link, whose, downstream, method.as_str(), params).await;
+        return forward(core, link, whose, downstream, method.as_str(), params).await;
     }
     let _turn = turn(core, Whose::Caller(tag)).await?;
     let Some(state) = state else {
@@ -472,8 +472,8 @@ async fn reverse_bridge(
         };
         return run(core, call, parked, floor).await;
     };
-    let made_by_caller = |bound_to: Option<&str>| caller.made(core, bound_to);
-    let Some(mut parked) = core.parked.take(&state, made_by_caller, method, &target) else {
+    let is_callers = |bound_to: Option<&str>| caller.owns(core, bound_to);
+    let Some(mut parked) = core.parked.take(&state, is_callers, method, &target) else {
         tracing::debug!(target: TARGET, "a retry for a call that is not parked here");
         return Err(RpcError::new(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
     };
@@ -577,7 +577,10 @@ async fn run(
                 if let Some(sent) = barrier.take() {
                     sent.forget(core);
                 }
-                if let Err(required) = call.downstream.sort_out(&mut parked.asked, &call.link) {
+                if let Err(required) = call
+                    .downstream
+                    .refuse_undeclared(&mut parked.asked, &call.link)
+                {
                     core.hold_floor(None);
                     parked.events = call.park();
                     cancel(core, parked, "the client cannot answer this request");
