@@ -79,7 +79,7 @@ impl Link {
 /// What the sessions of one adapter share (the `sessions` of its pool):
 /// its name among replicas and its bounds.
 #[derive(Debug, Clone)]
-pub(crate) struct Shared {
+pub(crate) struct PoolState {
     /// This adapter's name among replicas: the first part of every parked call's state.
     pub(crate) replica: String,
     /// The requests in flight, every session's.
@@ -88,7 +88,7 @@ pub(crate) struct Shared {
     pub(crate) bounds: Arc<Bounds>,
 }
 
-impl Shared {
+impl PoolState {
     pub(crate) fn new(settings: &Settings) -> Self {
         let max_in_flight = settings.max_in_flight.max(1);
         Self {
@@ -147,7 +147,7 @@ pub(crate) const CHANGES: [&str; 4] = [
 
 impl Core {
     /// Session number `session` of an adapter whose sessions share `shared`.
-    pub(crate) fn new(settings: Settings, shared: &Shared, session: usize) -> Arc<Self> {
+    pub(crate) fn new(settings: Settings, shared: &PoolState, session: usize) -> Arc<Self> {
         Arc::new(Self {
             settings,
             replica: shared.replica.clone(),
@@ -590,7 +590,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_goes_to_the_call_whose_answer_carried_it_if_it_may_be_asked() {
         let settings = Settings::new(Server::Stdio(Stdio::new("unused")));
-        let core = Core::new(settings.clone(), &Shared::new(&settings), 0);
+        let core = Core::new(settings.clone(), &PoolState::new(&settings), 0);
         let (writer, mut written) = mpsc::channel(8);
         let (asking, mut asking_events) = core.register();
         let (plain, mut plain_events) = core.register();

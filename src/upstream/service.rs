@@ -19,7 +19,7 @@ use tower_service::Service;
 use super::call::{Caller, Front};
 use super::child;
 use super::config::{Era, Routes, Server, ServerQuestions, Settings};
-use super::core::{Core, QUEUE, Shared, State};
+use super::core::{Core, PoolState, QUEUE, State};
 use super::pool::Pool;
 #[cfg(feature = "upstream-http")]
 use super::streamable;
@@ -405,7 +405,7 @@ impl UpstreamBuilder {
                 "fair_share: more than 0 and at most 1 (a caller's share of the in-flight and parked bounds)",
             ));
         }
-        let shared = Shared::new(&settings);
+        let shared = PoolState::new(&settings);
         let (shutdown, stop) = watch::channel(false);
         // Dropped on an error below: the sessions started already stop with it.
         let handle = Arc::new(Handle { shutdown });
