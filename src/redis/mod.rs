@@ -1,5 +1,6 @@
-//! Everything Redis (feature `redis`): single-use token ids, URL flows, and the legacy bridge's
-//! sessions and waiting calls, shared by every replica.
+//! Everything Redis (feature `redis`): single-use token ids, what the layer remembers per task,
+//! URL flows, the legacy bridge's sessions, and the message box where calls wait for an answer
+//! (the bridge's, and the upstream adapter's routed retries), shared by every replica.
 //!
 //! One [`RedisStore`] holds the connections (the `redis` crate's tokio `ConnectionManager`, which
 //! reconnects by itself: when Redis is back, calls go through again with no restart). Every
