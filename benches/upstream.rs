@@ -388,7 +388,7 @@ async fn stdio(binary: &PathBuf, rounds: usize, batch: usize) {
     let (direct, _child) = Direct::start(binary).await;
     let layer = support::layer();
     let upstream = Upstream::builder(Stdio::new(binary))
-        .caller_from(&layer)
+        .for_layer(&layer)
         .spawn()
         .expect("the upstream starts");
     let layered = ServiceBuilder::new().layer(layer).service(upstream.clone());
@@ -450,7 +450,7 @@ async fn http(rounds: usize, batch: usize) {
     let client = reqwest::Client::new();
     let layer = support::layer();
     let upstream = Upstream::builder(Http::new(url.clone()))
-        .caller_from(&layer)
+        .for_layer(&layer)
         .spawn()
         .expect("the upstream starts");
     let layered = ServiceBuilder::new().layer(layer).service(upstream.clone());
@@ -690,11 +690,11 @@ async fn flows(
     let (direct, _child) = Direct::start(binary).await;
     let layer = support::layer();
     let upstream = Upstream::builder(Stdio::new(binary))
-        .caller_from(&layer)
+        .for_layer(&layer)
         .spawn()
         .expect("the upstream starts");
     let pool = Upstream::builder(Stdio::new(binary))
-        .caller_from(&layer)
+        .for_layer(&layer)
         .sessions(sessions)
         // The bench is one caller: its share is the whole of the bounds.
         .fair_share(1.0)

@@ -68,7 +68,7 @@ pub fn app(keyring: Keyring) -> Result<axum::Router, GateError> {
         .refusal("Not deployed.");
     let layer = ElicitationLayer::new(keyring).gate(GateTarget::tool("deploy"), approval)?;
     // The bridge takes the keys and the caller binding from the layer it fronts.
-    let bridge = LegacyBridgeLayer::new(&layer);
+    let bridge = LegacyBridgeLayer::for_layer(&layer);
     let config = StreamableHttpServerConfig::default().with_legacy_session_mode(false);
     let mcp = StreamableHttpService::new(
         || Ok(Deployer),

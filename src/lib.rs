@@ -140,9 +140,11 @@
 //!
 //! - `schemars` (default): [`Gate::form_for`], a gate's form derived from a Rust type.
 //! - `redis` (off by default, so the default build has no Redis code): the `redis` module,
-//!   `RedisStore`, `RedisUrlFlows`, `RedisSessionStore` and `RedisPendingAnswers`.
-//! - `upstream` (off by default): the `upstream` module, `Upstream` and its builder (tokio's
-//!   `process` and `io-util`).
+//!   `RedisStore`, `RedisTaskStore`, `RedisUrlFlows`, `RedisSessionStore` and
+//!   `RedisPendingAnswers`.
+//! - `upstream` (off by default): the `upstream` module, `Upstream` and its builder, with a
+//!   stdio child as the server (tokio's `process` and `io-util`); `upstream-http` adds a server
+//!   reached over Streamable HTTP.
 //! - `upstream-http` (off by default): `upstream::Http`, a server reached over Streamable HTTP
 //!   (`http://`; a reqwest client without TLS).
 //! - `upstream-https` (off by default): `https://` URLs too, through the system's TLS (OpenSSL on

@@ -67,7 +67,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let base_url = format!("http://{local}");
     let mut layer = ElicitationLayer::new(keyring);
     let mut state = server::DeployState::new().with_base_url(&base_url);
-    let mut bridge = LegacyBridgeLayer::new(&layer);
+    let mut bridge = LegacyBridgeLayer::for_layer(&layer);
     if let Ok(url) = std::env::var("MCP_REDIS_URL") {
         let mut redis = tower_elicitation::redis::RedisStore::builder(url.as_str());
         if let Ok(prefix) = std::env::var("MCP_REDIS_PREFIX") {

@@ -584,7 +584,12 @@ pub fn router_with(
     state: DeployState,
     json_response: bool,
 ) -> Result<axum::Router, GateError> {
-    router_bridged(LegacyBridgeLayer::new(&layer), layer, state, json_response)
+    router_bridged(
+        LegacyBridgeLayer::for_layer(&layer),
+        layer,
+        state,
+        json_response,
+    )
 }
 
 /// The bridge of one replica of several: its sessions and waiting calls in
@@ -592,7 +597,7 @@ pub fn router_with(
 /// opened on one replica is served and ended on any; an answer POSTed to any
 /// replica reaches the call waiting on another).
 pub fn redis_bridge(layer: &ElicitationLayer, redis: &RedisStore) -> LegacyBridgeLayer {
-    LegacyBridgeLayer::new(layer)
+    LegacyBridgeLayer::for_layer(layer)
         .session_store(redis.sessions(MemorySessionStore::DEFAULT_IDLE))
         .pending_answers(redis.pending_answers())
 }

@@ -705,7 +705,7 @@ fn spawn(
     redis: Option<&RedisStore>,
     authorization: Option<&http::HeaderValue>,
 ) -> Result<Upstream, Error> {
-    let mut builder = Upstream::builder(server(settings, authorization)?).caller_from(base);
+    let mut builder = Upstream::builder(server(settings, authorization)?).for_layer(base);
     if let Some(redis) = redis {
         builder = builder.route_retries(redis.pending_answers());
     }
@@ -721,8 +721,8 @@ fn spawn(
     if let Some(era) = &settings.era {
         builder = builder.era(match era.as_str() {
             "detect" => Era::Detect,
-            "2025" => Era::Legacy,
-            "2026" => Era::Mrtr,
+            "2025" => Era::V2025,
+            "2026" => Era::V2026,
             other => return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into()),
         });
     }

@@ -50,7 +50,7 @@ impl Stack {
     ) -> Result<Self, Error> {
         let listen = &config.listen;
         let max_rounds = Bound::MAX_ROUNDS.of(listen.max_rounds.as_ref())?;
-        let mut bridge = LegacyBridgeLayer::new(&layer)
+        let mut bridge = LegacyBridgeLayer::for_layer(&layer)
             .max_rounds(u32::try_from(max_rounds).unwrap_or(u32::MAX))
             .max_body_bytes(Bound::MAX_BODY_BYTES.count(listen.max_body_bytes.as_ref())?);
         if let Some(timeout) = &config.listen.answer_timeout_secs {

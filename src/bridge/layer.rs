@@ -62,12 +62,12 @@ impl LegacyBridgeLayer {
     ///
     /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?)
     ///     .principal_from(|parts| parts.headers.get("x-user").map(|v| v.as_bytes().to_vec()));
-    /// let bridge = LegacyBridgeLayer::new(&layer);
+    /// let bridge = LegacyBridgeLayer::for_layer(&layer);
     /// let stack = tower::ServiceBuilder::new().layer(bridge).layer(layer);
     /// # let _ = stack;
     /// # Ok::<(), tower_elicitation::KeyringError>(())
     /// ```
-    pub fn new(layer: &ElicitationLayer) -> Self {
+    pub fn for_layer(layer: &ElicitationLayer) -> Self {
         Self {
             settings: Settings::new(layer.caller_binding()),
         }
@@ -109,7 +109,7 @@ impl LegacyBridgeLayer {
     /// request and which holds at most `cap` of them (then `initialize` is refused, 503).
     /// Default: [`MemorySessionStore::DEFAULT_IDLE`], [`MemorySessionStore::DEFAULT_CAPACITY`].
     pub fn memory_sessions(self, idle: Duration, cap: usize) -> Self {
-        self.session_store(MemorySessionStore::new(idle, cap))
+        self.session_store(MemorySessionStore::with_capacity(cap).idle(idle))
     }
 
     /// Keeps sessions in `store` instead of in this process.
@@ -174,7 +174,7 @@ impl LegacyBridgeLayer {
     /// use tower_elicitation::{ElicitationLayer, Keyring};
     ///
     /// let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?);
-    /// let bridge = LegacyBridgeLayer::new(&layer).allowed_hosts(["mcp.example.com", "localhost"]);
+    /// let bridge = LegacyBridgeLayer::for_layer(&layer).allowed_hosts(["mcp.example.com", "localhost"]);
     /// # let _ = bridge;
     /// # Ok::<(), tower_elicitation::KeyringError>(())
     /// ```
@@ -195,7 +195,7 @@ impl LegacyBridgeLayer {
     /// use tower_elicitation::bridge::LegacyBridgeLayer;
     /// use tower_elicitation::{ElicitationLayer, Keyring};
     ///
-    /// let bridge = LegacyBridgeLayer::new(&ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?));
+    /// let bridge = LegacyBridgeLayer::for_layer(&ElicitationLayer::new(Keyring::new("k1", [7u8; 32])?));
     /// let head = |host| http::Request::get("/metrics").header("host", host).body(()).unwrap().into_parts().0;
     /// assert!(bridge.host_refusal(&head("localhost:3000")).is_none());
     /// assert!(bridge.host_refusal(&head("attacker.example")).is_some());

@@ -21,7 +21,7 @@ use crate::store::SessionRecord;
 use crate::texts;
 use crate::util::BoxFuture;
 use crate::util::ids::{random_hex_64, uuid_v4};
-use crate::wire::jsonrpc::INTERNAL_ERROR;
+use crate::wire::jsonrpc::{self, INTERNAL_ERROR, RpcError};
 use crate::wire::legacy::{self, down_level, is_url, missing_capability, tool_error};
 use crate::wire::mcp::Method;
 
@@ -255,8 +255,8 @@ where
 /// the others.
 fn failure(call: &BridgedCall, text: &str) -> Value {
     match call.method {
-        Method::ToolsCall => legacy::response(&call.id, Ok(tool_error(text))),
-        _ => legacy::response(&call.id, Err(legacy::error(INTERNAL_ERROR, text))),
+        Method::ToolsCall => jsonrpc::response(&call.id, Ok(tool_error(text))),
+        _ => jsonrpc::response(&call.id, Err(RpcError::new(INTERNAL_ERROR, text))),
     }
 }
 
@@ -406,7 +406,7 @@ fn inner_answer<'a>(call: &BridgedCall, response: &'a Value) -> Result<InnerAnsw
     match result.get("resultType").and_then(Value::as_str) {
         None | Some("complete") => {
             let result = legacy::legacy_result(result.clone());
-            Ok(InnerAnswer::Final(legacy::response(
+            Ok(InnerAnswer::Final(jsonrpc::response(
                 &call.id,
                 Ok(Value::Object(result)),
             )))
@@ -505,12 +505,10 @@ fn inner_error(call: &BridgedCall, error: &Map<String, Value>) -> Value {
             .and_then(|d| d.get("requiredCapabilities"))
             .map_or_else(|| "{}".to_owned(), Value::to_string);
         let text = format!("The client lacks a capability this tool needs: {required}");
-        return legacy::response(&call.id, Ok(tool_error(&text)));
+        return jsonrpc::response(&call.id, Ok(tool_error(&text)));
     }
-    legacy::response(
-        &call.id,
-        Err(Value::Object(legacy::legacy_error(error.clone()))),
-    )
+    let error = legacy::legacy_error(error.clone());
+    jsonrpc::response(&call.id, Err(RpcError::relayed(Value::Object(error))))
 }
 
 /// Tells the client the URL flows for which `done` holds, and that the person accepted, are

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method as HttpMethod, Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Map, Value, json};
 use tower_service::Service;
@@ -26,10 +26,11 @@ use crate::store::StoreError;
 use crate::util::body::{parse_strict, read_limited};
 use crate::util::ids::new_session_id;
 use crate::wire::jsonrpc::{
-    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR, SESSION_NOT_FOUND,
+    self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, Reply, ReplyKind, RpcError,
+    SERVER_ERROR, SESSION_NOT_FOUND,
 };
 use crate::wire::legacy::{self, Client, LEGACY_VERSIONS, LOG_LEVELS};
-use crate::wire::mcp::Method as Mrtr;
+use crate::wire::mcp::Method;
 
 /// The service [`LegacyBridgeLayer`](crate::bridge::LegacyBridgeLayer) wraps around a 2026-07-28 MCP
 /// service. Its own answers are HTTP responses; `Err` only ever comes from the inner service.
@@ -41,7 +42,7 @@ pub struct LegacyBridge<S> {
 
 impl<S> LegacyBridge<S> {
     /// Wraps `inner` for `layer`, with every option at its default; see
-    /// [`LegacyBridgeLayer::new`](crate::bridge::LegacyBridgeLayer::new) for what it takes from
+    /// [`LegacyBridgeLayer::for_layer`](crate::bridge::LegacyBridgeLayer::for_layer) for what it takes from
     /// the layer, and for options.
     pub fn new(inner: S, layer: &crate::ElicitationLayer) -> Self {
         Self::from_settings(inner, Arc::new(Settings::new(layer.caller_binding())))
@@ -128,11 +129,10 @@ where
 {
     let (parts, body) = request.into_parts();
     if let Some(refusal) = settings.hosts.refusal(&parts) {
-        let error = legacy::error(INVALID_REQUEST, refusal);
-        return Ok(json(StatusCode::FORBIDDEN, &id_less(error)));
+        return Ok(refuse(ReplyKind::Forbidden, INVALID_REQUEST, refusal));
     }
     let session = header(&parts, &SESSION_ID).map(str::to_owned);
-    if parts.method != Method::POST
+    if parts.method != HttpMethod::POST
         && let Some(session) = session
     {
         return Ok(without_body(inner, settings, parts, session).await);
@@ -141,18 +141,17 @@ where
         Ok(bytes) => bytes,
         Err(response) => return Ok(response),
     };
-    if parts.method != Method::POST {
+    if parts.method != HttpMethod::POST {
         return forward(inner, parts, bytes).await;
     }
     let message = match parse_strict(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) if session.is_some() => {
-            let error = legacy::error(INVALID_REQUEST, "batch requests are not supported");
-            return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
+            let refusal = "batch requests are not supported";
+            return Ok(refuse(ReplyKind::BadRequest, INVALID_REQUEST, refusal));
         }
         _ if session.is_some() => {
-            let error = legacy::error(PARSE_ERROR, "Parse error");
-            return Ok(json(StatusCode::BAD_REQUEST, &id_less(error)));
+            return Ok(refuse(ReplyKind::BadRequest, PARSE_ERROR, "Parse error"));
         }
         _ => return forward(inner, parts, bytes).await,
     };
@@ -178,10 +177,7 @@ where
 {
     read_limited(body, settings.max_body_bytes)
         .await
-        .map_err(|failed| {
-            let (code, message) = failed.code_and_message();
-            json(failed.status(), &id_less(legacy::error(code, message)))
-        })
+        .map_err(|failed| reply(failed.reply()))
 }
 
 /// A POSTed JSON-RPC message on its way through the bridge, with the service it goes to, the
@@ -263,7 +259,7 @@ impl<S> Incoming<S> {
         };
         let params = message.get("params");
         match method {
-            "ping" => return Ok(json(StatusCode::OK, &legacy::response(&id, Ok(json!({}))))),
+            "ping" => return Ok(answer_to(&id, Ok(json!({})))),
             "logging/setLevel" => {
                 let session = session.as_deref();
                 return Ok(set_log_level(&settings, session, record, &id, params).await);
@@ -280,7 +276,7 @@ impl<S> Incoming<S> {
             log_level: record.log_level.as_deref(),
         };
         let modern = legacy::modern_params(params, &client);
-        if let Some(mrtr) = Mrtr::parse(method) {
+        if let Some(mrtr) = Method::parse(method) {
             let call = BridgedCall {
                 settings,
                 parts,
@@ -318,8 +314,7 @@ async fn legacy_session<B>(
     };
     if let Some(version) = version.filter(|v| !LEGACY_VERSIONS.contains(v)) {
         let message = format!("Bad Request: Unsupported protocol version: {version}");
-        let error = legacy::error(SERVER_ERROR, &message);
-        return Err(json(StatusCode::BAD_REQUEST, &id_less(error)));
+        return Err(refuse(ReplyKind::BadRequest, SERVER_ERROR, &message));
     }
     Ok(record)
 }
@@ -353,8 +348,8 @@ async fn set_log_level<B>(
 ) -> BridgeResponse<B> {
     let level = params.and_then(|p| p.get("level")).and_then(Value::as_str);
     let Some(level) = level.filter(|l| LOG_LEVELS.contains(l)) else {
-        let error = legacy::error(INVALID_PARAMS, "Invalid log level");
-        return json(StatusCode::OK, &legacy::response(id, Err(error)));
+        let error = RpcError::new(INVALID_PARAMS, "Invalid log level");
+        return answer_to(id, Err(error));
     };
     if let Some(session) = session {
         record.log_level = Some(level.to_owned());
@@ -364,7 +359,7 @@ async fn set_log_level<B>(
             Err(error) => return store_failed(&error),
         }
     }
-    json(StatusCode::OK, &legacy::response(id, Ok(json!({}))))
+    answer_to(id, Ok(json!({})))
 }
 
 /// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape, as
@@ -404,13 +399,13 @@ where
             match reader.next().await {
                 Ok(Message::Notification(_)) => continue,
                 Ok(Message::Response(response)) => break legacy_outcome(response),
-                Err(text) => break Err(legacy::error(INTERNAL_ERROR, &text)),
+                Err(text) => break Err(RpcError::new(INTERNAL_ERROR, &text)),
             }
         };
         if let (true, Ok(result)) = (is_tools_list, &outcome) {
             settings.tool_headers.learn(result);
         }
-        return Ok(json(StatusCode::OK, &legacy::response(id, outcome)));
+        return Ok(answer_to(id, outcome));
     }
     let (events, stream) = EventSender::open(StreamKind::Post);
     let id = id.clone();
@@ -418,7 +413,7 @@ where
     tokio::spawn(async move {
         let call = async {
             let Ok(response) = inner::call(&mut inner, request).await else {
-                let error = legacy::error(INTERNAL_ERROR, "The inner service failed");
+                let error = RpcError::new(INTERNAL_ERROR, "The inner service failed");
                 return Err(error);
             };
             let mut reader = Reader::new(response);
@@ -434,7 +429,7 @@ where
                         }
                     }
                     Ok(Message::Response(response)) => break legacy_outcome(response),
-                    Err(text) => break Err(legacy::error(INTERNAL_ERROR, &text)),
+                    Err(text) => break Err(RpcError::new(INTERNAL_ERROR, &text)),
                 }
             }
         };
@@ -445,25 +440,26 @@ where
         if let (true, Ok(result)) = (is_tools_list, &outcome) {
             tool_headers.learn(result);
         }
-        events.send(&legacy::response(&id, outcome)).await;
+        events.send(&jsonrpc::response(&id, outcome)).await;
     });
     Ok(stream)
 }
 
 /// The inner's answer to a request that is not an MRTR method, in its 2025 shape.
-pub(crate) fn legacy_outcome(response: Value) -> Result<Value, Value> {
+pub(crate) fn legacy_outcome(response: Value) -> Result<Value, RpcError> {
     if let Some(Value::Object(error)) = response.get("error") {
-        return Err(Value::Object(legacy::legacy_error(error.clone())));
+        let error = legacy::legacy_error(error.clone());
+        return Err(RpcError::relayed(Value::Object(error)));
     }
     let Some(Value::Object(result)) = response.get("result") else {
-        return Err(legacy::error(
+        return Err(RpcError::new(
             INTERNAL_ERROR,
             "The inner service's result is not an object",
         ));
     };
     match result.get("resultType").and_then(Value::as_str) {
         None | Some("complete") => Ok(Value::Object(legacy::legacy_result(result.clone()))),
-        Some(other) => Err(legacy::error(
+        Some(other) => Err(RpcError::new(
             INTERNAL_ERROR,
             &format!(
                 "The inner service answered a result of type '{other}', which a 2025 client cannot take"
@@ -502,8 +498,8 @@ where
     let discovered = match discover(&mut inner, settings, parts, &capabilities, &info).await? {
         Ok(discovered) => discovered,
         Err(text) => {
-            let error = legacy::error(INTERNAL_ERROR, &text);
-            return Ok(json(StatusCode::OK, &legacy::response(&id, Err(error))));
+            let error = RpcError::new(INTERNAL_ERROR, &text);
+            return Ok(answer_to(&id, Err(error)));
         }
     };
     let result = legacy::initialize_result(version, &discovered, &settings.server_info);
@@ -519,7 +515,7 @@ where
     if let Err(error) = settings.sessions.create(&session, record).await {
         return Ok(store_failed(&error));
     }
-    let mut response = json(StatusCode::OK, &legacy::response(&id, Ok(result)));
+    let mut response = answer_to(&id, Ok(result));
     response.headers_mut().insert(
         SESSION_ID,
         HeaderValue::from_str(&session).expect("hex is a valid header"),
@@ -611,7 +607,7 @@ where
         Ok(None) => return session_not_found(),
         Err(error) => return store_failed(&error),
     }
-    if parts.method == Method::DELETE {
+    if parts.method == HttpMethod::DELETE {
         let removed = settings.sessions.remove(&session).await;
         // Its GET streams in this process end now.
         settings.listeners.changed(&session);
@@ -623,7 +619,7 @@ where
     // Only a GET stream can be taken up again (as a fresh one): a POST's cannot be resumed.
     let resumes_a_post = header(&parts, &LAST_EVENT_ID)
         .is_some_and(|id| StreamKind::of_event_id(id) != Some(StreamKind::Get));
-    if parts.method == Method::GET && events::accepts_event_stream(&parts) && !resumes_a_post {
+    if parts.method == HttpMethod::GET && events::accepts_event_stream(&parts) && !resumes_a_post {
         return listen::open(inner, settings, parts, session);
     }
     let mut response = status(StatusCode::METHOD_NOT_ALLOWED);
@@ -644,8 +640,8 @@ async fn subscription<B>(
     params: Option<&Value>,
 ) -> BridgeResponse<B> {
     let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
-        let error = legacy::error(INVALID_PARAMS, "Invalid params: uri must be a string");
-        return json(StatusCode::OK, &legacy::response(id, Err(error)));
+        let error = RpcError::new(INVALID_PARAMS, "Invalid params: uri must be a string");
+        return answer_to(id, Err(error));
     };
     let subscribed = record.subscriptions.iter().any(|known| known == uri);
     let changed = match method {
@@ -666,7 +662,7 @@ async fn subscription<B>(
             Err(error) => return store_failed(&error),
         }
     }
-    json(StatusCode::OK, &legacy::response(id, Ok(json!({}))))
+    answer_to(id, Ok(json!({})))
 }
 
 /// A client's response to a request on a call's stream: handed to the call waiting for it, if
@@ -753,22 +749,21 @@ fn header<'a>(parts: &'a Parts, name: &http::header::HeaderName) -> Option<&'a s
     parts.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn id_less(error: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": null, "error": error})
-}
-
 fn session_not_found<B>() -> BridgeResponse<B> {
-    let error = legacy::error(SESSION_NOT_FOUND, "Session not found");
-    json(StatusCode::NOT_FOUND, &id_less(error))
+    refuse(
+        ReplyKind::SessionNotFound,
+        SESSION_NOT_FOUND,
+        "Session not found",
+    )
 }
 
 fn store_failed<B>(error: &StoreError) -> BridgeResponse<B> {
     tracing::warn!(%error, "the bridge's store failed");
-    let error = match error {
-        StoreError::Full => legacy::error(SERVER_ERROR, "Too many sessions; try again later"),
-        _ => legacy::error(SERVER_ERROR, "The session store is unavailable"),
+    let message = match error {
+        StoreError::Full => "Too many sessions; try again later",
+        _ => "The session store is unavailable",
     };
-    json(StatusCode::SERVICE_UNAVAILABLE, &id_less(error))
+    refuse(ReplyKind::Unavailable, SERVER_ERROR, message)
 }
 
 fn accepted<B>() -> BridgeResponse<B> {
@@ -781,9 +776,22 @@ fn status<B>(status: StatusCode) -> BridgeResponse<B> {
     response
 }
 
-pub(crate) fn json<B>(status: StatusCode, body: &Value) -> BridgeResponse<B> {
-    let mut response = Response::new(ResponseBody::full(body.to_string()));
-    *response.status_mut() = status;
+/// An answer in band to the request `id` (HTTP 200): its result, or its error.
+fn answer_to<B>(id: &Value, outcome: Result<Value, RpcError>) -> BridgeResponse<B> {
+    let message = jsonrpc::response(id, outcome);
+    reply(Reply::message(ReplyKind::Answer, &message))
+}
+
+/// A refusal of `kind` that names no request (its id `null`): a JSON-RPC error.
+fn refuse<B>(kind: ReplyKind, code: i64, message: &str) -> BridgeResponse<B> {
+    let message = jsonrpc::response(&Value::Null, Err(RpcError::new(code, message)));
+    reply(Reply::message(kind, &message))
+}
+
+/// `reply` as the bridge's response: its kind's status, its JSON body.
+fn reply<B>(reply: Reply) -> BridgeResponse<B> {
+    let mut response = Response::new(ResponseBody::full(reply.body));
+    *response.status_mut() = reply.kind.status();
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::header::{
     ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, TRANSFER_ENCODING,
 };
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 use tracing::Instrument;
@@ -28,7 +28,7 @@ use crate::util::BoxFuture;
 use crate::util::body::ReadAll;
 use crate::util::principal::VerifiedCaller;
 use crate::util::time::unix_millis;
-use crate::wire::jsonrpc::{Call, Reply, ReplyKind};
+use crate::wire::jsonrpc::{Call, Reply};
 use crate::wire::mcp::TaskMethod;
 use crate::wire::sse;
 
@@ -131,7 +131,7 @@ where
         header_version,
         now: unix_now(),
     };
-    let mut effects = Effects {
+    let mut effects = HttpEffects {
         service: &mut inner,
         parts: &parts,
         shared: &shared,
@@ -169,7 +169,7 @@ where
 /// The engine's effects on the world, as the adapter makes them: the probe, read whole, made with
 /// the service the caller polled ready (a fresh clone takes its place); the consumption of a
 /// single-use id, through the store; the gates' URL flows; the clock.
-struct Effects<'p, S, ReqBody> {
+struct HttpEffects<'p, S, ReqBody> {
     service: &'p mut S,
     parts: &'p http::request::Parts,
     shared: &'p Shared,
@@ -177,7 +177,7 @@ struct Effects<'p, S, ReqBody> {
     body: PhantomData<fn(ReqBody)>,
 }
 
-impl<S, ReqBody, ResBody> engine::Effects for Effects<'_, S, ReqBody>
+impl<S, ReqBody, ResBody> engine::Effects for HttpEffects<'_, S, ReqBody>
 where
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
     ResBody: Body<Data = Bytes>,
@@ -490,7 +490,7 @@ async fn read_probe<B: Body<Data = Bytes>>(
 
 /// A response made of the layer's own reply, keeping the inner response's other headers.
 fn replace<B>(mut parts: http::response::Parts, reply: Reply) -> Response<ResponseBody<B>> {
-    parts.status = status(reply.kind);
+    parts.status = reply.kind.status();
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -503,16 +503,4 @@ fn replace<B>(mut parts: http::response::Parts, reply: Reply) -> Response<Respon
 pub(crate) fn reply_response<B>(reply: Reply) -> Response<ResponseBody<B>> {
     let (parts, ()) = Response::new(()).into_parts();
     replace(parts, reply)
-}
-
-/// The HTTP status each kind of the layer's own replies goes out with.
-fn status(kind: ReplyKind) -> StatusCode {
-    match kind {
-        ReplyKind::Answer => StatusCode::OK,
-        ReplyKind::BadRequest | ReplyKind::MissingCapability => StatusCode::BAD_REQUEST,
-        ReplyKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        ReplyKind::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        ReplyKind::InnerFailed => StatusCode::BAD_GATEWAY,
-        ReplyKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-    }
 }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use crate::form::validate::{FieldProblem, QuestionError, ReadQuestion, Rejection};
 use crate::token::claims::Questions;
-use crate::wire::edit::{Along, edit_member, edit_object, member, with_set};
+use crate::wire::edit::{NestedObjects, edit_member, edit_object, member, with_set};
 use crate::wire::json::{Object, ObjectOr};
 use crate::wire::mcp::InputKind;
 
@@ -197,7 +197,7 @@ fn check_one(
 fn reasked(question: &RawValue, rejection: &Rejection) -> Option<(Box<RawValue>, Box<RawValue>)> {
     const PARAMS: usize = 1;
     const PROPERTIES: usize = 3;
-    let form = Along::read(question.get(), &["params", "requestedSchema", "properties"])?;
+    let form = NestedObjects::read(question.get(), &["params", "requestedSchema", "properties"])?;
     let fields: Vec<String> = form
         .level(PROPERTIES)
         .map(|properties| properties.raw().map(|(key, _)| key.to_owned()).collect())

@@ -102,12 +102,8 @@ fn sealed_ask(
 
 /// A JSON-RPC error answering `round`'s call.
 pub(super) fn refuse(round: &Round, code: i64, message: &str, data: Option<Value>) -> Reply {
-    let kind = if code == MISSING_REQUIRED_CLIENT_CAPABILITY {
-        ReplyKind::MissingCapability
-    } else {
-        ReplyKind::Answer
-    };
     log_outcome(round, "refused");
+    let kind = ReplyKind::of_code(Some(code));
     Reply::error(kind, round.id.as_deref(), code, message, data)
 }
 

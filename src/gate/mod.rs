@@ -985,6 +985,17 @@ pub trait UrlFlow: Send + Sync + 'static {
     fn is_complete(&self, call: &GateCall<'_>) -> impl Future<Output = bool> + Send;
 }
 
+/// A shared flow is the flow it points to: one [`UrlFlow`] behind several gates.
+impl<T: UrlFlow + ?Sized> UrlFlow for Arc<T> {
+    fn url(&self, call: &GateCall<'_>) -> impl Future<Output = Result<String, BoxError>> + Send {
+        T::url(self, call)
+    }
+
+    fn is_complete(&self, call: &GateCall<'_>) -> impl Future<Output = bool> + Send {
+        T::is_complete(self, call)
+    }
+}
+
 /// [`UrlFlow`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedFlow: Send + Sync {
     fn url<'a>(&'a self, call: &'a GateCall<'a>) -> BoxFuture<'a, Result<String, BoxError>>;

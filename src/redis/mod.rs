@@ -1,5 +1,6 @@
-//! Everything Redis (feature `redis`): single-use token ids, URL flows, and the legacy bridge's
-//! sessions and waiting calls, shared by every replica.
+//! Everything Redis (feature `redis`): single-use token ids, what the layer remembers per task,
+//! URL flows, the legacy bridge's sessions, and the message box where calls wait for an answer
+//! (the bridge's, and the upstream adapter's routed retries), shared by every replica.
 //!
 //! One [`RedisStore`] holds the connections (the `redis` crate's tokio `ConnectionManager`, which
 //! reconnects by itself: when Redis is back, calls go through again with no restart). Every
@@ -70,7 +71,7 @@
 //!
 //! // A session opened on one replica is served by any; an answer POSTed to any replica reaches
 //! // the one holding the call's stream.
-//! let bridge = LegacyBridgeLayer::new(&layer)
+//! let bridge = LegacyBridgeLayer::for_layer(&layer)
 //!     .session_store(redis.sessions(Duration::from_secs(3600)))
 //!     .pending_answers(redis.pending_answers());
 //! # let _ = (layer, bridge);

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -106,6 +106,31 @@ pub trait PendingAnswers: Send + Sync + 'static {
     ///
     /// [`StoreError`] when the store cannot be reached; the bridge logs it and goes on.
     fn unsubscribe(&self, key: &AnswerKey) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// A shared message box is the one it points to: one [`PendingAnswers`] behind several bridges
+/// and adapters.
+impl<T: PendingAnswers + ?Sized> PendingAnswers for Arc<T> {
+    type Subscription = T::Subscription;
+
+    fn subscribe(
+        &self,
+        key: AnswerKey,
+    ) -> impl Future<Output = Result<Self::Subscription, StoreError>> + Send {
+        T::subscribe(self, key)
+    }
+
+    fn deliver(
+        &self,
+        key: AnswerKey,
+        answer: Value,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        T::deliver(self, key, answer)
+    }
+
+    fn unsubscribe(&self, key: &AnswerKey) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::unsubscribe(self, key)
+    }
 }
 
 /// [`PendingAnswers`] in a form that can be stored behind `dyn`: a subscription resolves with the

@@ -52,9 +52,9 @@ pub use tasks::{MemoryTaskStore, TaskStore};
 /// use tower_elicitation::store::{Consumed, StoreError, TokenStore};
 ///
 /// #[derive(Default)]
-/// struct Spent(Mutex<HashSet<String>>);
+/// struct Tokens(Mutex<HashSet<String>>);
 ///
-/// impl TokenStore for Spent {
+/// impl TokenStore for Tokens {
 ///     async fn consume(&self, id: &str, _until: SystemTime) -> Result<Consumed, StoreError> {
 ///         // A real store also forgets the id after `_until`, and is bounded.
 ///         let fresh = self.0.lock().map_err(|_| StoreError::unavailable("poisoned"))?.insert(id.to_owned());
@@ -113,6 +113,25 @@ pub trait TokenStore: Send + Sync + 'static {
     /// last epoch the store named, and a retry is accepted only if the store is still in it.
     fn current_epoch(&self) -> impl Future<Output = Result<SystemTime, StoreError>> + Send {
         self.epoch()
+    }
+}
+
+/// A shared store is the store it points to: one [`TokenStore`] behind several layers.
+impl<T: TokenStore + ?Sized> TokenStore for Arc<T> {
+    fn consume(
+        &self,
+        id: &str,
+        until: SystemTime,
+    ) -> impl Future<Output = Result<Consumed, StoreError>> + Send {
+        T::consume(self, id, until)
+    }
+
+    fn epoch(&self) -> impl Future<Output = Result<SystemTime, StoreError>> + Send {
+        T::epoch(self)
+    }
+
+    fn current_epoch(&self) -> impl Future<Output = Result<SystemTime, StoreError>> + Send {
+        T::current_epoch(self)
     }
 }
 
@@ -190,12 +209,12 @@ impl KnownEpoch {
 /// See [`TokenStore`] for the contract.
 #[derive(Clone)]
 pub struct MemoryTokenStore {
-    spent: Arc<Mutex<Spent>>,
+    spent: Arc<Mutex<SpentIds>>,
     /// When it was made, in Unix milliseconds: its epoch.
     created: u64,
 }
 
-struct Spent {
+struct SpentIds {
     /// Id → until when it must be remembered, in Unix seconds.
     ids: HashMap<Box<str>, u64, ahash::RandomState>,
     capacity: usize,
@@ -215,7 +234,7 @@ impl MemoryTokenStore {
     /// Creates a store of at most `capacity` ids (at least 1).
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
-            spent: Arc::new(Mutex::new(Spent {
+            spent: Arc::new(Mutex::new(SpentIds {
                 ids: HashMap::default(),
                 capacity: capacity.max(1),
                 earliest: u64::MAX,
@@ -234,7 +253,7 @@ impl MemoryTokenStore {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Spent> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SpentIds> {
         self.spent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -321,6 +340,28 @@ mod tests {
         assert_eq!(store.consume_at("c", 100, 50).unwrap(), Consumed::Fresh);
         assert_eq!(store.consume_at("a", 100, 50).unwrap(), Consumed::Replayed);
         assert!(store.consume_at("d", 100, 60).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_arc_of_a_store_is_the_store_it_shares() {
+        let store = Arc::new(MemoryTokenStore::new());
+        let until = SystemTime::now() + Duration::from_secs(60);
+        let shared = Arc::clone(&store);
+        assert_eq!(
+            TokenStore::consume(&shared, "a", until).await.unwrap(),
+            Consumed::Fresh
+        );
+        assert_eq!(
+            TokenStore::consume(&*store, "a", until).await.unwrap(),
+            Consumed::Replayed
+        );
+        assert_eq!(
+            TokenStore::epoch(&shared).await.unwrap(),
+            TokenStore::epoch(&*store).await.unwrap()
+        );
+        // And a layer takes it, so several layers can share one store of any kind.
+        let layer = crate::ElicitationLayer::new(crate::Keyring::new("k1", [7u8; 32]).unwrap());
+        let _ = layer.single_use(shared);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -113,6 +113,36 @@ pub trait SessionStore: Send + Sync + 'static {
     fn remove(&self, id: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
+/// A shared store is the store it points to: one [`SessionStore`] behind several bridges.
+impl<T: SessionStore + ?Sized> SessionStore for Arc<T> {
+    fn create(
+        &self,
+        id: &str,
+        record: SessionRecord,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::create(self, id, record)
+    }
+
+    fn get(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<SessionRecord>, StoreError>> + Send {
+        T::get(self, id)
+    }
+
+    fn update(
+        &self,
+        id: &str,
+        record: SessionRecord,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        T::update(self, id, record)
+    }
+
+    fn remove(&self, id: &str) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        T::remove(self, id)
+    }
+}
+
 /// [`SessionStore`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedSessionStore: Send + Sync {
     fn create<'a>(&'a self, id: &'a str, record: SessionRecord) -> StoreFuture<'a, ()>;
@@ -155,13 +185,27 @@ impl MemorySessionStore {
     /// Default cap: 10,000 sessions.
     pub const DEFAULT_CAPACITY: usize = 10_000;
 
-    /// Creates a store whose sessions expire after `idle` without a request, holding at most `capacity`.
-    pub fn new(idle: Duration, capacity: usize) -> Self {
+    /// Creates a store with the default idle expiry and capacity
+    /// ([`DEFAULT_IDLE`](Self::DEFAULT_IDLE), [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY)).
+    pub fn new() -> Self {
+        Self::with_capacity(Self::DEFAULT_CAPACITY)
+    }
+
+    /// Creates a store holding at most `capacity` sessions (then `initialize` is refused, 503),
+    /// with the default idle expiry.
+    pub fn with_capacity(capacity: usize) -> Self {
         Self {
-            idle,
+            idle: Self::DEFAULT_IDLE,
             cap: capacity,
             sessions: Mutex::default(),
         }
+    }
+
+    /// Sets how long a session lives without a request (default
+    /// [`DEFAULT_IDLE`](Self::DEFAULT_IDLE)).
+    pub fn idle(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
     }
 
     /// Returns the number of sessions held, expired ones included until they are swept.
@@ -183,7 +227,7 @@ impl MemorySessionStore {
 
 impl Default for MemorySessionStore {
     fn default() -> Self {
-        Self::new(Self::DEFAULT_IDLE, Self::DEFAULT_CAPACITY)
+        Self::new()
     }
 }
 
@@ -267,7 +311,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_store_refuses_and_an_ended_session_is_gone() {
-        let store = MemorySessionStore::new(Duration::from_secs(60), 1);
+        let store = MemorySessionStore::with_capacity(1).idle(Duration::from_secs(60));
         store.create("a", record()).await.unwrap();
         assert!(matches!(
             store.create("b", record()).await,
@@ -282,7 +326,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_idle_session_expires_and_makes_room() {
-        let store = MemorySessionStore::new(Duration::ZERO, 1);
+        let store = MemorySessionStore::with_capacity(1).idle(Duration::ZERO);
         store.create("a", record()).await.unwrap();
         assert!(store.get("a").await.unwrap().is_none());
         store.create("a", record()).await.unwrap();

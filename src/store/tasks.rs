@@ -88,6 +88,34 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Consumed, StoreError>> + Send;
 }
 
+/// A shared store is the store it points to: one [`TaskStore`] behind several layers.
+impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
+    fn remember(
+        &self,
+        task_id: &str,
+        record: &str,
+        until: SystemTime,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        T::remember(self, task_id, record, until)
+    }
+
+    fn recall(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<Option<String>, StoreError>> + Send {
+        T::recall(self, task_id)
+    }
+
+    fn spend(
+        &self,
+        task_id: &str,
+        key: &str,
+        until: SystemTime,
+    ) -> impl Future<Output = Result<Consumed, StoreError>> + Send {
+        T::spend(self, task_id, key, until)
+    }
+}
+
 /// [`TaskStore`] in a form that can be stored behind `dyn`.
 pub(crate) trait ErasedTaskStore: Send + Sync {
     fn remember<'a>(

@@ -20,7 +20,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Which bound a [`Ticket`] counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum Bound {
     InFlight,
     Parked,
 }
@@ -78,29 +78,29 @@ impl Bounds {
     /// Counts one more request of `caller` in flight (or waiting for its turn), unless it holds
     /// its share of the in-flight bound already.
     pub(crate) fn enter(self: &Arc<Self>, caller: Option<String>) -> Result<Ticket, Refused> {
-        self.take(caller, Kind::InFlight)
+        self.take(caller, Bound::InFlight)
     }
 
     /// Counts one more parked call of `caller`, unless the parked bound is reached or the caller
     /// holds its share of it.
     pub(crate) fn park(self: &Arc<Self>, caller: Option<String>) -> Result<Ticket, Refused> {
-        self.take(caller, Kind::Parked)
+        self.take(caller, Bound::Parked)
     }
 
-    fn take(self: &Arc<Self>, caller: Option<String>, kind: Kind) -> Result<Ticket, Refused> {
+    fn take(self: &Arc<Self>, caller: Option<String>, kind: Bound) -> Result<Ticket, Refused> {
         let mut held = lock(&self.held);
-        if kind == Kind::Parked && held.parked >= self.max_parked {
+        if kind == Bound::Parked && held.parked >= self.max_parked {
             return Err(Refused::Full);
         }
         let (bound, what) = match kind {
-            Kind::InFlight => (self.max_in_flight, "requests in flight"),
-            Kind::Parked => (self.max_parked, "parked calls"),
+            Bound::InFlight => (self.max_in_flight, "requests in flight"),
+            Bound::Parked => (self.max_parked, "parked calls"),
         };
         let most = limit(bound, self.share);
         let counts = held.by_caller.entry(caller.clone()).or_default();
         let count = match kind {
-            Kind::InFlight => &mut counts.in_flight,
-            Kind::Parked => &mut counts.parked,
+            Bound::InFlight => &mut counts.in_flight,
+            Bound::Parked => &mut counts.parked,
         };
         if *count >= most {
             let text = texts::upstream_fair_share(*count, bound, what, self.share);
@@ -110,7 +110,7 @@ impl Bounds {
             return Err(Refused::Share(text));
         }
         *count += 1;
-        if kind == Kind::Parked {
+        if kind == Bound::Parked {
             held.parked += 1;
         }
         Ok(Ticket {
@@ -131,19 +131,19 @@ impl Bounds {
 pub(crate) struct Ticket {
     bounds: Arc<Bounds>,
     caller: Option<String>,
-    kind: Kind,
+    kind: Bound,
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut held = lock(&self.bounds.held);
-        if self.kind == Kind::Parked {
+        if self.kind == Bound::Parked {
             held.parked = held.parked.saturating_sub(1);
         }
         if let Some(counts) = held.by_caller.get_mut(&self.caller) {
             match self.kind {
-                Kind::InFlight => counts.in_flight = counts.in_flight.saturating_sub(1),
-                Kind::Parked => counts.parked = counts.parked.saturating_sub(1),
+                Bound::InFlight => counts.in_flight = counts.in_flight.saturating_sub(1),
+                Bound::Parked => counts.parked = counts.parked.saturating_sub(1),
             }
             if counts.in_flight == 0 && counts.parked == 0 {
                 held.by_caller.remove(&self.caller);

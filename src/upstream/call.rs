@@ -22,7 +22,9 @@ use crate::store::StoreError;
 use crate::texts;
 use crate::util::BoxFuture;
 use crate::util::ids::uuid_v4;
-use crate::wire::jsonrpc::{INVALID_PARAMS, INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY};
+use crate::wire::jsonrpc::{
+    self, INVALID_PARAMS, INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY, RpcError,
+};
 use crate::wire::legacy;
 use crate::wire::mcp::meta::{CLIENT_CAPABILITIES, LOG_LEVEL};
 use crate::wire::mcp::{Declared, InputKind, Method, add_requirement};
@@ -54,7 +56,7 @@ impl Caller {
     }
 
     /// Whether a parked call bound to `tag` is this caller's.
-    fn made(&self, core: &Core, tag: Option<&str>) -> bool {
+    fn owns(&self, core: &Core, tag: Option<&str>) -> bool {
         match self {
             Self::Principal(principal) => {
                 core.settings.callers.is_tag_of(tag, principal.as_deref())
@@ -121,11 +123,11 @@ impl Downstream {
     /// server asks for roots when it likes, after `initialized` or a change, not for one call),
     /// the others when the client can answer some of the rest. When it can answer none of what
     /// the call asked, nothing is refused: the `requiredCapabilities` for `-32021`.
-    fn sort_out(
+    fn refuse_undeclared(
         &self,
         asked: &mut IndexMap<String, (Value, Value)>,
         link: &Link,
-    ) -> Result<(), Value> {
+    ) -> Result<(), Map<String, Value>> {
         let mut roots = Vec::new();
         let mut others = Vec::new();
         let mut required = Map::new();
@@ -145,14 +147,14 @@ impl Downstream {
                 if let Some((request_id, request)) = asked.shift_remove(&key) {
                     let method = request.get("method").and_then(Value::as_str).unwrap_or("?");
                     let error =
-                        legacy::error(METHOD_NOT_FOUND, &texts::upstream_undeclared(method));
-                    link.send_now(&legacy::response(&request_id, Err(error)));
+                        RpcError::new(METHOD_NOT_FOUND, &texts::upstream_undeclared(method));
+                    link.send_now(&jsonrpc::response(&request_id, Err(error)));
                 }
             }
         };
         refuse(asked, roots);
         if !others.is_empty() && others.len() == asked.len() {
-            return Err(Value::Object(required));
+            return Err(required);
         }
         refuse(asked, others);
         Ok(())
@@ -171,14 +173,14 @@ pub(crate) async fn handle(
         .and_then(Value::as_str)
         .map(str::to_owned)
     else {
-        let error = legacy::error(INVALID_REQUEST, "Invalid Request: no method");
-        return Some(legacy::response(&id, Err(error)));
+        let error = RpcError::new(INVALID_REQUEST, "Invalid Request: no method");
+        return Some(jsonrpc::response(&id, Err(error)));
     };
     let link = match core.link().await {
         Ok(link) => link,
         Err(why) => {
             let error = failure(&texts::upstream_unavailable(&why));
-            return Some(legacy::response(&id, Err(error)));
+            return Some(jsonrpc::response(&id, Err(error)));
         }
     };
     // A retry for a call parked on another replica (a 2025-era upstream's parked calls only).
@@ -186,7 +188,7 @@ pub(crate) async fn handle(
         .get("params")
         .and_then(|p| p.get("requestState"))
         .and_then(Value::as_str);
-    if let (Negotiated::Legacy { .. }, Some(_), Some(state)) =
+    if let (Negotiated::V2025 { .. }, Some(_), Some(state)) =
         (&link.negotiated, Method::parse(&method), state)
         && routes::replica_of(state).is_some_and(|replica| replica != core.replica)
     {
@@ -198,8 +200,8 @@ pub(crate) async fn handle(
     let tag = front.caller.tag(&core);
     let whose = Whose::Caller(&tag);
     let outcome = match &link.negotiated {
-        Negotiated::Mrtr => pass_through(&core, &link, whose, downstream, message).await,
-        Negotiated::Legacy { initialized, .. } => {
+        Negotiated::V2026 => pass_through(&core, &link, whose, downstream, message).await,
+        Negotiated::V2025 { initialized, .. } => {
             let params = message.get("params").cloned();
             if let Some(level) = level.filter(|_| method != "logging/setLevel") {
                 set_log_level(&core, &link, initialized, level).await;
@@ -213,7 +215,7 @@ pub(crate) async fn handle(
                             .await,
                     );
                 }
-                "initialize" => Err(legacy::error(
+                "initialize" => Err(RpcError::new(
                     INVALID_REQUEST,
                     "Invalid Request: the adapter holds the upstream's session; send 2026-07-28 requests",
                 )),
@@ -222,12 +224,12 @@ pub(crate) async fn handle(
                         let caller = (&front.caller, &tag);
                         reverse_bridge(&core, &link, caller, downstream, kind, params).await
                     }
-                    None => plain(&core, &link, whose, downstream, &method, params).await,
+                    None => forward(&core, &link, whose, downstream, &method, params).await,
                 },
             }
         }
     };
-    Some(legacy::response(&id, outcome))
+    Some(jsonrpc::response(&id, outcome))
 }
 
 /// A retry whose call is parked on another replica: routed to it, its answer brought back (see
@@ -239,7 +241,7 @@ async fn route_away(
     message: Map<String, Value>,
 ) -> Value {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let refuse = |text: &str| legacy::response(&id, Err(legacy::error(INVALID_PARAMS, text)));
+    let refuse = |text: &str| jsonrpc::response(&id, Err(RpcError::new(INVALID_PARAMS, text)));
     let Some(Routes(routes)) = &core.settings.routes else {
         tracing::debug!(target: TARGET, "a retry for a call parked on another replica, and no routes");
         return refuse(texts::UPSTREAM_OTHER_REPLICA);
@@ -271,7 +273,7 @@ async fn route_away(
         Ok(None) => refuse(texts::UPSTREAM_CALL_GONE),
         Err(error) => {
             tracing::warn!(target: TARGET, %error, "a retry could not be routed to its replica");
-            legacy::response(&id, Err(failure(texts::UPSTREAM_ROUTES_DOWN)))
+            jsonrpc::response(&id, Err(failure(texts::UPSTREAM_ROUTES_DOWN)))
         }
     }
 }
@@ -316,7 +318,7 @@ async fn set_log_level(core: &Arc<Core>, link: &Arc<Link>, initialized: &Value, 
     // The adapter's own request: nothing to relay, no question to be asked.
     let (quiet, _) = Downstream::of(None, None);
     let adapter = Whose::Adapter;
-    if let Err(error) = plain(core, link, adapter, quiet, "logging/setLevel", params).await {
+    if let Err(error) = forward(core, link, adapter, quiet, "logging/setLevel", params).await {
         tracing::warn!(target: TARGET, %error, "the server refused logging/setLevel");
     }
 }
@@ -341,7 +343,7 @@ struct Turn {
 /// naming the bound, when the caller holds its share already, waiting requests included: one
 /// caller cannot fill the queue either), then a permit of the in-flight bound, waited for no
 /// longer than a request may take.
-async fn turn(core: &Core, whose: Whose<'_>) -> Result<Turn, Value> {
+async fn turn(core: &Core, whose: Whose<'_>) -> Result<Turn, RpcError> {
     let ticket = match whose {
         Whose::Caller(tag) => match core.bounds.enter(tag.clone()) {
             Ok(ticket) => Some(ticket),
@@ -363,7 +365,10 @@ async fn turn(core: &Core, whose: Whose<'_>) -> Result<Turn, Value> {
 
 /// A permit of `semaphore` (the in-flight bound, or the floor), waited for no longer than a
 /// request may take.
-async fn acquire(core: &Core, semaphore: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, Value> {
+async fn acquire(
+    core: &Core,
+    semaphore: &Arc<Semaphore>,
+) -> Result<OwnedSemaphorePermit, RpcError> {
     let acquire = Arc::clone(semaphore).acquire_owned();
     match tokio::time::timeout(core.settings.request_timeout, acquire).await {
         Ok(Ok(permit)) => Ok(permit),
@@ -373,7 +378,7 @@ async fn acquire(core: &Core, semaphore: &Arc<Semaphore>) -> Result<OwnedSemapho
 
 /// The session's floor where the server's requests name no call (stdio); `None` where each
 /// comes on its call's own answer (Streamable HTTP: attributed by stream, no call waits).
-async fn take_floor(core: &Core) -> Result<Option<OwnedSemaphorePermit>, Value> {
+async fn take_floor(core: &Core) -> Result<Option<OwnedSemaphorePermit>, RpcError> {
     if core.by_stream() {
         return Ok(None);
     }
@@ -387,7 +392,7 @@ async fn pass_through(
     whose: Whose<'_>,
     downstream: Downstream,
     mut message: Map<String, Value>,
-) -> Result<Value, Value> {
+) -> Result<Value, RpcError> {
     let _turn = turn(core, whose).await?;
     let call = Call::start(core, link, downstream);
     message.insert("id".to_owned(), json!(call.id));
@@ -401,14 +406,14 @@ async fn pass_through(
 }
 
 /// A request other than the three: into the session, and its result made a 2026 one.
-async fn plain(
+async fn forward(
     core: &Arc<Core>,
     link: &Arc<Link>,
     whose: Whose<'_>,
     downstream: Downstream,
     method: &str,
     params: Option<Value>,
-) -> Result<Value, Value> {
+) -> Result<Value, RpcError> {
     let _turn = turn(core, whose).await?;
     let call = Call::start(core, link, downstream);
     call.send(method, legacy_params(params)).await;
@@ -424,7 +429,7 @@ async fn reverse_bridge(
     downstream: Downstream,
     method: Method,
     params: Option<Value>,
-) -> Result<Value, Value> {
+) -> Result<Value, RpcError> {
     let target = params
         .as_ref()
         .and_then(|p| p.get(method.target_field()))
@@ -440,10 +445,10 @@ async fn reverse_bridge(
         // no floor, the call runs beside the others.
         if state.is_some() {
             tracing::debug!(target: TARGET, "a retry, and the server's questions are off");
-            return Err(legacy::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
+            return Err(RpcError::new(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
         }
         let whose = Whose::Caller(tag);
-        return plain(core, link, whose, downstream, method.as_str(), params).await;
+        return forward(core, link, whose, downstream, method.as_str(), params).await;
     }
     let _turn = turn(core, Whose::Caller(tag)).await?;
     let Some(state) = state else {
@@ -467,10 +472,10 @@ async fn reverse_bridge(
         };
         return run(core, call, parked, floor).await;
     };
-    let made_by_caller = |bound_to: Option<&str>| caller.made(core, bound_to);
-    let Some(mut parked) = core.parked.take(&state, made_by_caller, method, &target) else {
+    let is_callers = |bound_to: Option<&str>| caller.owns(core, bound_to);
+    let Some(mut parked) = core.parked.take(&state, is_callers, method, &target) else {
         tracing::debug!(target: TARGET, "a retry for a call that is not parked here");
-        return Err(legacy::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
+        return Err(RpcError::new(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE));
     };
     let answers = params
         .as_ref()
@@ -497,7 +502,7 @@ async fn reverse_bridge(
     for (key, (request_id, request)) in asked {
         match answers.and_then(|a| a.get(&key)) {
             Some(answer) => {
-                let response = legacy::response(&request_id, Ok(answer.clone()));
+                let response = jsonrpc::response(&request_id, Ok(answer.clone()));
                 link.send(&response).await;
             }
             None => {
@@ -519,7 +524,7 @@ async fn run(
     mut call: Call,
     mut parked: Parked,
     floor: Option<OwnedSemaphorePermit>,
-) -> Result<Value, Value> {
+) -> Result<Value, RpcError> {
     let mut wait = core.settings.request_timeout;
     // Over stdio, the ping sent after the round's first request (see `Barrier`).
     let mut barrier: Option<Barrier> = None;
@@ -572,16 +577,18 @@ async fn run(
                 if let Some(sent) = barrier.take() {
                     sent.forget(core);
                 }
-                if let Err(required) = call.downstream.sort_out(&mut parked.asked, &call.link) {
+                if let Err(required) = call
+                    .downstream
+                    .refuse_undeclared(&mut parked.asked, &call.link)
+                {
                     core.hold_floor(None);
                     parked.events = call.park();
                     cancel(core, parked, "the client cannot answer this request");
-                    let mut refusal = legacy::error(
+                    let refusal = RpcError::new(
                         MISSING_REQUIRED_CLIENT_CAPABILITY,
                         "Missing required client capability",
                     );
-                    refusal["data"] = json!({ "requiredCapabilities": required });
-                    return Err(refusal);
+                    return Err(refusal.with_data(json!({ "requiredCapabilities": required })));
                 }
                 if parked.asked.is_empty() {
                     // All it asked was refused: the call goes on without.
@@ -683,7 +690,7 @@ async fn park(
     call: Call,
     mut parked: Parked,
     floor: Option<OwnedSemaphorePermit>,
-) -> Result<Value, Value> {
+) -> Result<Value, RpcError> {
     // Its replica, its session in the replica's pool (see `routes`), a random id.
     let id = format!("{}.{}.{}", core.replica, core.session, uuid_v4());
     if let Some(floor) = floor {
@@ -777,7 +784,7 @@ fn cancel(core: &Core, parked: Parked, reason: &str) {
         "params": {"requestId": parked.upstream_id, "reason": reason}});
     link.send_now(&cancelled);
     for (request_id, _) in parked.asked.into_values() {
-        link.send_now(&legacy::response(&request_id, Err(failure(reason))));
+        link.send_now(&jsonrpc::response(&request_id, Err(failure(reason))));
     }
 }
 
@@ -849,7 +856,7 @@ impl Call {
 
     /// Waits for the response (a call that holds no floor gets no requests), its result through
     /// `convert`.
-    async fn answer(mut self, convert: impl FnOnce(Value) -> Value) -> Result<Value, Value> {
+    async fn answer(mut self, convert: impl FnOnce(Value) -> Value) -> Result<Value, RpcError> {
         loop {
             return match self.next(self.core.settings.request_timeout).await {
                 Some(Event::Response(response)) => self.finished(response, convert),
@@ -870,24 +877,25 @@ impl Call {
         mut self,
         mut response: Map<String, Value>,
         convert: impl FnOnce(Value) -> Value,
-    ) -> Result<Value, Value> {
+    ) -> Result<Value, RpcError> {
         self.events = None;
         self.core.forget(self.id);
         match response.remove("result") {
             Some(result) => Ok(convert(result)),
-            None => Err(response
-                .remove("error")
-                .unwrap_or_else(|| failure("the server answered without result or error"))),
+            None => Err(response.remove("error").map_or_else(
+                || failure("the server answered without result or error"),
+                RpcError::relayed,
+            )),
         }
     }
 
-    fn exited(mut self) -> Value {
+    fn exited(mut self) -> RpcError {
         self.events = None;
         self.core.forget(self.id);
         failure(self.core.lost_text())
     }
 
-    fn timed_out(self) -> Value {
+    fn timed_out(self) -> RpcError {
         // Dropped armed: cancelled at the upstream.
         failure(texts::UPSTREAM_TIMEOUT)
     }

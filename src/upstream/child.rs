@@ -158,7 +158,7 @@ async fn run(core: &Arc<Core>, mut child: Child, shutdown: &mut watch::Receiver<
         Some(Ok(negotiated)) => {
             tracing::info!(target: TARGET, ?negotiated, "the server is ready");
             let link = Arc::new(Link::new(writer, negotiated));
-            if let Negotiated::Legacy { version, .. } = &link.negotiated {
+            if let Negotiated::V2025 { version, .. } = &link.negotiated {
                 tracing::info!(target: TARGET, %version, "a 2025-era server: one session held");
                 Core::notify(&link, "notifications/initialized", json!({})).await;
             }

@@ -297,10 +297,10 @@ pub enum Era {
     #[default]
     Detect,
     /// A 2026-07-28 server: requests pass through as they are, stateless.
-    Mrtr,
-    /// A 2025-era server: the adapter holds one session (`initialize` without `server/discover`
-    /// first).
-    Legacy,
+    V2026,
+    /// A 2025-era server (2025-11-25, 2025-06-18 or 2025-03-26): the adapter holds one session
+    /// (`initialize` without `server/discover` first).
+    V2025,
 }
 
 /// Whether a 2025-era server may ask the client questions through the adapter: its

@@ -16,8 +16,7 @@ use super::config::{Era, Server, ServerQuestions, Settings};
 use super::parked::{Event, ParkedCalls};
 use super::session::{Negotiated, client_capabilities, speaks_mrtr};
 use crate::texts;
-use crate::wire::jsonrpc::INTERNAL_ERROR;
-use crate::wire::legacy;
+use crate::wire::jsonrpc::{self, INTERNAL_ERROR, RpcError};
 use crate::wire::legacy::LEGACY_VERSIONS;
 use crate::wire::mcp::MRTR_VERSION;
 
@@ -80,7 +79,7 @@ impl Link {
 /// What the sessions of one adapter share (the `sessions` of its pool):
 /// its name among replicas and its bounds.
 #[derive(Debug, Clone)]
-pub(crate) struct Shared {
+pub(crate) struct PoolState {
     /// This adapter's name among replicas: the first part of every parked call's state.
     pub(crate) replica: String,
     /// The requests in flight, every session's.
@@ -89,7 +88,7 @@ pub(crate) struct Shared {
     pub(crate) bounds: Arc<Bounds>,
 }
 
-impl Shared {
+impl PoolState {
     pub(crate) fn new(settings: &Settings) -> Self {
         let max_in_flight = settings.max_in_flight.max(1);
         Self {
@@ -148,7 +147,7 @@ pub(crate) const CHANGES: [&str; 4] = [
 
 impl Core {
     /// Session number `session` of an adapter whose sessions share `shared`.
-    pub(crate) fn new(settings: Settings, shared: &Shared, session: usize) -> Arc<Self> {
+    pub(crate) fn new(settings: Settings, shared: &PoolState, session: usize) -> Arc<Self> {
         Arc::new(Self {
             settings,
             replica: shared.replica.clone(),
@@ -263,13 +262,11 @@ impl Core {
     /// Ends the call `id` with `error` as its response, if it still waits (the transport could
     /// not deliver the request, or its answer ended without a response).
     #[cfg_attr(not(feature = "upstream-http"), allow(dead_code))]
-    pub(crate) fn fail(&self, id: u64, error: Value) {
+    pub(crate) fn fail(&self, id: u64, error: RpcError) {
         let waiter = lock(&self.waiters).remove(&id);
-        if let Some(waiter) = waiter {
-            let mut response = Map::new();
-            response.insert("jsonrpc".to_owned(), json!("2.0"));
-            response.insert("id".to_owned(), json!(id));
-            response.insert("error".to_owned(), error);
+        if let Some(waiter) = waiter
+            && let Value::Object(response) = jsonrpc::response(&json!(id), Err(error))
+        {
             let _ = waiter.try_send(Event::Response(response));
         }
     }
@@ -331,7 +328,7 @@ impl Core {
             (Some(method), Some(id)) => {
                 let id = id.clone();
                 if method == "ping" {
-                    let _ = writer.send(legacy::response(&id, Ok(json!({})))).await;
+                    let _ = writer.send(jsonrpc::response(&id, Ok(json!({})))).await;
                     return;
                 }
                 // The call whose answer carried the request, if it may be asked (a parked one
@@ -349,15 +346,15 @@ impl Core {
                     let error = if self.settings.questions == ServerQuestions::Off {
                         // Declared to it as none of the client's capabilities: refused so.
                         tracing::info!(target: TARGET, method, "the server asked, and its questions are off (server_questions): refused");
-                        legacy::error(METHOD_NOT_FOUND, &texts::upstream_undeclared(method))
+                        RpcError::new(METHOD_NOT_FOUND, &texts::upstream_undeclared(method))
                     } else {
                         tracing::debug!(target: TARGET, method, "a server-to-client request outside any call: refused");
-                        legacy::error(
+                        RpcError::new(
                             METHOD_NOT_FOUND,
                             "no call is running that could carry this request to the client",
                         )
                     };
-                    let _ = writer.send(legacy::response(&id, Err(error))).await;
+                    let _ = writer.send(jsonrpc::response(&id, Err(error))).await;
                 }
             }
             (Some(method), None) => {
@@ -441,7 +438,7 @@ impl Core {
         writer: &mpsc::Sender<Value>,
         method: &str,
         params: Value,
-    ) -> Result<Value, Value> {
+    ) -> Result<Value, Unanswered> {
         let (id, mut events) = self.register();
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let _ = writer.send(request).await;
@@ -457,10 +454,12 @@ impl Core {
         match outcome {
             Ok(Some(Event::Response(mut response))) => match response.remove("result") {
                 Some(result) => Ok(result),
-                None => Err(response.remove("error").unwrap_or(Value::Null)),
+                None => Err(Unanswered::Refused(RpcError::relayed(
+                    response.remove("error").unwrap_or(Value::Null),
+                ))),
             },
-            Ok(_) => Err(json!("the server went away")),
-            Err(_) => Err(json!("no answer in time")),
+            Ok(_) => Err(Unanswered::Failed("the server went away")),
+            Err(_) => Err(Unanswered::Failed("no answer in time")),
         }
     }
 
@@ -472,8 +471,8 @@ impl Core {
         };
         loop {
             tokio::time::sleep(interval).await;
-            // The adapter's own failures are texts; the server's errors are objects.
-            if let Err(Value::String(why)) = self.ask(writer, "ping", json!({})).await {
+            // An error the server answered is an answer: it lives.
+            if let Err(Unanswered::Failed(why)) = self.ask(writer, "ping", json!({})).await {
                 tracing::warn!(target: TARGET, %why, "the server did not answer a ping");
                 return;
             }
@@ -501,13 +500,22 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Why a request of the adapter's own got no result.
+#[derive(Debug)]
+pub(crate) enum Unanswered {
+    /// The server answered it with an error.
+    Refused(RpcError),
+    /// No answer came: the server went away, or did not answer in time.
+    Failed(&'static str),
+}
+
 /// `server/discover`, then `initialize` (unless the era is pinned).
 pub(crate) async fn handshake(
     core: &Core,
     writer: &mpsc::Sender<Value>,
 ) -> Result<Negotiated, String> {
     let era = core.settings.era;
-    if era != Era::Legacy {
+    if era != Era::V2025 {
         // What every 2026-07-28 request carries (a server may refuse a request without it).
         let (name, version) = &core.settings.client_info;
         let meta = json!({"_meta": {
@@ -516,8 +524,8 @@ pub(crate) async fn handshake(
             "io.modelcontextprotocol/clientInfo": {"name": name, "version": version},
         }});
         match core.ask(writer, "server/discover", meta).await {
-            Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::Mrtr),
-            Ok(_) | Err(_) if era == Era::Mrtr => {
+            Ok(discovered) if speaks_mrtr(&discovered) => return Ok(Negotiated::V2026),
+            Ok(_) | Err(_) if era == Era::V2026 => {
                 return Err("it did not answer server/discover as a 2026-07-28 server".to_owned());
             }
             _ => {}
@@ -532,12 +540,15 @@ pub(crate) async fn handshake(
     let initialized = core
         .ask(writer, "initialize", params)
         .await
-        .map_err(|error| match error.get("message").and_then(Value::as_str) {
+        .map_err(|unanswered| match unanswered {
             // The transport's own failure (the server could not be reached, …), as it says it.
-            Some(message) if error.get("code") == Some(&json!(INTERNAL_ERROR)) => {
-                format!("its initialize failed: {}", message.trim_end_matches('.'))
-            }
-            _ => format!("it refused initialize ({error})"),
+            Unanswered::Refused(error) => match error.message() {
+                Some(message) if error.code() == Some(INTERNAL_ERROR) => {
+                    format!("its initialize failed: {}", message.trim_end_matches('.'))
+                }
+                _ => format!("it refused initialize ({error})"),
+            },
+            Unanswered::Failed(why) => format!("it refused initialize ({})", Value::from(why)),
         })?;
     let version = initialized
         .get("protocolVersion")
@@ -550,7 +561,7 @@ pub(crate) async fn handshake(
             )
         })?
         .to_owned();
-    Ok(Negotiated::Legacy {
+    Ok(Negotiated::V2025 {
         version,
         initialized,
     })
@@ -562,8 +573,8 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 }
 
 /// A JSON-RPC error for a call the server could not finish.
-pub(crate) fn failure(message: &str) -> Value {
-    legacy::error(INTERNAL_ERROR, message)
+pub(crate) fn failure(message: &str) -> RpcError {
+    RpcError::new(INTERNAL_ERROR, message)
 }
 
 #[cfg(test)]
@@ -579,7 +590,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_goes_to_the_call_whose_answer_carried_it_if_it_may_be_asked() {
         let settings = Settings::new(Server::Stdio(Stdio::new("unused")));
-        let core = Core::new(settings.clone(), &Shared::new(&settings), 0);
+        let core = Core::new(settings.clone(), &PoolState::new(&settings), 0);
         let (writer, mut written) = mpsc::channel(8);
         let (asking, mut asking_events) = core.register();
         let (plain, mut plain_events) = core.register();

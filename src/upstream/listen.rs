@@ -16,8 +16,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use super::core::{Core, TARGET};
-use crate::wire::jsonrpc::INVALID_REQUEST;
-use crate::wire::legacy;
+use crate::wire::jsonrpc::{self, INVALID_REQUEST, RpcError};
 
 /// The 2026-07-28 request answered here.
 pub(crate) const LISTEN: &str = "subscriptions/listen";
@@ -53,7 +52,7 @@ pub(crate) async fn serve(
     id: &Value,
     params: Option<Value>,
 ) -> Value {
-    let refuse = |text: &str| legacy::response(id, Err(legacy::error(INVALID_REQUEST, text)));
+    let refuse = |text: &str| jsonrpc::response(id, Err(RpcError::new(INVALID_REQUEST, text)));
     let Some(notes) = notes else {
         return refuse(
             "Invalid Request: subscriptions/listen needs an event stream (Accept: text/event-stream)",

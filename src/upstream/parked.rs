@@ -73,15 +73,14 @@ impl ParkedCalls {
     pub(crate) fn take(
         &self,
         id: &str,
-        made_by_caller: impl Fn(Option<&str>) -> bool,
+        is_callers: impl Fn(Option<&str>) -> bool,
         method: Method,
         target: &Value,
     ) -> Option<Box<Parked>> {
         let mut calls = self.lock();
         let call = calls.get(id)?;
-        let same = made_by_caller(call.caller.as_deref())
-            && call.method == method
-            && &call.target == target;
+        let same =
+            is_callers(call.caller.as_deref()) && call.method == method && &call.target == target;
         if same { calls.remove(id) } else { None }
     }
 

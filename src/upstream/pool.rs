@@ -12,8 +12,7 @@ use super::call::{self, Front};
 use super::core::{Busy, Core, lock};
 use super::routes;
 use crate::texts;
-use crate::wire::jsonrpc::INVALID_PARAMS;
-use crate::wire::legacy;
+use crate::wire::jsonrpc::{self, INVALID_PARAMS, RpcError};
 
 /// Every session of one adapter (at least one), each a [`Core`] of its own.
 #[derive(Debug)]
@@ -57,8 +56,8 @@ impl Pool {
             // Restarting, or down: the calls parked in it went with its child. Refused at once
             // as an expired call is, rather than after waiting for the start.
             let id = message.get("id")?;
-            let error = legacy::error(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE);
-            return Some(legacy::response(id, Err(error)));
+            let error = RpcError::new(INVALID_PARAMS, texts::UPSTREAM_CALL_GONE);
+            return Some(jsonrpc::response(id, Err(error)));
         }
         let (core, _busy) = self.pick(&message);
         call::handle(core, front, message).await

@@ -19,15 +19,16 @@ use tower_service::Service;
 use super::call::{Caller, Front};
 use super::child;
 use super::config::{Era, Routes, Server, ServerQuestions, Settings};
-use super::core::{Core, QUEUE, Shared, State};
+use super::core::{Core, PoolState, QUEUE, State};
 use super::pool::Pool;
 #[cfg(feature = "upstream-http")]
 use super::streamable;
 use crate::store::PendingAnswers;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
-use crate::wire::jsonrpc::{INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR};
-use crate::wire::legacy;
+use crate::wire::jsonrpc::{
+    INVALID_REQUEST, PARSE_ERROR, Reply, ReplyKind, RpcError, response as message_to,
+};
 use crate::wire::sse::message_event as event;
 use crate::{BoxError, ElicitationLayer};
 
@@ -214,7 +215,7 @@ impl UpstreamBuilder {
     /// parked bound ([`max_parked`](Self::max_parked)) one caller may hold (default `0.25`, a
     /// quarter; at least one each), so that one caller cannot starve the others. Callers are
     /// told apart as parked calls are bound to them (their keyed tag, see
-    /// [`caller_from`](Self::caller_from)); every anonymous caller counts as one caller. A
+    /// [`for_layer`](Self::for_layer)); every anonymous caller counts as one caller. A
     /// request of a caller that holds its share of the in-flight bound (its requests running or
     /// waiting for a turn) is refused at once, and a call that would park beyond its share of
     /// the parked bound is cancelled at the upstream; each gets a JSON-RPC error (`-32603`) that
@@ -325,13 +326,13 @@ impl UpstreamBuilder {
     /// Takes the caller's identity as `layer` does (the `Authorization` header, or
     /// [`ElicitationLayer::principal_from`]), and binds each parked call to a keyed tag of it made
     /// with `layer`'s keyring, as the layer binds its tokens and the
-    /// [legacy bridge](crate::bridge::LegacyBridgeLayer::new) its sessions: one identity,
+    /// [legacy bridge](crate::bridge::LegacyBridgeLayer::for_layer) its sessions: one identity,
     /// configured once. Give it the finished layer (options set on `layer` afterwards do not
     /// reach the adapter). Without it the adapter binds parked calls to the `Authorization`
     /// header, under a key of its own: with a layer that takes the principal from elsewhere (a
     /// proxy's header, an extension), call this, or a retry is taken as the caller the header
     /// names rather than the one the layer checked.
-    pub fn caller_from(mut self, layer: &ElicitationLayer) -> Self {
+    pub fn for_layer(mut self, layer: &ElicitationLayer) -> Self {
         self.settings.callers = layer.caller_binding();
         self
     }
@@ -404,7 +405,7 @@ impl UpstreamBuilder {
                 "fair_share: more than 0 and at most 1 (a caller's share of the in-flight and parked bounds)",
             ));
         }
-        let shared = Shared::new(&settings);
+        let shared = PoolState::new(&settings);
         let (shutdown, stop) = watch::channel(false);
         // Dropped on an error below: the sessions started already stop with it.
         let handle = Arc::new(Handle { shutdown });
@@ -463,7 +464,7 @@ where
     B::Error: Into<BoxError>,
 {
     if request.method() != HttpMethod::POST {
-        let mut response = reply(StatusCode::METHOD_NOT_ALLOWED, None);
+        let mut response = empty(StatusCode::METHOD_NOT_ALLOWED);
         response
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static("POST"));
@@ -474,31 +475,21 @@ where
     let caller = settings.callers.principal(&parts);
     let bytes = match read_limited(body, settings.max_body_bytes).await {
         Ok(bytes) => bytes,
-        Err(failed) => {
-            let (code, message) = failed.code_and_message();
-            let body = legacy::response(&Value::Null, Err(legacy::error(code, message)));
-            return reply(failed.status(), Some(&body));
-        }
+        Err(failed) => return reply(failed.reply()),
+    };
+    let refuse = |code: i64, message: &str| {
+        let body = message_to(&Value::Null, Err(RpcError::new(code, message)));
+        reply(Reply::message(ReplyKind::BadRequest, &body))
     };
     let message = match parse_strict(&bytes) {
         Ok(Value::Object(message)) => message,
         Ok(Value::Array(_)) => {
-            let error = legacy::error(
+            return refuse(
                 INVALID_REQUEST,
                 "Invalid Request: batches are not supported",
             );
-            return reply(
-                StatusCode::BAD_REQUEST,
-                Some(&legacy::response(&Value::Null, Err(error))),
-            );
         }
-        _ => {
-            let error = legacy::error(PARSE_ERROR, "Parse error");
-            return reply(
-                StatusCode::BAD_REQUEST,
-                Some(&legacy::response(&Value::Null, Err(error))),
-            );
-        }
+        _ => return refuse(PARSE_ERROR, "Parse error"),
     };
     let streams = parts
         .headers
@@ -533,7 +524,7 @@ where
             while let Ok(note) = noted.try_recv() {
                 stream.extend_from_slice(&event(&note));
             }
-            if stream.is_empty() && is_refusal(&response) {
+            if stream.is_empty() && !ReplyKind::of_response(&response).in_band() {
                 // A capability refusal is HTTP 400, which only a JSON answer can say.
                 return answer(Some(response));
             }
@@ -583,37 +574,26 @@ fn event_stream(frames: Frames) -> Response<ResponseBody> {
 /// capability the client did not declare is HTTP 400, as `ElicitationLayer` answers it.
 fn answer(response: Option<Value>) -> Response<ResponseBody> {
     match response {
-        Some(response) => {
-            let status = if is_refusal(&response) {
-                StatusCode::BAD_REQUEST
-            } else {
-                StatusCode::OK
-            };
-            reply(status, Some(&response))
-        }
-        None => reply(StatusCode::ACCEPTED, None),
+        Some(response) => reply(Reply::response(&response)),
+        None => empty(StatusCode::ACCEPTED),
     }
 }
 
-/// Whether `response` refuses a capability the client did not declare (`-32021`).
-fn is_refusal(response: &Value) -> bool {
+/// `reply` as a response: its kind's status, its JSON body.
+fn reply(reply: Reply) -> Response<ResponseBody> {
+    let mut response = empty(reply.kind.status());
+    *response.body_mut() = ResponseBody {
+        inner: Frames::Whole(Full::new(reply.body.into())),
+    };
     response
-        .get("error")
-        .and_then(|e| e.get("code"))
-        .and_then(Value::as_i64)
-        == Some(MISSING_REQUIRED_CLIENT_CAPABILITY)
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
-fn reply(status: StatusCode, body: Option<&Value>) -> Response<ResponseBody> {
-    let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
-    let mut response = Response::new(ResponseBody {
-        inner: Frames::Whole(Full::new(bytes)),
-    });
+/// A response of `status` alone, without a body.
+fn empty(status: StatusCode) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::default());
     *response.status_mut() = status;
-    if body.is_some() {
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    }
     response
 }

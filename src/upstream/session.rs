@@ -11,10 +11,10 @@ use crate::wire::mcp::meta::{PREFIX as META_PREFIX, SERVER_INFO as META_SERVER_I
 #[derive(Debug, Clone)]
 pub(crate) enum Negotiated {
     /// A 2026-07-28 server, with its `server/discover` result.
-    Mrtr,
+    V2026,
     /// A 2025-era server in the adapter's one session: the version agreed and the
     /// `InitializeResult`.
-    Legacy { version: String, initialized: Value },
+    V2025 { version: String, initialized: Value },
 }
 
 /// The capabilities the adapter declares to a 2025-era upstream: everything a 2026 client in

@@ -151,12 +151,12 @@ async fn supervise(connection: Arc<Connection>, mut shutdown: watch::Receiver<bo
             Ok(negotiated) => {
                 tracing::info!(target: TARGET, ?negotiated, "the server is ready");
                 let version = match &negotiated {
-                    Negotiated::Legacy { version, .. } => version.as_str(),
-                    Negotiated::Mrtr => MRTR_VERSION,
+                    Negotiated::V2025 { version, .. } => version.as_str(),
+                    Negotiated::V2026 => MRTR_VERSION,
                 };
                 lock(&connection.session).version = HeaderValue::from_str(version).ok();
                 let link = Arc::new(Link::new(connection.writer.clone(), negotiated));
-                if let Negotiated::Legacy { version, .. } = &link.negotiated {
+                if let Negotiated::V2025 { version, .. } = &link.negotiated {
                     tracing::info!(target: TARGET, %version, "a 2025-era server: one session held");
                     Core::notify(&link, "notifications/initialized", json!({})).await;
                     // Open before the session is ready, so that nothing the server sends

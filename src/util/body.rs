@@ -6,7 +6,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
-use http::StatusCode;
 use http_body::Body;
 use http_body_util::{LengthLimitError, Limited};
 use pin_project_lite::pin_project;
@@ -14,7 +13,7 @@ use serde_json::Value;
 
 use crate::BoxError;
 use crate::wire::json::StrictValue;
-use crate::wire::jsonrpc::{INVALID_REQUEST, PARSE_ERROR};
+use crate::wire::jsonrpc::{INVALID_REQUEST, PARSE_ERROR, Reply, ReplyKind, RpcError, response};
 
 /// Default bound on a request body either layer reads: 4 MiB.
 pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -81,19 +80,25 @@ pub(crate) enum BodyError {
 }
 
 impl BodyError {
-    pub(crate) fn status(self) -> StatusCode {
-        match self {
-            Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Unreadable => StatusCode::BAD_REQUEST,
-        }
-    }
-
-    /// The JSON-RPC error code and message of the answer.
-    pub(crate) fn code_and_message(self) -> (i64, &'static str) {
-        match self {
-            Self::TooLarge => (INVALID_REQUEST, "Request body too large"),
-            Self::Unreadable => (PARSE_ERROR, "Cannot read the request body"),
-        }
+    /// The reply: a JSON-RPC error without an id (413 `-32600` over the bound, 400 `-32700` for
+    /// a body that failed while it was read).
+    pub(crate) fn reply(self) -> Reply {
+        let (kind, code, message) = match self {
+            Self::TooLarge => (
+                ReplyKind::TooLarge,
+                INVALID_REQUEST,
+                "Request body too large",
+            ),
+            Self::Unreadable => (
+                ReplyKind::BadRequest,
+                PARSE_ERROR,
+                "Cannot read the request body",
+            ),
+        };
+        Reply::message(
+            kind,
+            &response(&Value::Null, Err(RpcError::new(code, message))),
+        )
     }
 }
 

@@ -1,5 +1,6 @@
-//! Small helpers every wing shares: bounded caches, the caller's identity, the inner-service
-//! accessors, randomness and the ids made from it, the clock.
+//! Small helpers the wings and the floors share: bounded caches, reading a body, the caller's
+//! identity, the inner-service accessors and the public bodies' macro, randomness and the ids
+//! made from it, the clock, and [`BoxFuture`].
 
 #[macro_use]
 pub(crate) mod macros;

@@ -172,11 +172,11 @@ pub(crate) fn edit_object(
 /// several levels: one read however many edits, where [`edit_object`] reads the text again for
 /// each.
 #[derive(Debug)]
-pub(crate) struct Along<'a> {
+pub(crate) struct NestedObjects<'a> {
     object: Object<'a>,
 }
 
-impl<'a> Along<'a> {
+impl<'a> NestedObjects<'a> {
     /// Reads `text` along `path`; `None` when it is not an object, a key occurs twice in an
     /// object on the path, or a member on the path is there but not an object (its text would
     /// be lost). The levels past one that is absent are absent.
@@ -245,7 +245,7 @@ fn write_level(
                 None => out.extend_from_slice(value.get().as_bytes()),
             },
             (None, ObjectOr::Object(next)) => write_level(out, next, depth + 1, edit, add),
-            // `Along::read` refuses a path member that is not an object.
+            // `NestedObjects::read` refuses a path member that is not an object.
             (None, _) => out.extend_from_slice(b"null"),
         }
     }

@@ -1,12 +1,15 @@
 //! JSON-RPC envelopes: the borrowed peek, the strict parse of an MRTR call, the rewrite of its
-//! params, and the error table.
+//! params, the error table, and the one reply builder every wing answers with ([`Reply`], its
+//! kinds and their HTTP statuses; [`response`] and [`RpcError`] for a message as a value).
 
 use std::borrow::Cow;
+use std::fmt;
 
+use http::StatusCode;
 use serde::Serialize;
 use serde::de;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 pub(crate) use super::edit::with_members;
 use super::edit::{comma, write_json, write_key};
@@ -29,15 +32,16 @@ pub(crate) const SERVER_ERROR: i64 = -32000;
 /// The session named by `Mcp-Session-Id` does not exist (or is not the caller's).
 pub(crate) const SESSION_NOT_FOUND: i64 = -32001;
 
-/// A JSON-RPC reply the layer makes itself, with what kind of answer it is: the transport frames
-/// it (the HTTP adapter picks the status), the engine only says what happened.
+/// A JSON-RPC reply a wing makes itself, with what kind of answer it is: the transport frames
+/// it (the HTTP adapter picks the status with [`ReplyKind::status`]), the engine only says what
+/// happened.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reply {
     pub(crate) kind: ReplyKind,
     pub(crate) body: Vec<u8>,
 }
 
-/// What a reply of the layer's own is.
+/// What a reply of the crate's own is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReplyKind {
     /// An answer to the call in the protocol's own terms: a result (an ask, a re-ask, a gate's
@@ -45,6 +49,10 @@ pub(crate) enum ReplyKind {
     Answer,
     /// The request cannot be read as one the layer can judge.
     BadRequest,
+    /// The request names a host or an origin the bridge does not answer to.
+    Forbidden,
+    /// The session the request names does not exist (or is not the caller's).
+    SessionNotFound,
     /// The call needs a client capability it did not declare.
     MissingCapability,
     /// The request body is over the limit.
@@ -53,7 +61,8 @@ pub(crate) enum ReplyKind {
     Encoded,
     /// The inner service's answer could not be read or used.
     InnerFailed,
-    /// What the call depends on (the store of single-use token ids) cannot be reached now.
+    /// What the call depends on (the store of single-use token ids, the bridge's sessions)
+    /// cannot be reached now.
     Unavailable,
 }
 
@@ -63,9 +72,111 @@ impl ReplyKind {
     pub(crate) fn in_band(self) -> bool {
         self == Self::Answer
     }
+
+    /// The kind of an answer carrying a JSON-RPC error `code`: a capability the client did not
+    /// declare (`-32021`) is a request the client must change, any other an answer in band.
+    pub(crate) fn of_code(code: Option<i64>) -> Self {
+        if code == Some(MISSING_REQUIRED_CLIENT_CAPABILITY) {
+            Self::MissingCapability
+        } else {
+            Self::Answer
+        }
+    }
+
+    /// The kind of a JSON-RPC response `message` made as a value: by its error's code
+    /// ([`of_code`](Self::of_code)), an answer when it has none.
+    pub(crate) fn of_response(message: &Value) -> Self {
+        let code = message
+            .get("error")
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_i64);
+        Self::of_code(code)
+    }
+
+    /// The HTTP status a reply of this kind goes out with: the one mapping of every wing.
+    pub(crate) fn status(self) -> StatusCode {
+        match self {
+            Self::Answer => StatusCode::OK,
+            Self::BadRequest | Self::MissingCapability => StatusCode::BAD_REQUEST,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::SessionNotFound => StatusCode::NOT_FOUND,
+            Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Encoded => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::InnerFailed => StatusCode::BAD_GATEWAY,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+/// A JSON-RPC error object (`code`, `message`, perhaps `data`): one the crate makes, or one a
+/// peer (the inner service, an upstream server) answered, passed on as it came.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RpcError(Value);
+
+impl RpcError {
+    /// An error of the crate's own.
+    pub(crate) fn new(code: i64, message: &str) -> Self {
+        Self(json!({"code": code, "message": message}))
+    }
+
+    /// The error with `data` beside its code and message.
+    pub(crate) fn with_data(mut self, data: Value) -> Self {
+        if let Value::Object(error) = &mut self.0 {
+            error.insert("data".to_owned(), data);
+        }
+        self
+    }
+
+    /// A peer's error object, passed on unchanged (whatever its shape).
+    pub(crate) fn relayed(error: Value) -> Self {
+        Self(error)
+    }
+
+    /// The error's code, when it has an integer one.
+    pub(crate) fn code(&self) -> Option<i64> {
+        self.0.get("code").and_then(Value::as_i64)
+    }
+
+    /// The error's message, when it has a text one.
+    pub(crate) fn message(&self) -> Option<&str> {
+        self.0.get("message").and_then(Value::as_str)
+    }
+
+    /// The error object as it goes on the wire.
+    pub(crate) fn into_value(self) -> Value {
+        self.0
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// A JSON-RPC response to `id`, as a value: its result, or its error.
+pub(crate) fn response(id: &Value, outcome: Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.into_value()}),
+    }
 }
 
 impl Reply {
+    /// A whole JSON-RPC message made as a value ([`response`]), of the kind given.
+    pub(crate) fn message(kind: ReplyKind, message: &Value) -> Self {
+        Self {
+            kind,
+            body: message.to_string().into_bytes(),
+        }
+    }
+
+    /// A JSON-RPC response made as a value, of the kind its error's code says
+    /// ([`ReplyKind::of_response`]): an answer, or a refusal for a capability.
+    pub(crate) fn response(message: &Value) -> Self {
+        Self::message(ReplyKind::of_response(message), message)
+    }
+
     /// A JSON-RPC error reply.
     pub(crate) fn error(
         kind: ReplyKind,

@@ -305,19 +305,6 @@ pub(crate) fn tool_error(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
-/// A JSON-RPC response to `id`.
-pub(crate) fn response(id: &Value, outcome: Result<Value, Value>) -> Value {
-    match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
-    }
-}
-
-/// A JSON-RPC error object.
-pub(crate) fn error(code: i64, message: &str) -> Value {
-    json!({"code": code, "message": message})
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

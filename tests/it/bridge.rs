@@ -289,7 +289,7 @@ fn layer() -> ElicitationLayer {
 
 /// A bridge for [`layer`], every option at its default.
 fn bridge() -> LegacyBridgeLayer {
-    LegacyBridgeLayer::new(&layer())
+    LegacyBridgeLayer::for_layer(&layer())
 }
 
 async fn serve(bridge: LegacyBridgeLayer) -> Server {
@@ -823,7 +823,7 @@ async fn the_bridge_takes_the_callers_identity_as_its_layer_does() {
             .get("x-user")
             .map(|value| value.as_bytes().to_vec())
     });
-    let server = serve(LegacyBridgeLayer::new(&layer)).await;
+    let server = serve(LegacyBridgeLayer::for_layer(&layer)).await;
     let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "c", "version": "1"}}});

@@ -131,7 +131,7 @@ async fn serve() -> Server {
     );
     let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32]).unwrap());
     let service = ServiceBuilder::new()
-        .layer(LegacyBridgeLayer::new(&layer))
+        .layer(LegacyBridgeLayer::for_layer(&layer))
         .layer(layer)
         .service(mcp);
     let app = axum::Router::new().nest_service("/mcp", service);

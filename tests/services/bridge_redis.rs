@@ -118,7 +118,7 @@ async fn replica(sessions: &RedisStore, answers: &RedisStore, calls: Arc<AtomicU
     let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32]).unwrap());
     let service = ServiceBuilder::new()
         .layer(
-            LegacyBridgeLayer::new(&layer)
+            LegacyBridgeLayer::for_layer(&layer)
                 .answer_timeout(Duration::from_secs(30))
                 .session_store(sessions.sessions(Duration::from_secs(60)))
                 .pending_answers(pending.clone()),

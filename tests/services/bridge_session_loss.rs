@@ -88,7 +88,7 @@ async fn serve(sessions: impl SessionStore) -> String {
     let layer = ElicitationLayer::new(Keyring::new("k1", [7u8; 32]).unwrap());
     let service = ServiceBuilder::new()
         .layer(
-            LegacyBridgeLayer::new(&layer)
+            LegacyBridgeLayer::for_layer(&layer)
                 .max_pending(1)
                 .session_store(sessions),
         )

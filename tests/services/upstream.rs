@@ -95,7 +95,7 @@ impl Stack {
     ) -> Self {
         let layer = layer();
         let builder = Upstream::builder(server)
-            .caller_from(&layer)
+            .for_layer(&layer)
             .start_timeout(Duration::from_secs(60));
         let upstream = tune(builder).spawn().expect("the server starts");
         let service = tower::ServiceBuilder::new()
@@ -760,7 +760,7 @@ async fn parked_calls_are_bound_to_the_layers_principal() {
             .map(|value| value.as_bytes().to_vec())
     });
     let upstream = Upstream::builder(server)
-        .caller_from(&layer)
+        .for_layer(&layer)
         .start_timeout(Duration::from_secs(60))
         .spawn()
         .unwrap();

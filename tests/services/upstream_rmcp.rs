@@ -85,7 +85,7 @@ async fn serve(app: axum::Router) -> String {
 async fn front(server: impl Into<Server>, layer: ElicitationLayer) -> (Client, Upstream) {
     let upstream = Upstream::builder(server)
         .era(Era::Detect)
-        .caller_from(&layer)
+        .for_layer(&layer)
         .start_timeout(TIMEOUT)
         .spawn()
         .expect("the upstream starts");
@@ -464,12 +464,12 @@ async fn bridged_front_with(
     layer: ElicitationLayer,
 ) -> (String, Upstream) {
     let upstream = Upstream::builder(server)
-        .caller_from(&layer)
+        .for_layer(&layer)
         .start_timeout(TIMEOUT)
         .spawn()
         .expect("the upstream starts");
     let mcp = ServiceBuilder::new()
-        .layer(LegacyBridgeLayer::new(&layer))
+        .layer(LegacyBridgeLayer::for_layer(&layer))
         .layer(layer)
         .service(upstream.clone());
     let url = serve(axum::Router::new().nest_service(server::MCP_PATH, mcp)).await;

@@ -1263,7 +1263,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "layer" => axum::Router::new().nest_service(MCP_PATH, layer.layer(mcp)),
         "bridge" => {
             let mcp = ServiceBuilder::new()
-                .layer(LegacyBridgeLayer::new(&layer))
+                .layer(LegacyBridgeLayer::for_layer(&layer))
                 .layer(layer)
                 .service(mcp);
             axum::Router::new().nest_service(MCP_PATH, mcp)

@@ -58,8 +58,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--era" => {
                 era = match value("--era")?.as_str() {
                     "detect" => Era::Detect,
-                    "legacy" => Era::Legacy,
-                    "mrtr" => Era::Mrtr,
+                    "legacy" => Era::V2025,
+                    "mrtr" => Era::V2026,
                     other => return Err(format!("--era: unknown era {other:?}")),
                 }
             }
@@ -131,11 +131,11 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error + Send + 
     }
     let upstream = Upstream::builder(options.server)
         .era(options.era)
-        .caller_from(&layer)
+        .for_layer(&layer)
         .spawn()?;
     let app = axum::Router::new();
     let app = if options.bridge {
-        let bridge = LegacyBridgeLayer::new(&layer);
+        let bridge = LegacyBridgeLayer::for_layer(&layer);
         let mcp = ServiceBuilder::new()
             .layer(bridge)
             .layer(layer)

@@ -716,7 +716,7 @@ async fn serve(options: &Options) -> Result<(Vec<String>, Vec<DeployState>), Str
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let mut layer = ElicitationLayer::new(keyring.clone());
         let mut state = DeployState::new().with_base_url(&format!("http://{addr}"));
-        let mut bridge = LegacyBridgeLayer::new(&layer);
+        let mut bridge = LegacyBridgeLayer::for_layer(&layer);
         // Several replicas of the legacy bridge share its sessions and answers in Redis.
         let bridged = options.legacy && options.replicas > 1;
         let redis = if options.single_use == SingleUse::Redis || bridged {
