@@ -24,6 +24,7 @@ mod config;
 mod decisions;
 mod error;
 mod exposure;
+mod fanout;
 mod flows;
 mod gates;
 mod identity;
@@ -208,22 +209,52 @@ async fn run(
         None => None,
     };
     let principal = config.identity.principal()?;
-    let mode = Arc::new(RwLock::new(config.upstream.on_tool_change()?));
+    let mode = Arc::new(RwLock::new(config.upstreams.first().on_tool_change()?));
     let max_body_bytes = Bound::MAX_BODY_BYTES.count(config.listen.max_body_bytes.as_ref())?;
     let body_timeout = Bound::BODY_TIMEOUT.secs(config.listen.body_timeout_secs.as_ref())?;
     let rate_limits = limits::RateLimits::new(&config.limits, principal.clone())?;
     let base = identified(ElicitationLayer::new(keyring.clone()), &principal)
         .max_body_bytes(max_body_bytes);
-    tracing::info!("starting upstream: {}", starting(&config.upstream));
-    let share = fair_share(&config, serving)?;
-    let upstream = spawn(
-        &config.upstream,
-        share,
-        max_body_bytes,
-        &base,
-        redis.as_ref(),
-        None,
-    )?;
+    let mut spawned = Vec::new();
+    for table in &config.upstreams.list {
+        let settings = table.get_ref();
+        if config.upstreams.several {
+            tracing::info!(
+                "starting upstream {:?}: {}",
+                settings.name(),
+                starting(settings)
+            );
+        } else {
+            tracing::info!("starting upstream: {}", starting(settings));
+        }
+        let share = fair_share(&config, settings, serving)?;
+        spawned.push(spawn(
+            settings,
+            share,
+            max_body_bytes,
+            &base,
+            redis.as_ref(),
+            None,
+        )?);
+    }
+    let upstream = spawned[0].clone();
+    let lister = if config.upstreams.several {
+        let mut members = Vec::new();
+        for (table, upstream) in config.upstreams.list.iter().zip(spawned) {
+            let settings = table.get_ref();
+            members.push(fanout::Member {
+                name: settings.name().to_owned(),
+                prefix: settings.exposed_prefix(),
+                upstream,
+                sessions: settings.sessions()?,
+            });
+        }
+        started(&members, options.check).await?;
+        routed::Routed::fanout(fanout::Fanout::new(members, max_body_bytes))
+    } else {
+        let first = config.upstreams.first();
+        routed::Routed::single(upstream.clone()).named(first.name(), first.sessions()?)
+    };
     let backends = flows::Backends {
         redis: match &config.state.redis {
             Some(url) => Some(
@@ -237,14 +268,44 @@ async fn run(
         approvals: Arc::new(approvals_of(&source, &config, serving)?),
     };
     let remembered = backends.redis.clone().map(|redis| {
-        let upstream = format!("{:?} {:?}", config.upstream.command, config.upstream.url);
+        let upstream: String = config
+            .upstreams
+            .list
+            .iter()
+            .map(|table| format!("{:?} {:?}", table.get_ref().command, table.get_ref().url))
+            .collect();
         let key = catalog::digest(&Value::String(upstream));
         (redis, format!("elicitation-proxy:tool-definitions:{key}"))
     });
     let catalog = Arc::new(Catalog::new(remembered, metrics.clone()));
     catalog.load().await?;
-    let offered = offered(&upstream, &catalog, options.check).await?;
-    let sessions = all_sessions_live(&upstream, config.upstream.sessions()?).await;
+    let offered = offered(&lister, &catalog, options.check).await?;
+    if let Some(fanout) = lister.several() {
+        let collisions = fanout.collisions();
+        if !collisions.is_empty() {
+            lister.shutdown().await;
+            return Err(format!(
+                "{}: several upstreams list the same name for the client: {}; give one of them another `prefix`",
+                source.path.display(),
+                collisions.join("; ")
+            )
+            .into());
+        }
+    }
+    let mut sessions = 0;
+    match lister.several() {
+        Some(fanout) => {
+            for member in fanout.members() {
+                // One that did not start is restarted in the background; nobody waits for it.
+                if member.upstream.live_sessions() > 0 {
+                    sessions += all_sessions_live(&member.upstream, member.sessions).await;
+                }
+            }
+        }
+        None => {
+            sessions = all_sessions_live(&upstream, config.upstreams.first().sessions()?).await;
+        }
+    }
     tracing::info!(
         sessions,
         tools = offered.tools.len(),
@@ -253,7 +314,7 @@ async fn run(
         "upstream ready"
     );
     let mut built = assemble(&source, &config, &offered, &backends, &catalog)?;
-    let exposure = exposure::Exposure::new(&config.upstream, &built.policy)?;
+    let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
     built
         .warnings
         .extend(exposure.warnings(&built.policy, &offered));
@@ -267,7 +328,7 @@ async fn run(
         }
         if let Some(explain) = &options.explain {
             let explained = explain_call(&built.policy, explain);
-            upstream.shutdown().await;
+            lister.shutdown().await;
             return explained;
         }
         println!(
@@ -275,7 +336,7 @@ async fn run(
             source.path.display(),
             gates::summary(config.gates.len(), &built.built)
         );
-        upstream.shutdown().await;
+        lister.shutdown().await;
         return Ok(());
     }
     for line in exposure.summary(&offered) {
@@ -287,11 +348,14 @@ async fn run(
     let spent = Spent::new(redis.clone());
     labels.set(labels_of(&built.built));
     let first = layer(&keyring, &principal, &spent, max_body_bytes, built.built)?;
-    let routed = if config.identity.pass_to_upstream {
-        if config.upstream.url.is_none() {
+    let routed = if config.upstreams.several {
+        lister.clone()
+    } else if config.identity.pass_to_upstream {
+        let first = config.upstreams.first();
+        if first.url.is_none() {
             return Err("[identity] pass_to_upstream needs an [upstream] url".into());
         }
-        let (settings, base, redis) = (config.upstream.clone(), base.clone(), redis.clone());
+        let (settings, base, redis) = (first.clone(), base.clone(), redis.clone());
         routed::Routed::per_caller(
             upstream.clone(),
             config.identity.allow_anonymous,
@@ -308,8 +372,9 @@ async fn run(
                 )
             }),
         )
+        .named(first.name(), first.sessions()?)
     } else {
-        routed::Routed::single(upstream.clone())
+        lister.clone()
     };
     let stack = serve::Stack::new(&config, first, exposure, routed, redis.as_ref())?;
     let policy = Arc::new(Policy {
@@ -329,14 +394,22 @@ async fn run(
     });
     let reload = {
         let policy = Arc::clone(&policy);
-        let upstream = upstream.clone();
+        let lister = lister.clone();
         let path = options.config.clone();
+        let serving_upstreams = shape(&config.upstreams);
         move || -> Result<usize, Error> {
             let source = Source::read(&path)?;
             let config = source.parse()?;
             source.check(&config)?;
-            let mode = config.upstream.on_tool_change()?;
-            let offered = futures_block(offered_now(&upstream, &policy.catalog))?;
+            if shape(&config.upstreams) != serving_upstreams {
+                return Err(format!(
+                    "{}: the upstreams' tables, names or prefixes changed: restart the proxy to change them",
+                    source.path.display()
+                )
+                .into());
+            }
+            let mode = config.upstreams.first().on_tool_change()?;
+            let offered = futures_block(offered_now(&lister, &policy.catalog))?;
             // Checked before anything is accepted: a file with a mistake changes nothing.
             gates::build(
                 &source,
@@ -415,8 +488,46 @@ async fn run(
             host.and(http)
         }
     };
-    upstream.shutdown().await;
+    lister.shutdown().await;
     served
+}
+
+/// What a reload may not change while the proxy serves: whether the file names several
+/// upstreams, and their names and prefixes.
+fn shape(upstreams: &config::Upstreams) -> Vec<(String, String)> {
+    let mut shape: Vec<(String, String)> = upstreams
+        .list
+        .iter()
+        .map(|table| {
+            let upstream = table.get_ref();
+            (upstream.name().to_owned(), upstream.exposed_prefix())
+        })
+        .collect();
+    shape.push((upstreams.several.to_string(), String::new()));
+    shape
+}
+
+/// Waits for each of several upstreams to start (as [`offered`] waits for one). With `once`
+/// (`--check`) one that fails is the answer, naming it; serving, it is logged and the others
+/// serve without it (its adapter keeps restarting it).
+async fn started(members: &[fanout::Member], once: bool) -> Result<(), Error> {
+    let waits = members.iter().map(|member| async move {
+        let alone = routed::Routed::single(member.upstream.clone());
+        let outcome = patiently(once, || async {
+            rpc(&alone, "server/discover", json!({})).await.map(drop)
+        })
+        .await;
+        (member, outcome)
+    });
+    for (member, outcome) in futures_util::future::join_all(waits).await {
+        if let Err(why) = outcome {
+            if once {
+                return Err(format!("upstream {:?}: {why}", member.name).into());
+            }
+            tracing::error!(upstream = %member.name, %why, "an upstream did not start: the others serve without it, and it is started again in the background");
+        }
+    }
+    Ok(())
 }
 
 /// The file as last read without a mistake.
@@ -501,7 +612,7 @@ fn assemble(
     backends: &flows::Backends,
     catalog: &Arc<Catalog>,
 ) -> Result<gates::Gates, Error> {
-    let mode = config.upstream.on_tool_change()?;
+    let mode = config.upstreams.first().on_tool_change()?;
     let mut built = gates::build(source, config, offered, backends, catalog)?;
     built.built.extend(gates::changed(catalog, mode));
     Ok(built)
@@ -545,7 +656,7 @@ impl Policy {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let built = assemble(&source, &config, &offered, &self.backends, &self.catalog)?;
-        let exposure = exposure::Exposure::new(&config.upstream, &built.policy)?;
+        let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
         let count = built.built.len();
         self.labels.set(labels_of(&built.built));
         self.stack.replace(
@@ -643,15 +754,19 @@ async fn observe(
     axum::response::Response::from_parts(parts, body)
 }
 
-/// Each caller's share of the upstream's bounds: `[upstream] fair_share`, else a quarter, or
-/// all of them where every call is one caller's (`[identity] principal = "none"`, or one host
-/// on stdio alone), whom a share would only throttle.
-fn fair_share(config: &Config, serving: Serving) -> Result<f64, Error> {
+/// Each caller's share of `upstream`'s bounds: its `fair_share`, else a quarter, or all of
+/// them where every call is one caller's (`[identity] principal = "none"`, or one host on
+/// stdio alone), whom a share would only throttle.
+fn fair_share(
+    config: &Config,
+    upstream: &config::Upstream,
+    serving: Serving,
+) -> Result<f64, Error> {
     let one_caller =
         serving == Serving::Stdio || config.identity.principal()? == PrincipalFrom::Nobody;
-    Ok(match &config.upstream.fair_share {
+    Ok(match &upstream.fair_share {
         None if one_caller => 1.0,
-        _ => config.upstream.fair_share()?,
+        _ => upstream.fair_share()?,
     })
 }
 
@@ -1009,14 +1124,25 @@ fn starting(upstream: &config::Upstream) -> String {
     }
 }
 
-/// What the upstream offers, waiting for it to start. `once` (`--check`) asks once: the adapter
-/// waits up to its start timeout, and a start that failed (its cause, its last stderr lines) is
-/// the answer; a plain run asks again for up to a minute while the adapter retries with back-off.
-async fn offered(upstream: &Upstream, catalog: &Catalog, once: bool) -> Result<Offered, Error> {
+/// What the upstream (or several) offers, waiting for it to start. `once` (`--check`) asks
+/// once: the adapter waits up to its start timeout, and a start that failed (its cause, its
+/// last stderr lines) is the answer; a plain run asks again for up to a minute while the
+/// adapter retries with back-off.
+async fn offered(lister: &routed::Routed, catalog: &Catalog, once: bool) -> Result<Offered, Error> {
+    patiently(once, || offered_now(lister, catalog)).await
+}
+
+/// `attempt`'s answer: once with `once`, else asked again for up to a minute, unless the
+/// upstream's command cannot be run at all.
+async fn patiently<T, F, A>(once: bool, mut attempt: A) -> Result<T, Error>
+where
+    F: std::future::Future<Output = Result<T, Error>>,
+    A: FnMut() -> F,
+{
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        match offered_now(upstream, catalog).await {
-            Ok(offered) => return Ok(offered),
+        match attempt().await {
+            Ok(answer) => return Ok(answer),
             // A command that cannot be run will not run on the next try either.
             Err(why)
                 if once
@@ -1041,7 +1167,7 @@ async fn offered(upstream: &Upstream, catalog: &Catalog, once: bool) -> Result<O
 }
 
 /// What the upstream lists now; the catalog learns its tools.
-async fn offered_now(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, Error> {
+async fn offered_now(upstream: &routed::Routed, catalog: &Catalog) -> Result<Offered, Error> {
     let mut offered = Offered::default();
     let discovered = rpc(upstream, "server/discover", json!({})).await?;
     let capabilities = &discovered["capabilities"];
@@ -1097,7 +1223,7 @@ async fn offered_now(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, 
 }
 
 /// One 2026-07-28 request of the proxy's own to the upstream; its result.
-async fn rpc(upstream: &Upstream, method: &str, mut params: Value) -> Result<Value, Error> {
+async fn rpc(upstream: &routed::Routed, method: &str, mut params: Value) -> Result<Value, Error> {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -1110,7 +1236,7 @@ async fn rpc(upstream: &Upstream, method: &str, mut params: Value) -> Result<Val
         .body(http_body_util::Full::new(bytes::Bytes::from(
             body.to_string(),
         )))?;
-    let response = upstream.clone().oneshot(request).await?;
+    let Ok(response) = upstream.clone().oneshot(request).await;
     let bytes = http_body_util::BodyExt::collect(response.into_body())
         .await?
         .to_bytes();
@@ -1139,14 +1265,17 @@ mod tests {
     #[test]
     fn the_share_is_a_quarter_unless_every_call_is_one_callers_or_the_file_says() {
         let command = "[upstream]\ncommand = [\"x\"]\n";
-        assert_eq!(fair_share(&config(command), Serving::Http).unwrap(), 0.25);
+        let share = |config: &Config, serving| {
+            fair_share(config, config.upstreams.first(), serving).unwrap()
+        };
+        assert_eq!(share(&config(command), Serving::Http), 0.25);
         // One host on stdio alone, or no principal: all calls are one caller's.
-        assert_eq!(fair_share(&config(command), Serving::Stdio).unwrap(), 1.0);
+        assert_eq!(share(&config(command), Serving::Stdio), 1.0);
         // The host on stdio beside HTTP callers is one caller among others.
-        assert_eq!(fair_share(&config(command), Serving::Both).unwrap(), 0.25);
+        assert_eq!(share(&config(command), Serving::Both), 0.25);
         let nobody = format!("{command}\n[identity]\nprincipal = \"none\"\n");
-        assert_eq!(fair_share(&config(&nobody), Serving::Http).unwrap(), 1.0);
+        assert_eq!(share(&config(&nobody), Serving::Http), 1.0);
         let given = format!("{command}fair_share = 0.5\n\n[identity]\nprincipal = \"none\"\n");
-        assert_eq!(fair_share(&config(&given), Serving::Stdio).unwrap(), 0.5);
+        assert_eq!(share(&config(&given), Serving::Stdio), 0.5);
     }
 }

@@ -1,0 +1,705 @@
+//! `[[upstream]]`: several servers behind one proxy, one MCP server to the client.
+//!
+//! ```toml
+//! [[upstream]]
+//! name = "fs"          # its tools reach the client as fs_read_file, fs_write_file, …
+//! command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]
+//!
+//! [[upstream]]
+//! name = "notes"
+//! prefix = "n"         # n_add_note; the separator is `prefix_separator` (default "_")
+//! command = ["python3", "notes_server.py"]
+//! ```
+//!
+//! [`Fanout`] stands where one upstream adapter stands: under the gates, so that the gates,
+//! the exposure, the catalog and the limits see the names the client sees (prefixed), and each
+//! upstream's adapter sees its own. It is thin: it reads the request's method, and
+//!
+//! - **lists** (`tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`)
+//!   asks every upstream that is up, following each one's `nextCursor` to its end (at most
+//!   [`MAX_PAGES`] pages, [`MAX_ITEMS`] items each), and answers one list with no
+//!   `nextCursor`: tool and prompt names prefixed, URIs as they are. Each list remembers which
+//!   upstream listed what, and that is how calls are routed. A name two upstreams list (after
+//!   prefixing) is a collision: at start-up the proxy refuses to serve, naming both; found
+//!   later (an upstream's list changed) the name is left out of the list and its calls are
+//!   refused, and the log says why;
+//! - **calls** (`tools/call`, `prompts/get`, `completion/complete` by its `ref`) go to the
+//!   upstream that listed the name, with the upstream's own name. A name no list holds is
+//!   listed again once, then refused as unknown (`-32602`); a name of an upstream that is down
+//!   is refused with an error naming it (`-32603`, `Upstream "notes" is down`);
+//! - **resources** keep their URIs: no scheme of the proxy's own is put on them, since a URI is
+//!   what a client shows, caches and hands back, and a rewritten one would leak into the
+//!   resources' contents and links. `resources/read` goes to the upstream whose
+//!   `resources/list` listed the URI (a map per list, at most [`MAX_ITEMS`] per upstream),
+//!   else, when exactly one upstream offers resources at all, to it; else it fails closed:
+//!   `-32602` saying no upstream listed that URI. So a URI only a template names is readable
+//!   when one upstream offers resources, not when several do;
+//! - **`server/discover`** answers the upstreams' capabilities merged, without `listChanged`
+//!   and `subscribe`: list changes and resource updates are **not relayed** from several
+//!   upstreams (one listen would have to be held open on each and their notifications merged),
+//!   so the proxy does not offer them, and refuses `subscriptions/listen`,
+//!   `resources/subscribe` and `resources/unsubscribe`. A client lists again to see changes.
+//!   `ping` is answered here, `logging/setLevel` goes to every upstream, a notification from
+//!   the client is taken (202) and goes to none, and tasks (`tasks/*`, a call with `task`) are
+//!   refused: a task's later requests name no upstream;
+//! - an upstream that fails to start or dies leaves the others serving: what it listed is left
+//!   out of the lists until it is back, and [`Fanout::health`] says which is down (`/healthz`,
+//!   `elicitation_proxy_upstream_up`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt as _, Either, Full, Limited};
+use serde_json::{Map, Value, json};
+use tower::ServiceExt as _;
+use tower_elicitation::BoxError;
+use tower_elicitation::upstream::{ResponseBody, Upstream};
+
+/// Pages of one upstream's list followed at most, for one list.
+pub const MAX_PAGES: usize = 100;
+/// Items of one upstream's list kept at most (and so URIs remembered per upstream).
+pub const MAX_ITEMS: usize = 10_000;
+/// The largest answer of an upstream's list page read.
+const MAX_PAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// One upstream of several.
+pub struct Member {
+    /// `[[upstream]] name`.
+    pub name: String,
+    /// What its tools' and prompts' names begin with for the client (separator included).
+    pub prefix: String,
+    pub upstream: Upstream,
+    /// `[[upstream]] sessions`: how many of its sessions there are.
+    pub sessions: usize,
+}
+
+impl Member {
+    /// Whether a session of it is up (handshaken, not restarting).
+    fn up(&self) -> bool {
+        self.upstream.live_sessions() > 0
+    }
+}
+
+/// An upstream's state, for `/healthz` and `/metrics`.
+#[derive(Debug, Clone)]
+pub struct Health {
+    pub name: String,
+    pub up: bool,
+    pub live_sessions: usize,
+    pub sessions: usize,
+}
+
+/// A list the fan-out merges: its method, the result's field, the key naming an item, and
+/// whether that key is prefixed.
+struct List {
+    method: &'static str,
+    field: &'static str,
+    key: &'static str,
+    prefixed: bool,
+}
+
+const LISTS: [List; 4] = [
+    List {
+        method: "tools/list",
+        field: "tools",
+        key: "name",
+        prefixed: true,
+    },
+    List {
+        method: "prompts/list",
+        field: "prompts",
+        key: "name",
+        prefixed: true,
+    },
+    List {
+        method: "resources/list",
+        field: "resources",
+        key: "uri",
+        prefixed: false,
+    },
+    List {
+        method: "resources/templates/list",
+        field: "resourceTemplates",
+        key: "uriTemplate",
+        prefixed: false,
+    },
+];
+
+/// Which upstream listed each name, per list (indexes of [`LISTS`]): the name the client
+/// sees → the upstream and its own name.
+#[derive(Default)]
+struct Routes {
+    lists: [HashMap<String, (usize, String)>; 4],
+    /// Names two upstreams list, per list: what the collision is, for the log and start-up.
+    collisions: [BTreeMap<String, String>; 4],
+}
+
+/// Several upstreams as one service. See the [module](self).
+pub struct Fanout {
+    members: Vec<Member>,
+    routes: Mutex<Routes>,
+    max_body_bytes: usize,
+}
+
+/// A response of the fan-out: an upstream's, or one of its own.
+pub type FanoutResponse = Response<Either<ResponseBody, Full<Bytes>>>;
+
+/// Where a call goes, or the answer refusing it.
+type Route = Result<(usize, String), Value>;
+
+impl Fanout {
+    /// The fan-out over `members` (at least one), reading request bodies up to
+    /// `max_body_bytes`.
+    pub fn new(members: Vec<Member>, max_body_bytes: usize) -> Self {
+        assert!(!members.is_empty(), "a fan-out over no upstream");
+        Self {
+            members,
+            routes: Mutex::default(),
+            max_body_bytes,
+        }
+    }
+
+    /// The upstreams.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Each upstream's state.
+    pub fn health(&self) -> Vec<Health> {
+        self.members
+            .iter()
+            .map(|member| Health {
+                name: member.name.clone(),
+                up: member.up(),
+                live_sessions: member.upstream.live_sessions(),
+                sessions: member.sessions,
+            })
+            .collect()
+    }
+
+    /// The names two upstreams listed in the last lists, each with what it is.
+    pub fn collisions(&self) -> Vec<String> {
+        let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes
+            .collisions
+            .iter()
+            .flat_map(|found| found.values().cloned())
+            .collect()
+    }
+
+    /// Serves one request.
+    pub async fn serve<B>(&self, request: Request<B>) -> FanoutResponse
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        if request.method() != http::Method::POST {
+            let mut response = own(StatusCode::METHOD_NOT_ALLOWED, None);
+            response
+                .headers_mut()
+                .insert(http::header::ALLOW, HeaderValue::from_static("POST"));
+            return response;
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = match Limited::new(body, self.max_body_bytes).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => {
+                let error = error_response(&Value::Null, -32600, "Request body too large");
+                return own(StatusCode::PAYLOAD_TOO_LARGE, Some(&error));
+            }
+        };
+        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(&bytes) else {
+            let error = error_response(&Value::Null, -32700, "Parse error");
+            return own(StatusCode::BAD_REQUEST, Some(&error));
+        };
+        let Some(id) = message.get("id").cloned() else {
+            // A notification (`notifications/cancelled`, …): taken, sent to no upstream.
+            return own(StatusCode::ACCEPTED, None);
+        };
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let headers = parts.headers;
+        if let Some(index) = LISTS.iter().position(|list| list.method == method) {
+            let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
+            if params.get("cursor").is_some() {
+                let error = error_response(
+                    &id,
+                    -32602,
+                    "Invalid cursor: the proxy answers every upstream's list in one page",
+                );
+                return own(StatusCode::OK, Some(&error));
+            }
+            let result = self.list(index, &headers, &params).await;
+            return own(StatusCode::OK, Some(&result_response(&id, result)));
+        }
+        match method.as_str() {
+            "server/discover" => {
+                return own(StatusCode::OK, Some(&self.discover(&id, &headers).await));
+            }
+            "ping" => return own(StatusCode::OK, Some(&result_response(&id, json!({})))),
+            "logging/setLevel" => {
+                let message = Value::Object(message);
+                let up = self.members.iter().enumerate().filter(|(_, m)| m.up());
+                let asks = up.map(|(index, _)| self.ask(index, &headers, &message));
+                futures_util::future::join_all(asks).await;
+                return own(StatusCode::OK, Some(&result_response(&id, json!({}))));
+            }
+            _ => {}
+        }
+        let params = message.get_mut("params").and_then(Value::as_object_mut);
+        let routed = match (method.as_str(), params) {
+            ("tools/call", Some(params)) if params.contains_key("task") => Err(error_response(
+                &id,
+                -32602,
+                "Tasks are not supported with several upstreams: call the tool without `task`",
+            )),
+            ("tools/call", Some(params)) => self.route_name(0, &id, params, "name", &headers).await,
+            ("prompts/get", Some(params)) => {
+                self.route_name(1, &id, params, "name", &headers).await
+            }
+            ("resources/read", Some(params)) => self.route_uri(&id, params, &headers).await,
+            ("completion/complete", Some(params)) => {
+                match params.get_mut("ref").and_then(Value::as_object_mut) {
+                    Some(reference) if reference.get("type") == Some(&json!("ref/prompt")) => {
+                        self.route_name(1, &id, reference, "name", &headers).await
+                    }
+                    Some(reference) => self.route_template(&id, reference, &headers).await,
+                    None => Err(error_response(
+                        &id,
+                        -32602,
+                        "completion/complete needs a `ref`",
+                    )),
+                }
+            }
+            ("subscriptions/listen" | "resources/subscribe" | "resources/unsubscribe", _) => {
+                Err(error_response(
+                    &id,
+                    -32601,
+                    &format!(
+                        "{method} is not relayed with several upstreams: list again to see changes"
+                    ),
+                ))
+            }
+            (method, _) if method.starts_with("tasks/") => Err(error_response(
+                &id,
+                -32601,
+                &format!("{method}: tasks are not supported with several upstreams"),
+            )),
+            ("tools/call" | "prompts/get" | "resources/read" | "completion/complete", None) => Err(
+                error_response(&id, -32602, &format!("{method} needs params")),
+            ),
+            (method, _) => Err(error_response(
+                &id,
+                -32601,
+                &format!(
+                    "Method not found: {method} (with several upstreams the proxy routes tools, prompts, resources and completions)"
+                ),
+            )),
+        };
+        match routed {
+            Ok(index) => self.forward(index, headers, &message).await,
+            Err(answer) => own(StatusCode::OK, Some(&answer)),
+        }
+    }
+
+    /// The upstream that listed `params[key]` in list `list` (0 tools, 1 prompts), the name
+    /// put back to its own; the list asked again once when no upstream is known for it.
+    async fn route_name(
+        &self,
+        list: usize,
+        id: &Value,
+        params: &mut Map<String, Value>,
+        key: &str,
+        headers: &HeaderMap,
+    ) -> Result<usize, Value> {
+        let Some(name) = params.get(key).and_then(Value::as_str).map(str::to_owned) else {
+            return Err(error_response(id, -32602, &format!("`{key}` is missing")));
+        };
+        let (index, own_name) = self.lookup(list, id, &name, headers).await?;
+        params.insert(key.to_owned(), Value::String(own_name));
+        Ok(index)
+    }
+
+    /// The upstream whose `resources/list` listed `params.uri`.
+    async fn route_uri(
+        &self,
+        id: &Value,
+        params: &Map<String, Value>,
+        headers: &HeaderMap,
+    ) -> Result<usize, Value> {
+        let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+            return Err(error_response(id, -32602, "`uri` is missing"));
+        };
+        Ok(self.lookup(2, id, uri, headers).await?.0)
+    }
+
+    /// The upstream whose `resources/templates/list` listed `reference.uri` (a completion's
+    /// `ref/resource`), else whose `resources/list` did.
+    async fn route_template(
+        &self,
+        id: &Value,
+        reference: &Map<String, Value>,
+        headers: &HeaderMap,
+    ) -> Result<usize, Value> {
+        let Some(uri) = reference.get("uri").and_then(Value::as_str) else {
+            return Err(error_response(id, -32602, "`ref.uri` is missing"));
+        };
+        match self.lookup(3, id, uri, headers).await {
+            Ok((index, _)) => Ok(index),
+            Err(_) => Ok(self.lookup(2, id, uri, headers).await?.0),
+        }
+    }
+
+    /// Which upstream listed `name` in list `list`, and its own name; listed again once when
+    /// none is known.
+    async fn lookup(&self, list: usize, id: &Value, name: &str, headers: &HeaderMap) -> Route {
+        if let Some(found) = self.known(list, name) {
+            return self.if_up(id, found);
+        }
+        self.list(list, headers, &json!({})).await;
+        if let Some(found) = self.known(list, name) {
+            return self.if_up(id, found);
+        }
+        let what = ["tool", "prompt", "resource", "resource template"][list];
+        if let Some(collision) = self.collision(list, name) {
+            return Err(error_response(
+                id,
+                -32602,
+                &format!("Unknown {what}: {name} ({collision})"),
+            ));
+        }
+        if LISTS[list].prefixed {
+            // A name of an upstream that is down: its error names it.
+            let down = self
+                .members
+                .iter()
+                .find(|member| name.starts_with(&member.prefix) && !member.up());
+            if let Some(member) = down {
+                return Err(down_error(id, &member.name));
+            }
+            return Err(error_response(
+                id,
+                -32602,
+                &format!("Unknown {what}: {name}"),
+            ));
+        }
+        // A URI no list holds: to the one upstream that offers resources, if only one does.
+        let offering: Vec<usize> = self.routes.lock().unwrap_or_else(|e| e.into_inner()).lists[2..]
+            .iter()
+            .flat_map(|listed| listed.values().map(|(index, _)| *index))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if let [only] = offering[..] {
+            return self.if_up(id, (only, name.to_owned()));
+        }
+        Err(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602,
+            "message": format!("Resource not found: no upstream listed {name} (with several upstreams the proxy routes a resource to the upstream whose resources/list listed it)"),
+            "data": {"uri": name}}}))
+    }
+
+    fn known(&self, list: usize, name: &str) -> Option<(usize, String)> {
+        let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes.lists[list].get(name).cloned()
+    }
+
+    fn collision(&self, list: usize, name: &str) -> Option<String> {
+        let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes.collisions[list].get(name).cloned()
+    }
+
+    fn if_up(&self, id: &Value, (index, name): (usize, String)) -> Route {
+        let member = &self.members[index];
+        if member.up() {
+            Ok((index, name))
+        } else {
+            Err(down_error(id, &member.name))
+        }
+    }
+
+    /// Sends `message` (its names put back to the upstream's own) to upstream `index`, with the
+    /// client's headers; its answer as it comes.
+    async fn forward(
+        &self,
+        index: usize,
+        headers: HeaderMap,
+        message: &Map<String, Value>,
+    ) -> FanoutResponse {
+        let body = Bytes::from(Value::Object(message.clone()).to_string());
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = http::Uri::from_static("/mcp");
+        *request.headers_mut() = headers;
+        request.headers_mut().remove(CONTENT_LENGTH);
+        let Ok(response) = self.members[index].upstream.clone().oneshot(request).await;
+        response.map(Either::Left)
+    }
+
+    /// Upstream `index`'s answer to `message`, read whole as JSON.
+    async fn ask(
+        &self,
+        index: usize,
+        headers: &HeaderMap,
+        message: &Value,
+    ) -> Result<Value, String> {
+        let mut request = Request::new(Full::new(Bytes::from(message.to_string())));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = http::Uri::from_static("/mcp");
+        *request.headers_mut() = headers.clone();
+        let headers = request.headers_mut();
+        headers.remove(CONTENT_LENGTH);
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let Ok(response) = self.members[index].upstream.clone().oneshot(request).await;
+        let bytes = Limited::new(response.into_body(), MAX_PAGE_BYTES)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        let mut reply: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+        match reply.get_mut("result") {
+            Some(result) => Ok(result.take()),
+            None => Err(reply["error"]["message"]
+                .as_str()
+                .map_or_else(|| reply["error"].to_string(), str::to_owned)),
+        }
+    }
+
+    /// Every page of upstream `index`'s list `list`: the first page's result (what else it
+    /// says) and the items.
+    async fn list_one(
+        &self,
+        index: usize,
+        list: &List,
+        headers: &HeaderMap,
+        params: &Value,
+    ) -> Result<(Value, Vec<Value>), String> {
+        let mut first = None;
+        let mut items = Vec::new();
+        let mut params = params.clone();
+        for _ in 0..MAX_PAGES {
+            let message =
+                json!({"jsonrpc": "2.0", "id": 1, "method": list.method, "params": params});
+            let mut result = self.ask(index, headers, &message).await?;
+            let cursor = result
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if let Some(Value::Array(page)) = result.get_mut(list.field).map(Value::take) {
+                items.extend(page);
+            }
+            first.get_or_insert(result);
+            if items.len() >= MAX_ITEMS {
+                tracing::warn!(upstream = %self.members[index].name, list = list.method, "the list is longer than {MAX_ITEMS}: the rest is left out");
+                items.truncate(MAX_ITEMS);
+                break;
+            }
+            match cursor {
+                Some(cursor) => params["cursor"] = Value::String(cursor),
+                None => break,
+            }
+        }
+        Ok((first.unwrap_or_else(|| json!({})), items))
+    }
+
+    /// List `list` of every upstream that is up, merged; what each listed is remembered.
+    async fn list(&self, list: usize, headers: &HeaderMap, params: &Value) -> Value {
+        let spec = &LISTS[list];
+        let asks = self.members.iter().enumerate().map(|(index, member)| async move {
+            if !member.up() {
+                return None;
+            }
+            match self.list_one(index, spec, headers, params).await {
+                Ok(listed) => Some(listed),
+                Err(why) => {
+                    tracing::debug!(upstream = %member.name, list = spec.method, %why, "an upstream did not list");
+                    None
+                }
+            }
+        });
+        let listed = futures_util::future::join_all(asks).await;
+        let mut shell = None;
+        let mut by_name: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+        let mut items: Vec<(String, Value)> = Vec::new();
+        for (index, found) in listed.into_iter().enumerate() {
+            let Some((first, page)) = found else {
+                continue;
+            };
+            shell.get_or_insert(first);
+            let member = &self.members[index];
+            for mut item in page {
+                let Some(own_name) = item
+                    .get(spec.key)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                else {
+                    continue;
+                };
+                let exposed = if spec.prefixed {
+                    format!("{}{own_name}", member.prefix)
+                } else {
+                    own_name.clone()
+                };
+                item[spec.key] = Value::String(exposed.clone());
+                by_name
+                    .entry(exposed.clone())
+                    .or_default()
+                    .push((index, own_name));
+                items.push((exposed, item));
+            }
+        }
+        let mut routes = HashMap::new();
+        let mut collisions = BTreeMap::new();
+        for (exposed, listers) in by_name {
+            if let [only] = &listers[..] {
+                routes.insert(exposed, only.clone());
+                continue;
+            }
+            let what = listers
+                .iter()
+                .map(|(index, own_name)| {
+                    format!("{own_name:?} of upstream {:?}", self.members[*index].name)
+                })
+                .collect::<Vec<_>>()
+                .join(" and ");
+            let text = format!(
+                "{} {exposed:?} is listed twice: {what}",
+                &spec.field[..spec.field.len() - 1]
+            );
+            tracing::error!(
+                "{text}: left out, and its calls refused; give an upstream another `prefix`"
+            );
+            collisions.insert(exposed, text);
+        }
+        items.retain(|(exposed, _)| !collisions.contains_key(exposed));
+        {
+            let mut remembered = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+            remembered.lists[list] = routes;
+            remembered.collisions[list] = collisions;
+        }
+        let mut result = match shell {
+            Some(Value::Object(result)) => result,
+            _ => Map::from_iter([("resultType".to_owned(), json!("complete"))]),
+        };
+        result.remove("nextCursor");
+        result.insert(
+            spec.field.to_owned(),
+            Value::Array(items.into_iter().map(|(_, item)| item).collect()),
+        );
+        Value::Object(result)
+    }
+
+    /// `server/discover`: the first upstream up's answer, with every upstream's capabilities
+    /// merged (no `listChanged`, no `subscribe`: not relayed) and their instructions each under
+    /// its name.
+    async fn discover(&self, id: &Value, headers: &HeaderMap) -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}});
+        let asks = self.members.iter().enumerate().map(|(index, member)| {
+            let message = &message;
+            async move {
+                if !member.up() {
+                    return None;
+                }
+                self.ask(index, headers, message).await.ok()
+            }
+        });
+        let found = futures_util::future::join_all(asks).await;
+        let mut base: Option<Map<String, Value>> = None;
+        let mut capabilities = Map::new();
+        let mut instructions = Vec::new();
+        for (index, result) in found.into_iter().enumerate() {
+            let Some(Value::Object(result)) = result else {
+                continue;
+            };
+            if let Some(Value::Object(offered)) = result.get("capabilities") {
+                for (key, value) in offered {
+                    match (capabilities.get_mut(key), value) {
+                        (Some(Value::Object(into)), Value::Object(more)) => {
+                            for (k, v) in more {
+                                into.entry(k.clone()).or_insert_with(|| v.clone());
+                            }
+                        }
+                        (None, _) => {
+                            capabilities.insert(key.clone(), value.clone());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if let Some(text) = result.get("instructions").and_then(Value::as_str) {
+                instructions.push(format!(
+                    "{} ({}…): {text}",
+                    self.members[index].name, self.members[index].prefix
+                ));
+            }
+            base.get_or_insert(result);
+        }
+        let Some(mut result) = base else {
+            let down: Vec<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
+            return error_response(
+                id,
+                -32603,
+                &format!("No upstream is up: {} down", down.join(", ")),
+            );
+        };
+        for list in ["tools", "prompts", "resources"] {
+            if let Some(Value::Object(capability)) = capabilities.get_mut(list) {
+                capability.remove("listChanged");
+                capability.remove("subscribe");
+            }
+        }
+        result.insert("capabilities".to_owned(), Value::Object(capabilities));
+        if instructions.is_empty() {
+            result.remove("instructions");
+        } else {
+            result.insert(
+                "instructions".to_owned(),
+                Value::String(instructions.join("\n\n")),
+            );
+        }
+        result.insert(
+            "_meta".to_owned(),
+            json!({"io.modelcontextprotocol/serverInfo": {
+                "name": "elicitation-proxy", "version": env!("CARGO_PKG_VERSION")}}),
+        );
+        result_response(id, Value::Object(result))
+    }
+}
+
+/// The error answering a call of upstream `name`'s, which is down.
+fn down_error(id: &Value, name: &str) -> Value {
+    error_response(
+        id,
+        -32603,
+        &format!(
+            "Upstream {name:?} is down: its tools, prompts and resources are not available until it is back"
+        ),
+    )
+}
+
+fn error_response(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn result_response(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// A response of the fan-out's own: `message` as JSON, or no body.
+fn own(status: StatusCode, message: Option<&Value>) -> FanoutResponse {
+    let body = message.map_or_else(Bytes::new, |message| Bytes::from(message.to_string()));
+    let mut response = Response::new(Either::Right(Full::new(body)));
+    *response.status_mut() = status;
+    if message.is_some() {
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    response
+}
