@@ -137,6 +137,30 @@ pub struct Exposure {
     unanswerable: Option<Arc<Policy>>,
 }
 
+/// Each of several upstreams' `hide` `resource:` entries, in the file's order: what the
+/// fan-out leaves out of that upstream's resource lists and never routes to it.
+///
+/// # Errors
+///
+/// An entry that is not a pattern (the file's check says so first, at its line).
+pub fn hidden_resources(upstreams: &Upstreams) -> Result<Vec<Vec<GateTarget>>, String> {
+    upstreams
+        .list
+        .iter()
+        .map(|table| {
+            table
+                .get_ref()
+                .hide
+                .iter()
+                .filter_map(|entry| match targets::split(entry.get_ref()) {
+                    ("resource", pattern) => Some(targets::target("resource", pattern)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The exposure in force: the file's as last read without a mistake, replaced at each reload.
 pub type Current = Arc<RwLock<Arc<Exposure>>>;
 
@@ -197,9 +221,10 @@ impl Exposure {
     /// The file's exposure: a lone `[upstream]`'s as [`new`](Self::new) reads it; with several
     /// `[[upstream]]`, each one's `expose` and `hide` on its own names, prefixed as the client
     /// sees them. Where one upstream's `expose` names a kind, another's that names none of it
-    /// exposes all of its own (`notes_*`); a `resource:` entry of `hide` hides that URI
-    /// whichever upstream lists it (URIs are not prefixed), and the file's check refuses one
-    /// in `expose`. `hide_when_unanswerable` is the first table's.
+    /// exposes all of its own (`notes_*`). URIs are not prefixed, so a `resource:` entry of an
+    /// upstream's `hide` is that upstream's alone, and the fan-out applies it
+    /// ([`hidden_resources`]); the file's check refuses one in `expose`.
+    /// `hide_when_unanswerable` is the first table's.
     ///
     /// # Errors
     ///
@@ -256,6 +281,7 @@ impl Exposure {
                 upstream
                     .hide
                     .iter()
+                    .filter(|entry| targets::split(entry.get_ref()).0 != "resource")
                     .map(move |entry| spanned(prefixed(&prefix, entry.get_ref())))
             })
             .collect();

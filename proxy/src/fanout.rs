@@ -47,7 +47,7 @@
 //!   `elicitation_proxy_upstream_up`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
@@ -55,8 +55,8 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Either, Full, Limited};
 use serde_json::{Map, Value, json};
 use tower::ServiceExt as _;
-use tower_elicitation::BoxError;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
+use tower_elicitation::{BoxError, GateTarget};
 
 /// Pages of one upstream's list followed at most, for one list.
 pub const MAX_PAGES: usize = 100;
@@ -74,12 +74,24 @@ pub struct Member {
     pub upstream: Upstream,
     /// `[[upstream]] sessions`: how many of its sessions there are.
     pub sessions: usize,
+    /// Its `hide`'s `resource:` entries: URIs (and templates) of its own left out of the
+    /// lists and never routed to it; replaced at each reload ([`Fanout::hide_resources`]).
+    pub hidden: RwLock<Vec<GateTarget>>,
 }
 
 impl Member {
     /// Whether a session of it is up (handshaken, not restarting).
     fn up(&self) -> bool {
         self.upstream.live_sessions() > 0
+    }
+
+    /// Whether its `hide` hides the URI (or URI template) `uri`.
+    fn hides(&self, uri: &str) -> bool {
+        self.hidden
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|target| target.applies_to("resources/read", uri))
     }
 }
 
@@ -100,6 +112,9 @@ struct List {
     key: &'static str,
     prefixed: bool,
 }
+
+/// What an item of each of [`LISTS`] is, as an error names it.
+const LIST_ITEMS: [&str; 4] = ["tool", "prompt", "resource", "resource template"];
 
 const LISTS: [List; 4] = [
     List {
@@ -165,6 +180,13 @@ impl Fanout {
     /// The upstreams.
     pub fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    /// Takes `hidden` (per upstream, in order) as each one's hidden resources from now on.
+    pub fn hide_resources(&self, hidden: Vec<Vec<GateTarget>>) {
+        for (member, hidden) in self.members.iter().zip(hidden) {
+            *member.hidden.write().unwrap_or_else(|e| e.into_inner()) = hidden;
+        }
     }
 
     /// Each upstream's state.
@@ -366,7 +388,7 @@ impl Fanout {
         if let Some(found) = self.known(list, name) {
             return self.if_up(id, found);
         }
-        let what = ["tool", "prompt", "resource", "resource template"][list];
+        let what = LIST_ITEMS[list];
         if let Some(collision) = self.collision(list, name) {
             return Err(error_response(
                 id,
@@ -396,7 +418,9 @@ impl Fanout {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        if let [only] = offering[..] {
+        if let [only] = offering[..]
+            && !self.members[only].hides(name)
+        {
             return self.if_up(id, (only, name.to_owned()));
         }
         Err(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602,
@@ -541,6 +565,9 @@ impl Fanout {
                 else {
                     continue;
                 };
+                if !spec.prefixed && member.hides(&own_name) {
+                    continue;
+                }
                 let exposed = if spec.prefixed {
                     format!("{}{own_name}", member.prefix)
                 } else {
@@ -568,13 +595,18 @@ impl Fanout {
                 })
                 .collect::<Vec<_>>()
                 .join(" and ");
+            let remedy = if spec.prefixed {
+                "give one of them another `prefix`".to_owned()
+            } else {
+                format!(
+                    "URIs are not prefixed: hide it in all but one of them (hide = [\"resource:{exposed}\"])"
+                )
+            };
             let text = format!(
-                "{} {exposed:?} is listed twice: {what}",
-                &spec.field[..spec.field.len() - 1]
+                "{} {exposed:?} is listed by two upstreams, {what} ({remedy})",
+                LIST_ITEMS[list]
             );
-            tracing::error!(
-                "{text}: left out, and its calls refused; give an upstream another `prefix`"
-            );
+            tracing::error!("{text}: left out of the list, and its calls refused");
             collisions.insert(exposed, text);
         }
         items.retain(|(exposed, _)| !collisions.contains_key(exposed));

@@ -247,10 +247,13 @@ async fn run(
                 prefix: settings.exposed_prefix(),
                 upstream,
                 sessions: settings.sessions()?,
+                hidden: RwLock::default(),
             });
         }
         started(&members, options.check).await?;
-        routed::Routed::fanout(fanout::Fanout::new(members, max_body_bytes))
+        let fanout = fanout::Fanout::new(members, max_body_bytes);
+        fanout.hide_resources(exposure::hidden_resources(&config.upstreams)?);
+        routed::Routed::fanout(fanout)
     } else {
         let first = config.upstreams.first();
         routed::Routed::single(upstream.clone()).named(first.name(), first.sessions()?)
@@ -285,7 +288,7 @@ async fn run(
         if !collisions.is_empty() {
             lister.shutdown().await;
             return Err(format!(
-                "{}: several upstreams list the same name for the client: {}; give one of them another `prefix`",
+                "{}: several upstreams list the same name for the client: {}",
                 source.path.display(),
                 collisions.join("; ")
             )
@@ -391,6 +394,7 @@ async fn run(
         max_body_bytes,
         body_timeout,
         rate_limits,
+        upstreams: lister.clone(),
     });
     let reload = {
         let policy = Arc::clone(&policy);
@@ -637,6 +641,8 @@ struct Policy {
     body_timeout: Duration,
     /// `[limits]`: the calls each caller may make a minute, when the file sets any.
     rate_limits: Option<limits::RateLimits>,
+    /// The upstreams, for the resources each of several hides.
+    upstreams: routed::Routed,
 }
 
 impl Policy {
@@ -657,6 +663,9 @@ impl Policy {
             .clone();
         let built = assemble(&source, &config, &offered, &self.backends, &self.catalog)?;
         let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
+        if let Some(fanout) = self.upstreams.several() {
+            fanout.hide_resources(exposure::hidden_resources(&config.upstreams)?);
+        }
         let count = built.built.len();
         self.labels.set(labels_of(&built.built));
         self.stack.replace(

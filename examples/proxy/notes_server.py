@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""A small MCP server of notes, on stdio, the standard library only (Python 3.11).
+
+It speaks MCP 2025-06-18: newline-delimited JSON-RPC on stdin and stdout, `initialize`, then
+`tools/list`, `tools/call`, `resources/list`, `resources/read` and `ping`. Two tools,
+`add_note` (a `text`) and `list_notes`, and one resource, `notes://all`, every note. The notes
+live in this process only: a restart forgets them.
+
+    python3 examples/proxy/notes_server.py
+
+examples/proxy/team.toml puts it behind elicitation-proxy beside server-filesystem, and the
+proxy's tests (proxy/tests/upstreams.rs) run it as one of two upstreams.
+"""
+
+import json
+import sys
+
+PROTOCOL = "2025-06-18"
+
+TOOLS = [
+    {
+        "name": "add_note",
+        "description": "Add a note.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "The note."}},
+            "required": ["text"],
+        },
+    },
+    {
+        "name": "list_notes",
+        "description": "Every note, one a line.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+]
+
+RESOURCE = {"uri": "notes://all", "name": "notes", "mimeType": "text/plain"}
+
+notes = []
+
+
+def text(value):
+    return {"content": [{"type": "text", "text": value}], "isError": False}
+
+
+def handle(method, params):
+    """The result of `method`, or raises KeyError (unknown method) / ValueError (bad params)."""
+    if method == "initialize":
+        return {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {"tools": {}, "resources": {}},
+            "serverInfo": {"name": "notes", "version": "1.0.0"},
+            "instructions": "Notes: add_note adds one, list_notes reads them all.",
+        }
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        return {"tools": TOOLS}
+    if method == "tools/call":
+        name = params.get("name")
+        arguments = params.get("arguments") or {}
+        if name == "add_note":
+            note = arguments.get("text")
+            if not isinstance(note, str):
+                raise ValueError("add_note needs a `text` string")
+            notes.append(note)
+            return text(f"noted ({len(notes)} notes)")
+        if name == "list_notes":
+            return text("\n".join(notes))
+        raise ValueError(f"Unknown tool: {name}")
+    if method == "resources/list":
+        return {"resources": [RESOURCE]}
+    if method == "resources/read":
+        if params.get("uri") != RESOURCE["uri"]:
+            raise ValueError(f"Resource not found: {params.get('uri')}")
+        return {
+            "contents": [
+                {"uri": RESOURCE["uri"], "mimeType": "text/plain", "text": "\n".join(notes)}
+            ]
+        }
+    raise KeyError(method)
+
+
+def main():
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            reply = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+            print(json.dumps(reply), flush=True)
+            continue
+        if not isinstance(message, dict) or "method" not in message:
+            continue  # an answer to a request of ours (we send none), or not a request
+        if "id" not in message:
+            continue  # a notification: notifications/initialized, cancelled, …
+        ident = message["id"]
+        try:
+            result = handle(message["method"], message.get("params") or {})
+            reply = {"jsonrpc": "2.0", "id": ident, "result": result}
+        except KeyError:
+            error = {"code": -32601, "message": f"Method not found: {message['method']}"}
+            reply = {"jsonrpc": "2.0", "id": ident, "error": error}
+        except ValueError as why:
+            reply = {"jsonrpc": "2.0", "id": ident, "error": {"code": -32602, "message": str(why)}}
+        print(json.dumps(reply), flush=True)
+
+
+if __name__ == "__main__":
+    main()
