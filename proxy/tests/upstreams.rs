@@ -1,0 +1,320 @@
+//! Issue #40 item 1: several `[[upstream]]` behind one proxy, over real processes: the pinned
+//! server-filesystem (node) and `examples/proxy/notes_server.py` (the standard library only,
+//! MCP 2025-06-18 on stdio). One `tools/list` with the names prefixed, a gate on each
+//! upstream (its own names) asked and honoured, a resource read from the upstream that listed
+//! it; then one upstream's child killed (and unable to start again) while the other serves,
+//! `/healthz` naming the one down. And the file's mistakes with several upstreams, each at its
+//! line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The notes server the example and these tests run.
+fn notes_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/proxy/notes_server.py")
+}
+
+/// A directory of the test's own (removed when dropped).
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("te-upstreams-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const APPROVE: &str =
+    "form.approve = { type = \"boolean\", title = \"Approve\" }\nrequire = { approve = true }\n";
+
+fn accept() -> Value {
+    json!({"action": "accept", "content": {"approve": true}})
+}
+
+fn text_of(reply: &Value) -> String {
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn tool_names(listed: &Value) -> Vec<String> {
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {listed:#}"))
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `GET path` of the proxy at `port`: the status and the body.
+async fn get(port: u16, path: &str) -> (u16, String) {
+    let response = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+/// The pid of the one process under `root` running `script` itself (not the proxy's
+/// `--supervise` process in front of it).
+fn server_pid(root: u32, script: &Path) -> u32 {
+    let script = script.to_str().unwrap();
+    let found: Vec<u32> = descendants_of(root)
+        .into_iter()
+        .filter(|pid| {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let line = String::from_utf8_lossy(&line);
+            line.contains(script) && !line.contains("--supervise")
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one process of {script} under {root}: {found:?}"
+    );
+    found[0]
+}
+
+async fn two_upstreams_one_list_a_gate_on_each_and_one_down_leaves_the_other_serving() {
+    let port = free_port();
+    let dir = Dir::new("two");
+    // A copy of the notes server of the test's own: removed, its child cannot start again.
+    let notes = dir.0.join("notes_server.py");
+    std::fs::copy(notes_server(), &notes).unwrap();
+    let data = dir.0.join("data");
+    let config = dir.0.join("team.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[[upstream]]
+name = "fs"
+command = ["node", "{fs}", "{data}"]
+server_questions = "off"
+
+[[upstream]]
+name = "notes"
+command = ["python3", "{notes}"]
+restart_backoff_secs = 1
+
+[listen]
+http = "127.0.0.1:{port}"
+
+[[gate]]
+upstream = "fs"
+tools = ["write_file"]
+message = "Write to {{path}}?"
+{APPROVE}
+[[gate]]
+upstream = "notes"
+tools = ["add_note"]
+message = "Add the note {{text}}?"
+{APPROVE}"#,
+            fs = filesystem().display(),
+            data = data.display(),
+            notes = notes.display(),
+        ),
+    )
+    .unwrap();
+    let proxy = Proxy::start(&config, port).await;
+
+    // One list, every name prefixed with its upstream's name.
+    let names = tool_names(&request(&proxy.url, "tools/list", "", json!({})).await);
+    for wanted in [
+        "fs_write_file",
+        "fs_read_text_file",
+        "notes_add_note",
+        "notes_list_notes",
+    ] {
+        assert!(names.iter().any(|n| n == wanted), "{wanted}: {names:?}");
+    }
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("fs_") || n.starts_with("notes_")),
+        "{names:?}"
+    );
+
+    // The gate on fs's own `write_file` asks before fs_write_file, and the approval writes.
+    let file = data.join("a.txt");
+    let arguments = json!({"path": file.to_str().unwrap(), "content": "from fs"});
+    let asked = proxy
+        .call("fs_write_file", arguments.clone(), json!({}))
+        .await;
+    let state = state_of(&asked);
+    let message = asked["result"]["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("a.txt"), "{message}");
+    assert!(!file.exists(), "written before the approval");
+    let written = proxy
+        .call("fs_write_file", arguments, answer(&state, accept()))
+        .await;
+    assert_ne!(written["result"]["isError"], true, "{written:#}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "from fs");
+
+    // The gate on notes's own `add_note` asks before notes_add_note: declined, nothing added;
+    // approved, added.
+    let asked = proxy
+        .call("notes_add_note", json!({"text": "declined"}), json!({}))
+        .await;
+    let declined = proxy
+        .call(
+            "notes_add_note",
+            json!({"text": "declined"}),
+            answer(&state_of(&asked), json!({"action": "decline"})),
+        )
+        .await;
+    assert_eq!(declined["result"]["isError"], true, "{declined:#}");
+    let asked = proxy
+        .call("notes_add_note", json!({"text": "kept"}), json!({}))
+        .await;
+    let message = asked["result"]["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not asked: {asked:#}"));
+    assert!(message.contains("kept"), "{message}");
+    let added = proxy
+        .call(
+            "notes_add_note",
+            json!({"text": "kept"}),
+            answer(&state_of(&asked), accept()),
+        )
+        .await;
+    assert!(text_of(&added).starts_with("noted"), "{added:#}");
+    // Not gated: runs at once, in the notes server.
+    let listed = proxy.call("notes_list_notes", json!({}), json!({})).await;
+    assert_eq!(text_of(&listed), "kept", "{listed:#}");
+    // The resource notes listed is read from notes.
+    let read = request(
+        &proxy.url,
+        "resources/read",
+        "notes://all",
+        json!({"uri": "notes://all"}),
+    )
+    .await;
+    assert_eq!(read["result"]["contents"][0]["text"], "kept", "{read:#}");
+    // A name no upstream lists is unknown.
+    let unknown = proxy.call("write_file", json!({}), json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown:#}");
+
+    let (status, body) = get(port, "/healthz").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+
+    // notes's child killed, and unable to start again: fs serves on.
+    std::fs::remove_file(&notes).unwrap();
+    let pid = server_pid(proxy.child.id(), &notes);
+    send_signal(pid, 9);
+    let mut health = (0, String::new());
+    for _ in 0..600 {
+        health = get(port, "/healthz").await;
+        if health.0 == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(health, (503, "degraded: notes down\n".to_owned()));
+    let (status, verbose) = get(port, "/healthz?verbose").await;
+    assert_eq!(status, 503);
+    let verbose: Value = serde_json::from_str(&verbose).unwrap();
+    assert_eq!(verbose["status"], "degraded", "{verbose:#}");
+    assert_eq!(verbose["down"], json!(["notes"]), "{verbose:#}");
+    assert_eq!(verbose["upstreams"]["notes"]["up"], false, "{verbose:#}");
+    assert_eq!(verbose["upstreams"]["fs"]["up"], true, "{verbose:#}");
+    let (_, metrics) = get(port, "/metrics").await;
+    assert!(
+        metrics.contains("elicitation_proxy_upstream_up{upstream=\"notes\"} 0\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("elicitation_proxy_upstream_up{upstream=\"fs\"} 1\n"),
+        "{metrics}"
+    );
+    // Its calls are refused, naming it; its tools are out of the list; fs's are in and run.
+    let refused = proxy.call("notes_list_notes", json!({}), json!({})).await;
+    let why = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("\"notes\" is down"), "{refused:#}");
+    let names = tool_names(&request(&proxy.url, "tools/list", "", json!({})).await);
+    assert!(!names.iter().any(|n| n.starts_with("notes_")), "{names:?}");
+    assert!(names.iter().any(|n| n == "fs_read_text_file"), "{names:?}");
+    let read = proxy
+        .call(
+            "fs_read_text_file",
+            json!({"path": file.to_str().unwrap()}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(text_of(&read), "from fs", "{read:#}");
+}
+
+/// `--check` of a file with several upstreams: each mistake at its line.
+fn mistakes_with_several_upstreams_name_their_line() {
+    let dir = Dir::new("check");
+    let config = dir.0.join("team.toml");
+    let check = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        let out = Command::new(PROXY)
+            .arg("--config")
+            .arg(&config)
+            .arg("--check")
+            .arg("--ephemeral-keys")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{text}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let two = "[[upstream]]\nname = \"a\"\ncommand = [\"true\"]\n\n[[upstream]]\nname = \"b\"\ncommand = [\"true\"]\n";
+    // A gate naming no upstream of the file.
+    let stderr = check(&format!(
+        "{two}\n[[gate]]\nupstream = \"x\"\ntools = [\"t\"]\n{APPROVE}"
+    ));
+    assert!(stderr.contains("team.toml:9:"), "{stderr}");
+    assert!(
+        stderr.contains("upstream \"x\" names no upstream of the file (a, b)"),
+        "{stderr}"
+    );
+    // A table without a name; two of the same name.
+    let stderr = check(
+        "[[upstream]]\ncommand = [\"true\"]\n\n[[upstream]]\nname = \"b\"\ncommand = [\"true\"]\n",
+    );
+    assert!(stderr.contains("team.toml:1:"), "{stderr}");
+    assert!(stderr.contains("needs a `name`"), "{stderr}");
+    let stderr = check(
+        "[[upstream]]\nname = \"a\"\ncommand = [\"true\"]\n\n[[upstream]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    );
+    assert!(stderr.contains("team.toml:6:"), "{stderr}");
+    assert!(stderr.contains("is taken"), "{stderr}");
+    // What is not per upstream yet, refused at its line rather than ignored.
+    let stderr = check(&format!("{two}\n[identity]\npass_to_upstream = true\n"));
+    assert!(
+        stderr.contains("pass_to_upstream is not supported"),
+        "{stderr}"
+    );
+    let stderr = check(&format!("{two}expose = [\"resource:file:///x\"]\n"));
+    assert!(stderr.contains("team.toml:8:"), "{stderr}");
+    assert!(stderr.contains("not per upstream yet"), "{stderr}");
+    let stderr = check(&format!("{two}on_tool_change = \"hide\"\n"));
+    assert!(stderr.contains("team.toml:5:"), "{stderr}");
+    assert!(stderr.contains("first [[upstream]] only"), "{stderr}");
+    // A lone [upstream] is not prefixed.
+    let stderr = check("[upstream]\ncommand = [\"true\"]\nprefix = \"x\"\n");
+    assert!(stderr.contains("team.toml:3:"), "{stderr}");
+    assert!(stderr.contains("not prefixed"), "{stderr}");
+}
+
+crate::trials!(
+    [Upstreams] current_thread two_upstreams_one_list_a_gate_on_each_and_one_down_leaves_the_other_serving,
+    [] sync mistakes_with_several_upstreams_name_their_line,
+);
