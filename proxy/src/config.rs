@@ -988,10 +988,20 @@ impl Source {
         }
         for (number, gate) in config.gates.iter().enumerate() {
             let spec = gate.get_ref();
+            let line = at(gate.span());
+            let reads_upstream = spec.when.as_deref().is_some_and(|when| {
+                when.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .any(|word| word == "upstream")
+            });
+            if upstreams.several && reads_upstream {
+                found.push(self.error(
+                    line,
+                    format!("gate {}: `when` reads `upstream`, which is not yet the call's upstream with several [[upstream]]: give the gate `upstream = \"NAME\"` instead", number + 1),
+                ));
+            }
             let Some(named) = &spec.upstream else {
                 continue;
             };
-            let line = at(gate.span());
             if !names.contains(named) {
                 found.push(self.error(
                     line,
