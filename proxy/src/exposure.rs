@@ -815,7 +815,7 @@ mod tests {
         let config = source.parse().unwrap();
         source.check(&config).unwrap();
         let policy = policy_of(&source, &config);
-        Exposure::new(&config.upstreams.first(), &policy).unwrap()
+        Exposure::new(config.upstreams.first(), &policy).unwrap()
     }
 
     fn policy_of(source: &Source, config: &crate::config::Config) -> Arc<Policy> {
@@ -1115,7 +1115,7 @@ mod tests {
         };
         let config = source.parse().unwrap();
         let policy = policy_of(&source, &config);
-        let exposure = Exposure::new(&config.upstreams.first(), &policy).unwrap();
+        let exposure = Exposure::new(config.upstreams.first(), &policy).unwrap();
         assert_eq!(
             exposure.summary(&offered()),
             [
