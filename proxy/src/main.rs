@@ -10,8 +10,10 @@
 //!
 //! It is [`LegacyBridgeLayer`] (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
 //! validation, sealed state, single-use approvals) in front of [`Upstream`] (the server: a stdio
-//! child or a URL; its own questions become `input_required` rounds), served with bounded read
-//! times and connections, `/healthz`, and a graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a
+//! child or a URL; its own questions become `input_required` rounds), or of several behind one
+//! fan-out (`[[upstream]]`: their names prefixed, each call routed to its own; `fanout`),
+//! served with bounded read times and connections, `/healthz` (which of several is down), and a
+//! graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a
 //! change to the file (seen within a second), reads the file again and replaces the gates at
 //! once; a file with a mistake keeps the old gates and says why. Approvals are bound to the
 //! caller (`[identity] principal`); each decision is one JSON line on stderr (`decisions`); a
@@ -70,7 +72,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     long_about = "Approval gates and validated elicitation in front of any MCP server, from a TOML \
 file: each gated tool, prompt or resource asks its question (a form or a URL) before the call \
 reaches the server, for hosts of both eras (2026-07-28 and 2025), over Streamable HTTP or stdio.",
-    after_help = "The config file: [upstream] (a command or a url), [listen], [state], [identity], \
+    after_help = "The config file: [upstream] (a command or a url; or several [[upstream]], each named and its tools prefixed), [listen], [state], [identity], \
 [log], [approvals], [limits] and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every key: the module docs \
 of proxy/src/config.rs (in the repository). Logs: RUST_LOG (e.g. RUST_LOG=debug); each decision \
 is one JSON line on stderr."
