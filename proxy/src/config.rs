@@ -1513,6 +1513,70 @@ require = { approve = true }
     }
 
     #[test]
+    fn a_gate_naming_its_upstream_has_its_patterns_prefixed_as_the_client_sees_them() {
+        let text = r#"
+[[upstream]]
+name = "fs"
+command = ["x"]
+
+[[upstream]]
+name = "notes"
+prefix = "n"
+prefix_separator = "."
+command = ["y"]
+
+[[gate]]
+upstream = "notes"
+tools = ["add_*"]
+prompts = ["summary"]
+form.approve = { type = "boolean" }
+
+[[gate]]
+tools = ["fs_write_file"]
+form.approve = { type = "boolean" }
+"#;
+        let file = source(text);
+        let config = file.parse().unwrap();
+        file.check(&config).unwrap();
+        assert!(config.upstreams.several);
+        assert_eq!(config.upstreams.names(), ["fs", "notes"]);
+        assert_eq!(config.upstreams.list[0].get_ref().exposed_prefix(), "fs_");
+        assert_eq!(config.upstreams.list[1].get_ref().exposed_prefix(), "n.");
+        assert_eq!(config.gates[0].get_ref().tools, ["n.add_*"]);
+        assert_eq!(config.gates[0].get_ref().prompts, ["n.summary"]);
+        // Without `upstream`: the names the client sees, as written.
+        assert_eq!(config.gates[1].get_ref().tools, ["fs_write_file"]);
+        // A lone [upstream] is named `default` and prefixes nothing.
+        let one = source("[upstream]\ncommand = [\"x\"]\n").parse().unwrap();
+        assert!(!one.upstreams.several);
+        assert_eq!(one.upstreams.names(), ["default"]);
+    }
+
+    #[test]
+    fn several_upstreams_refuse_what_they_cannot_combine_each_at_its_line() {
+        let mistakes = |text: &str| {
+            let source = source(text);
+            let config = source.parse().map_err(|e| e.to_string()).unwrap();
+            source.check(&config).unwrap_err().to_string()
+        };
+        let two = "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\n\n[[upstream]]\nname = \"b\"\ncommand = [\"y\"]\n";
+        let error = mistakes(&format!("{two}prefix = \"a\"\n"));
+        assert!(error.starts_with("gates.toml:5: "), "{error}");
+        assert!(error.contains("as upstream \"a\"'s are"), "{error}");
+        let error = mistakes(&format!("{two}hide_when_unanswerable = true\n"));
+        assert!(error.contains("first [[upstream]] only"), "{error}");
+        let error = mistakes(&format!("{two}prefix = \"a b\"\n"));
+        assert!(error.starts_with("gates.toml:8: "), "{error}");
+        let gate = "\n[[gate]]\nupstream = \"a\"\nresources = [\"file:///x\"]\nform.ok = { type = \"boolean\" }\n";
+        let error = mistakes(&format!("{two}{gate}"));
+        assert!(error.starts_with("gates.toml:9: "), "{error}");
+        assert!(error.contains("resource URIs are not prefixed"), "{error}");
+        let when = "\n[[gate]]\ntools = [\"*\"]\nwhen = \"upstream == 'a'\"\naction = \"deny\"\n";
+        let error = mistakes(&format!("{two}{when}"));
+        assert!(error.contains("`when` reads `upstream`"), "{error}");
+    }
+
+    #[test]
     fn the_principal_is_a_header_or_nobody() {
         let identity = |p: &str| Identity {
             principal: Some(p.to_owned()),

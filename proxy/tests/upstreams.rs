@@ -60,6 +60,15 @@ fn tool_names(listed: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The JSON-RPC answer in `text`: a JSON body, or the event of an event stream that has an id.
+fn message_in(text: &str) -> Value {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|event| event.get("id").is_some())
+        .unwrap_or_else(|| serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}")))
+}
+
 /// `GET path` of the proxy at `port`: the status and the body.
 async fn get(port: u16, path: &str) -> (u16, String) {
     let response = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
@@ -146,6 +155,26 @@ message = "Add the note {{text}}?"
             .iter()
             .all(|n| n.starts_with("fs_") || n.starts_with("notes_")),
         "{names:?}"
+    );
+
+    // A 2025-era host (through the bridge) sees the same list.
+    let legacy = LegacySession::open(&proxy.url, "legacy-host").await;
+    let listed = legacy
+        .post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let listed = message_in(&listed);
+    let legacy_names = tool_names(&listed);
+    assert_eq!(
+        legacy_names.len(),
+        names.len(),
+        "{legacy_names:?} {names:?}"
+    );
+    assert!(
+        legacy_names.iter().any(|n| n == "notes_add_note"),
+        "{legacy_names:?}"
     );
 
     // The gate on fs's own `write_file` asks before fs_write_file, and the approval writes.
