@@ -7,6 +7,7 @@ It speaks MCP 2025-06-18: newline-delimited JSON-RPC on stdin and stdout, `initi
 live in this process only: a restart forgets them.
 
     python3 examples/proxy/notes_server.py
+    python3 examples/proxy/notes_server.py --page-size 1   # tools/list one tool a page
 
 examples/proxy/team.toml puts it behind elicitation-proxy beside server-filesystem, and the
 proxy's tests (proxy/tests/upstreams.rs) run it as one of two upstreams.
@@ -38,6 +39,9 @@ RESOURCE = {"uri": "notes://all", "name": "notes", "mimeType": "text/plain"}
 
 notes = []
 
+# `--page-size N`: tools/list answers N tools a page, with a `nextCursor` (none: all at once).
+PAGE_SIZE = int(sys.argv[sys.argv.index("--page-size") + 1]) if "--page-size" in sys.argv else None
+
 
 def text(value):
     return {"content": [{"type": "text", "text": value}], "isError": False}
@@ -55,7 +59,13 @@ def handle(method, params):
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": TOOLS}
+        if PAGE_SIZE is None:
+            return {"tools": TOOLS}
+        start = int(params.get("cursor") or 0)
+        page = {"tools": TOOLS[start : start + PAGE_SIZE]}
+        if start + PAGE_SIZE < len(TOOLS):
+            page["nextCursor"] = str(start + PAGE_SIZE)
+        return page
     if method == "tools/call":
         name = params.get("name")
         arguments = params.get("arguments") or {}

@@ -343,7 +343,86 @@ fn mistakes_with_several_upstreams_name_their_line() {
     assert!(stderr.contains("not prefixed"), "{stderr}");
 }
 
+/// Two of the notes server behind one proxy: the URI both list is a collision `--check`
+/// refuses naming both, until one hides it; one that does not start fails `--check` naming it.
+/// Served, one's pages (a tool a page) are followed into one list, and the other's `hide`
+/// takes its own names out (a call of one is unknown), leaving the first's.
+async fn two_of_one_server_collide_until_one_hides_and_pages_are_followed() {
+    let port = free_port();
+    let dir = Dir::new("same");
+    let config = dir.0.join("team.toml");
+    let notes = notes_server();
+    let notes = notes.display();
+    let check = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        Command::new(PROXY)
+            .arg("--config")
+            .arg(&config)
+            .arg("--check")
+            .arg("--ephemeral-keys")
+            .output()
+            .unwrap()
+    };
+    let first = format!(
+        "[[upstream]]\nname = \"notes\"\ncommand = [\"python3\", \"{notes}\", \"--page-size\", \"1\"]\n"
+    );
+    let listen = format!("\n[listen]\nhttp = \"127.0.0.1:{port}\"\n");
+    let out = check(&format!(
+        "{first}\n[[upstream]]\nname = \"memo\"\ncommand = [\"python3\", \"{notes}\"]\n{listen}"
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("resource \"notes://all\" is listed by two upstreams, \"notes://all\" of upstream \"notes\" and \"notes://all\" of upstream \"memo\""),
+        "{stderr}"
+    );
+    let missing = dir.0.join("missing.py");
+    let out = check(&format!(
+        "{first}\n[[upstream]]\nname = \"memo\"\ncommand = [\"python3\", \"{}\"]\n{listen}",
+        missing.display()
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("upstream \"memo\": "), "{stderr}");
+
+    let served = format!(
+        "{first}\n[[upstream]]\nname = \"memo\"\ncommand = [\"python3\", \"{notes}\"]\nhide = [\"resource:notes://all\", \"list_notes\"]\n{listen}"
+    );
+    let out = check(&served);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let proxy = Proxy::start(&config, port).await;
+    let mut names = tool_names(&request(&proxy.url, "tools/list", "", json!({})).await);
+    names.sort();
+    assert_eq!(
+        names,
+        ["memo_add_note", "notes_add_note", "notes_list_notes"],
+        "{names:?}"
+    );
+    let hidden = proxy.call("memo_list_notes", json!({}), json!({})).await;
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden:#}");
+    let added = proxy
+        .call("memo_add_note", json!({"text": "in memo"}), json!({}))
+        .await;
+    assert!(text_of(&added).starts_with("noted"), "{added:#}");
+    // notes://all is notes's alone: memo's note is not in it.
+    let read = request(
+        &proxy.url,
+        "resources/read",
+        "notes://all",
+        json!({"uri": "notes://all"}),
+    )
+    .await;
+    assert_eq!(read["result"]["contents"][0]["text"], "", "{read:#}");
+    let (status, body) = get(port, "/healthz").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+}
+
 crate::trials!(
     [Upstreams] current_thread two_upstreams_one_list_a_gate_on_each_and_one_down_leaves_the_other_serving,
     [] sync mistakes_with_several_upstreams_name_their_line,
+    [] current_thread two_of_one_server_collide_until_one_hides_and_pages_are_followed,
 );
