@@ -40,8 +40,10 @@
 //!   so the proxy does not offer them, and refuses `subscriptions/listen`,
 //!   `resources/subscribe` and `resources/unsubscribe`. A client lists again to see changes.
 //!   `ping` is answered here, `logging/setLevel` goes to every upstream, a notification from
-//!   the client is taken (202) and goes to none, and tasks (`tasks/*`, a call with `task`) are
-//!   refused: a task's later requests name no upstream;
+//!   the client is taken (202) and goes to none. Tasks are not offered either: a task's later
+//!   requests name no upstream, so an upstream is not told that the client takes tasks (the
+//!   Tasks extension leaves its capabilities and each call's `_meta`), and `tasks/*` and a call
+//!   with `task` are refused;
 //! - an upstream that fails to start or dies leaves the others serving: what it listed is left
 //!   out of the lists until it is back, and [`Fanout::health`] says which is down (`/healthz`,
 //!   `elicitation_proxy_upstream_up`).
@@ -62,6 +64,10 @@ use tower_elicitation::{BoxError, GateTarget};
 pub const MAX_PAGES: usize = 100;
 /// Items of one upstream's list kept at most (and so URIs remembered per upstream).
 pub const MAX_ITEMS: usize = 10_000;
+/// Where a 2026-07-28 request's `_meta` says what the client can do.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The Tasks extension's id, under `extensions` (SEP-2663).
+const TASKS: &str = "io.modelcontextprotocol/tasks";
 /// The largest answer of an upstream's list page read.
 const MAX_PAGE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -325,7 +331,7 @@ impl Fanout {
             )),
         };
         match routed {
-            Ok(index) => self.forward(index, headers, &message).await,
+            Ok(index) => self.forward(index, headers, message).await,
             Err(answer) => own(StatusCode::OK, Some(&answer)),
         }
     }
@@ -453,9 +459,20 @@ impl Fanout {
         &self,
         index: usize,
         headers: HeaderMap,
-        message: &Map<String, Value>,
+        mut message: Map<String, Value>,
     ) -> FanoutResponse {
-        let body = Bytes::from(Value::Object(message.clone()).to_string());
+        // A task's later requests name no upstream: the upstream is not told the client takes
+        // tasks, so it makes none.
+        let extensions = message
+            .get_mut("params")
+            .and_then(|params| params.get_mut("_meta"))
+            .and_then(|meta| meta.get_mut(CLIENT_CAPABILITIES))
+            .and_then(|capabilities| capabilities.get_mut("extensions"))
+            .and_then(Value::as_object_mut);
+        if let Some(extensions) = extensions {
+            extensions.remove(TASKS);
+        }
+        let body = Bytes::from(Value::Object(message).to_string());
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = http::Uri::from_static("/mcp");
@@ -685,6 +702,9 @@ impl Fanout {
                 capability.remove("listChanged");
                 capability.remove("subscribe");
             }
+        }
+        if let Some(Value::Object(extensions)) = capabilities.get_mut("extensions") {
+            extensions.remove(TASKS);
         }
         result.insert("capabilities".to_owned(), Value::Object(capabilities));
         if instructions.is_empty() {
