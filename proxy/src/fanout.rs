@@ -31,9 +31,9 @@
 //!   what a client shows, caches and hands back, and a rewritten one would leak into the
 //!   resources' contents and links. `resources/read` goes to the upstream whose
 //!   `resources/list` listed the URI (a map per list, at most [`MAX_ITEMS`] per upstream),
-//!   else, when exactly one upstream offers resources at all, to it; else it fails closed:
-//!   `-32602` saying no upstream listed that URI. So a URI only a template names is readable
-//!   when one upstream offers resources, not when several do;
+//!   else, when exactly one upstream lists resources or templates at all, to it; else it fails
+//!   closed: `-32602` saying no upstream listed that URI. So a URI only a template names is
+//!   readable when one upstream offers resources, not when several do;
 //! - **`server/discover`** answers the upstreams' capabilities merged, without `listChanged`
 //!   and `subscribe`: list changes and resource updates are **not relayed** from several
 //!   upstreams (one listen would have to be held open on each and their notifications merged),
@@ -391,6 +391,10 @@ impl Fanout {
             return self.if_up(id, found);
         }
         self.list(list, headers, &json!({})).await;
+        if list == 2 {
+            // Which upstreams offer templates, for a URI only a template names.
+            self.list(3, headers, &json!({})).await;
+        }
         if let Some(found) = self.known(list, name) {
             return self.if_up(id, found);
         }
@@ -417,7 +421,8 @@ impl Fanout {
                 &format!("Unknown {what}: {name}"),
             ));
         }
-        // A URI no list holds: to the one upstream that offers resources, if only one does.
+        // A URI no list holds: to the one upstream that lists resources or templates, if only
+        // one does.
         let offering: Vec<usize> = self.routes.lock().unwrap_or_else(|e| e.into_inner()).lists[2..]
             .iter()
             .flat_map(|listed| listed.values().map(|(index, _)| *index))
