@@ -394,7 +394,8 @@ async fn two_of_one_server_collide_until_one_hides_and_pages_are_followed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let proxy = Proxy::start(&config, port).await;
+    let log = dir.0.join("proxy.log");
+    let proxy = Proxy::start_with(&config, port, std::fs::File::create(&log).unwrap()).await;
     let mut names = tool_names(&request(&proxy.url, "tools/list", "", json!({})).await);
     names.sort();
     assert_eq!(
@@ -419,6 +420,36 @@ async fn two_of_one_server_collide_until_one_hides_and_pages_are_followed() {
     assert_eq!(read["result"]["contents"][0]["text"], "", "{read:#}");
     let (status, body) = get(port, "/healthz").await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));
+
+    // A reload changes an upstream's `hide`: memo_list_notes is back.
+    std::fs::write(&config, served.replace(", \"list_notes\"", "")).unwrap();
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        names = tool_names(&request(&proxy.url, "tools/list", "", json!({})).await);
+        if names.iter().any(|n| n == "memo_list_notes") {
+            break;
+        }
+    }
+    assert!(names.iter().any(|n| n == "memo_list_notes"), "{names:?}");
+    // A reload may not change a prefix: refused, saying so; the names stay.
+    std::fs::write(
+        &config,
+        served.replace("name = \"memo\"\n", "name = \"memo\"\nprefix = \"m\"\n"),
+    )
+    .unwrap();
+    let mut said = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        said = std::fs::read_to_string(&log).unwrap();
+        if said.contains("reload refused") {
+            break;
+        }
+    }
+    assert!(said.contains("restart the proxy to change them"), "{said}");
+    let names = tool_names(&request(&proxy.url, "tools/list", "", json!({})).await);
+    assert!(names.iter().any(|n| n == "memo_add_note"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("m_")), "{names:?}");
 }
 
 crate::trials!(
