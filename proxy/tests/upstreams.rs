@@ -157,6 +157,23 @@ message = "Add the note {{text}}?"
         "{names:?}"
     );
 
+    // One server to the client: the capabilities merged, no list changes or subscriptions
+    // offered (they are not relayed from several upstreams).
+    let discovered = request(&proxy.url, "server/discover", "", json!({})).await;
+    let capabilities = &discovered["result"]["capabilities"];
+    assert!(capabilities["tools"].is_object(), "{discovered:#}");
+    assert!(capabilities["resources"].is_object(), "{discovered:#}");
+    assert!(
+        capabilities["tools"].get("listChanged").is_none(),
+        "{discovered:#}"
+    );
+    assert!(
+        capabilities["resources"].get("subscribe").is_none(),
+        "{discovered:#}"
+    );
+    let listen = request(&proxy.url, "subscriptions/listen", "", json!({})).await;
+    assert_eq!(listen["error"]["code"], -32601, "{listen:#}");
+
     // A 2025-era host (through the bridge) sees the same list.
     let legacy = LegacySession::open(&proxy.url, "legacy-host").await;
     let listed = legacy
