@@ -1553,6 +1553,20 @@ form.approve = { type = "boolean" }
     }
 
     #[test]
+    fn the_shipped_team_example_reads_with_two_upstreams() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/proxy/team.toml");
+        let file = Source::read(&path).unwrap();
+        let config = file.parse().unwrap();
+        file.check(&config).unwrap();
+        assert_eq!(config.upstreams.names(), ["fs", "notes"]);
+        assert_eq!(
+            config.gates[0].get_ref().tools,
+            ["fs_write_file", "fs_edit_file"]
+        );
+        assert_eq!(config.gates[1].get_ref().tools, ["notes_add_note"]);
+    }
+
+    #[test]
     fn several_upstreams_refuse_what_they_cannot_combine_each_at_its_line() {
         let mistakes = |text: &str| {
             let source = source(text);
