@@ -570,83 +570,27 @@ impl Fanout {
             }
         });
         let listed = futures_util::future::join_all(asks).await;
-        let mut shell = None;
-        let mut by_name: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
-        let mut items: Vec<(String, Value)> = Vec::new();
-        for (index, found) in listed.into_iter().enumerate() {
-            let Some((first, page)) = found else {
-                continue;
-            };
-            shell.get_or_insert(first);
-            let member = &self.members[index];
-            for mut item in page {
-                let Some(own_name) = item
-                    .get(spec.key)
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                else {
-                    continue;
-                };
-                if !spec.prefixed && member.hides(&own_name) {
-                    continue;
-                }
-                let exposed = if spec.prefixed {
-                    format!("{}{own_name}", member.prefix)
-                } else {
-                    own_name.clone()
-                };
-                item[spec.key] = Value::String(exposed.clone());
-                by_name
-                    .entry(exposed.clone())
-                    .or_default()
-                    .push((index, own_name));
-                items.push((exposed, item));
-            }
-        }
-        let mut routes = HashMap::new();
-        let mut collisions = BTreeMap::new();
-        for (exposed, listers) in by_name {
-            if let [only] = &listers[..] {
-                routes.insert(exposed, only.clone());
-                continue;
-            }
-            let what = listers
-                .iter()
-                .map(|(index, own_name)| {
-                    format!("{own_name:?} of upstream {:?}", self.members[*index].name)
-                })
-                .collect::<Vec<_>>()
-                .join(" and ");
-            let remedy = if spec.prefixed {
-                "give one of them another `prefix`".to_owned()
-            } else {
-                format!(
-                    "URIs are not prefixed: hide it in all but one of them (hide = [\"resource:{exposed}\"])"
-                )
-            };
-            let text = format!(
-                "{} {exposed:?} is listed by two upstreams, {what} ({remedy})",
-                LIST_ITEMS[list]
-            );
-            tracing::error!("{text}: left out of the list, and its calls refused");
-            collisions.insert(exposed, text);
-        }
-        items.retain(|(exposed, _)| !collisions.contains_key(exposed));
-        {
-            let mut remembered = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            remembered.lists[list] = routes;
-            remembered.collisions[list] = collisions;
-        }
-        let mut result = match shell {
-            Some(Value::Object(result)) => result,
-            _ => Map::from_iter([("resultType".to_owned(), json!("complete"))]),
-        };
-        result.remove("nextCursor");
-        result.insert(
-            spec.field.to_owned(),
-            Value::Array(items.into_iter().map(|(_, item)| item).collect()),
+        let named: Vec<(&str, &str)> = self
+            .members
+            .iter()
+            .map(|member| (member.name.as_str(), member.prefix.as_str()))
+            .collect();
+        let merged = merge(
+            list,
+            &named,
+            |index, uri| self.members[index].hides(uri),
+            listed,
         );
-        Value::Object(result)
+        let mut remembered = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        for (exposed, text) in &merged.collisions {
+            // Said once, when it appears, not at every list.
+            if !remembered.collisions[list].contains_key(exposed) {
+                tracing::error!("{text}: left out of the list, and its calls refused");
+            }
+        }
+        remembered.lists[list] = merged.routes;
+        remembered.collisions[list] = merged.collisions;
+        merged.result
     }
 
     /// `server/discover`: the first upstream up's answer, with every upstream's capabilities
@@ -729,6 +673,100 @@ impl Fanout {
     }
 }
 
+/// One list merged from every upstream's: the answer, which upstream listed each name, and
+/// the names two listed.
+struct Merged {
+    result: Value,
+    routes: HashMap<String, (usize, String)>,
+    collisions: BTreeMap<String, String>,
+}
+
+/// Merges list `list` (an index of [`LISTS`]) of the upstreams `named` (each one's name and
+/// prefix, in order), `listed[i]` upstream `i`'s first page's result and all its items (`None`:
+/// it is down, or did not list). Names are prefixed (URIs not; one `hides` of its upstream is
+/// left out); a name two upstreams list is a collision, left out. The answer is the first
+/// result's, with every item and no `nextCursor`.
+fn merge(
+    list: usize,
+    named: &[(&str, &str)],
+    hides: impl Fn(usize, &str) -> bool,
+    listed: Vec<Option<(Value, Vec<Value>)>>,
+) -> Merged {
+    let spec = &LISTS[list];
+    let mut shell = None;
+    let mut by_name: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    let mut items: Vec<(String, Value)> = Vec::new();
+    for (index, found) in listed.into_iter().enumerate() {
+        let Some((first, page)) = found else {
+            continue;
+        };
+        shell.get_or_insert(first);
+        for mut item in page {
+            let Some(own_name) = item
+                .get(spec.key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            if !spec.prefixed && hides(index, &own_name) {
+                continue;
+            }
+            let exposed = if spec.prefixed {
+                format!("{}{own_name}", named[index].1)
+            } else {
+                own_name.clone()
+            };
+            item[spec.key] = Value::String(exposed.clone());
+            by_name
+                .entry(exposed.clone())
+                .or_default()
+                .push((index, own_name));
+            items.push((exposed, item));
+        }
+    }
+    let mut routes = HashMap::new();
+    let mut collisions = BTreeMap::new();
+    for (exposed, listers) in by_name {
+        if let [only] = &listers[..] {
+            routes.insert(exposed, only.clone());
+            continue;
+        }
+        let what = listers
+            .iter()
+            .map(|(index, own_name)| format!("{own_name:?} of upstream {:?}", named[*index].0))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let remedy = if spec.prefixed {
+            "give one of them another `prefix`".to_owned()
+        } else {
+            format!(
+                "URIs are not prefixed: hide it in all but one of them (hide = [\"resource:{exposed}\"])"
+            )
+        };
+        let text = format!(
+            "{} {exposed:?} is listed by two upstreams, {what} ({remedy})",
+            LIST_ITEMS[list]
+        );
+        collisions.insert(exposed, text);
+    }
+    items.retain(|(exposed, _)| !collisions.contains_key(exposed));
+    let mut result = match shell {
+        Some(Value::Object(result)) => result,
+        _ => Map::from_iter([("resultType".to_owned(), json!("complete"))]),
+    };
+    result.remove("nextCursor");
+    result.insert(
+        spec.field.to_owned(),
+        Value::Array(items.into_iter().map(|(_, item)| item).collect()),
+    );
+    Merged {
+        result: Value::Object(result),
+        routes,
+        collisions,
+    }
+}
+
 /// The error answering a call of upstream `name`'s, which is down.
 fn down_error(id: &Value, name: &str) -> Value {
     error_response(
@@ -759,4 +797,108 @@ fn own(status: StatusCode, message: Option<&Value>) -> FanoutResponse {
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NAMED: [(&str, &str); 2] = [("fs", "fs_"), ("notes", "notes_")];
+
+    fn page(field: &str, key: &str, names: &[&str], more: Value) -> Option<(Value, Vec<Value>)> {
+        let items = names.iter().map(|name| json!({ key: name })).collect();
+        let mut first = json!({"resultType": "complete", "nextCursor": "2"});
+        first[field] = json!([]);
+        if let (Value::Object(first), Value::Object(more)) = (&mut first, more) {
+            first.extend(more);
+        }
+        Some((first, items))
+    }
+
+    fn names(merged: &Merged, field: &str, key: &str) -> Vec<String> {
+        merged.result[field]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item[key].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn names_are_prefixed_in_one_page_and_routed_to_their_own() {
+        let listed = vec![
+            page(
+                "tools",
+                "name",
+                &["read_file", "write_file"],
+                json!({"ttlMs": 0}),
+            ),
+            page("tools", "name", &["add_note"], json!({})),
+        ];
+        let merged = merge(0, &NAMED, |_, _| false, listed);
+        assert_eq!(
+            names(&merged, "tools", "name"),
+            ["fs_read_file", "fs_write_file", "notes_add_note"]
+        );
+        // The first upstream's answer, with no cursor: one page.
+        assert_eq!(merged.result["ttlMs"], 0);
+        assert!(merged.result.get("nextCursor").is_none());
+        assert_eq!(merged.routes["notes_add_note"], (1, "add_note".to_owned()));
+        assert_eq!(merged.routes["fs_write_file"], (0, "write_file".to_owned()));
+        assert!(merged.collisions.is_empty());
+    }
+
+    #[test]
+    fn an_upstream_down_is_left_out_and_the_list_is_still_one() {
+        let listed = vec![None, page("prompts", "name", &["summary"], json!({}))];
+        let merged = merge(1, &NAMED, |_, _| false, listed);
+        assert_eq!(names(&merged, "prompts", "name"), ["notes_summary"]);
+        let merged = merge(1, &NAMED, |_, _| false, vec![None, None]);
+        assert_eq!(
+            merged.result,
+            json!({"resultType": "complete", "prompts": []})
+        );
+    }
+
+    #[test]
+    fn a_name_two_upstreams_list_is_left_out_naming_both() {
+        // `a` + `b_c` and `a_b` + `c`: both `a_b_c` for the client.
+        let named = [("a", "a_"), ("a_b", "a_b_")];
+        let listed = vec![
+            page("tools", "name", &["b_c", "x"], json!({})),
+            page("tools", "name", &["c"], json!({})),
+        ];
+        let merged = merge(0, &named, |_, _| false, listed);
+        assert_eq!(names(&merged, "tools", "name"), ["a_x"]);
+        assert!(!merged.routes.contains_key("a_b_c"));
+        assert_eq!(
+            merged.collisions["a_b_c"],
+            "tool \"a_b_c\" is listed by two upstreams, \"b_c\" of upstream \"a\" and \"c\" of upstream \"a_b\" (give one of them another `prefix`)"
+        );
+    }
+
+    #[test]
+    fn uris_are_not_prefixed_and_an_upstreams_hide_is_its_own() {
+        let listed = || {
+            vec![
+                page("resources", "uri", &["file:///a", "notes://all"], json!({})),
+                page("resources", "uri", &["notes://all"], json!({})),
+            ]
+        };
+        let merged = merge(2, &NAMED, |_, _| false, listed());
+        assert_eq!(names(&merged, "resources", "uri"), ["file:///a"]);
+        assert!(merged.collisions["notes://all"].contains("hide = [\"resource:notes://all\"]"));
+        // fs hides its own notes://all: notes's is the one listed, and routed.
+        let merged = merge(
+            2,
+            &NAMED,
+            |index, uri| index == 0 && uri == "notes://all",
+            listed(),
+        );
+        assert_eq!(
+            names(&merged, "resources", "uri"),
+            ["file:///a", "notes://all"]
+        );
+        assert_eq!(merged.routes["notes://all"], (1, "notes://all".to_owned()));
+    }
 }
