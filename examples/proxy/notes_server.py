@@ -8,6 +8,9 @@ live in this process only: a restart forgets them.
 
     python3 examples/proxy/notes_server.py
     python3 examples/proxy/notes_server.py --page-size 1   # tools/list one tool a page
+    python3 examples/proxy/notes_server.py --announce-changes
+        # declares tools.listChanged, and sends notifications/tools/list_changed after each
+        # add_note (as a server whose tools follow its data would)
 
 examples/proxy/team.toml puts it behind elicitation-proxy beside server-filesystem, and the
 proxy's tests (proxy/tests/upstreams.rs) run it as one of two upstreams.
@@ -39,6 +42,9 @@ RESOURCE = {"uri": "notes://all", "name": "notes", "mimeType": "text/plain"}
 
 notes = []
 
+# `--announce-changes`: tools.listChanged declared, and a list change sent after each note.
+ANNOUNCE = "--announce-changes" in sys.argv
+
 # `--page-size N`: tools/list answers N tools a page, with a `nextCursor` (none: all at once).
 PAGE_SIZE = int(sys.argv[sys.argv.index("--page-size") + 1]) if "--page-size" in sys.argv else None
 
@@ -52,7 +58,7 @@ def handle(method, params):
     if method == "initialize":
         return {
             "protocolVersion": PROTOCOL,
-            "capabilities": {"tools": {}, "resources": {}},
+            "capabilities": {"tools": {"listChanged": ANNOUNCE}, "resources": {}},
             "serverInfo": {"name": "notes", "version": "1.0.0"},
             "instructions": "Notes: add_note adds one, list_notes reads them all.",
         }
@@ -116,6 +122,10 @@ def main():
         except ValueError as why:
             reply = {"jsonrpc": "2.0", "id": ident, "error": {"code": -32602, "message": str(why)}}
         print(json.dumps(reply), flush=True)
+        if ANNOUNCE and message["method"] == "tools/call" and "result" in reply:
+            if (message.get("params") or {}).get("name") == "add_note":
+                changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+                print(json.dumps(changed), flush=True)
 
 
 if __name__ == "__main__":

@@ -49,13 +49,18 @@
 //!   `elicitation_proxy_upstream_up`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::{Mutex, RwLock};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body::{Frame, SizeHint};
 use http_body_util::{BodyExt as _, Either, Full, Limited};
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
 use tower::ServiceExt as _;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
 use tower_elicitation::{BoxError, GateTarget};
@@ -64,6 +69,16 @@ use tower_elicitation::{BoxError, GateTarget};
 pub const MAX_PAGES: usize = 100;
 /// Items of one upstream's list kept at most (and so URIs remembered per upstream).
 pub const MAX_ITEMS: usize = 10_000;
+/// The notification acknowledging a listen, with what it agreed to.
+const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+/// Where a listen's notifications carry their subscription's id.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+/// How long a listen waits for every upstream's acknowledgement before it acknowledges the
+/// client's with those it has.
+const ACKNOWLEDGE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Events queued on a listen's way to the client (a slow client holds up the upstreams' reads,
+/// never the proxy's memory).
+const LISTEN_QUEUE: usize = 64;
 /// Where a 2026-07-28 request's `_meta` says what the client can do.
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// The Tasks extension's id, under `extensions` (SEP-2663).
@@ -166,7 +181,52 @@ pub struct Fanout {
 }
 
 /// A response of the fan-out: an upstream's, or one of its own.
-pub type FanoutResponse = Response<Either<ResponseBody, Full<Bytes>>>;
+pub type FanoutResponse = Response<Either<ResponseBody, OwnBody>>;
+
+/// The body of an answer of the fan-out's own: one message, or (a listen) the events as they
+/// come.
+pub enum OwnBody {
+    Whole(Full<Bytes>),
+    Events(mpsc::Receiver<Bytes>),
+}
+
+impl OwnBody {
+    /// `bytes`, whole.
+    pub fn whole(bytes: Bytes) -> Self {
+        Self::Whole(Full::new(bytes))
+    }
+}
+
+impl http_body::Body for OwnBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Self::Whole(body) => Pin::new(body).poll_frame(cx),
+            Self::Events(events) => events
+                .poll_recv(cx)
+                .map(|event| event.map(|e| Ok(Frame::data(e)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Whole(body) => body.is_end_stream(),
+            Self::Events(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Whole(body) => body.size_hint(),
+            Self::Events(_) => SizeHint::default(),
+        }
+    }
+}
 
 /// Where a call goes, or the answer refusing it.
 type Route = Result<(usize, String), Value>;
@@ -305,15 +365,16 @@ impl Fanout {
                     )),
                 }
             }
-            ("subscriptions/listen" | "resources/subscribe" | "resources/unsubscribe", _) => {
-                Err(error_response(
-                    &id,
-                    -32601,
-                    &format!(
-                        "{method} is not relayed with several upstreams: list again to see changes"
-                    ),
-                ))
+            ("subscriptions/listen", _) => {
+                return self.listen(&id, &headers, message).await;
             }
+            ("resources/subscribe" | "resources/unsubscribe", _) => Err(error_response(
+                &id,
+                -32601,
+                &format!(
+                    "{method}: resource updates are not relayed with several upstreams; read the resource again"
+                ),
+            )),
             (method, _) if method.starts_with("tasks/") => Err(error_response(
                 &id,
                 -32601,
@@ -593,6 +654,154 @@ impl Fanout {
         merged.result
     }
 
+    /// `subscriptions/listen`: held open on every upstream that is up, their list changes
+    /// relayed on one event stream under the client's subscription, after one acknowledgement of
+    /// what any of them agreed to. Resource updates are not asked for (`resourceSubscriptions`
+    /// leaves the filter). When one upstream's listen ends (it went down, or restarted), the
+    /// client's ends too, with an error naming it, so that it listens again on those up then.
+    async fn listen(
+        &self,
+        id: &Value,
+        headers: &HeaderMap,
+        mut message: Map<String, Value>,
+    ) -> FanoutResponse {
+        let streams = headers
+            .get_all(ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .any(|value| value.contains("text/event-stream"));
+        if !streams {
+            let error = error_response(
+                id,
+                -32600,
+                "Invalid Request: subscriptions/listen needs an event stream (Accept: text/event-stream)",
+            );
+            return own(StatusCode::OK, Some(&error));
+        }
+        let filter = message
+            .get_mut("params")
+            .and_then(|params| params.get_mut("notifications"))
+            .and_then(Value::as_object_mut);
+        if let Some(filter) = filter {
+            filter.remove("resourceSubscriptions");
+        }
+        let body = Bytes::from(Value::Object(message).to_string());
+        let opens = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, member)| member.up())
+            .map(|(index, member)| {
+                let body = body.clone();
+                async move {
+                    let mut request = Request::new(Full::new(body));
+                    *request.method_mut() = http::Method::POST;
+                    *request.uri_mut() = http::Uri::from_static("/mcp");
+                    *request.headers_mut() = headers.clone();
+                    request.headers_mut().remove(CONTENT_LENGTH);
+                    let Ok(response) = member.upstream.clone().oneshot(request).await;
+                    let events = response
+                        .headers()
+                        .get(CONTENT_TYPE)
+                        .and_then(|value| value.to_str().ok())
+                        .is_some_and(|value| value.starts_with("text/event-stream"));
+                    events.then(|| (index, response.into_body()))
+                }
+            });
+        let opened: Vec<(usize, ResponseBody)> = futures_util::future::join_all(opens)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        if opened.is_empty() {
+            let error = error_response(id, -32603, "No upstream took the listen");
+            return own(StatusCode::OK, Some(&error));
+        }
+        let (events, mut heard) = mpsc::channel(LISTEN_QUEUE);
+        let mut listening = Vec::new();
+        for (index, body) in opened {
+            listening.push(index);
+            tokio::spawn(read_events(index, body, events.clone()));
+        }
+        drop(events);
+        let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
+        let (sent, body) = mpsc::channel(LISTEN_QUEUE);
+        let id = id.clone();
+        tokio::spawn(async move {
+            let ended = |index: usize| {
+                let error = error_response(
+                    &id,
+                    -32603,
+                    &format!("Upstream {:?} ended its listen: listen again", names[index]),
+                );
+                message_event(&error)
+            };
+            // Each upstream's acknowledgement first (one that answers instead refused: it is left
+            // out), then one of the client's own.
+            let mut agreed = Map::new();
+            let mut early = Vec::new();
+            let mut waiting = listening.clone();
+            let deadline = tokio::time::sleep(ACKNOWLEDGE_WAIT);
+            tokio::pin!(deadline);
+            while !waiting.is_empty() {
+                tokio::select! {
+                    heard = heard.recv() => match heard {
+                        Some((index, Some(event))) if event.get("method") == Some(&json!(ACKNOWLEDGED)) => {
+                            waiting.retain(|&w| w != index);
+                            let said = event["params"]["notifications"].as_object().cloned().unwrap_or_default();
+                            for (key, value) in said {
+                                if value == Value::Bool(true) {
+                                    agreed.insert(key, value);
+                                }
+                            }
+                        }
+                        Some((_, Some(event))) if event.get("id").is_none() => early.push(event),
+                        // Its answer, or its end, before its acknowledgement: it took no listen.
+                        Some((index, _)) => waiting.retain(|&w| w != index),
+                        None => break,
+                    },
+                    () = &mut deadline => break,
+                }
+            }
+            let acknowledged = json!({"jsonrpc": "2.0", "method": ACKNOWLEDGED,
+                "params": {"notifications": agreed, "_meta": {SUBSCRIPTION_ID: &id}}});
+            if sent.send(message_event(&acknowledged)).await.is_err() {
+                return;
+            }
+            for event in early {
+                if sent.send(message_event(&event)).await.is_err() {
+                    return;
+                }
+            }
+            loop {
+                let event = tokio::select! {
+                    () = sent.closed() => return,
+                    event = heard.recv() => event,
+                };
+                match event {
+                    Some((_, Some(event))) if event.get("id").is_none() => {
+                        if sent.send(message_event(&event)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some((index, _)) => {
+                        let _ = sent.send(ended(index)).await;
+                        return;
+                    }
+                    None => return,
+                }
+            }
+        });
+        let mut response = Response::new(Either::Right(OwnBody::Events(body)));
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        );
+        response
+    }
+
     /// `server/discover`: the first upstream up's answer, with every upstream's capabilities
     /// merged (no `listChanged`, no `subscribe`: not relayed) and their instructions each under
     /// its name.
@@ -620,7 +829,12 @@ impl Fanout {
                     match (capabilities.get_mut(key), value) {
                         (Some(Value::Object(into)), Value::Object(more)) => {
                             for (k, v) in more {
-                                into.entry(k.clone()).or_insert_with(|| v.clone());
+                                // One upstream that announces its changes is enough.
+                                if v == &Value::Bool(true) {
+                                    into.insert(k.clone(), v.clone());
+                                } else {
+                                    into.entry(k.clone()).or_insert_with(|| v.clone());
+                                }
                             }
                         }
                         (None, _) => {
@@ -648,7 +862,6 @@ impl Fanout {
         };
         for list in ["tools", "prompts", "resources"] {
             if let Some(Value::Object(capability)) = capabilities.get_mut(list) {
-                capability.remove("listChanged");
                 capability.remove("subscribe");
             }
         }
@@ -671,6 +884,48 @@ impl Fanout {
         );
         result_response(id, Value::Object(result))
     }
+}
+
+/// Reads upstream `index`'s listen (an event stream), each message to `events`, then `None`
+/// when it ends. Stops when nobody hears it any more: the stream dropped cancels the listen.
+async fn read_events(
+    index: usize,
+    mut body: ResponseBody,
+    events: mpsc::Sender<(usize, Option<Value>)>,
+) {
+    let mut buffer: Vec<u8> = Vec::new();
+    while let Some(Ok(frame)) = body.frame().await {
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        buffer.extend(data.iter().filter(|&&byte| byte != b'\r'));
+        while let Some(end) = buffer.windows(2).position(|pair| pair == b"\n\n") {
+            let event: Vec<u8> = buffer.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&event);
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(|data| data.strip_prefix(' ').unwrap_or(data))
+                .collect();
+            if data.is_empty() {
+                continue;
+            }
+            if let Ok(message) = serde_json::from_str::<Value>(&data.join("\n"))
+                && events.send((index, Some(message))).await.is_err()
+            {
+                return;
+            }
+        }
+        if buffer.len() > MAX_PAGE_BYTES {
+            break;
+        }
+    }
+    let _ = events.send((index, None)).await;
+}
+
+/// One message as an event of an event stream.
+fn message_event(message: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
 
 /// One list merged from every upstream's: the answer, which upstream listed each name, and
@@ -789,7 +1044,7 @@ fn result_response(id: &Value, result: Value) -> Value {
 /// A response of the fan-out's own: `message` as JSON, or no body.
 fn own(status: StatusCode, message: Option<&Value>) -> FanoutResponse {
     let body = message.map_or_else(Bytes::new, |message| Bytes::from(message.to_string()));
-    let mut response = Response::new(Either::Right(Full::new(body)));
+    let mut response = Response::new(Either::Right(OwnBody::whole(body)));
     *response.status_mut() = status;
     if message.is_some() {
         response

@@ -18,13 +18,13 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::{Either, Full};
+use http_body_util::Either;
 use tower::{Service, ServiceExt};
 use tower_elicitation::BoxError;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
 
 use crate::error::Error;
-use crate::fanout::{Fanout, Health};
+use crate::fanout::{Fanout, Health, OwnBody};
 
 /// Adapters kept for callers at once.
 pub const MAX_CALLERS: usize = 256;
@@ -229,10 +229,10 @@ impl Routed {
 }
 
 /// A JSON-RPC error answer of the proxy's own.
-fn error(status: StatusCode, message: &str) -> Response<Either<Held, Full<Bytes>>> {
+fn error(status: StatusCode, message: &str) -> Response<Either<Held, OwnBody>> {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
         "code": -32603, "message": message}});
-    let mut response = Response::new(Either::Right(Full::new(Bytes::from(body.to_string()))));
+    let mut response = Response::new(Either::Right(OwnBody::whole(Bytes::from(body.to_string()))));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -272,7 +272,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    type Response = Response<Either<Held, Full<Bytes>>>;
+    type Response = Response<Either<Held, OwnBody>>;
     type Error = Infallible;
     type Future = futures_util::future::BoxFuture<'static, Result<Self::Response, Infallible>>;
 

@@ -157,22 +157,20 @@ message = "Add the note {{text}}?"
         "{names:?}"
     );
 
-    // One server to the client: the capabilities merged, no list changes or subscriptions
-    // offered (they are not relayed from several upstreams).
+    // One server to the client: the capabilities merged, no resource subscriptions offered
+    // (their updates are not relayed from several upstreams).
     let discovered = request(&proxy.url, "server/discover", "", json!({})).await;
     let capabilities = &discovered["result"]["capabilities"];
     assert!(capabilities["tools"].is_object(), "{discovered:#}");
     assert!(capabilities["resources"].is_object(), "{discovered:#}");
     assert!(
-        capabilities["tools"].get("listChanged").is_none(),
-        "{discovered:#}"
-    );
-    assert!(
         capabilities["resources"].get("subscribe").is_none(),
         "{discovered:#}"
     );
-    let listen = request(&proxy.url, "subscriptions/listen", "", json!({})).await;
-    assert_eq!(listen["error"]["code"], -32601, "{listen:#}");
+    assert_eq!(
+        discovered["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "elicitation-proxy"
+    );
 
     // A 2025-era host (through the bridge) sees the same list.
     let legacy = LegacySession::open(&proxy.url, "legacy-host").await;
@@ -469,8 +467,102 @@ async fn two_of_one_server_collide_until_one_hides_and_pages_are_followed() {
     assert!(!names.iter().any(|n| n.starts_with("m_")), "{names:?}");
 }
 
+/// Reads `response` (an event stream) until what it has read holds `wanted`; the event that
+/// holds it. Fails when the stream ends first, or after a minute (a guard against a hang, not a
+/// measure).
+async fn read_until(response: &mut reqwest::Response, seen: &mut String, wanted: &str) -> Value {
+    let read = async {
+        while !seen.contains(wanted) {
+            let chunk = response.chunk().await.unwrap();
+            let chunk = chunk.unwrap_or_else(|| panic!("the stream ended before {wanted}: {seen}"));
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .is_err()
+    {
+        panic!("no {wanted} in a minute: {seen}");
+    }
+    seen.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .find(|data| data.contains(wanted))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .unwrap()
+}
+
+/// A client's `subscriptions/listen` is held on every upstream: acknowledged once with what any
+/// agreed to, and a list change of one of them reaches it, under the client's subscription.
+async fn a_list_change_of_any_upstream_reaches_one_listen() {
+    let port = free_port();
+    let dir = Dir::new("listen");
+    let config = dir.0.join("team.toml");
+    let notes = notes_server();
+    std::fs::write(
+        &config,
+        format!(
+            "[[upstream]]\nname = \"memo\"\ncommand = [\"python3\", \"{notes}\"]\nhide = [\"resource:notes://all\"]\n\n[[upstream]]\nname = \"notes\"\ncommand = [\"python3\", \"{notes}\", \"--announce-changes\"]\n\n[listen]\nhttp = \"127.0.0.1:{port}\"\n",
+            notes = notes.display()
+        ),
+    )
+    .unwrap();
+    let proxy = Proxy::start(&config, port).await;
+    let discovered = request(&proxy.url, "server/discover", "", json!({})).await;
+    assert_eq!(
+        discovered["result"]["capabilities"]["tools"]["listChanged"], true,
+        "one upstream announces its changes: {discovered:#}"
+    );
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true, "promptsListChanged": true},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}}}});
+    let mut listen = reqwest::Client::new()
+        .post(&proxy.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let kind = listen.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(kind.starts_with("text/event-stream"), "{kind}");
+    let mut seen = String::new();
+    let acknowledged = read_until(
+        &mut listen,
+        &mut seen,
+        "notifications/subscriptions/acknowledged",
+    )
+    .await;
+    assert_eq!(
+        acknowledged["params"]["notifications"],
+        json!({"toolsListChanged": true}),
+        "{acknowledged:#}"
+    );
+    assert_eq!(
+        acknowledged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+        "{acknowledged:#}"
+    );
+    let added = proxy
+        .call("notes_add_note", json!({"text": "changes"}), json!({}))
+        .await;
+    assert!(text_of(&added).starts_with("noted"), "{added:#}");
+    let changed = read_until(&mut listen, &mut seen, "notifications/tools/list_changed").await;
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+        "{changed:#}"
+    );
+}
+
 crate::trials!(
     [Upstreams] current_thread two_upstreams_one_list_a_gate_on_each_and_one_down_leaves_the_other_serving,
     [] sync mistakes_with_several_upstreams_name_their_line,
     [] current_thread two_of_one_server_collide_until_one_hides_and_pages_are_followed,
+    [] current_thread a_list_change_of_any_upstream_reaches_one_listen,
 );
