@@ -34,16 +34,24 @@
 //!   else, when exactly one upstream lists resources or templates at all, to it; else it fails
 //!   closed: `-32602` saying no upstream listed that URI. So a URI only a template names is
 //!   readable when one upstream offers resources, not when several do;
-//! - **`server/discover`** answers the upstreams' capabilities merged, without `listChanged`
-//!   and `subscribe`: list changes and resource updates are **not relayed** from several
-//!   upstreams (one listen would have to be held open on each and their notifications merged),
-//!   so the proxy does not offer them, and refuses `subscriptions/listen`,
-//!   `resources/subscribe` and `resources/unsubscribe`. A client lists again to see changes.
-//!   `ping` is answered here, `logging/setLevel` goes to every upstream, a notification from
-//!   the client is taken (202) and goes to none. Tasks are not offered either: a task's later
-//!   requests name no upstream, so an upstream is not told that the client takes tasks (the
-//!   Tasks extension leaves its capabilities and each call's `_meta`), and `tasks/*` and a call
-//!   with `task` are refused;
+//! - **list changes** are relayed: a client's `subscriptions/listen` (a 2025-era host's GET
+//!   stream, through the bridge) is held open on every upstream that is up, acknowledged once
+//!   with what any of them agreed to, and each upstream's `notifications/*/list_changed` reaches
+//!   the client under its subscription; the client then lists again, and gets every upstream's
+//!   list. When one upstream's listen ends (it went down or restarted) the client's ends too,
+//!   with an error naming it, so that the client listens again on those up then (an upstream
+//!   that comes back meanwhile is heard from the next listen on). **Resource updates are not
+//!   relayed**: a subscription would have to be routed by URI to the upstream that listed it
+//!   and stay there across restarts, so the proxy does not offer them (`subscribe` leaves the
+//!   capabilities, `resourceSubscriptions` leaves a listen's filter) and refuses
+//!   `resources/subscribe` and `resources/unsubscribe`: a client reads the resource again;
+//! - **`server/discover`** answers the upstreams' capabilities merged (`listChanged` where any
+//!   upstream announces its changes), their instructions each under its upstream's name, and
+//!   the proxy as the server. `ping` is answered here, `logging/setLevel` goes to every
+//!   upstream, a notification from the client is taken (202) and goes to none. Tasks are not
+//!   offered: a task's later requests name no upstream, so an upstream is not told that the
+//!   client takes tasks (the Tasks extension leaves its capabilities and each call's `_meta`),
+//!   and `tasks/*` and a call with `task` are refused;
 //! - an upstream that fails to start or dies leaves the others serving: what it listed is left
 //!   out of the lists until it is back, and [`Fanout::health`] says which is down (`/healthz`,
 //!   `elicitation_proxy_upstream_up`).
