@@ -558,6 +558,34 @@ async fn a_list_change_of_any_upstream_reaches_one_listen() {
         changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
         "{changed:#}"
     );
+    // A 2025-era host hears it on its session's GET stream (the bridge listens for it). The
+    // stream answers before the listens behind it are held, so a note is added again until a
+    // change is heard (each one announces one).
+    let legacy = LegacySession::open(&proxy.url, "legacy-host").await;
+    let mut stream = legacy.stream().await;
+    let mut heard = String::new();
+    for _ in 0..60 {
+        let added = proxy
+            .call("notes_add_note", json!({"text": "again"}), json!({}))
+            .await;
+        assert!(text_of(&added).starts_with("noted"), "{added:#}");
+        let wanted = "notifications/tools/list_changed";
+        let read = async {
+            while !heard.contains(wanted) {
+                match stream.chunk().await {
+                    Ok(Some(chunk)) => heard.push_str(&String::from_utf8_lossy(&chunk)),
+                    _ => panic!("the GET stream ended: {heard}"),
+                }
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(1), read)
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    panic!("the 2025-era host heard no list change: {heard}");
 }
 
 crate::trials!(
