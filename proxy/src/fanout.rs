@@ -38,9 +38,10 @@
 //!   stream, through the bridge) is held open on every upstream that is up, acknowledged once
 //!   with what any of them agreed to, and each upstream's `notifications/*/list_changed` reaches
 //!   the client under its subscription; the client then lists again, and gets every upstream's
-//!   list. When one upstream's listen ends (it went down or restarted) the client's ends too,
-//!   with an error naming it, so that the client listens again on those up then (an upstream
-//!   that comes back meanwhile is heard from the next listen on). **Resource updates are not
+//!   list. A 2025-era upstream's listen is its adapter's and outlives the child's restarts; one
+//!   that ends (a 2026-era server's, going down) ends the client's too, with an error naming
+//!   it, so that the client listens again on those up then; so does an upstream's coming back
+//!   that was down when the client listened (looked at each second). **Resource updates are not
 //!   relayed**: a subscription would have to be routed by URI to the upstream that listed it
 //!   and stay there across restarts, so the proxy does not offer them (`subscribe` leaves the
 //!   capabilities, `resourceSubscriptions` leaves a listen's filter) and refuses
@@ -84,6 +85,8 @@ const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// How long a listen waits for every upstream's acknowledgement before it acknowledges the
 /// client's with those it has.
 const ACKNOWLEDGE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often a listen looks whether an upstream down when it began is back.
+const LOOK_BACK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Events queued on a listen's way to the client (a slow client holds up the upstreams' reads,
 /// never the proxy's memory).
 const LISTEN_QUEUE: usize = 64;
@@ -665,8 +668,8 @@ impl Fanout {
     /// `subscriptions/listen`: held open on every upstream that is up, their list changes
     /// relayed on one event stream under the client's subscription, after one acknowledgement of
     /// what any of them agreed to. Resource updates are not asked for (`resourceSubscriptions`
-    /// leaves the filter). When one upstream's listen ends (it went down, or restarted), the
-    /// client's ends too, with an error naming it, so that it listens again on those up then.
+    /// leaves the filter). When one upstream's listen ends, or one down at the start is back,
+    /// the client's ends, with an error naming it, so that it listens again on those up then.
     async fn listen(
         &self,
         id: &Value,
@@ -733,6 +736,14 @@ impl Fanout {
         }
         drop(events);
         let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
+        // Those down now: when one is back, the client is told to listen again, to hear it.
+        let absent: Vec<(usize, Upstream)> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, member)| !member.up())
+            .map(|(index, member)| (index, member.upstream.clone()))
+            .collect();
         let (sent, body) = mpsc::channel(LISTEN_QUEUE);
         let id = id.clone();
         tokio::spawn(async move {
@@ -781,10 +792,24 @@ impl Fanout {
                     return;
                 }
             }
+            let mut look = tokio::time::interval(LOOK_BACK_EVERY);
             loop {
                 let event = tokio::select! {
                     () = sent.closed() => return,
                     event = heard.recv() => event,
+                    _ = look.tick() => {
+                        let back = absent.iter().find(|(_, upstream)| upstream.live_sessions() > 0);
+                        if let Some((index, _)) = back {
+                            let error = error_response(
+                                &id,
+                                -32603,
+                                &format!("Upstream {:?} is back: listen again", names[*index]),
+                            );
+                            let _ = sent.send(message_event(&error)).await;
+                            return;
+                        }
+                        continue;
+                    }
                 };
                 match event {
                     Some((_, Some(event))) if event.get("id").is_none() => {

@@ -3,7 +3,9 @@
 //! MCP 2025-06-18 on stdio). One `tools/list` with the names prefixed, a gate on each
 //! upstream (its own names) asked and honoured, a resource read from the upstream that listed
 //! it; then one upstream's child killed (and unable to start again) while the other serves,
-//! `/healthz` naming the one down. And the file's mistakes with several upstreams, each at its
+//! `/healthz` naming the one down, and back (a listen told so, `/healthz` ok). List changes of
+//! one upstream reaching a 2026 listen and a 2025-era host's GET stream; pages followed; a
+//! collision refused; a reload. And the file's mistakes with several upstreams, each at its
 //! line.
 
 use std::path::{Path, PathBuf};
@@ -301,6 +303,29 @@ message = "Add the note {{text}}?"
         )
         .await;
     assert_eq!(text_of(&read), "from fs", "{read:#}");
+
+    // A listen while notes is down holds fs's alone; notes back (its file again, its adapter
+    // starting it after its back-off), the listen ends saying so, and /healthz is ok again.
+    let mut listen = open_listen(&proxy.url).await;
+    let mut seen = String::new();
+    read_until(
+        &mut listen,
+        &mut seen,
+        "notifications/subscriptions/acknowledged",
+    )
+    .await;
+    std::fs::copy(notes_server(), &notes).unwrap();
+    let back = read_until(&mut listen, &mut seen, "is back: listen again").await;
+    assert!(
+        back["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"notes\"")),
+        "{back:#}"
+    );
+    let (status, body) = get(port, "/healthz").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    let listed = proxy.call("notes_list_notes", json!({}), json!({})).await;
+    assert_eq!(text_of(&listed), "", "a new child: {listed:#}");
 }
 
 /// `--check` of a file with several upstreams: each mistake at its line.
@@ -491,6 +516,33 @@ async fn read_until(response: &mut reqwest::Response, seen: &mut String, wanted:
         .unwrap()
 }
 
+/// A 2026-07-28 `subscriptions/listen` (id 7) at `url` for every list's changes, its event
+/// stream unread.
+async fn open_listen(url: &str) -> reqwest::Response {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true, "promptsListChanged": true},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}}}});
+    let listen = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let kind = listen.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(kind.starts_with("text/event-stream"), "{kind}");
+    listen
+}
+
 /// A client's `subscriptions/listen` is held on every upstream: acknowledged once with what any
 /// agreed to, and a list change of one of them reaches it, under the client's subscription.
 async fn a_list_change_of_any_upstream_reaches_one_listen() {
@@ -512,27 +564,7 @@ async fn a_list_change_of_any_upstream_reaches_one_listen() {
         discovered["result"]["capabilities"]["tools"]["listChanged"], true,
         "one upstream announces its changes: {discovered:#}"
     );
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
-        "notifications": {"toolsListChanged": true, "promptsListChanged": true},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "proxy-test", "version": "0"}}}});
-    let mut listen = reqwest::Client::new()
-        .post(&proxy.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let kind = listen.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert!(kind.starts_with("text/event-stream"), "{kind}");
+    let mut listen = open_listen(&proxy.url).await;
     let mut seen = String::new();
     let acknowledged = read_until(
         &mut listen,
