@@ -72,10 +72,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     long_about = "Approval gates and validated elicitation in front of any MCP server, from a TOML \
 file: each gated tool, prompt or resource asks its question (a form or a URL) before the call \
 reaches the server, for hosts of both eras (2026-07-28 and 2025), over Streamable HTTP or stdio.",
-    after_help = "The config file: [upstream] (a command or a url; or several [[upstream]], each named and its tools prefixed), [listen], [state], [identity], \
-[log], [approvals], [limits] and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every key: the module docs \
-of proxy/src/config.rs (in the repository). Logs: RUST_LOG (e.g. RUST_LOG=debug); each decision \
-is one JSON line on stderr."
+    after_help = "The config file: [upstream] (a command or a url; or several [[upstream]], each \
+named, their tools prefixed: examples/proxy/team.toml), [listen], [state], [identity], [log], \
+[approvals], [limits] and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every \
+key: the module docs of proxy/src/config.rs (in the repository). Logs: RUST_LOG (e.g. \
+RUST_LOG=debug); each decision is one JSON line on stderr."
 )]
 struct Options {
     /// The TOML file to serve: the upstream server and the gates in front of it.
