@@ -9,6 +9,9 @@
 //! none parked); when every one is busy the new caller is refused (HTTP 503) rather than another's
 //! call cut. A call with no `Authorization` is refused (HTTP 401) unless `[identity]
 //! allow_anonymous = true`, which sends it to the first adapter (the file's own headers).
+//!
+//! With several `[[upstream]]` every call goes to the fan-out instead ([`crate::fanout`]), which
+//! routes it to the upstream whose name it bears (`pass_to_upstream` is refused there).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
