@@ -231,14 +231,23 @@ async fn run(
             tracing::info!("starting upstream: {}", starting(settings));
         }
         let share = fair_share(&config, settings, serving)?;
-        spawned.push(spawn(
+        // One of several whose command cannot be run is down, not the proxy (`--check` says).
+        let refuse_unrunnable = options.check || !config.upstreams.several;
+        let upstream = spawn_as(
             settings,
             share,
             max_body_bytes,
             &base,
             redis.as_ref(),
             None,
-        )?);
+            refuse_unrunnable,
+        );
+        spawned.push(match upstream {
+            Err(why) if config.upstreams.several => {
+                return Err(format!("upstream {:?}: {why}", settings.name()).into());
+            }
+            upstream => upstream?,
+        });
     }
     let upstream = spawned[0].clone();
     let lister = if config.upstreams.several {
@@ -832,7 +841,31 @@ fn spawn(
     redis: Option<&RedisStore>,
     authorization: Option<&http::HeaderValue>,
 ) -> Result<Upstream, Error> {
-    let mut builder = Upstream::builder(server(settings, authorization)?).caller_from(base);
+    spawn_as(
+        settings,
+        fair_share,
+        max_body_bytes,
+        base,
+        redis,
+        authorization,
+        true,
+    )
+}
+
+/// [`spawn`], a command that cannot be run refused first only with `refuse_unrunnable`;
+/// without, its adapter starts it (and fails, and tries again) as any other that fails to
+/// start: one of several upstreams that serve without it.
+fn spawn_as(
+    settings: &config::Upstream,
+    fair_share: f64,
+    max_body_bytes: usize,
+    base: &ElicitationLayer,
+    redis: Option<&RedisStore>,
+    authorization: Option<&http::HeaderValue>,
+    refuse_unrunnable: bool,
+) -> Result<Upstream, Error> {
+    let server = server(settings, authorization, refuse_unrunnable)?;
+    let mut builder = Upstream::builder(server).caller_from(base);
     if let Some(redis) = redis {
         builder = builder.route_retries(redis.pending_answers());
     }
@@ -856,10 +889,12 @@ fn spawn(
     Ok(builder.spawn()?)
 }
 
-/// The upstream the file names; `authorization` replaces the file's `Authorization` header.
+/// The upstream the file names; `authorization` replaces the file's `Authorization` header. A
+/// command that cannot be run is refused first when `refuse_unrunnable`.
 fn server(
     upstream: &config::Upstream,
     authorization: Option<&http::HeaderValue>,
+    refuse_unrunnable: bool,
 ) -> Result<Server, Error> {
     match (&upstream.command, &upstream.url) {
         (Some(command), None) => {
@@ -873,7 +908,9 @@ fn server(
                 .transpose()?
                 .map(std::ffi::OsString::from)
                 .or_else(|| std::env::var_os("PATH"));
-            supervise::runnable(&command[0], upstream.cwd.as_deref(), path.as_deref())?;
+            if refuse_unrunnable {
+                supervise::runnable(&command[0], upstream.cwd.as_deref(), path.as_deref())?;
+            }
             // The server runs under `--supervise` (see `supervise`): it never outlives the proxy.
             let mut stdio = Stdio::new(std::env::current_exe()?)
                 .args(["--supervise", "--"])

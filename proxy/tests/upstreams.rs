@@ -328,6 +328,67 @@ message = "Add the note {{text}}?"
     assert_eq!(text_of(&listed), "", "a new child: {listed:#}");
 }
 
+/// One of two upstreams whose command cannot be run: `--check` fails naming it; served, the
+/// other serves, `/healthz` says which is down, and its calls are refused naming it.
+async fn an_upstream_that_cannot_start_leaves_the_other_serving() {
+    let port = free_port();
+    let dir = Dir::new("gone");
+    let config = dir.0.join("team.toml");
+    let gone = dir.0.join("no-such-server");
+    std::fs::write(
+        &config,
+        format!(
+            "[[upstream]]\nname = \"notes\"\ncommand = [\"python3\", \"{}\"]\n\n[[upstream]]\nname = \"gone\"\ncommand = [\"{}\"]\n\n[listen]\nhttp = \"127.0.0.1:{port}\"\n",
+            notes_server().display(),
+            gone.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(PROXY)
+        .arg("--config")
+        .arg(&config)
+        .arg("--check")
+        .arg("--ephemeral-keys")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("upstream \"gone\": cannot start"),
+        "{stderr}"
+    );
+    let child = Command::new(PROXY)
+        .arg("--config")
+        .arg(&config)
+        .arg("--ephemeral-keys")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let proxy = Proxy {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    };
+    let mut health = None;
+    for _ in 0..600 {
+        if let Ok(response) = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await {
+            health = Some((response.status().as_u16(), response.text().await.unwrap()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(health, Some((503, "degraded: gone down\n".to_owned())));
+    let mut names = tool_names(&request(&proxy.url, "tools/list", "", json!({})).await);
+    names.sort();
+    assert_eq!(names, ["notes_add_note", "notes_list_notes"]);
+    let added = proxy
+        .call("notes_add_note", json!({"text": "served"}), json!({}))
+        .await;
+    assert!(text_of(&added).starts_with("noted"), "{added:#}");
+    let refused = proxy.call("gone_anything", json!({}), json!({})).await;
+    let why = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("\"gone\" is down"), "{refused:#}");
+}
+
 /// `--check` of a file with several upstreams: each mistake at its line.
 fn mistakes_with_several_upstreams_name_their_line() {
     let dir = Dir::new("check");
@@ -625,4 +686,5 @@ crate::trials!(
     [] sync mistakes_with_several_upstreams_name_their_line,
     [] current_thread two_of_one_server_collide_until_one_hides_and_pages_are_followed,
     [] current_thread a_list_change_of_any_upstream_reaches_one_listen,
+    [] current_thread an_upstream_that_cannot_start_leaves_the_other_serving,
 );
