@@ -31,9 +31,10 @@
 //!   what a client shows, caches and hands back, and a rewritten one would leak into the
 //!   resources' contents and links. `resources/read` goes to the upstream whose
 //!   `resources/list` listed the URI (a map per list, at most [`MAX_ITEMS`] per upstream),
-//!   else, when exactly one upstream lists resources or templates at all, to it; else it fails
-//!   closed: `-32602` saying no upstream listed that URI. So a URI only a template names is
-//!   readable when one upstream offers resources, not when several do;
+//!   else to the one whose `resources/templates/list` has a template naming it (RFC 6570's
+//!   `{var}`, `{+var}`, `{?query}`), else, when exactly one upstream lists resources or
+//!   templates at all, to it; else it fails closed: `-32602` saying no upstream listed that
+//!   URI, or that the templates of several match it (the proxy does not choose);
 //! - **list changes** are relayed: a client's `subscriptions/listen` (a 2025-era host's GET
 //!   stream, through the bridge) is held open on every upstream that is up, acknowledged once
 //!   with what any of them agreed to, and each upstream's `notifications/*/list_changed` reaches
@@ -493,21 +494,47 @@ impl Fanout {
                 &format!("Unknown {what}: {name}"),
             ));
         }
-        // A URI no list holds: to the one upstream that lists resources or templates, if only
-        // one does.
-        let offering: Vec<usize> = self.routes.lock().unwrap_or_else(|e| e.into_inner()).lists[2..]
-            .iter()
-            .flat_map(|listed| listed.values().map(|(index, _)| *index))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        if let [only] = offering[..]
+        // A URI no list holds: to the upstream whose listed templates match it, if one does;
+        // else to the one upstream that lists resources or templates, if only one does.
+        let (matching, offering) = {
+            let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+            let matching: std::collections::BTreeSet<usize> = routes.lists[3]
+                .iter()
+                .filter(|(template, _)| template_matches(template, name))
+                .map(|(_, (index, _))| *index)
+                .collect();
+            let offering: std::collections::BTreeSet<usize> = routes.lists[2..]
+                .iter()
+                .flat_map(|listed| listed.values().map(|(index, _)| *index))
+                .collect();
+            (matching, offering)
+        };
+        let chosen = match (matching.len(), offering.len()) {
+            (1, _) => matching.first(),
+            (0, 1) => offering.first(),
+            _ => None,
+        };
+        if let Some(&only) = chosen
             && !self.members[only].hides(name)
         {
             return self.if_up(id, (only, name.to_owned()));
         }
+        let why = if matching.len() > 1 {
+            let names: Vec<&str> = matching
+                .iter()
+                .map(|&index| self.members[index].name.as_str())
+                .collect();
+            format!(
+                "the templates of several upstreams match {name} ({}), and the proxy does not choose",
+                names.join(", ")
+            )
+        } else {
+            format!(
+                "no upstream listed {name} (with several upstreams the proxy routes a resource to the upstream whose resources/list listed it, or whose template matches it)"
+            )
+        };
         Err(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602,
-            "message": format!("Resource not found: no upstream listed {name} (with several upstreams the proxy routes a resource to the upstream whose resources/list listed it)"),
+            "message": format!("Resource not found: {why}"),
             "data": {"uri": name}}}))
     }
 
@@ -1055,6 +1082,73 @@ fn merge(
     }
 }
 
+/// Whether `uri` is one `template` (RFC 6570) names: a `{var}` stands for one or more
+/// characters that are none of `/`, `?`, `#`; `{+var}` and `{#var}` for any; a `{?…}` or
+/// `{&…}` for the query's rest. A template that does not close its braces names nothing.
+fn template_matches(template: &str, uri: &str) -> bool {
+    /// One piece of a template.
+    enum Piece<'a> {
+        Literal(&'a str),
+        /// A variable: whether it may hold `/`, `?` and `#`.
+        Variable {
+            reserved: bool,
+        },
+        /// A query (or its continuation): the rest, if anything.
+        Query,
+    }
+    let mut pieces = Vec::new();
+    let mut rest = template;
+    while !rest.is_empty() {
+        match rest.find('{') {
+            Some(0) => {
+                let Some(end) = rest.find('}') else {
+                    return false;
+                };
+                pieces.push(match rest[1..].chars().next() {
+                    Some('+' | '#') => Piece::Variable { reserved: true },
+                    Some('?' | '&') => Piece::Query,
+                    _ => Piece::Variable { reserved: false },
+                });
+                rest = &rest[end + 1..];
+            }
+            Some(at) => {
+                pieces.push(Piece::Literal(&rest[..at]));
+                rest = &rest[at..];
+            }
+            None => {
+                pieces.push(Piece::Literal(rest));
+                rest = "";
+            }
+        }
+    }
+    fn matches(pieces: &[Piece<'_>], uri: &str) -> bool {
+        let Some((first, more)) = pieces.split_first() else {
+            return uri.is_empty();
+        };
+        match first {
+            Piece::Literal(text) => uri
+                .strip_prefix(text)
+                .is_some_and(|rest| matches(more, rest)),
+            Piece::Query => {
+                (uri.is_empty() || uri.starts_with(['?', '&'])) && more.is_empty()
+                    || uri.is_empty() && matches(more, uri)
+            }
+            Piece::Variable { reserved } => {
+                let end = if *reserved {
+                    uri.len()
+                } else {
+                    uri.find(['/', '?', '#']).unwrap_or(uri.len())
+                };
+                // One character at least, then as many as the rest allows.
+                (1..=end)
+                    .filter(|&at| uri.is_char_boundary(at))
+                    .any(|at| matches(more, &uri[at..]))
+            }
+        }
+    }
+    matches(&pieces, uri)
+}
+
 /// The error answering a call of upstream `name`'s, which is down.
 fn down_error(id: &Value, name: &str) -> Value {
     error_response(
@@ -1110,6 +1204,33 @@ mod tests {
             .iter()
             .map(|item| item[key].as_str().unwrap().to_owned())
             .collect()
+    }
+
+    #[test]
+    fn a_template_names_the_uris_it_expands_to() {
+        let text = "demo://resource/dynamic/text/{resourceId}";
+        assert!(template_matches(text, "demo://resource/dynamic/text/1"));
+        assert!(!template_matches(text, "demo://resource/dynamic/text/"));
+        assert!(!template_matches(text, "demo://resource/dynamic/text/1/2"));
+        assert!(!template_matches(text, "demo://resource/dynamic/blob/1"));
+        assert!(template_matches("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(template_matches(
+            "repo://{owner}/{name}/readme",
+            "repo://a/b/readme"
+        ));
+        assert!(!template_matches(
+            "repo://{owner}/{name}/readme",
+            "repo://a/readme"
+        ));
+        assert!(template_matches(
+            "search://items{?q,page}",
+            "search://items?q=x&page=2"
+        ));
+        assert!(template_matches(
+            "search://items{?q,page}",
+            "search://items"
+        ));
+        assert!(!template_matches("broken://{x", "broken://{x"));
     }
 
     #[test]

@@ -389,6 +389,133 @@ async fn an_upstream_that_cannot_start_leaves_the_other_serving() {
     assert!(why.contains("\"gone\" is down"), "{refused:#}");
 }
 
+/// server-everything (prompts, completions, resources and templates) beside the notes server:
+/// prompts prefixed and gated on their upstream's own names, `prompts/get` and
+/// `completion/complete` routed by the prompt's name, `resources/read` by the upstream that
+/// listed the URI or whose template names it.
+async fn prompts_completions_and_resources_reach_their_own_upstream() {
+    let everything = filesystem()
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .join("server-everything/dist/index.js");
+    let port = free_port();
+    let dir = Dir::new("everything");
+    let config = dir.0.join("team.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[[upstream]]
+name = "ev"
+command = ["node", "{everything}", "stdio"]
+
+[[upstream]]
+name = "notes"
+command = ["python3", "{notes}"]
+
+[listen]
+http = "127.0.0.1:{port}"
+
+[[gate]]
+upstream = "ev"
+prompts = ["args-*"]
+message = "Ask about {{city}}?"
+{APPROVE}"#,
+            everything = everything.display(),
+            notes = notes_server().display(),
+        ),
+    )
+    .unwrap();
+    let proxy = Proxy::start(&config, port).await;
+    let prompts = request(&proxy.url, "prompts/list", "", json!({})).await;
+    let names: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{prompts:#}"))
+        .iter()
+        .filter_map(|prompt| prompt["name"].as_str())
+        .collect();
+    assert!(names.contains(&"ev_args-prompt"), "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with("ev_")), "{names:?}");
+
+    // The gate on ev's own `args-*` asks before ev_args-prompt; approved, ev answers.
+    let arguments =
+        json!({"name": "ev_args-prompt", "arguments": {"city": "Paris", "state": "IDF"}});
+    let asked = request(
+        &proxy.url,
+        "prompts/get",
+        "ev_args-prompt",
+        arguments.clone(),
+    )
+    .await;
+    let state = state_of(&asked);
+    let mut retry = arguments.clone();
+    retry
+        .as_object_mut()
+        .unwrap()
+        .extend(answer(&state, accept()).as_object().cloned().unwrap());
+    let got = request(&proxy.url, "prompts/get", "ev_args-prompt", retry).await;
+    let text = got["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{got:#}"));
+    assert!(text.contains("Paris"), "{got:#}");
+
+    // A completion of ev's prompt goes to ev.
+    let completed = request(
+        &proxy.url,
+        "completion/complete",
+        "",
+        json!({"ref": {"type": "ref/prompt", "name": "ev_completable-prompt"},
+            "argument": {"name": "department", "value": "E"}}),
+    )
+    .await;
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["Engineering"]),
+        "{completed:#}"
+    );
+
+    // Resources: one ev listed, one only ev's template names, and notes's own.
+    let listed = request(
+        &proxy.url,
+        "resources/read",
+        "",
+        json!({"uri": "demo://resource/static/document/architecture.md"}),
+    )
+    .await;
+    assert!(listed["result"]["contents"][0].is_object(), "{listed:#}");
+    let templated = request(
+        &proxy.url,
+        "resources/read",
+        "",
+        json!({"uri": "demo://resource/dynamic/text/1"}),
+    )
+    .await;
+    assert!(
+        templated["result"]["contents"][0].is_object(),
+        "{templated:#}"
+    );
+    let notes = request(
+        &proxy.url,
+        "resources/read",
+        "",
+        json!({"uri": "notes://all"}),
+    )
+    .await;
+    assert_eq!(
+        notes["result"]["contents"][0]["uri"], "notes://all",
+        "{notes:#}"
+    );
+    let unknown = request(
+        &proxy.url,
+        "resources/read",
+        "",
+        json!({"uri": "nobody://x"}),
+    )
+    .await;
+    let why = unknown["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("no upstream listed nobody://x"), "{unknown:#}");
+}
+
 /// `--check` of a file with several upstreams: each mistake at its line.
 fn mistakes_with_several_upstreams_name_their_line() {
     let dir = Dir::new("check");
@@ -687,4 +814,5 @@ crate::trials!(
     [] current_thread two_of_one_server_collide_until_one_hides_and_pages_are_followed,
     [] current_thread a_list_change_of_any_upstream_reaches_one_listen,
     [] current_thread an_upstream_that_cannot_start_leaves_the_other_serving,
+    [Upstreams] current_thread prompts_completions_and_resources_reach_their_own_upstream,
 );
