@@ -13,7 +13,10 @@ use tower_elicitation::upstream::ServerQuestions;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    pub upstream: Upstream,
+    /// `[upstream]` (one server, its names as they are) or `[[upstream]]` (several, each
+    /// named, their names prefixed: [`crate::fanout`]).
+    #[serde(rename = "upstream")]
+    pub upstreams: Upstreams,
     #[serde(default)]
     pub listen: Listen,
     #[serde(default)]
@@ -30,10 +33,81 @@ pub struct Config {
     pub gates: Vec<Spanned<GateSpec>>,
 }
 
-/// `[upstream]`: a command run as a stdio child, or a URL.
+/// The file's upstream servers: one `[upstream]` table, or an array of `[[upstream]]` tables.
+#[derive(Debug)]
+pub struct Upstreams {
+    /// Each table, in the file's order; never empty once checked.
+    pub list: Vec<Spanned<Upstream>>,
+    /// Written as `[[upstream]]`: several servers behind one proxy, each named and prefixed.
+    pub several: bool,
+}
+
+impl<'de> Deserialize<'de> for Upstreams {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Upstreams;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an [upstream] table or [[upstream]] tables")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Upstreams, A::Error> {
+                let one = Upstream::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(Upstreams {
+                    list: vec![Spanned::new(0..0, one)],
+                    several: false,
+                })
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<Upstreams, A::Error> {
+                let list = Vec::<Spanned<Upstream>>::deserialize(
+                    serde::de::value::SeqAccessDeserializer::new(seq),
+                )?;
+                Ok(Upstreams {
+                    list,
+                    several: true,
+                })
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl Upstreams {
+    /// The first (with one `[upstream]`, the only) upstream: the one whose keys apply to every
+    /// upstream (`on_tool_change`, `hide_when_unanswerable`).
+    pub fn first(&self) -> &Upstream {
+        self.list[0].get_ref()
+    }
+
+    /// Each upstream's name: `name`, else `upstream` for a lone `[upstream]`.
+    pub fn names(&self) -> Vec<String> {
+        self.list
+            .iter()
+            .map(|upstream| upstream.get_ref().name().to_owned())
+            .collect()
+    }
+}
+
+/// `[upstream]`, or one of several `[[upstream]]`: a command run as a stdio child, or a URL.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Upstream {
+    /// The upstream's name: in `/healthz`, `/metrics`, a gate's `upstream`, and (by default)
+    /// its prefix. Required in `[[upstream]]`.
+    pub name: Option<Spanned<String>>,
+    /// `[[upstream]]` only: what its tools' and prompts' names begin with for the client
+    /// (default its `name`), before `prefix_separator`.
+    pub prefix: Option<Spanned<String>>,
+    /// `[[upstream]]` only: between the prefix and the upstream's own name (default `_`).
+    pub prefix_separator: Option<Spanned<String>>,
     pub command: Option<Vec<String>>,
     pub url: Option<String>,
     /// Headers sent to a URL upstream; a value `env:NAME` is read from the environment.
@@ -110,6 +184,30 @@ pub enum OnToolChange {
 }
 
 impl Upstream {
+    /// The name a lone `[upstream]` without `name` goes by, in `/healthz` and `/metrics`.
+    pub const DEFAULT_NAME: &str = "default";
+
+    /// The upstream's name: `name`, else [`Self::DEFAULT_NAME`].
+    pub fn name(&self) -> &str {
+        self.name
+            .as_ref()
+            .map_or(Self::DEFAULT_NAME, |name| name.get_ref().as_str())
+    }
+
+    /// What the client sees before this upstream's tool and prompt names, one of several:
+    /// `prefix` (default `name`) and `prefix_separator` (default `_`).
+    pub fn exposed_prefix(&self) -> String {
+        let prefix = self
+            .prefix
+            .as_ref()
+            .map_or_else(|| self.name(), |prefix| prefix.get_ref().as_str());
+        let separator = self
+            .prefix_separator
+            .as_ref()
+            .map_or("_", |separator| separator.get_ref().as_str());
+        format!("{prefix}{separator}")
+    }
+
     /// What `on_tool_change` says.
     ///
     /// # Errors
@@ -566,6 +664,9 @@ impl Identity {
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GateSpec {
+    /// With `[[upstream]]`: the upstream whose own names `tools` and `prompts` are (prefixed
+    /// when the file is read); without it they are the names the client sees.
+    pub upstream: Option<String>,
     /// Tool names or globs (`delete_*`).
     #[serde(default)]
     pub tools: Vec<String>,
@@ -729,7 +830,7 @@ impl Source {
 
     /// `[upstream] expose` and `hide`, each mistake at its line: an entry that is not a pattern
     /// (`read_[ab]`), and `expose = []`, which would expose nothing.
-    fn check_exposure(&self, upstream: &Upstream) -> Vec<ConfigError> {
+    fn check_exposure(&self, upstream: &Upstream, several: bool) -> Vec<ConfigError> {
         let at = |span: std::ops::Range<usize>| Some(self.line_of(span.start));
         let mut found = Vec::new();
         let exposed: &[Spanned<String>] = match &upstream.expose {
@@ -746,9 +847,175 @@ impl Source {
         for (key, entries) in [("expose", exposed), ("hide", upstream.hide.as_slice())] {
             for entry in entries {
                 let (kind, pattern) = crate::targets::split(entry.get_ref());
+                if several && key == "expose" && kind == "resource" {
+                    found.push(self.error(
+                        at(entry.span()),
+                        format!(
+                            "[[upstream]] {:?} expose: \"resource:…\" entries are not per upstream yet (resource URIs are not prefixed, so one upstream's `expose` would hide the others' resources): leave them out, and hide resources with `hide` (which hides a URI whichever upstream lists it)",
+                            upstream.name()
+                        ),
+                    ));
+                    continue;
+                }
                 if let Err(why) = crate::targets::target(kind, pattern) {
                     found.push(self.error(at(entry.span()), format!("[upstream] {key}: {why}")));
                 }
+            }
+        }
+        found
+    }
+
+    /// `[upstream]` against `[[upstream]]`, each mistake at its line: in `[[upstream]]` every
+    /// table named (letters, digits, `-` and `_`), no two alike, nor two prefixes; the keys
+    /// that apply to every upstream (`on_tool_change`, `hide_when_unanswerable`) in the first
+    /// table only; no `[identity] pass_to_upstream`. A lone `[upstream]` takes no `prefix`. A
+    /// gate's `upstream` names one of the file's, and then no `resources`.
+    fn check_upstreams(&self, config: &Config) -> Vec<ConfigError> {
+        let at = |span: std::ops::Range<usize>| Some(self.line_of(span.start));
+        let mut found = Vec::new();
+        let upstreams = &config.upstreams;
+        if upstreams.list.is_empty() {
+            found.push(self.error(None, "[[upstream]]: the file names no upstream"));
+            return found;
+        }
+        let names = upstreams.names();
+        if upstreams.several {
+            let mut prefixes: Vec<(String, &str)> = Vec::new();
+            for (index, table) in upstreams.list.iter().enumerate() {
+                let upstream = table.get_ref();
+                let Some(name) = &upstream.name else {
+                    found.push(self.error(
+                        at(table.span()),
+                        "[[upstream]] needs a `name` (e.g. name = \"fs\"): it names the upstream in /healthz and to gates, and prefixes its tools",
+                    ));
+                    continue;
+                };
+                if !is_name(name.get_ref()) {
+                    found.push(self.error(
+                        at(name.span()),
+                        format!(
+                            "[[upstream]] name {:?}: 1 to 64 letters, digits, `-` or `_`",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+                if names[..index].contains(name.get_ref()) {
+                    found.push(self.error(
+                        at(name.span()),
+                        format!(
+                            "[[upstream]] name {:?} is taken by an earlier [[upstream]]",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+                if let Some(prefix) = &upstream.prefix
+                    && !is_name(prefix.get_ref())
+                {
+                    found.push(self.error(
+                        at(prefix.span()),
+                        format!(
+                            "[[upstream]] prefix {:?}: 1 to 64 letters, digits, `-` or `_`",
+                            prefix.get_ref()
+                        ),
+                    ));
+                }
+                if let Some(separator) = &upstream.prefix_separator {
+                    let text = separator.get_ref();
+                    if text.chars().count() > 8
+                        || !text
+                            .chars()
+                            .all(|c| matches!(c, '_' | '-' | '.' | '/' | ':'))
+                    {
+                        found.push(self.error(
+                            at(separator.span()),
+                            format!("[[upstream]] prefix_separator {text:?}: at most 8 of `_`, `-`, `.`, `/` and `:`"),
+                        ));
+                    }
+                }
+                let prefix = upstream.exposed_prefix();
+                if let Some((_, other)) = prefixes.iter().find(|(p, _)| *p == prefix) {
+                    found.push(self.error(
+                        at(table.span()),
+                        format!("[[upstream]] {:?}: its names would be prefixed {prefix:?}, as upstream {other:?}'s are; give one a `prefix` of its own", name.get_ref()),
+                    ));
+                }
+                prefixes.push((prefix, name.get_ref()));
+                if index > 0 {
+                    let global = [
+                        ("on_tool_change", upstream.on_tool_change.is_some()),
+                        ("hide_when_unanswerable", upstream.hide_when_unanswerable),
+                    ];
+                    for (key, given) in global {
+                        if given {
+                            found.push(self.error(
+                                at(table.span()),
+                                format!("[[upstream]] {:?}: `{key}` applies to every upstream: give it in the first [[upstream]] only", name.get_ref()),
+                            ));
+                        }
+                    }
+                }
+            }
+            if config.identity.pass_to_upstream {
+                found.push(self.error(
+                    None,
+                    "[identity] pass_to_upstream is not supported with several [[upstream]] yet: each caller's credentials would go to every upstream",
+                ));
+            }
+        } else {
+            let upstream = upstreams.first();
+            for (key, given) in [
+                ("prefix", &upstream.prefix),
+                ("prefix_separator", &upstream.prefix_separator),
+            ] {
+                if let Some(given) = given {
+                    found.push(self.error(
+                        at(given.span()),
+                        format!("[upstream] {key}: a lone [upstream]'s names are not prefixed; `{key}` is for several [[upstream]] tables"),
+                    ));
+                }
+            }
+            if let Some(name) = &upstream.name
+                && !is_name(name.get_ref())
+            {
+                found.push(self.error(
+                    at(name.span()),
+                    format!(
+                        "[upstream] name {:?}: 1 to 64 letters, digits, `-` or `_`",
+                        name.get_ref()
+                    ),
+                ));
+            }
+        }
+        for (number, gate) in config.gates.iter().enumerate() {
+            let spec = gate.get_ref();
+            let line = at(gate.span());
+            let reads_upstream = spec.when.as_deref().is_some_and(|when| {
+                when.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .any(|word| word == "upstream")
+            });
+            if upstreams.several && reads_upstream {
+                found.push(self.error(
+                    line,
+                    format!("gate {}: `when` reads `upstream`, which is not yet the call's upstream with several [[upstream]]: give the gate `upstream = \"NAME\"` instead", number + 1),
+                ));
+            }
+            let Some(named) = &spec.upstream else {
+                continue;
+            };
+            if !names.contains(named) {
+                found.push(self.error(
+                    line,
+                    format!(
+                        "gate {}: upstream {named:?} names no upstream of the file ({})",
+                        number + 1,
+                        names.join(", ")
+                    ),
+                ));
+            } else if !spec.resources.is_empty() {
+                found.push(self.error(
+                    line,
+                    format!("gate {}: `resources` with upstream = {named:?}: resource URIs are not prefixed, so a gate cannot keep them to one upstream; put them in a gate without `upstream` (its patterns match every upstream's URIs)", number + 1),
+                ));
             }
         }
         found
@@ -799,16 +1066,19 @@ impl Source {
         })
     }
 
-    /// The config in it.
+    /// The config in it; a gate that names its `upstream` has its tool and prompt patterns
+    /// prefixed as that upstream's names are for the client (`write_*` of `fs`: `fs_write_*`).
     pub fn parse(&self) -> Result<Config, ConfigError> {
-        toml::from_str(&self.text).map_err(|error| {
+        let mut config: Config = toml::from_str(&self.text).map_err(|error| {
             let line = error.span().map(|span| self.line_of(span.start));
             let mut message = error.message().trim_end().to_owned();
             if let Some(span) = error.span() {
                 message.push_str(&self.pointed(span.start));
             }
             self.error(line, message)
-        })
+        })?;
+        config.prefix_gates();
+        Ok(config)
     }
 
     /// The line holding byte `offset`, and a caret under it, each on a line of its own.
@@ -852,6 +1122,33 @@ impl Source {
 }
 
 impl Config {
+    /// Prefixes the tool and prompt patterns of each gate that names an upstream (one of
+    /// several) as that upstream's names are prefixed. A gate naming no upstream of the file is
+    /// left as it is: [`Source::check`] refuses it.
+    fn prefix_gates(&mut self) {
+        if !self.upstreams.several {
+            return;
+        }
+        for gate in &mut self.gates {
+            let gate = gate.get_mut();
+            let Some(named) = &gate.upstream else {
+                continue;
+            };
+            let Some(upstream) = self
+                .upstreams
+                .list
+                .iter()
+                .find(|upstream| upstream.get_ref().name() == named.as_str())
+            else {
+                continue;
+            };
+            let prefix = upstream.get_ref().exposed_prefix();
+            for pattern in gate.tools.iter_mut().chain(gate.prompts.iter_mut()) {
+                *pattern = format!("{prefix}{pattern}");
+            }
+        }
+    }
+
     /// The environment variables the proxy reads its own secrets from (`env:NAME` in `[state]`,
     /// `[identity]` and `[upstream] headers`), and the keys' default variable.
     fn secret_variables(&self) -> Vec<&str> {
@@ -859,7 +1156,9 @@ impl Config {
         values.extend(self.state.keys.as_deref());
         values.extend(self.state.redis.as_deref());
         values.extend(self.identity.principal.as_deref());
-        values.extend(self.upstream.headers.values().map(String::as_str));
+        for upstream in &self.upstreams.list {
+            values.extend(upstream.get_ref().headers.values().map(String::as_str));
+        }
         let mut names: Vec<&str> = values
             .into_iter()
             .filter_map(|value| value.strip_prefix("env:"))
@@ -909,24 +1208,29 @@ impl Source {
                 ),
             ));
         }
-        let upstream = &config.upstream;
         let limits = &config.limits;
-        let bounded = [
+        let listen_bounds = [
             (Bound::BODY_TIMEOUT, &listen.body_timeout_secs),
             (Bound::MAX_CONNECTIONS, &listen.max_connections),
             (Bound::MAX_BODY_BYTES, &listen.max_body_bytes),
             (Bound::SHUTDOWN_GRACE, &listen.shutdown_grace_secs),
             (Bound::MAX_ROUNDS, &listen.max_rounds),
-            (Bound::REQUEST_TIMEOUT, &upstream.request_timeout_secs),
-            (Bound::MAX_PARKED, &upstream.max_parked),
-            (Bound::PARKED_TIMEOUT, &upstream.parked_timeout_secs),
-            (Bound::RESTART_BACKOFF, &upstream.restart_backoff_secs),
             (Bound::CALLS_PER_MINUTE, &limits.calls_per_minute),
             (Bound::MAX_CALLERS, &limits.max_callers),
         ];
+        let upstream_bounds = config.upstreams.list.iter().flat_map(|upstream| {
+            let upstream = upstream.get_ref();
+            [
+                (Bound::REQUEST_TIMEOUT, &upstream.request_timeout_secs),
+                (Bound::MAX_PARKED, &upstream.max_parked),
+                (Bound::PARKED_TIMEOUT, &upstream.parked_timeout_secs),
+                (Bound::RESTART_BACKOFF, &upstream.restart_backoff_secs),
+            ]
+        });
         let per_tool = limits.per_tool.values().map(|n| (Bound::PER_TOOL, n));
-        let bounded = bounded
+        let bounded = listen_bounds
             .into_iter()
+            .chain(upstream_bounds)
             .filter_map(|(bound, given)| given.as_ref().map(|given| (bound, given)))
             .chain(per_tool);
         for (bound, given) in bounded {
@@ -942,49 +1246,60 @@ impl Source {
                 ));
             }
         }
-        if let (Err(why), Some(value)) = (
-            config.upstream.server_questions(),
-            &config.upstream.server_questions,
-        ) {
-            found.push(self.error(Some(self.line_of(value.span().start)), why));
-        }
-        if let (Err(why), Some(value)) = (config.upstream.sessions(), &config.upstream.sessions) {
-            found.push(self.error(Some(self.line_of(value.span().start)), why));
-        }
-        if let (Err(why), Some(value)) = (config.upstream.fair_share(), &config.upstream.fair_share)
-        {
-            found.push(self.error(Some(self.line_of(value.span().start)), why));
-        }
         if let Err(error) = self.check_identity(&config.identity) {
             found.push(error);
         }
-        found.extend(self.check_exposure(&config.upstream));
+        found.extend(self.check_upstreams(config));
         let secrets = config.secret_variables();
-        for name in &config.upstream.env_passthrough {
-            if secrets.contains(&name.get_ref().as_str()) {
-                found.push(self.error(
-                    Some(self.line_of(name.span().start)),
-                    format!(
-                        "[upstream] env_passthrough: {:?} holds a secret of the proxy's own (the proxy reads it as env:{0}); the upstream server is never given it",
-                        name.get_ref()
-                    ),
-                ));
-            }
-        }
-        for (key, value) in &config.upstream.env {
-            if let Some(name) = value.get_ref().strip_prefix("env:")
-                && secrets.contains(&name)
+        for upstream in &config.upstreams.list {
+            let upstream = upstream.get_ref();
+            if let (Err(why), Some(value)) =
+                (upstream.server_questions(), &upstream.server_questions)
             {
-                found.push(self.error(
-                    Some(self.line_of(value.span().start)),
-                    format!(
-                        "[upstream] env {key}: env:{name} holds a secret of the proxy's own; the upstream server is never given it"
-                    ),
-                ));
+                found.push(self.error(Some(self.line_of(value.span().start)), why));
+            }
+            if let (Err(why), Some(value)) = (upstream.sessions(), &upstream.sessions) {
+                found.push(self.error(Some(self.line_of(value.span().start)), why));
+            }
+            if let (Err(why), Some(value)) = (upstream.fair_share(), &upstream.fair_share) {
+                found.push(self.error(Some(self.line_of(value.span().start)), why));
+            }
+            found.extend(self.check_exposure(upstream, config.upstreams.several));
+            for name in &upstream.env_passthrough {
+                if secrets.contains(&name.get_ref().as_str()) {
+                    found.push(self.error(
+                        Some(self.line_of(name.span().start)),
+                        format!(
+                            "[upstream] env_passthrough: {:?} holds a secret of the proxy's own (the proxy reads it as env:{0}); the upstream server is never given it",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+            }
+            for (key, value) in &upstream.env {
+                if let Some(name) = value.get_ref().strip_prefix("env:")
+                    && secrets.contains(&name)
+                {
+                    found.push(self.error(
+                        Some(self.line_of(value.span().start)),
+                        format!(
+                            "[upstream] env {key}: env:{name} holds a secret of the proxy's own; the upstream server is never given it"
+                        ),
+                    ));
+                }
             }
         }
         ConfigError::gather(found)
     }
+}
+
+/// Whether `text` may name an upstream or be its prefix: 1 to 64 ASCII letters, digits, `-`
+/// or `_`, so that it is a literal in a name pattern.
+fn is_name(text: &str) -> bool {
+    (1..=64).contains(&text.len())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// A secret given as `env:NAME` (the variable's value) or `file:PATH` (the file's contents,
@@ -1084,7 +1399,7 @@ require = { approve = true }
             let config = source.parse().unwrap();
             source.check(&config).map(|()| config)
         };
-        let questions = |text: &str| read(text).unwrap().upstream.server_questions();
+        let questions = |text: &str| read(text).unwrap().upstreams.first().server_questions();
         assert_eq!(
             questions("[upstream]\ncommand = [\"x\"]\n"),
             Ok(ServerQuestions::Relay)
@@ -1119,14 +1434,14 @@ require = { approve = true }
         };
         let command = "[upstream]\ncommand = [\"x\"]\n";
         let config = read(command).unwrap();
-        assert_eq!(config.upstream.sessions(), Ok(1));
-        assert_eq!(config.upstream.fair_share(), Ok(0.25));
+        assert_eq!(config.upstreams.first().sessions(), Ok(1));
+        assert_eq!(config.upstreams.first().fair_share(), Ok(0.25));
         let config = read(&format!("{command}sessions = 8\nfair_share = 0.5\n")).unwrap();
-        assert_eq!(config.upstream.sessions(), Ok(8));
-        assert_eq!(config.upstream.fair_share(), Ok(0.5));
+        assert_eq!(config.upstreams.first().sessions(), Ok(8));
+        assert_eq!(config.upstreams.first().fair_share(), Ok(0.5));
         // An integer share reads as a number too.
         let config = read(&format!("{command}fair_share = 1\n")).unwrap();
-        assert_eq!(config.upstream.fair_share(), Ok(1.0));
+        assert_eq!(config.upstreams.first().fair_share(), Ok(1.0));
         for (bad, says) in [
             ("\nsessions = 0\n", "from 1 to 64"),
             ("\nsessions = -2\n", "from 1 to 64"),
@@ -1161,8 +1476,8 @@ require = { approve = true }
             "{command}expose = [\"read_*\", \"prompt:echo\", \"resource:file:///srv/**\"]\nhide = [\"read_secret\"]\nhide_when_unanswerable = true\n"
         ))
         .unwrap();
-        assert_eq!(config.upstream.hide.len(), 1);
-        assert!(config.upstream.hide_when_unanswerable);
+        assert_eq!(config.upstreams.first().hide.len(), 1);
+        assert!(config.upstreams.first().hide_when_unanswerable);
         let error = read(&format!("{command}\nexpose = []\n")).unwrap_err();
         assert!(
             error.starts_with("gates.toml:4: [upstream] expose = []"),
@@ -1195,6 +1510,84 @@ require = { approve = true }
                 .any(|l| l.starts_with("gates.toml:7: [upstream] hide: prompt pattern")),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_gate_naming_its_upstream_has_its_patterns_prefixed_as_the_client_sees_them() {
+        let text = r#"
+[[upstream]]
+name = "fs"
+command = ["x"]
+
+[[upstream]]
+name = "notes"
+prefix = "n"
+prefix_separator = "."
+command = ["y"]
+
+[[gate]]
+upstream = "notes"
+tools = ["add_*"]
+prompts = ["summary"]
+form.approve = { type = "boolean" }
+
+[[gate]]
+tools = ["fs_write_file"]
+form.approve = { type = "boolean" }
+"#;
+        let file = source(text);
+        let config = file.parse().unwrap();
+        file.check(&config).unwrap();
+        assert!(config.upstreams.several);
+        assert_eq!(config.upstreams.names(), ["fs", "notes"]);
+        assert_eq!(config.upstreams.list[0].get_ref().exposed_prefix(), "fs_");
+        assert_eq!(config.upstreams.list[1].get_ref().exposed_prefix(), "n.");
+        assert_eq!(config.gates[0].get_ref().tools, ["n.add_*"]);
+        assert_eq!(config.gates[0].get_ref().prompts, ["n.summary"]);
+        // Without `upstream`: the names the client sees, as written.
+        assert_eq!(config.gates[1].get_ref().tools, ["fs_write_file"]);
+        // A lone [upstream] is named `default` and prefixes nothing.
+        let one = source("[upstream]\ncommand = [\"x\"]\n").parse().unwrap();
+        assert!(!one.upstreams.several);
+        assert_eq!(one.upstreams.names(), ["default"]);
+    }
+
+    #[test]
+    fn the_shipped_team_example_reads_with_two_upstreams() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/proxy/team.toml");
+        let file = Source::read(&path).unwrap();
+        let config = file.parse().unwrap();
+        file.check(&config).unwrap();
+        assert_eq!(config.upstreams.names(), ["fs", "notes"]);
+        assert_eq!(
+            config.gates[0].get_ref().tools,
+            ["fs_write_file", "fs_edit_file"]
+        );
+        assert_eq!(config.gates[1].get_ref().tools, ["notes_add_note"]);
+    }
+
+    #[test]
+    fn several_upstreams_refuse_what_they_cannot_combine_each_at_its_line() {
+        let mistakes = |text: &str| {
+            let source = source(text);
+            let config = source.parse().map_err(|e| e.to_string()).unwrap();
+            source.check(&config).unwrap_err().to_string()
+        };
+        let two = "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\n\n[[upstream]]\nname = \"b\"\ncommand = [\"y\"]\n";
+        let error = mistakes(&format!("{two}prefix = \"a\"\n"));
+        assert!(error.starts_with("gates.toml:5: "), "{error}");
+        assert!(error.contains("as upstream \"a\"'s are"), "{error}");
+        let error = mistakes(&format!("{two}hide_when_unanswerable = true\n"));
+        assert!(error.contains("first [[upstream]] only"), "{error}");
+        let error = mistakes(&format!("{two}prefix = \"a b\"\n"));
+        assert!(error.starts_with("gates.toml:8: "), "{error}");
+        let gate = "\n[[gate]]\nupstream = \"a\"\nresources = [\"file:///x\"]\nform.ok = { type = \"boolean\" }\n";
+        let error = mistakes(&format!("{two}{gate}"));
+        assert!(error.starts_with("gates.toml:9: "), "{error}");
+        assert!(error.contains("resource URIs are not prefixed"), "{error}");
+        let when = "\n[[gate]]\ntools = [\"*\"]\nwhen = \"upstream == 'a'\"\naction = \"deny\"\n";
+        let error = mistakes(&format!("{two}{when}"));
+        assert!(error.contains("`when` reads `upstream`"), "{error}");
     }
 
     #[test]

@@ -51,10 +51,11 @@ use tower_elicitation::bridge::RequestBody;
 use tower_elicitation::{BoxError, GateTarget};
 
 use crate::catalog;
-use crate::config::Upstream;
+use crate::config::{Upstream, Upstreams};
 use crate::gates::Offered;
 use crate::policy::Policy;
 use crate::targets;
+use toml::Spanned;
 
 /// Every kind, in the order `--check` prints them.
 const KINDS: [Kind; 3] = [Kind::Tool, Kind::Prompt, Kind::Resource];
@@ -136,6 +137,30 @@ pub struct Exposure {
     unanswerable: Option<Arc<Policy>>,
 }
 
+/// Each of several upstreams' `hide` `resource:` entries, in the file's order: what the
+/// fan-out leaves out of that upstream's resource lists and never routes to it.
+///
+/// # Errors
+///
+/// An entry that is not a pattern (the file's check says so first, at its line).
+pub fn hidden_resources(upstreams: &Upstreams) -> Result<Vec<Vec<GateTarget>>, String> {
+    upstreams
+        .list
+        .iter()
+        .map(|table| {
+            table
+                .get_ref()
+                .hide
+                .iter()
+                .filter_map(|entry| match targets::split(entry.get_ref()) {
+                    ("resource", pattern) => Some(targets::target("resource", pattern)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The exposure in force: the file's as last read without a mistake, replaced at each reload.
 pub type Current = Arc<RwLock<Arc<Exposure>>>;
 
@@ -191,6 +216,76 @@ impl Exposure {
             kinds,
             unanswerable: upstream.hide_when_unanswerable.then(|| Arc::clone(policy)),
         })
+    }
+
+    /// The file's exposure: a lone `[upstream]`'s as [`new`](Self::new) reads it; with several
+    /// `[[upstream]]`, each one's `expose` and `hide` on its own names, prefixed as the client
+    /// sees them. Where one upstream's `expose` names a kind, another's that names none of it
+    /// exposes all of its own (`notes_*`). URIs are not prefixed, so a `resource:` entry of an
+    /// upstream's `hide` is that upstream's alone, and the fan-out applies it
+    /// ([`hidden_resources`]); the file's check refuses one in `expose`.
+    /// `hide_when_unanswerable` is the first table's.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn of(upstreams: &Upstreams, policy: &Arc<Policy>) -> Result<Self, String> {
+        if !upstreams.several {
+            return Self::new(upstreams.first(), policy);
+        }
+        let spanned = |text: String| Spanned::new(0..0, text);
+        let prefixed = |prefix: &str, entry: &str| match targets::split(entry) {
+            ("tool", pattern) => format!("{prefix}{pattern}"),
+            ("prompt", pattern) => format!("prompt:{prefix}{pattern}"),
+            _ => entry.to_owned(),
+        };
+        let mut combined = upstreams.first().clone();
+        let mut expose = Vec::new();
+        for kind in ["tool", "prompt"] {
+            let names_kind = |upstream: &Upstream| {
+                upstream.expose.as_ref().is_some_and(|entries| {
+                    entries
+                        .get_ref()
+                        .iter()
+                        .any(|entry| targets::split(entry.get_ref()).0 == kind)
+                })
+            };
+            let lists = |table: &Spanned<Upstream>| names_kind(table.get_ref());
+            if !upstreams.list.iter().any(lists) {
+                continue;
+            }
+            for table in &upstreams.list {
+                let upstream = table.get_ref();
+                let prefix = upstream.exposed_prefix();
+                if names_kind(upstream) {
+                    let entries = upstream.expose.as_ref().map(Spanned::get_ref);
+                    for entry in entries.into_iter().flatten() {
+                        if targets::split(entry.get_ref()).0 == kind {
+                            expose.push(spanned(prefixed(&prefix, entry.get_ref())));
+                        }
+                    }
+                } else if kind == "tool" {
+                    expose.push(spanned(format!("{prefix}*")));
+                } else {
+                    expose.push(spanned(format!("prompt:{prefix}*")));
+                }
+            }
+        }
+        combined.expose = (!expose.is_empty()).then(|| Spanned::new(0..0, expose));
+        combined.hide = upstreams
+            .list
+            .iter()
+            .flat_map(|table| {
+                let upstream = table.get_ref();
+                let prefix = upstream.exposed_prefix();
+                upstream
+                    .hide
+                    .iter()
+                    .filter(|entry| targets::split(entry.get_ref()).0 != "resource")
+                    .map(move |entry| spanned(prefixed(&prefix, entry.get_ref())))
+            })
+            .collect();
+        Self::new(&combined, policy)
     }
 
     /// Whether a client sees, and may call, the `kind` `name` (a resource's URI).
@@ -720,7 +815,7 @@ mod tests {
         let config = source.parse().unwrap();
         source.check(&config).unwrap();
         let policy = policy_of(&source, &config);
-        Exposure::new(&config.upstream, &policy).unwrap()
+        Exposure::new(config.upstreams.first(), &policy).unwrap()
     }
 
     fn policy_of(source: &Source, config: &crate::config::Config) -> Arc<Policy> {
@@ -1020,7 +1115,7 @@ mod tests {
         };
         let config = source.parse().unwrap();
         let policy = policy_of(&source, &config);
-        let exposure = Exposure::new(&config.upstream, &policy).unwrap();
+        let exposure = Exposure::new(config.upstreams.first(), &policy).unwrap();
         assert_eq!(
             exposure.summary(&offered()),
             [

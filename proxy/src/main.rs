@@ -10,8 +10,10 @@
 //!
 //! It is [`LegacyBridgeLayer`] (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
 //! validation, sealed state, single-use approvals) in front of [`Upstream`] (the server: a stdio
-//! child or a URL; its own questions become `input_required` rounds), served with bounded read
-//! times and connections, `/healthz`, and a graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a
+//! child or a URL; its own questions become `input_required` rounds), or of several behind one
+//! fan-out (`[[upstream]]`: their names prefixed, each call routed to its own; `fanout`),
+//! served with bounded read times and connections, `/healthz` (which of several is down), and a
+//! graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a
 //! change to the file (seen within a second), reads the file again and replaces the gates at
 //! once; a file with a mistake keeps the old gates and says why. Approvals are bound to the
 //! caller (`[identity] principal`); each decision is one JSON line on stderr (`decisions`); a
@@ -24,6 +26,7 @@ mod config;
 mod decisions;
 mod error;
 mod exposure;
+mod fanout;
 mod flows;
 mod gates;
 mod identity;
@@ -69,10 +72,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     long_about = "Approval gates and validated elicitation in front of any MCP server, from a TOML \
 file: each gated tool, prompt or resource asks its question (a form or a URL) before the call \
 reaches the server, for hosts of both eras (2026-07-28 and 2025), over Streamable HTTP or stdio.",
-    after_help = "The config file: [upstream] (a command or a url), [listen], [state], [identity], \
-[log], [approvals], [limits] and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every key: the module docs \
-of proxy/src/config.rs (in the repository). Logs: RUST_LOG (e.g. RUST_LOG=debug); each decision \
-is one JSON line on stderr."
+    after_help = "The config file: [upstream] (a command or a url; or several [[upstream]], each \
+named, their tools prefixed: examples/proxy/team.toml), [listen], [state], [identity], [log], \
+[approvals], [limits] and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every \
+key: the module docs of proxy/src/config.rs (in the repository). Logs: RUST_LOG (e.g. \
+RUST_LOG=debug); each decision is one JSON line on stderr."
 )]
 struct Options {
     /// The TOML file to serve: the upstream server and the gates in front of it.
@@ -208,22 +212,64 @@ async fn run(
         None => None,
     };
     let principal = config.identity.principal()?;
-    let mode = Arc::new(RwLock::new(config.upstream.on_tool_change()?));
+    let mode = Arc::new(RwLock::new(config.upstreams.first().on_tool_change()?));
     let max_body_bytes = Bound::MAX_BODY_BYTES.count(config.listen.max_body_bytes.as_ref())?;
     let body_timeout = Bound::BODY_TIMEOUT.secs(config.listen.body_timeout_secs.as_ref())?;
     let rate_limits = limits::RateLimits::new(&config.limits, principal.clone())?;
     let base = identified(ElicitationLayer::new(keyring.clone()), &principal)
         .max_body_bytes(max_body_bytes);
-    tracing::info!("starting upstream: {}", starting(&config.upstream));
-    let share = fair_share(&config, serving)?;
-    let upstream = spawn(
-        &config.upstream,
-        share,
-        max_body_bytes,
-        &base,
-        redis.as_ref(),
-        None,
-    )?;
+    let mut spawned = Vec::new();
+    for table in &config.upstreams.list {
+        let settings = table.get_ref();
+        if config.upstreams.several {
+            tracing::info!(
+                "starting upstream {:?}: {}",
+                settings.name(),
+                starting(settings)
+            );
+        } else {
+            tracing::info!("starting upstream: {}", starting(settings));
+        }
+        let share = fair_share(&config, settings, serving)?;
+        // One of several whose command cannot be run is down, not the proxy (`--check` says).
+        let refuse_unrunnable = options.check || !config.upstreams.several;
+        let upstream = spawn_as(
+            settings,
+            share,
+            max_body_bytes,
+            &base,
+            redis.as_ref(),
+            None,
+            refuse_unrunnable,
+        );
+        spawned.push(match upstream {
+            Err(why) if config.upstreams.several => {
+                return Err(format!("upstream {:?}: {why}", settings.name()).into());
+            }
+            upstream => upstream?,
+        });
+    }
+    let upstream = spawned[0].clone();
+    let lister = if config.upstreams.several {
+        let mut members = Vec::new();
+        for (table, upstream) in config.upstreams.list.iter().zip(spawned) {
+            let settings = table.get_ref();
+            members.push(fanout::Member {
+                name: settings.name().to_owned(),
+                prefix: settings.exposed_prefix(),
+                upstream,
+                sessions: settings.sessions()?,
+                hidden: RwLock::default(),
+            });
+        }
+        started(&members, options.check).await?;
+        let fanout = fanout::Fanout::new(members, max_body_bytes);
+        fanout.hide_resources(exposure::hidden_resources(&config.upstreams)?);
+        routed::Routed::fanout(fanout)
+    } else {
+        let first = config.upstreams.first();
+        routed::Routed::single(upstream.clone()).named(first.name(), first.sessions()?)
+    };
     let backends = flows::Backends {
         redis: match &config.state.redis {
             Some(url) => Some(
@@ -237,14 +283,44 @@ async fn run(
         approvals: Arc::new(approvals_of(&source, &config, serving)?),
     };
     let remembered = backends.redis.clone().map(|redis| {
-        let upstream = format!("{:?} {:?}", config.upstream.command, config.upstream.url);
+        let upstream: String = config
+            .upstreams
+            .list
+            .iter()
+            .map(|table| format!("{:?} {:?}", table.get_ref().command, table.get_ref().url))
+            .collect();
         let key = catalog::digest(&Value::String(upstream));
         (redis, format!("elicitation-proxy:tool-definitions:{key}"))
     });
     let catalog = Arc::new(Catalog::new(remembered, metrics.clone()));
     catalog.load().await?;
-    let offered = offered(&upstream, &catalog, options.check).await?;
-    let sessions = all_sessions_live(&upstream, config.upstream.sessions()?).await;
+    let offered = offered(&lister, &catalog, options.check).await?;
+    if let Some(fanout) = lister.several() {
+        let collisions = fanout.collisions();
+        if !collisions.is_empty() {
+            lister.shutdown().await;
+            return Err(format!(
+                "{}: several upstreams list the same name for the client: {}",
+                source.path.display(),
+                collisions.join("; ")
+            )
+            .into());
+        }
+    }
+    let mut sessions = 0;
+    match lister.several() {
+        Some(fanout) => {
+            for member in fanout.members() {
+                // One that did not start is restarted in the background; nobody waits for it.
+                if member.upstream.live_sessions() > 0 {
+                    sessions += all_sessions_live(&member.upstream, member.sessions).await;
+                }
+            }
+        }
+        None => {
+            sessions = all_sessions_live(&upstream, config.upstreams.first().sessions()?).await;
+        }
+    }
     tracing::info!(
         sessions,
         tools = offered.tools.len(),
@@ -253,7 +329,7 @@ async fn run(
         "upstream ready"
     );
     let mut built = assemble(&source, &config, &offered, &backends, &catalog)?;
-    let exposure = exposure::Exposure::new(&config.upstream, &built.policy)?;
+    let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
     built
         .warnings
         .extend(exposure.warnings(&built.policy, &offered));
@@ -267,7 +343,7 @@ async fn run(
         }
         if let Some(explain) = &options.explain {
             let explained = explain_call(&built.policy, explain);
-            upstream.shutdown().await;
+            lister.shutdown().await;
             return explained;
         }
         println!(
@@ -275,7 +351,7 @@ async fn run(
             source.path.display(),
             gates::summary(config.gates.len(), &built.built)
         );
-        upstream.shutdown().await;
+        lister.shutdown().await;
         return Ok(());
     }
     for line in exposure.summary(&offered) {
@@ -287,11 +363,14 @@ async fn run(
     let spent = Spent::new(redis.clone());
     labels.set(labels_of(&built.built));
     let first = layer(&keyring, &principal, &spent, max_body_bytes, built.built)?;
-    let routed = if config.identity.pass_to_upstream {
-        if config.upstream.url.is_none() {
+    let routed = if config.upstreams.several {
+        lister.clone()
+    } else if config.identity.pass_to_upstream {
+        let first = config.upstreams.first();
+        if first.url.is_none() {
             return Err("[identity] pass_to_upstream needs an [upstream] url".into());
         }
-        let (settings, base, redis) = (config.upstream.clone(), base.clone(), redis.clone());
+        let (settings, base, redis) = (first.clone(), base.clone(), redis.clone());
         routed::Routed::per_caller(
             upstream.clone(),
             config.identity.allow_anonymous,
@@ -308,8 +387,9 @@ async fn run(
                 )
             }),
         )
+        .named(first.name(), first.sessions()?)
     } else {
-        routed::Routed::single(upstream.clone())
+        lister.clone()
     };
     let stack = serve::Stack::new(&config, first, exposure, routed, redis.as_ref())?;
     let policy = Arc::new(Policy {
@@ -326,17 +406,26 @@ async fn run(
         max_body_bytes,
         body_timeout,
         rate_limits,
+        upstreams: lister.clone(),
     });
     let reload = {
         let policy = Arc::clone(&policy);
-        let upstream = upstream.clone();
+        let lister = lister.clone();
         let path = options.config.clone();
+        let serving_upstreams = shape(&config.upstreams);
         move || -> Result<usize, Error> {
             let source = Source::read(&path)?;
             let config = source.parse()?;
             source.check(&config)?;
-            let mode = config.upstream.on_tool_change()?;
-            let offered = futures_block(offered_now(&upstream, &policy.catalog))?;
+            if shape(&config.upstreams) != serving_upstreams {
+                return Err(format!(
+                    "{}: the upstreams' tables, names or prefixes changed: restart the proxy to change them",
+                    source.path.display()
+                )
+                .into());
+            }
+            let mode = config.upstreams.first().on_tool_change()?;
+            let offered = futures_block(offered_now(&lister, &policy.catalog))?;
             // Checked before anything is accepted: a file with a mistake changes nothing.
             gates::build(
                 &source,
@@ -415,8 +504,46 @@ async fn run(
             host.and(http)
         }
     };
-    upstream.shutdown().await;
+    lister.shutdown().await;
     served
+}
+
+/// What a reload may not change while the proxy serves: whether the file names several
+/// upstreams, and their names and prefixes.
+fn shape(upstreams: &config::Upstreams) -> Vec<(String, String)> {
+    let mut shape: Vec<(String, String)> = upstreams
+        .list
+        .iter()
+        .map(|table| {
+            let upstream = table.get_ref();
+            (upstream.name().to_owned(), upstream.exposed_prefix())
+        })
+        .collect();
+    shape.push((upstreams.several.to_string(), String::new()));
+    shape
+}
+
+/// Waits for each of several upstreams to start (as [`offered`] waits for one). With `once`
+/// (`--check`) one that fails is the answer, naming it; serving, it is logged and the others
+/// serve without it (its adapter keeps restarting it).
+async fn started(members: &[fanout::Member], once: bool) -> Result<(), Error> {
+    let waits = members.iter().map(|member| async move {
+        let alone = routed::Routed::single(member.upstream.clone());
+        let outcome = patiently(once, || async {
+            rpc(&alone, "server/discover", json!({})).await.map(drop)
+        })
+        .await;
+        (member, outcome)
+    });
+    for (member, outcome) in futures_util::future::join_all(waits).await {
+        if let Err(why) = outcome {
+            if once {
+                return Err(format!("upstream {:?}: {why}", member.name).into());
+            }
+            tracing::error!(upstream = %member.name, %why, "an upstream did not start: the others serve without it, and it is started again in the background");
+        }
+    }
+    Ok(())
 }
 
 /// The file as last read without a mistake.
@@ -501,7 +628,7 @@ fn assemble(
     backends: &flows::Backends,
     catalog: &Arc<Catalog>,
 ) -> Result<gates::Gates, Error> {
-    let mode = config.upstream.on_tool_change()?;
+    let mode = config.upstreams.first().on_tool_change()?;
     let mut built = gates::build(source, config, offered, backends, catalog)?;
     built.built.extend(gates::changed(catalog, mode));
     Ok(built)
@@ -526,6 +653,8 @@ struct Policy {
     body_timeout: Duration,
     /// `[limits]`: the calls each caller may make a minute, when the file sets any.
     rate_limits: Option<limits::RateLimits>,
+    /// The upstreams, for the resources each of several hides.
+    upstreams: routed::Routed,
 }
 
 impl Policy {
@@ -545,7 +674,10 @@ impl Policy {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let built = assemble(&source, &config, &offered, &self.backends, &self.catalog)?;
-        let exposure = exposure::Exposure::new(&config.upstream, &built.policy)?;
+        let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
+        if let Some(fanout) = self.upstreams.several() {
+            fanout.hide_resources(exposure::hidden_resources(&config.upstreams)?);
+        }
         let count = built.built.len();
         self.labels.set(labels_of(&built.built));
         self.stack.replace(
@@ -643,15 +775,19 @@ async fn observe(
     axum::response::Response::from_parts(parts, body)
 }
 
-/// Each caller's share of the upstream's bounds: `[upstream] fair_share`, else a quarter, or
-/// all of them where every call is one caller's (`[identity] principal = "none"`, or one host
-/// on stdio alone), whom a share would only throttle.
-fn fair_share(config: &Config, serving: Serving) -> Result<f64, Error> {
+/// Each caller's share of `upstream`'s bounds: its `fair_share`, else a quarter, or all of
+/// them where every call is one caller's (`[identity] principal = "none"`, or one host on
+/// stdio alone), whom a share would only throttle.
+fn fair_share(
+    config: &Config,
+    upstream: &config::Upstream,
+    serving: Serving,
+) -> Result<f64, Error> {
     let one_caller =
         serving == Serving::Stdio || config.identity.principal()? == PrincipalFrom::Nobody;
-    Ok(match &config.upstream.fair_share {
+    Ok(match &upstream.fair_share {
         None if one_caller => 1.0,
-        _ => config.upstream.fair_share()?,
+        _ => upstream.fair_share()?,
     })
 }
 
@@ -705,7 +841,31 @@ fn spawn(
     redis: Option<&RedisStore>,
     authorization: Option<&http::HeaderValue>,
 ) -> Result<Upstream, Error> {
-    let mut builder = Upstream::builder(server(settings, authorization)?).for_layer(base);
+    spawn_as(
+        settings,
+        fair_share,
+        max_body_bytes,
+        base,
+        redis,
+        authorization,
+        true,
+    )
+}
+
+/// [`spawn`], a command that cannot be run refused first only with `refuse_unrunnable`;
+/// without, its adapter starts it (and fails, and tries again) as any other that fails to
+/// start: one of several upstreams that serve without it.
+fn spawn_as(
+    settings: &config::Upstream,
+    fair_share: f64,
+    max_body_bytes: usize,
+    base: &ElicitationLayer,
+    redis: Option<&RedisStore>,
+    authorization: Option<&http::HeaderValue>,
+    refuse_unrunnable: bool,
+) -> Result<Upstream, Error> {
+    let server = server(settings, authorization, refuse_unrunnable)?;
+    let mut builder = Upstream::builder(server).for_layer(base);
     if let Some(redis) = redis {
         builder = builder.route_retries(redis.pending_answers());
     }
@@ -729,10 +889,12 @@ fn spawn(
     Ok(builder.spawn()?)
 }
 
-/// The upstream the file names; `authorization` replaces the file's `Authorization` header.
+/// The upstream the file names; `authorization` replaces the file's `Authorization` header. A
+/// command that cannot be run is refused first when `refuse_unrunnable`.
 fn server(
     upstream: &config::Upstream,
     authorization: Option<&http::HeaderValue>,
+    refuse_unrunnable: bool,
 ) -> Result<Server, Error> {
     match (&upstream.command, &upstream.url) {
         (Some(command), None) => {
@@ -746,7 +908,9 @@ fn server(
                 .transpose()?
                 .map(std::ffi::OsString::from)
                 .or_else(|| std::env::var_os("PATH"));
-            supervise::runnable(&command[0], upstream.cwd.as_deref(), path.as_deref())?;
+            if refuse_unrunnable {
+                supervise::runnable(&command[0], upstream.cwd.as_deref(), path.as_deref())?;
+            }
             // The server runs under `--supervise` (see `supervise`): it never outlives the proxy.
             let mut stdio = Stdio::new(std::env::current_exe()?)
                 .args(["--supervise", "--"])
@@ -1009,14 +1173,25 @@ fn starting(upstream: &config::Upstream) -> String {
     }
 }
 
-/// What the upstream offers, waiting for it to start. `once` (`--check`) asks once: the adapter
-/// waits up to its start timeout, and a start that failed (its cause, its last stderr lines) is
-/// the answer; a plain run asks again for up to a minute while the adapter retries with back-off.
-async fn offered(upstream: &Upstream, catalog: &Catalog, once: bool) -> Result<Offered, Error> {
+/// What the upstream (or several) offers, waiting for it to start. `once` (`--check`) asks
+/// once: the adapter waits up to its start timeout, and a start that failed (its cause, its
+/// last stderr lines) is the answer; a plain run asks again for up to a minute while the
+/// adapter retries with back-off.
+async fn offered(lister: &routed::Routed, catalog: &Catalog, once: bool) -> Result<Offered, Error> {
+    patiently(once, || offered_now(lister, catalog)).await
+}
+
+/// `attempt`'s answer: once with `once`, else asked again for up to a minute, unless the
+/// upstream's command cannot be run at all.
+async fn patiently<T, F, A>(once: bool, mut attempt: A) -> Result<T, Error>
+where
+    F: std::future::Future<Output = Result<T, Error>>,
+    A: FnMut() -> F,
+{
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        match offered_now(upstream, catalog).await {
-            Ok(offered) => return Ok(offered),
+        match attempt().await {
+            Ok(answer) => return Ok(answer),
             // A command that cannot be run will not run on the next try either.
             Err(why)
                 if once
@@ -1041,7 +1216,7 @@ async fn offered(upstream: &Upstream, catalog: &Catalog, once: bool) -> Result<O
 }
 
 /// What the upstream lists now; the catalog learns its tools.
-async fn offered_now(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, Error> {
+async fn offered_now(upstream: &routed::Routed, catalog: &Catalog) -> Result<Offered, Error> {
     let mut offered = Offered::default();
     let discovered = rpc(upstream, "server/discover", json!({})).await?;
     let capabilities = &discovered["capabilities"];
@@ -1097,7 +1272,7 @@ async fn offered_now(upstream: &Upstream, catalog: &Catalog) -> Result<Offered, 
 }
 
 /// One 2026-07-28 request of the proxy's own to the upstream; its result.
-async fn rpc(upstream: &Upstream, method: &str, mut params: Value) -> Result<Value, Error> {
+async fn rpc(upstream: &routed::Routed, method: &str, mut params: Value) -> Result<Value, Error> {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -1110,7 +1285,7 @@ async fn rpc(upstream: &Upstream, method: &str, mut params: Value) -> Result<Val
         .body(http_body_util::Full::new(bytes::Bytes::from(
             body.to_string(),
         )))?;
-    let response = upstream.clone().oneshot(request).await?;
+    let Ok(response) = upstream.clone().oneshot(request).await;
     let bytes = http_body_util::BodyExt::collect(response.into_body())
         .await?
         .to_bytes();
@@ -1139,14 +1314,17 @@ mod tests {
     #[test]
     fn the_share_is_a_quarter_unless_every_call_is_one_callers_or_the_file_says() {
         let command = "[upstream]\ncommand = [\"x\"]\n";
-        assert_eq!(fair_share(&config(command), Serving::Http).unwrap(), 0.25);
+        let share = |config: &Config, serving| {
+            fair_share(config, config.upstreams.first(), serving).unwrap()
+        };
+        assert_eq!(share(&config(command), Serving::Http), 0.25);
         // One host on stdio alone, or no principal: all calls are one caller's.
-        assert_eq!(fair_share(&config(command), Serving::Stdio).unwrap(), 1.0);
+        assert_eq!(share(&config(command), Serving::Stdio), 1.0);
         // The host on stdio beside HTTP callers is one caller among others.
-        assert_eq!(fair_share(&config(command), Serving::Both).unwrap(), 0.25);
+        assert_eq!(share(&config(command), Serving::Both), 0.25);
         let nobody = format!("{command}\n[identity]\nprincipal = \"none\"\n");
-        assert_eq!(fair_share(&config(&nobody), Serving::Http).unwrap(), 1.0);
+        assert_eq!(share(&config(&nobody), Serving::Http), 1.0);
         let given = format!("{command}fair_share = 0.5\n\n[identity]\nprincipal = \"none\"\n");
-        assert_eq!(fair_share(&config(&given), Serving::Stdio).unwrap(), 0.5);
+        assert_eq!(share(&config(&given), Serving::Stdio), 0.5);
     }
 }

@@ -11,6 +11,7 @@
 //! | `elicitation_proxy_tool_changes_total` | tools whose definition (description, `inputSchema`, annotations) changed since first listed, each counted once until a reload accepts it |
 //! | `elicitation_proxy_upstream_restarts_total` | the upstream server started again (it exited or hung) |
 //! | `elicitation_proxy_parked_calls` (gauge) | upstream calls held while the client answers the server's own questions |
+//! | `elicitation_proxy_upstream_up{upstream}` (gauge) | 1 while a session of the upstream is up (handshaken, not restarting), else 0: each of several `[[upstream]]`, or the lone one (`name`, else `default`) |
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,6 +20,8 @@ use std::sync::{Arc, Mutex};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
+
+use crate::fanout::Health;
 
 /// The counters, shared by the layer that counts and the endpoint that shows them.
 #[derive(Clone, Default)]
@@ -45,9 +48,9 @@ impl Metrics {
             .tool_changes += 1;
     }
 
-    /// The counters in Prometheus's text exposition format, and `parked`, the calls the
-    /// upstream holds now.
-    pub fn render(&self, parked: usize) -> String {
+    /// The counters in Prometheus's text exposition format, `parked`, the calls the upstreams
+    /// hold now, and whether each upstream is up.
+    pub fn render(&self, parked: usize, upstreams: &[Health]) -> String {
         let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();
         out.push_str("# HELP elicitation_proxy_decisions_total Decisions of the elicitation layer, by outcome.\n");
@@ -94,6 +97,16 @@ impl Metrics {
         out.push_str("# HELP elicitation_proxy_parked_calls Upstream calls held while the client answers the server's questions.\n");
         out.push_str("# TYPE elicitation_proxy_parked_calls gauge\n");
         let _ = writeln!(out, "elicitation_proxy_parked_calls {parked}");
+        out.push_str("# HELP elicitation_proxy_upstream_up Whether a session of the upstream is up (1) or not (0).\n");
+        out.push_str("# TYPE elicitation_proxy_upstream_up gauge\n");
+        for upstream in upstreams {
+            let _ = writeln!(
+                out,
+                "elicitation_proxy_upstream_up{{upstream=\"{}\"}} {}",
+                upstream.name,
+                u8::from(upstream.up)
+            );
+        }
         out
     }
 }

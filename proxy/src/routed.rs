@@ -9,6 +9,9 @@
 //! none parked); when every one is busy the new caller is refused (HTTP 503) rather than another's
 //! call cut. A call with no `Authorization` is refused (HTTP 401) unless `[identity]
 //! allow_anonymous = true`, which sends it to the first adapter (the file's own headers).
+//!
+//! With several `[[upstream]]` every call goes to the fan-out instead ([`crate::fanout`]), which
+//! routes it to the upstream whose name it bears (`pass_to_upstream` is refused there).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -18,23 +21,29 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::{Either, Full};
+use http_body_util::Either;
 use tower::{Service, ServiceExt};
 use tower_elicitation::BoxError;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
 
 use crate::error::Error;
+use crate::fanout::{Fanout, Health, OwnBody};
 
 /// Adapters kept for callers at once.
 pub const MAX_CALLERS: usize = 256;
 
 type Make = dyn Fn(&HeaderValue) -> Result<Upstream, Error> + Send + Sync;
 
-/// The upstream for each call: the first, or the caller's own.
+/// The upstream for each call: the first, the caller's own, or (several `[[upstream]]`) the
+/// one the fan-out routes it to.
 #[derive(Clone)]
 pub struct Routed {
     first: Upstream,
+    /// The lone `[upstream]`'s name and sessions, for `/healthz` and `/metrics`.
+    name: Arc<str>,
+    sessions: usize,
     per_caller: Option<Arc<PerCaller>>,
+    fanout: Option<Arc<Fanout>>,
 }
 
 struct PerCaller {
@@ -76,7 +85,58 @@ impl Routed {
     pub fn single(first: Upstream) -> Self {
         Self {
             first,
+            name: crate::config::Upstream::DEFAULT_NAME.into(),
+            sessions: 1,
             per_caller: None,
+            fanout: None,
+        }
+    }
+
+    /// The lone upstream's `name` and `sessions`, as `/healthz` and `/metrics` say them.
+    pub fn named(mut self, name: &str, sessions: usize) -> Self {
+        self.name = name.into();
+        self.sessions = sessions;
+        self
+    }
+
+    /// Every call to the upstream `fanout` routes it to.
+    pub fn fanout(fanout: Fanout) -> Self {
+        let first = fanout.members()[0].upstream.clone();
+        Self {
+            name: fanout.members()[0].name.as_str().into(),
+            sessions: fanout.members()[0].sessions,
+            first,
+            per_caller: None,
+            fanout: Some(Arc::new(fanout)),
+        }
+    }
+
+    /// The fan-out, with several upstreams.
+    pub fn several(&self) -> Option<&Fanout> {
+        self.fanout.as_deref()
+    }
+
+    /// Each upstream's state; a lone `[upstream]`'s first adapter's.
+    pub fn health(&self) -> Vec<Health> {
+        match &self.fanout {
+            Some(fanout) => fanout.health(),
+            None => vec![Health {
+                name: self.name.to_string(),
+                up: self.first.live_sessions() > 0,
+                live_sessions: self.first.live_sessions(),
+                sessions: self.sessions,
+            }],
+        }
+    }
+
+    /// Stops the file's upstreams (every one of several) and waits until they are gone.
+    pub async fn shutdown(&self) {
+        match &self.fanout {
+            Some(fanout) => {
+                let stops = fanout.members().iter().map(|m| m.upstream.shutdown());
+                futures_util::future::join_all(stops).await;
+            }
+            None => self.first.shutdown().await,
         }
     }
 
@@ -84,18 +144,25 @@ impl Routed {
     /// kept; one without to `first` when `anonymous`, else refused.
     pub fn per_caller(first: Upstream, anonymous: bool, max: usize, make: Box<Make>) -> Self {
         Self {
-            first,
             per_caller: Some(Arc::new(PerCaller {
                 make,
                 anonymous,
                 max: max.max(1),
                 made: Mutex::default(),
             })),
+            ..Self::single(first)
         }
     }
 
     /// Returns how many calls every adapter holds now, for the metrics' gauge.
     pub fn parked_calls(&self) -> usize {
+        if let Some(fanout) = &self.fanout {
+            return fanout
+                .members()
+                .iter()
+                .map(|member| member.upstream.parked_calls())
+                .sum();
+        }
         let mut parked = self.first.parked_calls();
         if let Some(per_caller) = &self.per_caller {
             let made = per_caller.made.lock().unwrap_or_else(|e| e.into_inner());
@@ -165,10 +232,10 @@ impl Routed {
 }
 
 /// A JSON-RPC error answer of the proxy's own.
-fn error(status: StatusCode, message: &str) -> Response<Either<Held, Full<Bytes>>> {
+fn error(status: StatusCode, message: &str) -> Response<Either<Held, OwnBody>> {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
         "code": -32603, "message": message}});
-    let mut response = Response::new(Either::Right(Full::new(Bytes::from(body.to_string()))));
+    let mut response = Response::new(Either::Right(OwnBody::whole(Bytes::from(body.to_string()))));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -208,7 +275,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    type Response = Response<Either<Held, Full<Bytes>>>;
+    type Response = Response<Either<Held, OwnBody>>;
     type Error = Infallible;
     type Future = futures_util::future::BoxFuture<'static, Result<Self::Response, Infallible>>;
 
@@ -217,6 +284,16 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        if let Some(fanout) = &self.fanout {
+            let fanout = Arc::clone(fanout);
+            return Box::pin(async move {
+                let response = fanout.serve(request).await;
+                Ok(response.map(|body| match body {
+                    Either::Left(body) => Either::Left(Held { body, _busy: None }),
+                    Either::Right(own) => Either::Right(own),
+                }))
+            });
+        }
         let route = self.upstream_for(request.headers().get(http::header::AUTHORIZATION));
         Box::pin(async move {
             match route {

@@ -125,15 +125,22 @@ pub fn app(stack: &Stack, metrics: Metrics, pages: axum::Router) -> axum::Router
         .clone()
         .layer(Exposed::new(swap, Arc::clone(&stack.exposure)));
     let upstream = stack.upstream.clone();
+    let checked = stack.upstream.clone();
     let bridge = stack.bridge.clone();
     axum::Router::new()
-        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route(
+            "/healthz",
+            axum::routing::get(move |query: axum::extract::RawQuery| {
+                let upstream = checked.clone();
+                async move { health(&upstream, query.0.as_deref()) }
+            }),
+        )
         .route(
             "/metrics",
             axum::routing::get(move || {
                 let metrics = metrics.clone();
                 let upstream = upstream.clone();
-                async move { metrics.render(upstream.parked_calls()) }
+                async move { metrics.render(upstream.parked_calls(), &upstream.health()) }
             }),
         )
         .nest_service("/mcp", mcp)
@@ -153,6 +160,50 @@ pub fn app(stack: &Stack, metrics: Metrics, pages: axum::Router) -> axum::Router
                 }
             },
         ))
+}
+
+/// `/healthz`: `ok`; with several upstreams, 503 `degraded: NAME down` while one is down.
+/// `?verbose`: JSON with each upstream's state. A lone `[upstream]` answers 200 as it always
+/// has (its adapter restarts it; the verbose answer says whether it is up now).
+fn health(upstream: &Routed, query: Option<&str>) -> axum::response::Response {
+    let states = upstream.health();
+    let down: Vec<&str> = states
+        .iter()
+        .filter(|state| !state.up)
+        .map(|state| state.name.as_str())
+        .collect();
+    let degraded = upstream.several().is_some() && !down.is_empty();
+    let status = if degraded {
+        http::StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        http::StatusCode::OK
+    };
+    let verbose = query.is_some_and(|query| {
+        query
+            .split('&')
+            .any(|pair| pair.split('=').next() == Some("verbose"))
+    });
+    if verbose {
+        let upstreams: serde_json::Map<String, serde_json::Value> = states
+            .iter()
+            .map(|state| {
+                (
+                    state.name.clone(),
+                    serde_json::json!({"up": state.up, "live_sessions": state.live_sessions, "sessions": state.sessions}),
+                )
+            })
+            .collect();
+        let body = serde_json::json!({
+            "status": if degraded { "degraded" } else { "ok" },
+            "down": down,
+            "upstreams": upstreams,
+        });
+        return (status, axum::Json(body)).into_response();
+    }
+    if degraded {
+        return (status, format!("degraded: {} down\n", down.join(", "))).into_response();
+    }
+    (status, "ok\n").into_response()
 }
 
 /// The head of `request` (method, URI and headers), for the Host and Origin check.

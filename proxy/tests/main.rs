@@ -59,6 +59,7 @@ mod newcomer;
 mod pool;
 mod proxy;
 mod tasks;
+mod upstreams;
 
 fn main() -> std::process::ExitCode {
     let args = libtest_mimic::Arguments::from_args();
@@ -77,6 +78,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(pool::trials(&probe));
     trials.extend(proxy::trials(&probe));
     trials.extend(tasks::trials(&probe));
+    trials.extend(upstreams::trials(&probe));
     if !args.list {
         probe.announce();
     }

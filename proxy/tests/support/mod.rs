@@ -444,6 +444,18 @@ impl LegacySession {
         session
     }
 
+    /// Opens the session's GET stream (list changes, resource updates); its body unread.
+    pub async fn stream(&self) -> reqwest::Response {
+        self.client
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// POSTs `message` in the session; the response, its body unread.
     pub async fn post(&self, message: Value) -> reqwest::Response {
         self.client
