@@ -2,7 +2,7 @@
 //! to, and the `inputSchema` a gated call's arguments must match) and as first listed (in Redis
 //! when `[state] redis` is set, so that every replica and restart remembers the same).
 //!
-//! Every `tools/list` answer that passes through the proxy is read ([`observe`]), and so is the
+//! Every `tools/list` answer that passes through the proxy is read ([`Catalog::observe`]), and so is the
 //! proxy's own listing at start and at each reload. A tool whose definition (description,
 //! `inputSchema`, annotations) differs from the one first listed is *changed*: a rug pull, or
 //! an upgrade nobody reviewed. `[upstream] on_tool_change` says what it gets (see

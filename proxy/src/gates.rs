@@ -76,7 +76,7 @@ enum Requirement {
 }
 
 /// Every gate of `config` on every target it names, each deciding the calls the file's order
-/// gives it ([`policy`](crate::policy)).
+/// gives it ([`policy`]).
 pub fn build(
     source: &Source,
     config: &Config,

@@ -8,7 +8,7 @@
 //! elicitation-proxy --config gates.toml --stdio    # the host spawned it: MCP on stdin/stdout only
 //! ```
 //!
-//! It is [`LegacyBridgeLayer`] (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
+//! It is [`LegacyBridgeLayer`](tower_elicitation::bridge::LegacyBridgeLayer) (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
 //! validation, sealed state, single-use approvals) in front of [`Upstream`] (the server: a stdio
 //! child or a URL; its own questions become `input_required` rounds), or of several behind one
 //! fan-out (`[[upstream]]`: their names prefixed, each call routed to its own; `fanout`),
