@@ -134,9 +134,11 @@ async fn serve_main() -> ExitCode {
         );
     // The counters see the layer's decisions (debug events) whatever the log level.
     let metrics = metrics::Metrics::default();
-    let counted = metrics
-        .clone()
-        .with_filter(Targets::new().with_target("tower_elicitation", tracing::Level::DEBUG));
+    let counted = metrics.clone().with_filter(
+        Targets::new()
+            .with_target("tower_elicitation", tracing::Level::DEBUG)
+            .with_target(decisions::REFUSAL_TARGET, tracing::Level::INFO),
+    );
     // One JSON line per decision, whatever the log level.
     let labels = decisions::Labels::default();
     let output = decisions::Output::default();

@@ -9,6 +9,7 @@
 //! | `elicitation_proxy_gates_total{outcome}` | the file's gates: `asked` (a call's first ask), `accepted` (answers the gate's rules allow, counted once the single-use check passed: a replayed approval is counted in `replays_refused`, not here), `declined`, `cancelled`, `refused` (an accepted answer the gate's rules turn down) |
 //! | `elicitation_proxy_reasks_total` | questions asked again: an answer missing or invalid, a gate's `retry_hint`, a URL flow not finished |
 //! | `elicitation_proxy_tool_changes_total` | tools whose definition (description, `inputSchema`, annotations) changed since first listed, each counted once until a reload accepts it |
+//! | `elicitation_proxy_refusals_total{why}` | calls refused before the gates, as the decision log's `refused` lines say: `hidden` (`expose`/`hide`), `rate_limited` (`[limits]`) |
 //! | `elicitation_proxy_upstream_restarts_total` | the upstream server started again (it exited or hung) |
 //! | `elicitation_proxy_parked_calls` (gauge) | upstream calls held while the client answers the server's own questions |
 //! | `elicitation_proxy_upstream_up{upstream}` (gauge) | 1 while a session of the upstream is up (handshaken, not restarting), else 0: each of several `[[upstream]]`, or the lone one (`name`, else `default`) |
@@ -37,7 +38,12 @@ struct Counts {
     replays: u64,
     restarts: u64,
     tool_changes: u64,
+    refusals: BTreeMap<&'static str, u64>,
 }
+
+/// The reasons a call is refused before the gates (`decisions::REFUSAL_TARGET`'s `why`): the
+/// label's values, fixed so that the series stay few whatever an event says.
+const REFUSALS: [&str; 2] = ["hidden", "rate_limited"];
 
 impl Metrics {
     /// Counts a tool whose definition changed since it was first listed.
@@ -87,6 +93,17 @@ impl Metrics {
             "elicitation_proxy_tool_changes_total {}",
             counts.tool_changes
         );
+        out.push_str(
+            "# HELP elicitation_proxy_refusals_total Calls refused before the gates, by why.\n",
+        );
+        out.push_str("# TYPE elicitation_proxy_refusals_total counter\n");
+        for why in REFUSALS {
+            let count = counts.refusals.get(why).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "elicitation_proxy_refusals_total{{why=\"{why}\"}} {count}"
+            );
+        }
         out.push_str("# HELP elicitation_proxy_upstream_restarts_total Times the upstream server was started again.\n");
         out.push_str("# TYPE elicitation_proxy_upstream_restarts_total counter\n");
         let _ = writeln!(
@@ -148,6 +165,18 @@ impl Visit for Fields {
 impl<S: Subscriber> Layer<S> for Metrics {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let target = event.metadata().target();
+        if target == crate::decisions::REFUSAL_TARGET {
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            let why = REFUSALS
+                .into_iter()
+                .find(|&why| fields.why.as_deref() == Some(why));
+            if let Some(why) = why {
+                let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+                *counts.refusals.entry(why).or_default() += 1;
+            }
+            return;
+        }
         if !target.starts_with("tower_elicitation") {
             return;
         }

@@ -148,6 +148,17 @@ calls_per_minute = 2
     assert_eq!(refusal["method"], "tools/call", "{refusal}");
     assert_eq!(refusal["tool"], "read_text_file", "{refusal}");
     assert_eq!(refusal["principal"], "carol", "{refusal}");
+    // And counted, by why.
+    let metrics = reqwest::get(proxy.url.replace("/mcp", "/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("elicitation_proxy_refusals_total{why=\"rate_limited\"} 1"),
+        "{metrics}"
+    );
 
     // Dave has a count of his own; the retry that answers his gate does not count.
     let write = json!({"path": setup.data("d.txt").display().to_string(), "content": "D"});
