@@ -34,7 +34,12 @@
 //! until swept, with no cap to fail closed at, and what is needed here (a refill, a sweep of
 //! full buckets, a clock passed in so the tests need no sleep) is a few lines.
 //!
-//! The limits are read when the proxy starts; a reload keeps them.
+//! **A reload** (SIGHUP, or the file changed) reads `[limits]` again. The counts carry over
+//! ([`RateLimits::carrying`]): the calls a caller made stay spent under the new limits (a
+//! raised limit gives it the difference, a lowered one may leave it none), so a reload gives no
+//! caller a fresh burst; a tool's count goes with its name, and a tool no longer named loses its
+//! count. The callers are told apart
+//! as at start (`[identity]` is read once).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -128,6 +133,36 @@ impl RateLimits {
             principal,
             buckets: Mutex::new(HashMap::new()),
         }))
+    }
+
+    /// These limits, with the counts `old` holds: each caller's calls of the minute stay
+    /// spent (its tokens are the new limit less what it spent, never below none), its count of
+    /// all its calls and of each tool these limits still name.
+    pub fn carrying(self, old: &Self) -> Self {
+        let old_buckets = old.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let carried = old_buckets.iter().filter_map(|(&(caller, tool), bucket)| {
+            let (old_limit, tool, new_limit) = match tool {
+                None => (old.per_caller?, None, self.per_caller?),
+                Some(index) => {
+                    let (name, &old_limit) = old.per_tool.iter().nth(index)?;
+                    let index = self.per_tool.keys().position(|listed| listed == name)?;
+                    (old_limit, Some(index), self.per_tool[name])
+                }
+            };
+            let spent = f64::from(old_limit) - bucket.tokens;
+            let tokens = (f64::from(new_limit) - spent).max(0.0);
+            Some((
+                (caller, tool),
+                Bucket {
+                    tokens,
+                    at: bucket.at,
+                },
+            ))
+        });
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.extend(carried.take(self.max_callers));
+        drop(buckets);
+        self
     }
 
     /// Counts the request of `parts` and `body` if it is a call, at `now`: `None` when it may
@@ -426,6 +461,40 @@ mod tests {
         let later = t0 + Duration::from_secs(30);
         assert_eq!(limits.check(&alice, &call("read"), later), None);
         assert!(limits.check(&alice, &call("read"), later).is_some());
+    }
+
+    #[test]
+    fn a_reload_carries_the_counts_over_to_the_new_limits() {
+        let t0 = Instant::now();
+        let alice = parts(Some("alice"));
+        let old = limits("calls_per_minute = 2\n[per_tool]\nwrite_file = 1\nmove_file = 1\n");
+        assert_eq!(old.check(&alice, &call("write_file"), t0), None);
+        assert_eq!(old.check(&alice, &call("move_file"), t0), None);
+        // Raised from 2 to 3 a minute: the two calls made stay spent, one is left.
+        let new = limits("calls_per_minute = 3\n[per_tool]\nmove_file = 5\n").carrying(&old);
+        assert_eq!(new.check(&alice, &call("read"), t0), None);
+        assert!(new.check(&alice, &call("read"), t0).is_some());
+        // Bob made no call before: his count starts full.
+        let bob = parts(Some("bob"));
+        assert_eq!(new.check(&bob, &call("read"), t0), None);
+        // move_file's count went with its name: 1 of its (now) 5 spent; alice's 3 of 100.
+        let again = limits("calls_per_minute = 100\n[per_tool]\nmove_file = 5\n").carrying(&new);
+        for _ in 0..4 {
+            assert_eq!(again.check(&alice, &call("move_file"), t0), None);
+        }
+        assert!(again.check(&alice, &call("move_file"), t0).is_some());
+        // Lowered below what was spent: none left (not less than none: a count is of a minute).
+        let fifty = limits("calls_per_minute = 50\n");
+        for _ in 0..3 {
+            assert_eq!(fifty.check(&bob, &call("read"), t0), None);
+        }
+        let lowered = limits("calls_per_minute = 2\n").carrying(&fifty);
+        assert!(lowered.check(&bob, &call("read"), t0).is_some());
+        // Raised again: the lowered count held 2 spent (its whole limit), so 2 of 4 are left.
+        let raised = limits("calls_per_minute = 4\n").carrying(&lowered);
+        assert_eq!(raised.check(&bob, &call("read"), t0), None);
+        assert_eq!(raised.check(&bob, &call("read"), t0), None);
+        assert!(raised.check(&bob, &call("read"), t0).is_some());
     }
 
     #[test]

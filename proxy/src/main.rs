@@ -407,7 +407,7 @@ async fn run(
         mode: Arc::clone(&mode),
         max_body_bytes,
         body_timeout,
-        rate_limits,
+        rate_limits: RwLock::new(rate_limits.map(Arc::new)),
         upstreams: lister.clone(),
     });
     let reload = {
@@ -427,6 +427,7 @@ async fn run(
                 .into());
             }
             let mode = config.upstreams.first().on_tool_change()?;
+            let rate_limits = limits::RateLimits::new(&config.limits, policy.principal.clone())?;
             let offered = futures_block(offered_now(&lister, &policy.catalog))?;
             // Checked before anything is accepted: a file with a mistake changes nothing.
             gates::build(
@@ -441,6 +442,15 @@ async fn run(
             *policy.mode.write().unwrap_or_else(|e| e.into_inner()) = mode;
             *policy.source.write().unwrap_or_else(|e| e.into_inner()) = source;
             *policy.offered.write().unwrap_or_else(|e| e.into_inner()) = offered;
+            let mut serving_limits = policy
+                .rate_limits
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            *serving_limits = rate_limits.map(|limits| match serving_limits.as_deref() {
+                Some(old) => Arc::new(limits.carrying(old)),
+                None => Arc::new(limits),
+            });
+            drop(serving_limits);
             policy.rebuild()
         }
     };
@@ -653,8 +663,9 @@ struct Policy {
     max_body_bytes: usize,
     /// `[listen] body_timeout_secs`: how long a request's body may take to arrive.
     body_timeout: Duration,
-    /// `[limits]`: the calls each caller may make a minute, when the file sets any.
-    rate_limits: Option<limits::RateLimits>,
+    /// `[limits]`: the calls each caller may make a minute, when the file sets any (a reload
+    /// replaces them, carrying the counts over).
+    rate_limits: RwLock<Option<Arc<limits::RateLimits>>>,
     /// The upstreams, for the resources each of several hides.
     upstreams: routed::Routed,
 }
@@ -727,10 +738,13 @@ async fn observe(
         )}});
         return (http::StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error)).into_response();
     };
-    if let Some(refusal) = policy
+    let rate_limits = policy
         .rate_limits
-        .as_ref()
-        .and_then(|limits| limits.check(&parts, &bytes, std::time::Instant::now()))
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    if let Some(refusal) =
+        rate_limits.and_then(|limits| limits.check(&parts, &bytes, std::time::Instant::now()))
     {
         return limits::refused(&bytes, &refusal);
     }

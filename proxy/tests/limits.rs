@@ -181,13 +181,56 @@ calls_per_minute = 2
     )
     .await;
     assert_eq!(status, 200, "{reply:#}");
-    let (status, _, refused) = post(&proxy, "dave-key", "read_text_file", read, json!({})).await;
+    let (status, _, refused) = post(
+        &proxy,
+        "dave-key",
+        "read_text_file",
+        read.clone(),
+        json!({}),
+    )
+    .await;
     assert_eq!(status, 429, "{refused:#}");
     assert!(
         refused["error"]["message"]
             .as_str()
             .unwrap()
             .contains("\"dave\""),
+        "{refused:#}"
+    );
+
+    // A reload raises the limit to 3: Carol's two calls stay spent, so one more passes (a fresh
+    // count would let three through), then the new limit refuses her.
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    std::fs::write(
+        &setup.config,
+        text.replace("calls_per_minute = 2", "calls_per_minute = 3"),
+    )
+    .unwrap();
+    proxy.signal(1);
+    let mut reloaded = false;
+    for _ in 0..100 {
+        let (status, _, _) = post(
+            &proxy,
+            "carol-key",
+            "read_text_file",
+            read.clone(),
+            json!({}),
+        )
+        .await;
+        if status == 200 {
+            reloaded = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(reloaded, "the reload never applied");
+    let (status, _, refused) = post(&proxy, "carol-key", "read_text_file", read, json!({})).await;
+    assert_eq!(status, 429, "{refused:#}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("calls_per_minute = 3"),
         "{refused:#}"
     );
 }
