@@ -23,6 +23,7 @@ use super::core::{Core, QUEUE, Shared, State};
 use super::pool::Pool;
 #[cfg(feature = "upstream-http")]
 use super::streamable;
+use super::trace::TraceContext;
 use crate::store::PendingAnswers;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
@@ -472,6 +473,7 @@ where
     let (parts, body) = request.into_parts();
     let settings = &pool.first().settings;
     let caller = settings.callers.principal(&parts);
+    let trace = TraceContext::of(&parts.headers);
     let bytes = match read_limited(body, settings.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(failed) => {
@@ -510,6 +512,7 @@ where
         let front = Front {
             caller: Caller::Principal(caller),
             notes: None,
+            trace,
         };
         return answer(pool.dispatch(front, message).await);
     }
@@ -520,6 +523,7 @@ where
     let front = Front {
         caller: Caller::Principal(caller),
         notes: Some(notes),
+        trace,
     };
     let mut handled = Box::pin(async move { pool.dispatch(front, message).await });
     let first = tokio::select! {
