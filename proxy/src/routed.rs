@@ -22,6 +22,7 @@ use http_body_util::{Either, Full};
 use tower::{Service, ServiceExt};
 use tower_elicitation::BoxError;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
+use tracing::Instrument as _;
 
 use crate::error::Error;
 
@@ -218,6 +219,8 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let route = self.upstream_for(request.headers().get(http::header::AUTHORIZATION));
+        // `[telemetry]`: the leg's span, whose context the upstream's request carries.
+        let (request, leg) = crate::telemetry::leg(request);
         Box::pin(async move {
             match route {
                 Route::To(upstream, busy) => {
@@ -236,6 +239,7 @@ where
                     ))
                 }
             }
-        })
+        }
+        .instrument(leg))
     }
 }
