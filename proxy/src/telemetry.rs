@@ -12,7 +12,7 @@
 //! call a gate or the proxy judged, the decision the decision log writes ([`crate::decisions`]):
 //! `mcp.decision` (its outcome: `ask`, `gates_accepted`, `gate_refused`, `refused`, …),
 //! `mcp.gate` (the rule of the file that decided) and `mcp.why`; and
-//! `http.response.status_code`. The caller's `traceparent` (W3C Trace Context) is its parent.
+//! `http.response.status_code` (a 5xx sets the span's status to error). The caller's `traceparent` (W3C Trace Context) is its parent.
 //! The call's leg to the upstream is a child span (`upstream`, kind client), whose context the
 //! upstream's request carries (`traceparent`, `tracestate`: the library's upstream adapter
 //! sends those of the request it is given, see its "trace context"). The span ends when the
@@ -150,9 +150,9 @@ mod enabled {
     use tracing_subscriber::layer::Context;
     use tracing_subscriber::registry::LookupSpan;
 
-    use super::TARGET;
     use crate::config::Source;
     use crate::decisions::{REFUSAL_TARGET, RULE_TARGET};
+    use crate::telemetry::TARGET;
 
     /// The name of the request's span.
     const REQUEST: &str = "mcp.request";
@@ -192,10 +192,10 @@ mod enabled {
             let Some(telemetry) = parsed.telemetry.as_ref().map(|t| t.get_ref()) else {
                 return Ok(none);
             };
-            if check || !super::check(&source, &parsed).is_empty() {
+            if check || !crate::telemetry::check(&source, &parsed).is_empty() {
                 return Ok(none);
             }
-            let url = super::traces_url(telemetry.otlp_endpoint.get_ref())?;
+            let url = crate::telemetry::traces_url(telemetry.otlp_endpoint.get_ref())?;
             let client = OnRuntime {
                 client: reqwest::Client::builder()
                     .timeout(EXPORT_TIMEOUT)
@@ -317,6 +317,7 @@ mod enabled {
                     mcp.gate = Empty,
                     mcp.why = Empty,
                     http.response.status_code = Empty,
+                    otel.status_code = Empty,
                 );
                 let parent =
                     TraceContextPropagator::new().extract(&HeaderExtractor(request.headers()));
@@ -327,6 +328,9 @@ mod enabled {
                     "http.response.status_code",
                     i64::from(response.status().as_u16()),
                 );
+                if response.status().is_server_error() {
+                    span.record("otel.status_code", "ERROR");
+                }
                 response
             },
         ))
@@ -465,5 +469,67 @@ mod enabled {
                 record("mcp.why", why);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(text: &str) -> Vec<String> {
+        let source = Source {
+            path: "gates.toml".into(),
+            text: format!("[upstream]\ncommand = [\"x\"]\n\n{text}"),
+        };
+        let config = source.parse().unwrap();
+        check(&source, &config)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_spans_go_to_the_endpoints_v1_traces() {
+        for (endpoint, url) in [
+            ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
+            ("http://collector:4318/", "http://collector:4318/v1/traces"),
+            ("http://c.example/otlp", "http://c.example/otlp/v1/traces"),
+            ("http://c.example/v1/traces", "http://c.example/v1/traces"),
+        ] {
+            assert_eq!(traces_url(endpoint).as_deref(), Ok(url), "{endpoint}");
+        }
+        for bad in [
+            "127.0.0.1:4318",
+            "grpc://c:4317",
+            "http://c/?q=1",
+            "file:///x",
+        ] {
+            assert!(traces_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_file_without_telemetry_is_fine_either_way() {
+        assert!(checked("").is_empty());
+    }
+
+    #[cfg(feature = "otel")]
+    #[test]
+    fn a_bad_endpoint_or_an_empty_name_is_a_mistake_at_its_line() {
+        let found =
+            checked("[telemetry]\notlp_endpoint = \"localhost:4318\"\nservice_name = \" \"\n");
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains(":5:"), "{found:?}");
+        assert!(found[0].contains("OTLP/HTTP base URL"), "{found:?}");
+        assert!(found[1].contains(":6:"), "{found:?}");
+        assert!(checked("[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n").is_empty());
+    }
+
+    #[cfg(not(feature = "otel"))]
+    #[test]
+    fn without_the_feature_a_telemetry_table_says_how_to_build_with_it() {
+        let found = checked("[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("--features otel"), "{found:?}");
     }
 }
