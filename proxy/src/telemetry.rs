@@ -11,7 +11,8 @@
 //! tool's or prompt's name, or the resource's URI, as the decision log's `tool`), and for a
 //! call a gate or the proxy judged, the decision the decision log writes ([`crate::decisions`]):
 //! `mcp.decision` (its outcome: `ask`, `gates_accepted`, `gate_refused`, `refused`, …),
-//! `mcp.gate` (the rule of the file that decided) and `mcp.why`; and
+//! `mcp.gate` (the rule of the file that decided), `mcp.decision_id` (the id a person can
+//! quote, as in the log's `decision_id`) and `mcp.why`; and
 //! `http.response.status_code` (a 5xx sets the span's status to error). The caller's `traceparent` (W3C Trace Context) is its parent.
 //! The call's leg to the upstream is a child span (`upstream`, kind client), whose context the
 //! upstream's request carries (`traceparent`, `tracestate`: the library's upstream adapter
@@ -236,15 +237,14 @@ mod enabled {
             S: Subscriber + for<'a> LookupSpan<'a>,
         {
             self.provider.as_ref().map(|provider| {
-                let ours = || Targets::new().with_target(TARGET, tracing::Level::INFO);
-                // The span's own fields only: not where in the proxy's code, nor on which
-                // thread, nor how long it was idle.
+                // The proxy's two spans, with their own fields only: not where in the proxy's
+                // code, nor on which thread, nor how long they were idle.
                 let spans = tracing_opentelemetry::layer()
                     .with_tracer(provider.tracer("elicitation-proxy"))
                     .with_location(false)
                     .with_threads(false)
                     .with_tracked_inactivity(false)
-                    .with_filter(ours());
+                    .with_filter(Targets::new().with_target(TARGET, tracing::Level::INFO));
                 // The events the decision log reads, and the request spans they fall in.
                 let decided = Targets::new()
                     .with_target("tower_elicitation", tracing::Level::DEBUG)
@@ -315,6 +315,7 @@ mod enabled {
                     mcp.tool = Empty,
                     mcp.decision = Empty,
                     mcp.gate = Empty,
+                    mcp.decision_id = Empty,
                     mcp.why = Empty,
                     http.response.status_code = Empty,
                     otel.status_code = Empty,
@@ -407,6 +408,7 @@ mod enabled {
     struct Fields {
         outcome: Option<String>,
         rule: Option<String>,
+        decision: Option<String>,
         why: Option<String>,
     }
 
@@ -415,6 +417,7 @@ mod enabled {
             match field.name() {
                 "outcome" => self.outcome = Some(value.to_owned()),
                 "rule" => self.rule = Some(value.to_owned()),
+                "decision" => self.decision = Some(value.to_owned()),
                 "why" => self.why = Some(value.to_owned()),
                 _ => {}
             }
@@ -425,31 +428,72 @@ mod enabled {
         }
     }
 
+    /// The rule of the file that decided a call, kept on the library's span of that call
+    /// (`elicitation`), as the decision log keeps it.
+    #[derive(Clone)]
+    struct Rule {
+        rule: String,
+        decision: Option<String>,
+        why: Option<String>,
+    }
+
+    /// The library's span of each call it judges.
+    const CALL: &str = "elicitation";
+
     impl<S> Layer<S> for Decided
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-            if event.metadata().target() == TARGET {
+            let target = event.metadata().target();
+            if target == TARGET {
                 return;
             }
             let mut fields = Fields::default();
             event.record(&mut fields);
-            if fields.outcome.is_none() && fields.rule.is_none() {
-                return;
-            }
-            let Some(request) = ctx.event_scope(event).and_then(|scope| {
-                scope
-                    .into_iter()
-                    .find(|span| span.metadata().name() == REQUEST)
-                    .map(|span| (span.id(), span.metadata()))
-            }) else {
+            let Some(scope) = ctx.event_scope(event) else {
                 return;
             };
+            // Innermost first.
+            let spans: Vec<_> = scope.collect();
+            if target == RULE_TARGET
+                && let (Some(rule), Some(call)) = (
+                    fields.rule.clone(),
+                    spans.iter().find(|span| span.metadata().name() == CALL),
+                )
+            {
+                call.extensions_mut().replace(Rule {
+                    rule,
+                    decision: fields.decision.clone(),
+                    why: fields.why.clone(),
+                });
+            }
+            let Some(outcome) = fields.outcome else {
+                return;
+            };
+            // The rule that decided, as the decision log reads it ([`crate::decisions`]): a
+            // call a rule let through is `allowed` (its own event), not `ungated`.
+            let rule = spans
+                .iter()
+                .find_map(|span| span.extensions().get::<Rule>().cloned());
+            if outcome == "ungated" && rule.is_some() {
+                return;
+            }
+            let why = match &rule {
+                Some(rule) if outcome == "gate_refused" => rule.why.clone().or(fields.why),
+                _ => fields.why,
+            };
+            let Some((id, metadata)) = spans
+                .iter()
+                .find(|span| span.metadata().name() == REQUEST)
+                .map(|span| (span.id(), span.metadata()))
+            else {
+                return;
+            };
+            drop(spans);
             let Some(dispatch) = DISPATCH.get().and_then(WeakDispatch::upgrade) else {
                 return;
             };
-            let (id, metadata) = request;
             let record = |name: &str, value: &str| {
                 let fields = metadata.fields();
                 if let Some(field) = fields.field(name) {
@@ -457,15 +501,15 @@ mod enabled {
                     dispatch.record(&id, &tracing::span::Record::new(&fields.value_set(&values)));
                 }
             };
-            // A rule's event names the rule (and, for a refusal, why); the layer's names the
-            // outcome: the last one said is the call's.
-            if let Some(rule) = &fields.rule {
-                record("mcp.gate", rule);
+            // The last decision of the request is its own (a call's request is one round).
+            record("mcp.decision", &outcome);
+            if let Some(rule) = &rule {
+                record("mcp.gate", &rule.rule);
+                if let Some(decision) = &rule.decision {
+                    record("mcp.decision_id", decision);
+                }
             }
-            if let Some(outcome) = &fields.outcome {
-                record("mcp.decision", outcome);
-            }
-            if let Some(why) = &fields.why {
+            if let Some(why) = &why {
                 record("mcp.why", why);
             }
         }

@@ -162,6 +162,8 @@ require = {{ approve = true }}
             .is_some_and(|g| g.starts_with("gate 1")),
         "{first:#?}"
     );
+    let decision = first.attribute("mcp.decision_id").unwrap_or_default();
+    assert!(decision.starts_with("d-"), "{first:#?}");
     // Asked, it never reached the upstream: no leg.
     assert!(
         spans.iter().all(|span| span.parent != first.id),
@@ -174,6 +176,8 @@ require = {{ approve = true }}
         Some("gates_accepted"),
         "{second:#?}"
     );
+    // The same call's decision, on both rounds (as the log's `decision_id`).
+    assert_eq!(second.attribute("mcp.decision_id"), Some(decision));
     let leg = child_of(&second.id);
     assert_eq!(leg.name, "upstream", "{leg:#?}");
     assert_eq!(leg.kind, 3, "a client span: {leg:#?}");
