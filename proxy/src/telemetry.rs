@@ -379,18 +379,28 @@ mod enabled {
         span.context().span().update_name(name);
     }
 
-    /// The upstream leg of a call: a child span of the current one, whose context `request`
-    /// now carries (`traceparent`, `tracestate`) in place of the caller's.
+    /// The upstream leg of a call: a child span of its request's (which the bridge's requests
+    /// for a 2025-era host carry in their extensions too), else of the current one, whose
+    /// context `request` now carries (`traceparent`, `tracestate`) in place of the caller's.
     pub fn leg<B>(mut request: http::Request<B>) -> (http::Request<B>, Span) {
         if !ON.load(Ordering::Relaxed) {
             return (request, Span::none());
         }
-        let span = tracing::info_span!(
-            target: TARGET,
-            "upstream",
-            otel.name = "upstream",
-            otel.kind = "client",
-        );
+        let span = match request.extensions().get::<RequestSpan>() {
+            Some(RequestSpan(parent)) => tracing::info_span!(
+                target: TARGET,
+                parent: parent,
+                "upstream",
+                otel.name = "upstream",
+                otel.kind = "client",
+            ),
+            None => tracing::info_span!(
+                target: TARGET,
+                "upstream",
+                otel.name = "upstream",
+                otel.kind = "client",
+            ),
+        };
         let headers = request.headers_mut();
         headers.remove("traceparent");
         headers.remove("tracestate");

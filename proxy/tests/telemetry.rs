@@ -47,6 +47,8 @@ fn main() -> std::process::ExitCode {
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const ASKED_PARENT: &str = "00f067aa0ba902b7";
 const ANSWERED_PARENT: &str = "b7ad6b7169203331";
+/// A 2025-era host's span, in the same trace.
+const LEGACY_PARENT: &str = "53995c3f42cd8ad8";
 
 async fn a_call_is_a_span_of_the_callers_trace_with_its_decision_and_its_upstream_leg() {
     let upstream = Fixture::start().await;
@@ -119,6 +121,10 @@ require = {{ approve = true }}
     );
     let leg_id = parts[2].to_owned();
 
+    // A 2025-era host's call (through the bridge, whose rounds run in a task of their own).
+    let echoed = legacy_call(&proxy.url, &traceparent(LEGACY_PARENT)).await;
+    assert!(echoed.contains("over the bridge"), "{echoed}");
+
     // A graceful shutdown sends what is queued.
     proxy.signal(15);
     let spans = {
@@ -126,7 +132,8 @@ require = {{ approve = true }}
         loop {
             let spans = decode(&exported.lock().unwrap());
             let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-            if spans.len() >= 3 {
+            let legs = names.iter().filter(|name| **name == "upstream").count();
+            if spans.iter().any(|s| s.parent == LEGACY_PARENT) && legs >= 2 {
                 break spans;
             }
             assert!(
@@ -147,9 +154,6 @@ require = {{ approve = true }}
             .find(|span| span.parent == parent)
             .unwrap_or_else(|| panic!("no span whose parent is {parent}: {spans:#?}"))
     };
-    for span in &spans {
-        assert_eq!(span.trace, TRACE, "{span:#?}");
-    }
     let first = child_of(ASKED_PARENT);
     assert_eq!(first.name, "tools/call header", "{first:#?}");
     assert_eq!(first.kind, 2, "a server span: {first:#?}");
@@ -182,9 +186,71 @@ require = {{ approve = true }}
     assert_eq!(leg.name, "upstream", "{leg:#?}");
     assert_eq!(leg.kind, 3, "a client span: {leg:#?}");
     assert_eq!(leg.id, leg_id, "the upstream's parent is the leg");
+    for span in [first, second, leg] {
+        assert_eq!(span.trace, TRACE, "{span:#?}");
+    }
+
+    // The 2025-era host's call: its request's span, its decision and its leg, in its trace.
+    let legacy = child_of(LEGACY_PARENT);
+    assert_eq!(legacy.name, "tools/call echo", "{legacy:#?}");
+    assert_eq!(
+        legacy.attribute("mcp.decision"),
+        Some("ungated"),
+        "{legacy:#?}"
+    );
+    let legacy_leg = child_of(&legacy.id);
+    assert_eq!(legacy_leg.name, "upstream", "{legacy_leg:#?}");
+    for span in [legacy, legacy_leg] {
+        assert_eq!(span.trace, TRACE, "{span:#?}");
+    }
 
     let _ = std::fs::remove_dir_all(&dir);
     drop(upstream);
+}
+
+/// A 2025-era host's `tools/call` of `echo` at `url`, in a session of its own, the call's POST
+/// with `traceparent`; the event stream's text.
+async fn legacy_call(url: &str, traceparent: &str) -> String {
+    let client = reqwest::Client::new();
+    let post = |message: Value, session: Option<&str>| {
+        let mut request = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(message.to_string());
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "legacy-host", "version": "0"}}}),
+        None,
+    )
+    .send()
+    .await
+    .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = init.text().await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = post(initialized, Some(&session)).send().await.unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "over the bridge"}}});
+    post(call, Some(&session))
+        .header("traceparent", traceparent)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
 }
 
 /// The FastMCP fixture over Streamable HTTP on a port of its own, killed when dropped.
