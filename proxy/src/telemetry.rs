@@ -12,12 +12,13 @@
 //! call a gate or the proxy judged, the decision the decision log writes ([`crate::decisions`]):
 //! `mcp.decision` (its outcome: `ask`, `gates_accepted`, `gate_refused`, `refused`, …),
 //! `mcp.gate` (the rule of the file that decided), `mcp.decision_id` (the id a person can
-//! quote, as in the log's `decision_id`) and `mcp.why`; and
-//! `http.response.status_code` (a 5xx sets the span's status to error). The caller's `traceparent` (W3C Trace Context) is its parent.
-//! The call's leg to the upstream is a child span (`upstream`, kind client), whose context the
-//! upstream's request carries (`traceparent`, `tracestate`: the library's upstream adapter
-//! sends those of the request it is given, see its "trace context"). The span ends when the
-//! response's head is sent: an event stream's events may follow it.
+//! quote, as in the log's `decision_id`) and `mcp.why`; and `http.response.status_code` (a 5xx
+//! sets the span's status to error). The caller's `traceparent` (W3C Trace Context) is its
+//! parent. The call's leg to the upstream is a child span (`upstream`, kind client), whose
+//! context the upstream's request carries (`traceparent`, `tracestate`: the library's upstream
+//! adapter sends those of the request it is given, see its "trace context"). A 2025-era host's
+//! call through the bridge is traced the same (its rounds run in its request's span). A span
+//! ends once its request is answered, which for an event stream may be before its last event.
 //!
 //! Spans go in batches, from a bounded queue: the OpenTelemetry SDK's batch processor, at its
 //! defaults (2,048 spans queued at most, more are dropped; 512 a batch; every 5 s; the
