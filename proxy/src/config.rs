@@ -29,6 +29,8 @@ pub struct Config {
     pub approvals: Approvals,
     #[serde(default)]
     pub limits: Limits,
+    /// `[telemetry]` (feature `otel`, [`crate::telemetry`]).
+    pub telemetry: Option<Spanned<Telemetry>>,
     #[serde(default, rename = "gate")]
     pub gates: Vec<Spanned<GateSpec>>,
 }
@@ -481,6 +483,17 @@ pub struct Limits {
     /// Callers whose counts are kept at once (default 10,000); past it, a new caller's call is
     /// refused until a count runs out.
     pub max_callers: Option<Spanned<i64>>,
+}
+
+/// `[telemetry]`: where the spans go ([`crate::telemetry`], feature `otel`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`): spans are POSTed to its
+    /// `/v1/traces`.
+    pub otlp_endpoint: Spanned<String>,
+    /// The `service.name` of the spans (default `elicitation-proxy`).
+    pub service_name: Option<Spanned<String>>,
 }
 
 /// A whole-number key of the file: where it is, its default, the values it takes and their

@@ -39,6 +39,7 @@ mod shown;
 mod stdio;
 mod supervise;
 mod targets;
+mod telemetry;
 mod template;
 
 use std::path::PathBuf;
@@ -74,7 +75,7 @@ file: each gated tool, prompt or resource asks its question (a form or a URL) be
 reaches the server, for hosts of both eras (2026-07-28 and 2025), over Streamable HTTP or stdio.",
     after_help = "The config file: [upstream] (a command or a url; or several [[upstream]], each \
 named, their tools prefixed: examples/proxy/team.toml), [listen], [state], [identity], [log], \
-[approvals], [limits] and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every \
+[approvals], [limits], [telemetry] (built with --features otel) and [[gate]]. An annotated example: examples/proxy/filesystem.toml; every \
 key: the module docs of proxy/src/config.rs (in the repository). Logs: RUST_LOG (e.g. \
 RUST_LOG=debug); each decision is one JSON line on stderr."
 )]
@@ -125,6 +126,22 @@ async fn serve_main() -> ExitCode {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer, filter::Targets};
+    // `--help` and `--version` print and exit 0; a mistake prints the usage and exits 2.
+    let options = match <Options as clap::Parser>::try_parse() {
+        Ok(options) => options,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
+        }
+    };
+    // `[telemetry]`, read before the subscriber it is a layer of.
+    let telemetry = match telemetry::Telemetry::start(&options.config, options.check) {
+        Ok(telemetry) => telemetry,
+        Err(why) => {
+            eprintln!("elicitation-proxy: {why}");
+            return ExitCode::FAILURE;
+        }
+    };
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -156,16 +173,11 @@ async fn serve_main() -> ExitCode {
         .with(logs)
         .with(counted)
         .with(decided)
+        .with(telemetry.layer())
         .init();
-    // `--help` and `--version` print and exit 0; a mistake prints the usage and exits 2.
-    let options = match <Options as clap::Parser>::try_parse() {
-        Ok(options) => options,
-        Err(error) => {
-            let _ = error.print();
-            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
-        }
-    };
-    match run(options, metrics, labels, output).await {
+    let ran = run(options, metrics, labels, output).await;
+    telemetry.shutdown().await;
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("elicitation-proxy: {why}");
@@ -183,6 +195,7 @@ async fn run(
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
     source.check(&config)?;
+    config::ConfigError::gather(telemetry::check(&source, &config))?;
     let serving = config.listen.serves(options.stdio);
     let log_line = config
         .log
@@ -419,6 +432,7 @@ async fn run(
             let source = Source::read(&path)?;
             let config = source.parse()?;
             source.check(&config)?;
+            config::ConfigError::gather(telemetry::check(&source, &config))?;
             if shape(&config.upstreams) != serving_upstreams {
                 return Err(format!(
                     "{}: the upstreams' tables, names or prefixes changed: restart the proxy to change them",
@@ -478,6 +492,7 @@ async fn run(
             },
         ))
     };
+    let app = telemetry::traced(app);
     let on_stdio = || {
         let caller = identity::stdio_caller(
             config
@@ -738,6 +753,7 @@ async fn observe(
         )}});
         return (http::StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error)).into_response();
     };
+    telemetry::note(&parts, &bytes);
     let rate_limits = policy
         .rate_limits
         .read()

@@ -25,6 +25,7 @@ use http_body_util::Either;
 use tower::{Service, ServiceExt};
 use tower_elicitation::BoxError;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
+use tracing::Instrument as _;
 
 use crate::error::Error;
 use crate::fanout::{Fanout, Health, OwnBody};
@@ -284,15 +285,21 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        // `[telemetry]`: the leg's span, whose context the upstream's request carries (with
+        // several upstreams, one span for the fan-out: each member's request carries it).
+        let (request, leg) = crate::telemetry::leg(request);
         if let Some(fanout) = &self.fanout {
             let fanout = Arc::clone(fanout);
-            return Box::pin(async move {
-                let response = fanout.serve(request).await;
-                Ok(response.map(|body| match body {
-                    Either::Left(body) => Either::Left(Held { body, _busy: None }),
-                    Either::Right(own) => Either::Right(own),
-                }))
-            });
+            return Box::pin(
+                async move {
+                    let response = fanout.serve(request).await;
+                    Ok(response.map(|body| match body {
+                        Either::Left(body) => Either::Left(Held { body, _busy: None }),
+                        Either::Right(own) => Either::Right(own),
+                    }))
+                }
+                .instrument(leg),
+            );
         }
         let route = self.upstream_for(request.headers().get(http::header::AUTHORIZATION));
         Box::pin(async move {
@@ -313,6 +320,7 @@ where
                     ))
                 }
             }
-        })
+        }
+        .instrument(leg))
     }
 }

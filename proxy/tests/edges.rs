@@ -120,6 +120,23 @@ http = "127.0.0.1:{port}"
 }
 
 /// `--check` of a config listing a secret's variable in `env_passthrough` fails with its line.
+/// A build without feature `otel` exports nothing: a `[telemetry]` table is the file's mistake,
+/// saying how to build with it (with the feature, `tests/telemetry.rs` runs it).
+fn without_feature_otel_a_telemetry_table_is_refused_saying_how_to_build_with_it() {
+    if cfg!(feature = "otel") {
+        return;
+    }
+    let (dir, config) = setup(
+        "telemetry",
+        "[upstream]\ncommand = [\"true\"]\n\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n",
+    );
+    check_fails_with(
+        &config,
+        "gates.toml:4: [telemetry]: this build exports no telemetry; build the proxy with `--features otel`",
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn a_secret_variable_in_env_passthrough_is_a_config_error_with_its_line() {
     let (dir, config) = setup(
         "passthrough",
@@ -603,6 +620,7 @@ async fn the_stdio_downstream_refuses_duplicate_keys_as_http_does() {
 crate::trials! {
     [Upstreams] current_thread the_upstream_child_never_sees_the_keys_variable,
     [] sync a_secret_variable_in_env_passthrough_is_a_config_error_with_its_line,
+    [] sync without_feature_otel_a_telemetry_table_is_refused_saying_how_to_build_with_it,
     [Upstreams] current_thread a_silent_connection_is_closed_at_the_head_deadline,
     [Upstreams] current_thread one_peer_address_cannot_hold_every_slot,
     [Upstreams] current_thread metrics_and_healthz_check_the_host_and_the_origin,

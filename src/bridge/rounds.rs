@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tower_service::Service;
+use tracing::Instrument as _;
 
 use super::body::{RequestBody, ResponseBody};
 use super::config::{KEEP_ALIVE, Settings};
@@ -51,7 +52,9 @@ pub(crate) struct BridgedCall {
     pub(crate) params: Map<String, Value>,
 }
 
-/// Answers the call with an event stream and runs its rounds in a task of their own.
+/// Answers the call with an event stream and runs its rounds in a task of their own, in the
+/// span of the request that made it (what is logged, and traced, of the rounds is that
+/// request's).
 pub(crate) fn start<S, ResBody>(inner: S, call: BridgedCall) -> Response<ResponseBody<ResBody>>
 where
     S: Service<Request<RequestBody>, Response = Response<ResBody>> + Send + 'static,
@@ -60,7 +63,7 @@ where
     ResBody: InnerBody + Send + 'static,
 {
     let (events, response) = EventSender::open(StreamKind::Post);
-    tokio::spawn(run(inner, call, events));
+    tokio::spawn(run(inner, call, events).in_current_span());
     response
 }
 

@@ -18,6 +18,7 @@ use super::listen::LISTEN;
 use super::parked::{Event, Parked};
 use super::routes;
 use super::session::{Negotiated, discover_result, legacy_params, modern_result};
+use super::trace::TraceContext;
 use crate::store::StoreError;
 use crate::texts;
 use crate::util::BoxFuture;
@@ -30,12 +31,14 @@ use crate::wire::mcp::meta::{CLIENT_CAPABILITIES, LOG_LEVEL};
 use crate::wire::mcp::{Declared, InputKind, Method, add_requirement};
 use constant_time_eq::constant_time_eq;
 
-/// What the front's request brings besides its message: who calls, and where the call's
-/// notifications go (`None`: the front takes one JSON answer, and they are only logged).
+/// What the front's request brings besides its message: who calls, where the call's
+/// notifications go (`None`: the front takes one JSON answer, and they are only logged), and
+/// the trace context its request carried (for an HTTP upstream's request of the call).
 #[derive(Debug)]
 pub(crate) struct Front {
     pub(crate) caller: Caller,
     pub(crate) notes: Option<mpsc::Sender<Value>>,
+    pub(crate) trace: Option<TraceContext>,
 }
 
 /// Who calls: the principal as the front took it, or (a retry routed here from another replica)
@@ -79,14 +82,21 @@ struct Downstream {
     token: Option<Value>,
     /// The kinds of question the client declared it can answer.
     declared: Declared,
+    /// The front's trace context, which the call's request to an HTTP upstream carries.
+    trace: Option<TraceContext>,
 }
 
 impl Downstream {
-    fn of(notes: Option<mpsc::Sender<Value>>, params: Option<&Value>) -> (Self, Option<String>) {
+    fn of(
+        notes: Option<mpsc::Sender<Value>>,
+        trace: Option<TraceContext>,
+        params: Option<&Value>,
+    ) -> (Self, Option<String>) {
         let meta = params.and_then(|p| p.get("_meta"));
         let field = |key: &str| meta.and_then(|m| m.get(key));
         let downstream = Self {
             notes,
+            trace,
             token: field("progressToken").cloned(),
             declared: Declared::of(field(CLIENT_CAPABILITIES).unwrap_or(&Value::Null)),
         };
@@ -195,7 +205,7 @@ pub(crate) async fn handle(
         let state = state.to_owned();
         return Some(route_away(&core, &front.caller, &state, message).await);
     }
-    let (downstream, level) = Downstream::of(front.notes, message.get("params"));
+    let (downstream, level) = Downstream::of(front.notes, front.trace, message.get("params"));
     // The keyed tag its parked calls are bound to, and its share of the bounds counted by.
     let tag = front.caller.tag(&core);
     let whose = Whose::Caller(&tag);
@@ -295,6 +305,7 @@ fn serve_routed(core: Arc<Core>, state: String, routed: Value) -> BoxFuture<'sta
         let front = Front {
             caller: Caller::Tag(tag),
             notes: None,
+            trace: None,
         };
         let response = handle(Arc::clone(&core), front, message).await;
         let reply = routes::key(&state, &format!("reply/{nonce}"));
@@ -316,7 +327,7 @@ async fn set_log_level(core: &Arc<Core>, link: &Arc<Link>, initialized: &Value, 
     }
     let params = Some(json!({ "level": level }));
     // The adapter's own request: nothing to relay, no question to be asked.
-    let (quiet, _) = Downstream::of(None, None);
+    let (quiet, _) = Downstream::of(None, None, None);
     let adapter = Whose::Adapter;
     if let Err(error) = forward(core, link, adapter, quiet, "logging/setLevel", params).await {
         tracing::warn!(target: TARGET, %error, "the server refused logging/setLevel");
@@ -800,7 +811,7 @@ struct Call {
 
 impl Call {
     fn start(core: &Arc<Core>, link: &Arc<Link>, downstream: Downstream) -> Self {
-        let (id, events) = core.register();
+        let (id, events) = core.register_traced(downstream.trace.clone());
         Self {
             core: Arc::clone(core),
             link: Arc::clone(link),

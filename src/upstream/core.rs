@@ -15,6 +15,7 @@ use super::bounds::Bounds;
 use super::config::{Era, Server, ServerQuestions, Settings};
 use super::parked::{Event, ParkedCalls};
 use super::session::{Negotiated, client_capabilities, speaks_mrtr};
+use super::trace::TraceContext;
 use crate::texts;
 use crate::wire::jsonrpc::{self, INTERNAL_ERROR, RpcError};
 use crate::wire::legacy::LEGACY_VERSIONS;
@@ -114,7 +115,7 @@ pub(crate) struct Core {
     load: AtomicUsize,
     pub(crate) bounds: Arc<Bounds>,
     next_id: AtomicU64,
-    waiters: Mutex<HashMap<u64, mpsc::Sender<Event>>>,
+    waiters: Mutex<HashMap<u64, Waiter>>,
     /// The upstream id of the call that takes server-to-client requests now.
     floor_holder: Mutex<Option<u64>>,
     /// The calls that may be asked (the reverse bridge's, once they held the floor): a request
@@ -131,6 +132,14 @@ pub(crate) struct Core {
     pub(crate) changes: broadcast::Sender<Map<String, Value>>,
     /// The listens the session serves at once, at most [`MAX_LISTENS`].
     pub(crate) listens: Arc<Semaphore>,
+}
+
+/// A request waiting for its answer: where its events go, and the trace context its POST
+/// carries (an HTTP server's; the front's, see [`TraceContext`]).
+#[derive(Debug, Clone)]
+struct Waiter {
+    events: mpsc::Sender<Event>,
+    trace: Option<TraceContext>,
 }
 
 /// The most `subscriptions/listen` requests one 2025-era session serves at once.
@@ -185,19 +194,35 @@ impl Core {
 
     /// A fresh JSON-RPC id for a request to the server, and the channel its events come on.
     pub(crate) fn register(&self) -> (u64, mpsc::Receiver<Event>) {
+        self.register_traced(None)
+    }
+
+    /// [`register`](Self::register), for a request whose POST to an HTTP server carries
+    /// `trace` (a stdio server's request carries none: it is not kept).
+    pub(crate) fn register_traced(
+        &self,
+        trace: Option<TraceContext>,
+    ) -> (u64, mpsc::Receiver<Event>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel(QUEUE);
-        lock(&self.waiters).insert(id, tx);
+        let (events, rx) = mpsc::channel(QUEUE);
+        let trace = trace.filter(|_| self.by_stream());
+        lock(&self.waiters).insert(id, Waiter { events, trace });
         (id, rx)
+    }
+
+    /// The trace context the request `id` is sent with, while it waits for its answer.
+    #[cfg_attr(not(feature = "upstream-http"), allow(dead_code))]
+    pub(crate) fn trace_of(&self, id: u64) -> Option<TraceContext> {
+        lock(&self.waiters).get(&id)?.trace.clone()
     }
 
     /// A fresh JSON-RPC id whose events come on the channel of the call `of` (its barrier's
     /// ping), or `None` when that call waits for nothing.
     pub(crate) fn alias(&self, of: u64) -> Option<u64> {
         let mut waiters = lock(&self.waiters);
-        let events = waiters.get(&of)?.clone();
+        let waiter = waiters.get(&of)?.clone();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        waiters.insert(id, events);
+        waiters.insert(id, waiter);
         Some(id)
     }
 
@@ -267,7 +292,7 @@ impl Core {
         if let Some(waiter) = waiter
             && let Value::Object(response) = jsonrpc::response(&json!(id), Err(error))
         {
-            let _ = waiter.try_send(Event::Response(response));
+            let _ = waiter.events.try_send(Event::Response(response));
         }
     }
 
@@ -339,7 +364,7 @@ impl Core {
                 };
                 let waiter = author.and_then(|id| lock(&self.waiters).get(&id).cloned());
                 let delivered = match waiter {
-                    Some(waiter) => waiter.try_send(Event::Request(message)).is_ok(),
+                    Some(waiter) => waiter.events.try_send(Event::Request(message)).is_ok(),
                     None => false,
                 };
                 if !delivered {
@@ -381,14 +406,14 @@ impl Core {
                 }
                 if let Some(waiter) = waiter {
                     // Lost when the call's queue is full: notifications are not worth a stall.
-                    let _ = waiter.try_send(Event::Notification(message));
+                    let _ = waiter.events.try_send(Event::Notification(message));
                 }
             }
             (None, Some(id)) => {
                 let waiter = id.as_u64().and_then(|id| lock(&self.waiters).remove(&id));
                 match waiter {
                     Some(waiter) => {
-                        let _ = waiter.try_send(Event::Response(message));
+                        let _ = waiter.events.try_send(Event::Response(message));
                     }
                     None => tracing::debug!(target: TARGET, %id, "a response no call waits for"),
                 }
@@ -426,7 +451,7 @@ impl Core {
         };
         lock(&self.askers).retain(|id| keep(*id));
         for waiter in waiters.into_values() {
-            let _ = waiter.try_send(Event::Exited);
+            let _ = waiter.events.try_send(Event::Exited);
         }
         self.hold_floor(None);
         self.parked.clear();

@@ -17,6 +17,7 @@ mod service;
 mod session;
 #[cfg(feature = "upstream-http")]
 mod streamable;
+mod trace;
 
 #[cfg(feature = "upstream-http")]
 pub use config::Http;

@@ -23,6 +23,7 @@ use super::core::{Core, PoolState, QUEUE, State};
 use super::pool::Pool;
 #[cfg(feature = "upstream-http")]
 use super::streamable;
+use super::trace::TraceContext;
 use crate::store::PendingAnswers;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
@@ -473,6 +474,7 @@ where
     let (parts, body) = request.into_parts();
     let settings = &pool.first().settings;
     let caller = settings.callers.principal(&parts);
+    let trace = TraceContext::of(&parts.headers);
     let bytes = match read_limited(body, settings.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(failed) => return reply(failed.reply()),
@@ -501,6 +503,7 @@ where
         let front = Front {
             caller: Caller::Principal(caller),
             notes: None,
+            trace,
         };
         return answer(pool.dispatch(front, message).await);
     }
@@ -511,6 +514,7 @@ where
     let front = Front {
         caller: Caller::Principal(caller),
         notes: Some(notes),
+        trace,
     };
     let mut handled = Box::pin(async move { pool.dispatch(front, message).await });
     let first = tokio::select! {

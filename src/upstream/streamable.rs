@@ -390,6 +390,12 @@ async fn exchange(
     for (name, value) in mrtr_headers(message) {
         request = request.header(name, value);
     }
+    // The front's trace context, on its call's request only (never on the adapter's own).
+    if let Some(trace) = origin.and_then(|id| connection.core.trace_of(id)) {
+        for (name, value) in trace.headers() {
+            request = request.header(name, value);
+        }
+    }
     let mut response = match tokio::time::timeout(connection.timeout, request.send()).await {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => {

@@ -116,7 +116,13 @@ impl Stack {
 
     /// One stateless 2026-07-28 request from `caller` (its `Authorization`), declaring the
     /// stack's `capabilities`; the whole JSON-RPC response.
-    async fn rpc_as(&self, caller: &str, method: &str, mut params: Value) -> Value {
+    async fn rpc_as(&self, caller: &str, method: &str, params: Value) -> Value {
+        self.rpc_with(&[("authorization", caller)], method, params)
+            .await
+    }
+
+    /// [`rpc_as`](Self::rpc_as) with `headers` (the caller's `Authorization` among them).
+    async fn rpc_with(&self, headers: &[(&str, &str)], method: &str, mut params: Value) -> Value {
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": self.capabilities,
@@ -126,13 +132,16 @@ impl Stack {
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let response = self
+        let mut request = self
             .http
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("authorization", caller)
+            .header("mcp-protocol-version", "2026-07-28");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request
             .body(body.to_string())
             .timeout(Duration::from_secs(60))
             .send()
@@ -1008,6 +1017,58 @@ async fn python_over_http_headers_elicitation_and_a_lost_session() {
     server.stop().await;
 }
 
+/// Each call's request to the HTTP server carries the `traceparent` (and `tracestate`) of the
+/// front's request of that call, and no other: two calls at once, the first answered last.
+async fn python_over_http_each_call_carries_its_own_trace_context() {
+    let Some(server) = python_over_http(None).await else {
+        return;
+    };
+    let stack = Stack::start(Http::new(server.url()), |b| b).await;
+    let first = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let second = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+    let front = &stack;
+    let traced = |traceparent: &'static str, state: &'static str, name: &str, wait_ms: u32| {
+        let headers = [
+            ("authorization", "Bearer alice"),
+            ("traceparent", traceparent),
+            ("tracestate", state),
+        ];
+        let params = json!({"name": "header",
+            "arguments": {"name": name, "wait_ms": wait_ms}});
+        async move { front.rpc_with(&headers, "tools/call", params).await }
+    };
+    let (slow, quick) = tokio::join!(
+        traced(first, "a=1", "traceparent", 1500),
+        traced(second, "b=2", "traceparent", 0),
+    );
+    assert_eq!(text(&slow), first);
+    assert_eq!(text(&quick), second);
+    let (slow, quick) = tokio::join!(
+        traced(first, "a=1", "tracestate", 1500),
+        traced(second, "b=2", "tracestate", 0),
+    );
+    assert_eq!(text(&slow), "a=1");
+    assert_eq!(text(&quick), "b=2");
+    // A call without one sends none (nothing of an earlier call's lingers), nor does a call
+    // whose `traceparent` is not one, with its `tracestate`.
+    let bare = stack
+        .call("header", json!({"name": "traceparent"}), json!({}))
+        .await;
+    assert_eq!(text(&bare), "(absent)");
+    let bad = [
+        ("authorization", "Bearer alice"),
+        ("traceparent", "00-not-a-trace-01"),
+        ("tracestate", "c=3"),
+    ];
+    for name in ["traceparent", "tracestate"] {
+        let params = json!({"name": "header", "arguments": {"name": name}});
+        let reply = stack.rpc_with(&bad, "tools/call", params).await;
+        assert_eq!(text(&reply), "(absent)", "{name}");
+    }
+    stack.upstream.shutdown().await;
+    server.stop().await;
+}
+
 async fn an_http_server_not_there_yet_is_a_clear_error_then_served_once_it_listens() {
     let port = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1495,6 +1556,7 @@ crate::trials! {
     [] current_thread a_body_over_the_bound_is_413_and_a_broken_one_400,
     [Upstreams] current_thread everything_over_http_a_plain_tool_and_its_elicitation_through_the_reverse_bridge,
     [Upstreams] current_thread python_over_http_headers_elicitation_and_a_lost_session,
+    [Upstreams] current_thread python_over_http_each_call_carries_its_own_trace_context,
     [Upstreams] current_thread an_http_server_not_there_yet_is_a_clear_error_then_served_once_it_listens,
     [] sync an_http_server_needs_an_http_url_and_valid_headers,
     [Upstreams] current_thread progress_and_log_notifications_reach_the_front_as_an_event_stream,

@@ -58,8 +58,9 @@ def echo(text: str) -> str:
 
 
 @mcp.tool()
-def header(ctx: Context, name: str) -> str:
-    """The value of one header of the HTTP request that carried the call."""
+async def header(ctx: Context, name: str, wait_ms: int = 0) -> str:
+    """The value of one header of the HTTP request that carried the call (after `wait_ms`)."""
+    await anyio.sleep(wait_ms / 1000)
     request = ctx.request_context.request
     if request is None:
         return "(not over HTTP)"
