@@ -173,7 +173,7 @@ impl Reply {
 
     /// A JSON-RPC response made as a value, of the kind its error's code says
     /// ([`ReplyKind::of_response`]): an answer, or a refusal for a capability.
-    pub(crate) fn response(message: &Value) -> Self {
+    pub(crate) fn by_code(message: &Value) -> Self {
         Self::message(ReplyKind::of_response(message), message)
     }
 
