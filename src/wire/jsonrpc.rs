@@ -85,6 +85,7 @@ impl ReplyKind {
 
     /// The kind of a JSON-RPC response `message` made as a value: by its error's code
     /// ([`of_code`](Self::of_code)), an answer when it has none.
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn of_response(message: &Value) -> Self {
         let code = message
             .get("error")
@@ -134,6 +135,7 @@ impl RpcError {
     }
 
     /// The error with `data` beside its code and message (a peer's error is left as it came).
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn with_data(mut self, data: Value) -> Self {
         if let Self::Own { data: slot, .. } = &mut self {
             *slot = Some(data);
@@ -147,6 +149,7 @@ impl RpcError {
     }
 
     /// The error's code, when it has an integer one.
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn code(&self) -> Option<i64> {
         match self {
             Self::Own { code, .. } => Some(*code),
@@ -155,6 +158,7 @@ impl RpcError {
     }
 
     /// The error's message, when it has a text one.
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn message(&self) -> Option<&str> {
         match self {
             Self::Own { message, .. } => Some(message),
@@ -206,6 +210,7 @@ impl Reply {
 
     /// A JSON-RPC response made as a value, of the kind its error's code says
     /// ([`ReplyKind::of_response`]): an answer, or a refusal for a capability.
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn by_code(message: &Value) -> Self {
         Self::message(ReplyKind::of_response(message), message)
     }
