@@ -405,7 +405,7 @@ async fn pass_through(
     mut message: Map<String, Value>,
 ) -> Result<Value, RpcError> {
     let _turn = turn(core, whose).await?;
-    let call = Call::start(core, link, downstream);
+    let call = InFlight::start(core, link, downstream);
     message.insert("id".to_owned(), json!(call.id));
     let mut params = message.remove("params");
     call.downstream.give_token(&mut params, call.id);
@@ -426,7 +426,7 @@ async fn forward(
     params: Option<Value>,
 ) -> Result<Value, RpcError> {
     let _turn = turn(core, whose).await?;
-    let call = Call::start(core, link, downstream);
+    let call = InFlight::start(core, link, downstream);
     call.send(method, legacy_params(params)).await;
     call.answer(|result| modern_result(method, result)).await
 }
@@ -466,7 +466,7 @@ async fn reverse_bridge(
         // The floor a call holds while it runs in a 2025-era stdio session (its requests name
         // no call); none over HTTP (they come on the call's own answer).
         let floor = take_floor(core).await?;
-        let call = Call::start(core, link, downstream);
+        let call = InFlight::start(core, link, downstream);
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
         let parked = Parked {
@@ -507,7 +507,7 @@ async fn reverse_bridge(
             }
         },
     };
-    let call = Call::resume(core, link, downstream, &mut parked);
+    let call = InFlight::resume(core, link, downstream, &mut parked);
     core.hold_floor(Some(call.id));
     let asked = std::mem::take(&mut parked.asked);
     for (key, (request_id, request)) in asked {
@@ -532,7 +532,7 @@ async fn reverse_bridge(
 /// Waits for the call's result or its next requests; parks it when it asks.
 async fn run(
     core: &Arc<Core>,
-    mut call: Call,
+    mut call: InFlight,
     mut parked: Parked,
     floor: Option<OwnedSemaphorePermit>,
 ) -> Result<Value, RpcError> {
@@ -634,7 +634,7 @@ struct Barrier {
 }
 
 impl Barrier {
-    async fn send(call: &Call) -> Self {
+    async fn send(call: &InFlight) -> Self {
         let id = call.core.alias(call.id);
         if let Some(id) = id {
             let ping = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
@@ -698,7 +698,7 @@ fn key_kind(method: Option<&str>) -> &'static str {
 /// there is none: what the server asks later comes on the call's own answer all the same.
 async fn park(
     core: &Arc<Core>,
-    call: Call,
+    call: InFlight,
     mut parked: Parked,
     floor: Option<OwnedSemaphorePermit>,
 ) -> Result<Value, RpcError> {
@@ -801,7 +801,7 @@ fn cancel(core: &Core, parked: Parked, reason: &str) {
 
 /// A request of the front's in the upstream's session, until it is answered. Dropped before
 /// that (the front gave up, or it timed out), it is cancelled at the upstream.
-struct Call {
+struct InFlight {
     core: Arc<Core>,
     link: Arc<Link>,
     id: u64,
@@ -809,7 +809,7 @@ struct Call {
     downstream: Downstream,
 }
 
-impl Call {
+impl InFlight {
     fn start(core: &Arc<Core>, link: &Arc<Link>, downstream: Downstream) -> Self {
         let (id, events) = core.register_traced(downstream.trace.clone());
         Self {
@@ -917,7 +917,7 @@ impl Call {
     }
 }
 
-impl Drop for Call {
+impl Drop for InFlight {
     fn drop(&mut self) {
         if self.events.take().is_some() {
             self.core.forget(self.id);

@@ -27,9 +27,7 @@ use super::trace::TraceContext;
 use crate::store::PendingAnswers;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
-use crate::wire::jsonrpc::{
-    INVALID_REQUEST, PARSE_ERROR, Reply, ReplyKind, RpcError, response as message_to,
-};
+use crate::wire::jsonrpc::{self, INVALID_REQUEST, PARSE_ERROR, Reply, ReplyKind, RpcError};
 use crate::wire::sse::message_event as event;
 use crate::{BoxError, ElicitationLayer};
 
@@ -480,7 +478,7 @@ where
         Err(failed) => return reply(failed.reply()),
     };
     let refuse = |code: i64, message: &str| {
-        let body = message_to(&Value::Null, Err(RpcError::new(code, message)));
+        let body = jsonrpc::response(&Value::Null, Err(RpcError::new(code, message)));
         reply(Reply::message(ReplyKind::BadRequest, &body))
     };
     let message = match parse_strict(&bytes) {
@@ -578,7 +576,7 @@ fn event_stream(frames: Frames) -> Response<ResponseBody> {
 /// capability the client did not declare is HTTP 400, as `ElicitationLayer` answers it.
 fn answer(response: Option<Value>) -> Response<ResponseBody> {
     match response {
-        Some(response) => reply(Reply::response(&response)),
+        Some(response) => reply(Reply::by_code(&response)),
         None => empty(StatusCode::ACCEPTED),
     }
 }

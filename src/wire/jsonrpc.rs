@@ -85,6 +85,7 @@ impl ReplyKind {
 
     /// The kind of a JSON-RPC response `message` made as a value: by its error's code
     /// ([`of_code`](Self::of_code)), an answer when it has none.
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn of_response(message: &Value) -> Self {
         let code = message
             .get("error")
@@ -111,46 +112,82 @@ impl ReplyKind {
 /// A JSON-RPC error object (`code`, `message`, perhaps `data`): one the crate makes, or one a
 /// peer (the inner service, an upstream server) answered, passed on as it came.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct RpcError(Value);
+pub(crate) enum RpcError {
+    /// An error of the crate's own ([`new`](Self::new), [`with_data`](Self::with_data)).
+    Own {
+        code: i64,
+        message: String,
+        data: Option<Value>,
+    },
+    /// A peer's error object, passed on unchanged, whatever its shape
+    /// ([`relayed`](Self::relayed)).
+    Relayed(Value),
+}
 
 impl RpcError {
     /// An error of the crate's own.
     pub(crate) fn new(code: i64, message: &str) -> Self {
-        Self(json!({"code": code, "message": message}))
+        Self::Own {
+            code,
+            message: message.to_owned(),
+            data: None,
+        }
     }
 
-    /// The error with `data` beside its code and message.
+    /// The error with `data` beside its code and message (a peer's error is left as it came).
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn with_data(mut self, data: Value) -> Self {
-        if let Value::Object(error) = &mut self.0 {
-            error.insert("data".to_owned(), data);
+        if let Self::Own { data: slot, .. } = &mut self {
+            *slot = Some(data);
         }
         self
     }
 
     /// A peer's error object, passed on unchanged (whatever its shape).
     pub(crate) fn relayed(error: Value) -> Self {
-        Self(error)
+        Self::Relayed(error)
     }
 
     /// The error's code, when it has an integer one.
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn code(&self) -> Option<i64> {
-        self.0.get("code").and_then(Value::as_i64)
+        match self {
+            Self::Own { code, .. } => Some(*code),
+            Self::Relayed(error) => error.get("code").and_then(Value::as_i64),
+        }
     }
 
     /// The error's message, when it has a text one.
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
     pub(crate) fn message(&self) -> Option<&str> {
-        self.0.get("message").and_then(Value::as_str)
+        match self {
+            Self::Own { message, .. } => Some(message),
+            Self::Relayed(error) => error.get("message").and_then(Value::as_str),
+        }
     }
 
     /// The error object as it goes on the wire.
     pub(crate) fn into_value(self) -> Value {
-        self.0
+        match self {
+            Self::Own {
+                code,
+                message,
+                data,
+            } => {
+                let mut error = json!({"code": code, "message": message});
+                if let (Some(data), Value::Object(members)) = (data, &mut error) {
+                    members.insert("data".to_owned(), data);
+                }
+                error
+            }
+            Self::Relayed(error) => error,
+        }
     }
 }
 
 impl fmt::Display for RpcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Display::fmt(&self.clone().into_value(), f)
     }
 }
 
@@ -173,7 +210,8 @@ impl Reply {
 
     /// A JSON-RPC response made as a value, of the kind its error's code says
     /// ([`ReplyKind::of_response`]): an answer, or a refusal for a capability.
-    pub(crate) fn response(message: &Value) -> Self {
+    #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
+    pub(crate) fn by_code(message: &Value) -> Self {
         Self::message(ReplyKind::of_response(message), message)
     }
 
@@ -778,6 +816,57 @@ fn unrepresentable_numbers_as_null(text: &str) -> Cow<'_, str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn errors_of_our_own_and_a_peers_go_out_as_written() {
+        let own = RpcError::new(MISSING_REQUIRED_CLIENT_CAPABILITY, "Missing")
+            .with_data(json!({"requiredCapabilities": {"elicitation": {}}}));
+        assert_eq!(own.code(), Some(-32021));
+        let message = response(&json!(3), Err(own));
+        assert_eq!(
+            message,
+            json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32021, "message": "Missing",
+                "data": {"requiredCapabilities": {"elicitation": {}}}}})
+        );
+        assert_eq!(
+            ReplyKind::of_response(&message),
+            ReplyKind::MissingCapability
+        );
+        assert_eq!(
+            Reply::by_code(&message).kind.status(),
+            StatusCode::BAD_REQUEST
+        );
+        // A peer's error keeps its shape, odd members and all; data is not added to it.
+        let odd = json!({"code": "x", "message": 5, "extra": true});
+        let peer = RpcError::relayed(odd.clone()).with_data(json!(1));
+        assert_eq!((peer.code(), peer.message()), (None, None));
+        let message = response(&Value::Null, Err(peer));
+        assert_eq!(message["error"], odd);
+        assert_eq!(ReplyKind::of_response(&message), ReplyKind::Answer);
+        assert_eq!(
+            response(&json!("a"), Ok(json!({}))),
+            json!({"jsonrpc": "2.0", "id": "a", "result": {}})
+        );
+    }
+
+    #[test]
+    fn each_kind_of_reply_has_one_status() {
+        let statuses = [
+            (ReplyKind::Answer, 200),
+            (ReplyKind::BadRequest, 400),
+            (ReplyKind::MissingCapability, 400),
+            (ReplyKind::Forbidden, 403),
+            (ReplyKind::SessionNotFound, 404),
+            (ReplyKind::TooLarge, 413),
+            (ReplyKind::Encoded, 415),
+            (ReplyKind::InnerFailed, 502),
+            (ReplyKind::Unavailable, 503),
+        ];
+        for (kind, status) in statuses {
+            assert_eq!(kind.status().as_u16(), status, "{kind:?}");
+            assert_eq!(kind.in_band(), kind == ReplyKind::Answer);
+        }
+    }
 
     fn raw(text: &str) -> Box<RawValue> {
         RawValue::from_string(text.to_owned()).unwrap()
