@@ -1573,10 +1573,16 @@ form.approve = { type = "boolean" }
         file.check(&config).unwrap();
         assert_eq!(config.upstreams.names(), ["fs", "notes"]);
         assert_eq!(
-            config.gates[0].get_ref().tools,
+            config.gates[1].get_ref().tools,
             ["fs_write_file", "fs_edit_file"]
         );
-        assert_eq!(config.gates[1].get_ref().tools, ["notes_add_note"]);
+        assert_eq!(config.gates[3].get_ref().tools, ["notes_add_note"]);
+        // Callers verified, and rules that read them and the arguments.
+        assert!(config.identity.jwt.is_some());
+        assert_eq!(
+            config.gates[2].get_ref().when.as_deref(),
+            Some("caller.principal == 'alice'")
+        );
     }
 
     #[test]
