@@ -476,8 +476,9 @@ pub struct Limits {
     /// Calls (`tools/call`, `prompts/get`, `resources/read`) one caller may make a minute, all
     /// targets together (default: no limit).
     pub calls_per_minute: Option<Spanned<i64>>,
-    /// Calls of each tool named (its exact name) one caller may make a minute, besides
-    /// `calls_per_minute` (default: none).
+    /// Calls of the tools each entry names (a name, or a glob: `"fs_*"`, all the tools it
+    /// matches counted together) one caller may make a minute, besides `calls_per_minute`
+    /// (default: none).
     #[serde(default)]
     pub per_tool: BTreeMap<String, Spanned<i64>>,
     /// Callers whose counts are kept at once (default 10,000); past it, a new caller's call is
@@ -1252,11 +1253,11 @@ impl Source {
             }
         }
         for (name, given) in &limits.per_tool {
+            let line = Some(self.line_of(given.span().start));
             if name.trim().is_empty() {
-                found.push(self.error(
-                    Some(self.line_of(given.span().start)),
-                    "[limits] per_tool: a tool's name is empty",
-                ));
+                found.push(self.error(line, "[limits] per_tool: a tool's name is empty"));
+            } else if let Err(why) = crate::targets::target("tool", name) {
+                found.push(self.error(line, format!("[limits] per_tool: {why}")));
             }
         }
         if let Err(error) = self.check_identity(&config.identity) {

@@ -1,5 +1,8 @@
 //! `[limits]`: how many calls a caller may make a minute, all targets together
-//! (`calls_per_minute`) and of each tool named (`[limits.per_tool]`).
+//! (`calls_per_minute`) and of the tools each entry of `[limits.per_tool]` names: a tool's name,
+//! or a glob matched as a gate's is (`"fs_*" = 30`: the calls of every tool it matches counted
+//! together). A call is counted in every entry that matches its tool, and refused if any is
+//! spent.
 //!
 //! **What counts:** a `tools/call`, `prompts/get` or `resources/read` on `/mcp` (HTTP or stdio),
 //! once. A retry of a call that was asked (its params carry `requestState`) does not count
@@ -50,6 +53,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tower_elicitation::VerifiedCaller;
 
+use tower_elicitation::GateTarget;
+
 use crate::config::{Bound, Limits, PrincipalFrom};
 
 /// The JSON-RPC error code of a call refused for a rate limit.
@@ -62,8 +67,10 @@ const MINUTE: Duration = Duration::from_secs(60);
 pub struct RateLimits {
     /// `calls_per_minute`.
     per_caller: Option<u32>,
-    /// `[limits.per_tool]`: a tool's name, and its limit.
+    /// `[limits.per_tool]`: an entry (a tool's name or glob), and its limit.
     per_tool: BTreeMap<String, u32>,
+    /// Each entry of `per_tool`, in its order, as the tools it matches.
+    patterns: Vec<GateTarget>,
     max_callers: usize,
     principal: PrincipalFrom,
     buckets: Mutex<HashMap<Key, Bucket>>,
@@ -126,9 +133,14 @@ impl RateLimits {
             return Ok(None);
         }
         let max_callers = Bound::MAX_CALLERS.count(limits.max_callers.as_ref())?;
+        let patterns = per_tool
+            .keys()
+            .map(|entry| crate::targets::target("tool", entry))
+            .collect::<Result<_, _>>()?;
         Ok(Some(Self {
             per_caller,
             per_tool,
+            patterns,
             max_callers,
             principal,
             buckets: Mutex::new(HashMap::new()),
@@ -175,10 +187,13 @@ impl RateLimits {
     ) -> Option<Refusal> {
         let call = Call::read(body)?;
         let (caller, shown) = self.caller_of(parts);
-        let tool = call
-            .tool()
-            .and_then(|name| self.per_tool.keys().position(|listed| listed == name));
-        let refusal = self.take(&caller, &shown, tool, now)?;
+        let tools: Vec<usize> = call.tool().map_or_else(Vec::new, |name| {
+            let method = crate::targets::method_of("tool");
+            (0..self.patterns.len())
+                .filter(|&index| self.patterns[index].applies_to(method, name))
+                .collect()
+        });
+        let refusal = self.take(&caller, &shown, &tools, now)?;
         let principal = parts
             .extensions
             .get::<VerifiedCaller>()
@@ -196,16 +211,16 @@ impl RateLimits {
         Some(refusal)
     }
 
-    /// Takes a token from `caller`'s count, and from its count of tool `tool` (an index into
-    /// `per_tool`), or says why not; `shown` names the caller in the message.
+    /// Takes a token from `caller`'s count, and from its count of each entry of `tools`
+    /// (indexes into `per_tool`), or says why not; `shown` names the caller in the message.
     fn take(
         &self,
         caller: &[u8; 32],
         shown: &str,
-        tool: Option<usize>,
+        tools: &[usize],
         now: Instant,
     ) -> Option<Refusal> {
-        let mut wanted: Vec<(Key, u32, String)> = Vec::with_capacity(2);
+        let mut wanted: Vec<(Key, u32, String)> = Vec::with_capacity(1 + tools.len());
         if let Some(limit) = self.per_caller {
             wanted.push((
                 (*caller, None),
@@ -213,14 +228,14 @@ impl RateLimits {
                 format!("[limits] calls_per_minute = {limit}"),
             ));
         }
-        if let Some((index, (name, limit))) =
-            tool.and_then(|index| self.per_tool.iter().nth(index).map(|entry| (index, entry)))
-        {
-            wanted.push((
-                (*caller, Some(index)),
-                *limit,
-                format!("[limits.per_tool] {name} = {limit}"),
-            ));
+        for (index, (name, limit)) in self.per_tool.iter().enumerate() {
+            if tools.contains(&index) {
+                wanted.push((
+                    (*caller, Some(index)),
+                    *limit,
+                    format!("[limits.per_tool] {name} = {limit}"),
+                ));
+            }
         }
         let mut buckets = self
             .buckets
@@ -495,6 +510,32 @@ mod tests {
         assert_eq!(raised.check(&bob, &call("read"), t0), None);
         assert_eq!(raised.check(&bob, &call("read"), t0), None);
         assert!(raised.check(&bob, &call("read"), t0).is_some());
+    }
+
+    #[test]
+    fn a_glob_counts_every_tool_it_matches_together_besides_a_names_own() {
+        let limits = limits("[per_tool]\n\"fs_*\" = 2\nfs_write_file = 1\n");
+        let t0 = Instant::now();
+        let alice = parts(Some("alice"));
+        assert_eq!(limits.check(&alice, &call("fs_write_file"), t0), None);
+        // Its own entry is spent, the glob's is not.
+        let refusal = limits.check(&alice, &call("fs_write_file"), t0).unwrap();
+        assert!(
+            refusal
+                .message
+                .contains("[limits.per_tool] fs_write_file = 1"),
+            "{refusal:?}"
+        );
+        assert_eq!(limits.check(&alice, &call("fs_read_file"), t0), None);
+        // Two of the glob's tools: its count is spent, whichever tool comes next.
+        let refusal = limits.check(&alice, &call("fs_list"), t0).unwrap();
+        assert!(
+            refusal.message.contains("[limits.per_tool] fs_* = 2"),
+            "{refusal:?}"
+        );
+        // A tool it does not match is not counted.
+        assert_eq!(limits.check(&alice, &call("notes_add"), t0), None);
+        assert_eq!(limits.check(&alice, &call("notes_add"), t0), None);
     }
 
     #[test]

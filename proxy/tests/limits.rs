@@ -250,6 +250,10 @@ fn bad_bounds_fail_check_at_their_line() {
             ":5: [limits] per_tool -3: from 1 to 1000000 calls",
         ),
         (
+            "[upstream]\ncommand = [\"x\"]\n\n[limits.per_tool]\n\"fs_*\" = 5\n\"fs_[ab]\" = 1\n",
+            ":6: [limits] per_tool: tool pattern \"fs_[ab]\"",
+        ),
+        (
             "[upstream]\ncommand = [\"x\"]\n\n[limits]\ncalls_per_minute = \"many\"\n",
             ":5: invalid type: string \"many\", expected i64",
         ),
