@@ -582,7 +582,9 @@ impl Fanout {
         *request.uri_mut() = http::Uri::from_static("/mcp");
         *request.headers_mut() = headers;
         request.headers_mut().remove(CONTENT_LENGTH);
-        let Ok(response) = self.members[index].upstream.clone().oneshot(request).await;
+        let member = &self.members[index];
+        let Ok(response) = member.upstream.clone().oneshot(request).await;
+        crate::metrics::upstream_answered(&member.name, Some(response.status()));
         response.map(Either::Left)
     }
 
@@ -601,7 +603,9 @@ impl Fanout {
         headers.remove(CONTENT_LENGTH);
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let Ok(response) = self.members[index].upstream.clone().oneshot(request).await;
+        let member = &self.members[index];
+        let Ok(response) = member.upstream.clone().oneshot(request).await;
+        crate::metrics::upstream_answered(&member.name, Some(response.status()));
         let bytes = Limited::new(response.into_body(), MAX_PAGE_BYTES)
             .collect()
             .await

@@ -154,7 +154,8 @@ async fn serve_main() -> ExitCode {
     let counted = metrics.clone().with_filter(
         Targets::new()
             .with_target("tower_elicitation", tracing::Level::DEBUG)
-            .with_target(decisions::REFUSAL_TARGET, tracing::Level::INFO),
+            .with_target(decisions::REFUSAL_TARGET, tracing::Level::INFO)
+            .with_target(metrics::UPSTREAM_TARGET, tracing::Level::DEBUG),
     );
     // One JSON line per decision, whatever the log level.
     let labels = decisions::Labels::default();

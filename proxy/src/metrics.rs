@@ -10,6 +10,7 @@
 //! | `elicitation_proxy_reasks_total` | questions asked again: an answer missing or invalid, a gate's `retry_hint`, a URL flow not finished |
 //! | `elicitation_proxy_tool_changes_total` | tools whose definition (description, `inputSchema`, annotations) changed since first listed, each counted once until a reload accepts it |
 //! | `elicitation_proxy_refusals_total{why}` | calls refused before the gates, as the decision log's `refused` lines say: `hidden` (`expose`/`hide`), `rate_limited` (`[limits]`) |
+//! | `elicitation_proxy_upstream_requests_total{upstream,outcome}` | requests sent to each upstream (the lone one is `default`, or its `name`): `answered` (a 2xx, whatever the JSON-RPC answer says), `failed` (any other status, or none) |
 //! | `elicitation_proxy_upstream_restarts_total` | the upstream server started again (it exited or hung) |
 //! | `elicitation_proxy_parked_calls` (gauge) | upstream calls held while the client answers the server's own questions |
 //! | `elicitation_proxy_upstream_up{upstream}` (gauge) | 1 while a session of the upstream is up (handshaken, not restarting), else 0: each of several `[[upstream]]`, or the lone one (`name`, else `default`) |
@@ -39,6 +40,18 @@ struct Counts {
     restarts: u64,
     tool_changes: u64,
     refusals: BTreeMap<&'static str, u64>,
+    /// By upstream (the file's names: a fixed set), requests answered and failed.
+    upstream_requests: BTreeMap<String, [u64; 2]>,
+}
+
+/// The target of the events [`upstream_answered`] writes, which the counters read.
+pub const UPSTREAM_TARGET: &str = "elicitation_proxy::upstream";
+
+/// Records that upstream `name` answered a request with `status` (`None`: it could not be
+/// reached), for `elicitation_proxy_upstream_requests_total`.
+pub fn upstream_answered(name: &str, status: Option<http::StatusCode>) {
+    let answered = status.is_some_and(|status| status.is_success());
+    tracing::debug!(target: UPSTREAM_TARGET, upstream = name, answered, "upstream answered");
 }
 
 /// The reasons a call is refused before the gates (`decisions::REFUSAL_TARGET`'s `why`): the
@@ -104,6 +117,16 @@ impl Metrics {
                 "elicitation_proxy_refusals_total{{why=\"{why}\"}} {count}"
             );
         }
+        out.push_str("# HELP elicitation_proxy_upstream_requests_total Requests sent to each upstream, by outcome.\n");
+        out.push_str("# TYPE elicitation_proxy_upstream_requests_total counter\n");
+        for (upstream, [answered, failed]) in &counts.upstream_requests {
+            for (outcome, count) in [("answered", answered), ("failed", failed)] {
+                let _ = writeln!(
+                    out,
+                    "elicitation_proxy_upstream_requests_total{{upstream=\"{upstream}\",outcome=\"{outcome}\"}} {count}"
+                );
+            }
+        }
         out.push_str("# HELP elicitation_proxy_upstream_restarts_total Times the upstream server was started again.\n");
         out.push_str("# TYPE elicitation_proxy_upstream_restarts_total counter\n");
         let _ = writeln!(
@@ -136,15 +159,24 @@ struct Fields {
     why: Option<String>,
     round: Option<u64>,
     message: Option<String>,
+    upstream: Option<String>,
+    answered: Option<bool>,
 }
 
 impl Visit for Fields {
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if field.name() == "answered" {
+            self.answered = Some(value);
+        }
+    }
+
     fn record_str(&mut self, field: &Field, value: &str) {
         match field.name() {
             "outcome" => self.outcome = Some(value.to_owned()),
             "reason" => self.reason = Some(value.to_owned()),
             "why" => self.why = Some(value.to_owned()),
             "message" => self.message = Some(value.to_owned()),
+            "upstream" => self.upstream = Some(value.to_owned()),
             _ => {}
         }
     }
@@ -165,6 +197,15 @@ impl Visit for Fields {
 impl<S: Subscriber> Layer<S> for Metrics {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let target = event.metadata().target();
+        if target == UPSTREAM_TARGET {
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            if let (Some(upstream), Some(answered)) = (fields.upstream, fields.answered) {
+                let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+                counts.upstream_requests.entry(upstream).or_default()[usize::from(!answered)] += 1;
+            }
+            return;
+        }
         if target == crate::decisions::REFUSAL_TARGET {
             let mut fields = Fields::default();
             event.record(&mut fields);

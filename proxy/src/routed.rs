@@ -302,10 +302,12 @@ where
             );
         }
         let route = self.upstream_for(request.headers().get(http::header::AUTHORIZATION));
+        let name = Arc::clone(&self.name);
         Box::pin(async move {
             match route {
                 Route::To(upstream, busy) => {
                     let response = upstream.oneshot(request).await?;
+                    crate::metrics::upstream_answered(&name, Some(response.status()));
                     Ok(response.map(|body| Either::Left(Held { body, _busy: busy })))
                 }
                 Route::Refused(status, why) => {
@@ -313,6 +315,7 @@ where
                     Ok(error(status, why))
                 }
                 Route::Failed(why) => {
+                    crate::metrics::upstream_answered(&name, None);
                     tracing::error!(%why, "cannot reach the upstream with the caller's credentials");
                     Ok(error(
                         StatusCode::BAD_GATEWAY,

@@ -288,6 +288,18 @@ message = "Add the note {{text}}?"
         metrics.contains("elicitation_proxy_upstream_up{upstream=\"fs\"} 1\n"),
         "{metrics}"
     );
+    // Each upstream's requests are counted apart: both have answered some by now.
+    for upstream in ["fs", "notes"] {
+        let answered = metrics
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix(&format!(
+                    "elicitation_proxy_upstream_requests_total{{upstream=\"{upstream}\",outcome=\"answered\"}} "
+                ))
+            })
+            .and_then(|count| count.parse::<u64>().ok());
+        assert!(answered.is_some_and(|n| n > 0), "{upstream}: {metrics}");
+    }
     // Its calls are refused, naming it; its tools are out of the list; fs's are in and run.
     let refused = proxy.call("notes_list_notes", json!({}), json!({})).await;
     let why = refused["error"]["message"].as_str().unwrap_or_default();
