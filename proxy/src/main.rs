@@ -8,17 +8,19 @@
 //! elicitation-proxy --config gates.toml --stdio    # the host spawned it: MCP on stdin/stdout only
 //! ```
 //!
-//! It is [`LegacyBridgeLayer`](tower_elicitation::bridge::LegacyBridgeLayer) (2025-era hosts) in front of [`ElicitationLayer`] (the gates,
-//! validation, sealed state, single-use approvals) in front of [`Upstream`] (the server: a stdio
-//! child or a URL; its own questions become `input_required` rounds), or of several behind one
-//! fan-out (`[[upstream]]`: their names prefixed, each call routed to its own; `fanout`),
-//! served with bounded read times and connections, `/healthz` (which of several is down), and a
-//! graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a
-//! change to the file (seen within a second), reads the file again and replaces the gates at
-//! once; a file with a mistake keeps the old gates and says why. Approvals are bound to the
-//! caller (`[identity] principal`); each decision is one JSON line on stderr (`decisions`); a
-//! command upstream runs under `--supervise`, so it never outlives the proxy (`supervise`).
-//! Everything it does, a Rust program can compose from the library's layers.
+//! It is [`LegacyBridgeLayer`](tower_elicitation::bridge::LegacyBridgeLayer) (2025-era hosts)
+//! in front of [`ElicitationLayer`] (the gates, validation, sealed state, single-use approvals)
+//! in front of [`Upstream`] (the server: a stdio child or a URL; its own questions become
+//! `input_required` rounds), or of several behind one fan-out (`[[upstream]]`: their names
+//! prefixed, each call routed to its own; `fanout`), served with bounded read times and
+//! connections, `[limits]` per caller (`limits`), `/healthz` (which of several is down),
+//! `/metrics` (`metrics`), and a graceful shutdown on SIGTERM or Ctrl-C. SIGHUP, or a change to
+//! the file (seen within a second), reads the file again and replaces the gates and the limits at
+//! once; a file with a mistake keeps the old ones and says why. Approvals are bound to the caller
+//! (`[identity] principal`); each decision is one JSON line on stderr (`decisions`), and, built
+//! with `--features otel`, a span over OTLP (`telemetry`); a command upstream runs under
+//! `--supervise`, so it never outlives the proxy (`supervise`). Everything it does, a Rust
+//! program can compose from the library's layers.
 
 mod approvals;
 mod catalog;
