@@ -860,7 +860,7 @@ impl Source {
         for (key, entries) in [("expose", exposed), ("hide", upstream.hide.as_slice())] {
             for entry in entries {
                 let (kind, pattern) = crate::targets::split(entry.get_ref());
-                if several && key == "expose" && kind == "resource" {
+                if several && key == "expose" && kind == crate::targets::Kind::Resource {
                     found.push(self.error(
                         at(entry.span()),
                         format!(

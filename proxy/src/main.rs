@@ -1042,7 +1042,7 @@ fn print_rules(built: &gates::Gates) {
         let names: Vec<String> = rule
             .targets
             .iter()
-            .map(|(method, _, pattern)| format!("{} {pattern}", policy::kind_of_method(method)))
+            .map(|(method, _, pattern)| format!("{} {pattern}", targets::Kind::of_method(method)))
             .collect();
         let when = rule
             .when
@@ -1081,7 +1081,7 @@ fn print_rules(built: &gates::Gates) {
 /// `--explain TOOL [ARGS]`: which rule decides that call, and why.
 fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error> {
     let (kind, target) = targets::split(&explain[0]);
-    let method = targets::method_of(kind);
+    let method = kind.method();
     let arguments: Value = match explain.get(1) {
         Some(text) => serde_json::from_str(text)
             .map_err(|error| format!("--explain: the arguments are not JSON: {error}"))?,
@@ -1091,10 +1091,7 @@ fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error
         return Err("--explain: the arguments must be a JSON object".into());
     }
     let vars = policy::Vars::new(method, target, &arguments, None);
-    println!(
-        "A call of {} {target} with {arguments}, from an unverified caller:",
-        policy::kind_of_method(method)
-    );
+    println!("A call of {kind} {target} with {arguments}, from an unverified caller:");
     let verdict = policy.decide_traced(method, target, &vars, |step| {
         let rule = step.rule;
         let condition = rule.when.as_ref().map_or("no `when`".to_owned(), |when| {
