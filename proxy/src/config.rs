@@ -1309,10 +1309,7 @@ impl Source {
 /// Whether `text` may name an upstream or be its prefix: 1 to 64 ASCII letters, digits, `-`
 /// or `_`, so that it is a literal in a name pattern.
 fn is_name(text: &str) -> bool {
-    (1..=64).contains(&text.len())
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    text.len() <= 64 && crate::template::is_name(text)
 }
 
 /// A secret given as `env:NAME` (the variable's value) or `file:PATH` (the file's contents,

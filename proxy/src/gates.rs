@@ -23,7 +23,7 @@ use crate::flows::{Backends, Check, ConfiguredFlow};
 use crate::policy::{self, Action, Condition, Policy, Rule};
 use crate::shown;
 use crate::targets::{self, Kind};
-use crate::template::{self, is_name};
+use crate::template;
 
 /// The key of the question a changed tool asks (`on_tool_change = "ask"`), which the file's
 /// gates may not use.
@@ -866,10 +866,9 @@ fn rules(spec: &GateSpec) -> Result<BTreeMap<String, Requirement>, String> {
     for (field, value) in &spec.require {
         let rule = match value {
             toml::Value::String(text) if text.starts_with('{') && text.ends_with('}') => {
-                let argument = &text[1..text.len() - 1];
-                if !is_name(argument) {
+                let Some(argument) = template::sole_name(text) else {
                     return Err(format!("require.{field}: {text:?} is not an {{argument}}"));
-                }
+                };
                 Requirement::SameAs(argument.to_owned())
             }
             other => Requirement::Equals(
