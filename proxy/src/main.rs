@@ -422,54 +422,18 @@ async fn run(
         body_timeout,
         rate_limits: RwLock::new(rate_limits.map(Arc::new)),
         upstreams: lister.clone(),
+        path: options.config.clone(),
+        shape: shape(&config.upstreams),
+        building: tokio::sync::Mutex::new(()),
     });
     let reload = {
         let policy = Arc::clone(&policy);
-        let lister = lister.clone();
-        let path = options.config.clone();
-        let serving_upstreams = shape(&config.upstreams);
-        move || -> Result<usize, Error> {
-            let source = Source::read(&path)?;
-            let config = source.parse()?;
-            source.check(&config)?;
-            config::ConfigError::gather(telemetry::check(&source, &config))?;
-            if shape(&config.upstreams) != serving_upstreams {
-                return Err(format!(
-                    "{}: the upstreams' tables, names or prefixes changed: restart the proxy to change them",
-                    source.path.display()
-                )
-                .into());
-            }
-            let mode = config.upstreams.first().on_tool_change()?;
-            let rate_limits = limits::RateLimits::new(&config.limits, policy.principal.clone())?;
-            let offered = futures_block(offered_now(&lister, &policy.catalog))?;
-            // Checked before anything is accepted: a file with a mistake changes nothing.
-            gates::build(
-                &source,
-                &config,
-                &offered,
-                &policy.backends,
-                &policy.catalog,
-            )?;
-            // A reload accepts the tools' definitions as listed now.
-            policy.catalog.accept();
-            *policy.mode.write().unwrap_or_else(|e| e.into_inner()) = mode;
-            *policy.source.write().unwrap_or_else(|e| e.into_inner()) = source;
-            *policy.offered.write().unwrap_or_else(|e| e.into_inner()) = offered;
-            let mut serving_limits = policy
-                .rate_limits
-                .write()
-                .unwrap_or_else(|e| e.into_inner());
-            *serving_limits = rate_limits.map(|limits| match serving_limits.as_deref() {
-                Some(old) => Arc::new(limits.carrying(old)),
-                None => Arc::new(limits),
-            });
-            drop(serving_limits);
-            policy.rebuild()
+        move || {
+            let policy = Arc::clone(&policy);
+            async move { policy.reload().await }
         }
     };
-    let reload = std::sync::Arc::new(reload);
-    serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
+    serve::reload_on_hangup(reload.clone())?;
     serve::reload_on_change(options.config.clone(), reload);
     // Callers over HTTP are verified; the host on stdio is the one that spawned the proxy.
     let guard = if serving.http() {
@@ -683,12 +647,60 @@ struct Policy {
     rate_limits: RwLock<Option<Arc<limits::RateLimits>>>,
     /// The upstreams, for the resources each of several hides.
     upstreams: routed::Routed,
+    /// The file a reload reads.
+    path: PathBuf,
+    /// What a reload may not change ([`shape`]).
+    shape: Vec<(String, String)>,
+    /// Held while the gates are built again (a reload, or a tool that changed): two builds
+    /// never interleave.
+    building: tokio::sync::Mutex<()>,
 }
 
 impl Policy {
+    /// Reads the file again (SIGHUP, or a change to it) and, when it has no mistake, puts its
+    /// gates in front of every request from now on; how many gates there are. A file with a
+    /// mistake changes nothing. One reload at a time.
+    async fn reload(&self) -> Result<usize, Error> {
+        let _building = self.building.lock().await;
+        let source = Source::read(&self.path)?;
+        let config = source.parse()?;
+        source.check(&config)?;
+        config::ConfigError::gather(telemetry::check(&source, &config))?;
+        if shape(&config.upstreams) != self.shape {
+            return Err(format!(
+                "{}: the upstreams' tables, names or prefixes changed: restart the proxy to change them",
+                source.path.display()
+            )
+            .into());
+        }
+        let mode = config.upstreams.first().on_tool_change()?;
+        let rate_limits = limits::RateLimits::new(&config.limits, self.principal.clone())?;
+        let offered = offered_now(&self.upstreams, &self.catalog).await?;
+        // Checked before anything is accepted: a file with a mistake changes nothing.
+        gates::build(&source, &config, &offered, &self.backends, &self.catalog)?;
+        // A reload accepts the tools' definitions as listed now.
+        self.catalog.accept();
+        *self.mode.write().unwrap_or_else(|e| e.into_inner()) = mode;
+        *self.source.write().unwrap_or_else(|e| e.into_inner()) = source;
+        *self.offered.write().unwrap_or_else(|e| e.into_inner()) = offered;
+        let mut serving_limits = self.rate_limits.write().unwrap_or_else(|e| e.into_inner());
+        *serving_limits = rate_limits.map(|limits| match serving_limits.as_deref() {
+            Some(old) => Arc::new(limits.carrying(old)),
+            None => Arc::new(limits),
+        });
+        drop(serving_limits);
+        self.rebuild()
+    }
+
+    /// [`rebuild`](Self::rebuild), once no other build runs: for a tool that changed.
+    async fn rebuild_now(&self) -> Result<usize, Error> {
+        let _building = self.building.lock().await;
+        self.rebuild()
+    }
+
     /// Builds the gates (and the exposure) again from the file as last read and the tools as
     /// known now, and puts them in front of every request from now on; how many gates there
-    /// are.
+    /// are. The caller holds `building`.
     fn rebuild(&self) -> Result<usize, Error> {
         let source = self
             .source
@@ -790,7 +802,7 @@ async fn observe(
     let (rewritten, changes) =
         catalog::read_listing(&policy.catalog, &bytes, event_stream, policy.hides());
     if !changes.is_empty()
-        && let Err(error) = policy.rebuild()
+        && let Err(error) = policy.rebuild_now().await
     {
         tracing::error!(%error, "a tool changed, and the gates could not be built again");
         let error = json!({"jsonrpc": "2.0", "id": null,
@@ -1159,11 +1171,6 @@ fn identified(layer: ElicitationLayer, principal: &PrincipalFrom) -> Elicitation
         }),
         PrincipalFrom::Nobody => layer.principal_from(|_: &http::request::Parts| None),
     }
-}
-
-/// Runs `future` to its end from a synchronous reload (on the runtime's blocking pool).
-fn futures_block<F: std::future::Future>(future: F) -> F::Output {
-    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
 }
 
 /// The upstream as the start-up line names it: the command (and that a package runner's first
