@@ -192,6 +192,81 @@ async fn run(
     labels: decisions::Labels,
     output: decisions::Output,
 ) -> Result<(), Error> {
+    let (source, config) = read(&options, &output)?;
+    let stores = Stores::open(&options, &config).await?;
+    let settings = Settings::of(&options, &config)?;
+    let upstreams = Upstreams::start(&options, &config, &settings, &stores).await?;
+    let backends = flows::Backends {
+        redis: stores.flows.clone(),
+        http: flows::http_client()?,
+        approvals: Arc::new(approvals_of(&source, &config, settings.serving)?),
+    };
+    let catalog = catalog_of(&config, &backends, &metrics).await?;
+    let offered = upstreams
+        .ready(&options, &source, &config, &catalog)
+        .await?;
+    let mut built = assemble(&source, &config, &offered, &backends, &catalog)?;
+    let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
+    built
+        .warnings
+        .extend(exposure.warnings(&built.policy, &offered));
+    if options.check {
+        let checked = check(&options, &source, &config, &built, &exposure, &offered);
+        upstreams.lister.shutdown().await;
+        return checked;
+    }
+    for line in exposure.summary(&offered) {
+        tracing::info!("{line}");
+    }
+    for warning in &built.warnings {
+        tracing::warn!("{warning}");
+    }
+    let spent = Spent::new(stores.redis.clone());
+    labels.set(labels_of(&built.built));
+    let first = layer(
+        &stores.keyring,
+        &settings.principal,
+        &spent,
+        settings.max_body_bytes,
+        built.built,
+    )?;
+    let routed = upstreams.routed(&config, &settings, &stores)?;
+    let stack = serve::Stack::new(&config, first, exposure, routed, stores.redis.as_ref())?;
+    let policy = Arc::new(Policy {
+        path: options.config.clone(),
+        shape: shape(&config.upstreams),
+        source: RwLock::new(source),
+        offered: RwLock::new(offered),
+        backends,
+        catalog,
+        keyring: stores.keyring,
+        principal: settings.principal.clone(),
+        spent,
+        labels,
+        stack: stack.clone(),
+        mode: RwLock::new(config.upstreams.first().on_tool_change()?),
+        max_body_bytes: settings.max_body_bytes,
+        body_timeout: settings.body_timeout,
+        rate_limits: RwLock::new(settings.rate_limits.map(Arc::new)),
+        upstreams: upstreams.lister.clone(),
+        building: tokio::sync::Mutex::new(()),
+    });
+    let reload = {
+        let policy = Arc::clone(&policy);
+        move || {
+            let policy = Arc::clone(&policy);
+            async move { policy.reload().await }
+        }
+    };
+    serve::reload_on_hangup(reload.clone())?;
+    serve::reload_on_change(options.config.clone(), reload);
+    let served = serve_app(&config, settings.serving, &policy, &stack, metrics).await;
+    upstreams.lister.shutdown().await;
+    served
+}
+
+/// The file, read and checked, its log output set (unless `--check`).
+fn read(options: &Options, output: &decisions::Output) -> Result<(Source, Config), Error> {
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
     source.check(&config)?;
@@ -209,94 +284,249 @@ async fn run(
     if !options.check {
         output.set(&config.log, log_to)?;
     }
-    // `--check` seals nothing: it needs no keys.
-    let keyring = if options.check {
-        Keyring::ephemeral()
-    } else {
-        keyring(
-            &config,
-            options.ephemeral_keys || config.state.ephemeral_keys,
-        )?
-    };
-    let redis = match &config.state.redis {
-        Some(url) => {
-            let store = RedisStore::builder(secret(url)?).build()?;
-            store.ping().await?;
-            Some(store)
-        }
-        None => None,
-    };
-    let principal = config.identity.principal()?;
-    let mode = Arc::new(RwLock::new(config.upstreams.first().on_tool_change()?));
-    let max_body_bytes = Bound::MAX_BODY_BYTES.count(config.listen.max_body_bytes.as_ref())?;
-    let body_timeout = Bound::BODY_TIMEOUT.secs(config.listen.body_timeout_secs.as_ref())?;
-    let rate_limits = limits::RateLimits::new(&config.limits, principal.clone())?;
-    let base = identified(ElicitationLayer::new(keyring.clone()), &principal)
-        .max_body_bytes(max_body_bytes);
-    let mut spawned = Vec::new();
-    for table in &config.upstreams.list {
-        let settings = table.get_ref();
-        if config.upstreams.several {
-            tracing::info!(
-                "starting upstream {:?}: {}",
-                settings.name(),
-                starting(settings)
-            );
+    Ok((source, config))
+}
+
+/// The keys that seal, and the Redis every replica shares when the file names one.
+struct Stores {
+    keyring: Keyring,
+    /// `[state] redis`: the layer's single-use tokens and tasks, the bridge's sessions and
+    /// answers, the adapter's routed retries.
+    redis: Option<RedisStore>,
+    /// The same Redis (its URL read once), for the URL gates' checks and the tools' definitions.
+    flows: Option<redis::aio::ConnectionManager>,
+}
+
+impl Stores {
+    /// `[state]`'s keys (none needed by `--check`, which seals nothing) and Redis, reached.
+    async fn open(options: &Options, config: &Config) -> Result<Self, Error> {
+        let keyring = if options.check {
+            Keyring::ephemeral()
         } else {
-            tracing::info!("starting upstream: {}", starting(settings));
-        }
-        let share = fair_share(&config, settings, serving)?;
-        // One of several whose command cannot be run is down, not the proxy (`--check` says).
-        let refuse_unrunnable = options.check || !config.upstreams.several;
-        let upstream = spawn_as(
-            settings,
-            share,
-            max_body_bytes,
-            &base,
-            redis.as_ref(),
-            None,
-            refuse_unrunnable,
-        );
-        spawned.push(match upstream {
-            Err(why) if config.upstreams.several => {
-                return Err(format!("upstream {:?}: {why}", settings.name()).into());
-            }
-            upstream => upstream?,
-        });
+            keyring(
+                config,
+                options.ephemeral_keys || config.state.ephemeral_keys,
+            )?
+        };
+        let Some(url) = &config.state.redis else {
+            return Ok(Self {
+                keyring,
+                redis: None,
+                flows: None,
+            });
+        };
+        let url = secret(url)?;
+        let store = RedisStore::builder(url.as_str()).build()?;
+        store.ping().await?;
+        let flows = redis::Client::open(url)?.get_connection_manager().await?;
+        Ok(Self {
+            keyring,
+            redis: Some(store),
+            flows: Some(flows),
+        })
     }
-    let upstream = spawned[0].clone();
-    let lister = if config.upstreams.several {
-        let mut members = Vec::new();
-        for (table, upstream) in config.upstreams.list.iter().zip(spawned) {
-            let settings = table.get_ref();
-            members.push(fanout::Member {
-                name: settings.name().to_owned(),
-                prefix: settings.exposed_prefix(),
-                upstream,
-                sessions: settings.sessions()?,
-                hidden: RwLock::default(),
+}
+
+/// What the file says that every step reads: how the proxy is served, whose the calls are, and
+/// the bounds.
+struct Settings {
+    serving: Serving,
+    principal: PrincipalFrom,
+    /// `[listen] max_body_bytes`.
+    max_body_bytes: usize,
+    /// `[listen] body_timeout_secs`.
+    body_timeout: Duration,
+    /// `[limits]`, when the file sets any.
+    rate_limits: Option<limits::RateLimits>,
+}
+
+impl Settings {
+    fn of(options: &Options, config: &Config) -> Result<Self, Error> {
+        let principal = config.identity.principal()?;
+        Ok(Self {
+            serving: config.listen.serves(options.stdio),
+            max_body_bytes: Bound::MAX_BODY_BYTES.count(config.listen.max_body_bytes.as_ref())?,
+            body_timeout: Bound::BODY_TIMEOUT.secs(config.listen.body_timeout_secs.as_ref())?,
+            rate_limits: limits::RateLimits::new(&config.limits, principal.clone())?,
+            principal,
+        })
+    }
+}
+
+/// The upstreams the file names, started: each one's adapter, and the one service that lists
+/// and routes to them (the fan-out of several).
+struct Upstreams {
+    /// The first (the only one of a lone `[upstream]`).
+    first: Upstream,
+    lister: routed::Routed,
+    /// The layer the adapters are built for (the caller's identity, the keyring).
+    base: ElicitationLayer,
+}
+
+impl Upstreams {
+    /// Starts an adapter for each `[upstream]`; with several, waits for each to start (one that
+    /// does not is down, unless `--check`).
+    async fn start(
+        options: &Options,
+        config: &Config,
+        settings: &Settings,
+        stores: &Stores,
+    ) -> Result<Self, Error> {
+        let base = identified(
+            ElicitationLayer::new(stores.keyring.clone()),
+            &settings.principal,
+        )
+        .max_body_bytes(settings.max_body_bytes);
+        let mut spawned = Vec::new();
+        for table in &config.upstreams.list {
+            let settings_of = table.get_ref();
+            if config.upstreams.several {
+                tracing::info!(
+                    "starting upstream {:?}: {}",
+                    settings_of.name(),
+                    starting(settings_of)
+                );
+            } else {
+                tracing::info!("starting upstream: {}", starting(settings_of));
+            }
+            let share = fair_share(config, settings_of, settings.serving)?;
+            // One of several whose command cannot be run is down, not the proxy (`--check` says).
+            let refuse_unrunnable = options.check || !config.upstreams.several;
+            let upstream = spawn_as(
+                settings_of,
+                share,
+                settings.max_body_bytes,
+                &base,
+                stores.redis.as_ref(),
+                None,
+                refuse_unrunnable,
+            );
+            spawned.push(match upstream {
+                Err(why) if config.upstreams.several => {
+                    return Err(format!("upstream {:?}: {why}", settings_of.name()).into());
+                }
+                upstream => upstream?,
             });
         }
-        started(&members, options.check).await?;
-        let fanout = fanout::Fanout::new(members, max_body_bytes);
-        fanout.hide_resources(exposure::hidden_resources(&config.upstreams)?);
-        routed::Routed::fanout(fanout)
-    } else {
+        let first = spawned[0].clone();
+        let lister = if config.upstreams.several {
+            let mut members = Vec::new();
+            for (table, upstream) in config.upstreams.list.iter().zip(spawned) {
+                let settings = table.get_ref();
+                members.push(fanout::Member {
+                    name: settings.name().to_owned(),
+                    prefix: settings.exposed_prefix(),
+                    upstream,
+                    sessions: settings.sessions()?,
+                    hidden: RwLock::default(),
+                });
+            }
+            started(&members, options.check).await?;
+            let fanout = fanout::Fanout::new(members, settings.max_body_bytes);
+            fanout.hide_resources(exposure::hidden_resources(&config.upstreams)?);
+            routed::Routed::fanout(fanout)
+        } else {
+            let first_table = config.upstreams.first();
+            routed::Routed::single(first.clone()).named(first_table.name(), first_table.sessions()?)
+        };
+        Ok(Self {
+            first,
+            lister,
+            base,
+        })
+    }
+
+    /// What the upstreams offer once started (the catalog learns their tools), with every
+    /// session of each up or given up on; several that list one name for the client are refused.
+    async fn ready(
+        &self,
+        options: &Options,
+        source: &Source,
+        config: &Config,
+        catalog: &Catalog,
+    ) -> Result<Offered, Error> {
+        let offered = offered(&self.lister, catalog, options.check).await?;
+        if let Some(fanout) = self.lister.several() {
+            let collisions = fanout.collisions();
+            if !collisions.is_empty() {
+                self.lister.shutdown().await;
+                return Err(format!(
+                    "{}: several upstreams list the same name for the client: {}",
+                    source.path.display(),
+                    collisions.join("; ")
+                )
+                .into());
+            }
+        }
+        let mut sessions = 0;
+        match self.lister.several() {
+            Some(fanout) => {
+                for member in fanout.members() {
+                    // One that did not start is restarted in the background; nobody waits for it.
+                    if member.upstream.live_sessions() > 0 {
+                        sessions += all_sessions_live(&member.upstream, member.sessions).await;
+                    }
+                }
+            }
+            None => {
+                sessions =
+                    all_sessions_live(&self.first, config.upstreams.first().sessions()?).await;
+            }
+        }
+        tracing::info!(
+            sessions,
+            tools = offered.tools.len(),
+            prompts = offered.prompts.len(),
+            resources = offered.resources.len(),
+            "upstream ready"
+        );
+        Ok(offered)
+    }
+
+    /// What the layer calls: the upstreams, or with `[identity] pass_to_upstream` an adapter of
+    /// its own per caller, sending the caller's credential.
+    fn routed(
+        &self,
+        config: &Config,
+        settings: &Settings,
+        stores: &Stores,
+    ) -> Result<routed::Routed, Error> {
+        if config.upstreams.several || !config.identity.pass_to_upstream {
+            return Ok(self.lister.clone());
+        }
         let first = config.upstreams.first();
-        routed::Routed::single(upstream.clone()).named(first.name(), first.sessions()?)
-    };
-    let backends = flows::Backends {
-        redis: match &config.state.redis {
-            Some(url) => Some(
-                redis::Client::open(secret(url)?)?
-                    .get_connection_manager()
-                    .await?,
-            ),
-            None => None,
-        },
-        http: flows::http_client()?,
-        approvals: Arc::new(approvals_of(&source, &config, serving)?),
-    };
+        if first.url.is_none() {
+            return Err("[identity] pass_to_upstream needs an [upstream] url".into());
+        }
+        let (upstream, base, redis) = (first.clone(), self.base.clone(), stores.redis.clone());
+        let max_body_bytes = settings.max_body_bytes;
+        Ok(routed::Routed::per_caller(
+            self.first.clone(),
+            config.identity.allow_anonymous,
+            config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
+            Box::new(move |authorization| {
+                // One caller's own adapter: a share of it would only throttle that caller.
+                spawn(
+                    &upstream,
+                    1.0,
+                    max_body_bytes,
+                    &base,
+                    redis.as_ref(),
+                    Some(authorization),
+                )
+            }),
+        )
+        .named(first.name(), first.sessions()?))
+    }
+}
+
+/// The tools' definitions as first listed: remembered in Redis (per set of upstreams) when the
+/// file names one, so that a restart still sees what changed.
+async fn catalog_of(
+    config: &Config,
+    backends: &flows::Backends,
+    metrics: &metrics::Metrics,
+) -> Result<Arc<Catalog>, Error> {
     let remembered = backends.redis.clone().map(|redis| {
         let upstream: String = config
             .upstreams
@@ -309,135 +539,49 @@ async fn run(
     });
     let catalog = Arc::new(Catalog::new(remembered, metrics.clone()));
     catalog.load().await?;
-    let offered = offered(&lister, &catalog, options.check).await?;
-    if let Some(fanout) = lister.several() {
-        let collisions = fanout.collisions();
-        if !collisions.is_empty() {
-            lister.shutdown().await;
-            return Err(format!(
-                "{}: several upstreams list the same name for the client: {}",
-                source.path.display(),
-                collisions.join("; ")
-            )
-            .into());
-        }
-    }
-    let mut sessions = 0;
-    match lister.several() {
-        Some(fanout) => {
-            for member in fanout.members() {
-                // One that did not start is restarted in the background; nobody waits for it.
-                if member.upstream.live_sessions() > 0 {
-                    sessions += all_sessions_live(&member.upstream, member.sessions).await;
-                }
-            }
-        }
-        None => {
-            sessions = all_sessions_live(&upstream, config.upstreams.first().sessions()?).await;
-        }
-    }
-    tracing::info!(
-        sessions,
-        tools = offered.tools.len(),
-        prompts = offered.prompts.len(),
-        resources = offered.resources.len(),
-        "upstream ready"
-    );
-    let mut built = assemble(&source, &config, &offered, &backends, &catalog)?;
-    let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
-    built
-        .warnings
-        .extend(exposure.warnings(&built.policy, &offered));
-    if options.check {
-        print_rules(&built);
-        for line in exposure.summary(&offered) {
-            println!("{line}");
-        }
-        for warning in &built.warnings {
-            println!("warning: {warning}");
-        }
-        if let Some(explain) = &options.explain {
-            let explained = explain_call(&built.policy, explain);
-            lister.shutdown().await;
-            return explained;
-        }
-        println!(
-            "{}: {}, all valid",
-            source.path.display(),
-            gates::summary(config.gates.len(), &built.built)
-        );
-        lister.shutdown().await;
-        return Ok(());
-    }
-    for line in exposure.summary(&offered) {
-        tracing::info!("{line}");
+    Ok(catalog)
+}
+
+/// `--check`: the rules in order, what is exposed, the warnings, and either `--explain`'s
+/// answer or the summary.
+fn check(
+    options: &Options,
+    source: &Source,
+    config: &Config,
+    built: &gates::Gates,
+    exposure: &exposure::Exposure,
+    offered: &Offered,
+) -> Result<(), Error> {
+    print_rules(built);
+    for line in exposure.summary(offered) {
+        println!("{line}");
     }
     for warning in &built.warnings {
-        tracing::warn!("{warning}");
+        println!("warning: {warning}");
     }
-    let spent = Spent::new(redis.clone());
-    labels.set(labels_of(&built.built));
-    let first = layer(&keyring, &principal, &spent, max_body_bytes, built.built)?;
-    let routed = if config.upstreams.several {
-        lister.clone()
-    } else if config.identity.pass_to_upstream {
-        let first = config.upstreams.first();
-        if first.url.is_none() {
-            return Err("[identity] pass_to_upstream needs an [upstream] url".into());
-        }
-        let (settings, base, redis) = (first.clone(), base.clone(), redis.clone());
-        routed::Routed::per_caller(
-            upstream.clone(),
-            config.identity.allow_anonymous,
-            config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
-            Box::new(move |authorization| {
-                // One caller's own adapter: a share of it would only throttle that caller.
-                spawn(
-                    &settings,
-                    1.0,
-                    max_body_bytes,
-                    &base,
-                    redis.as_ref(),
-                    Some(authorization),
-                )
-            }),
-        )
-        .named(first.name(), first.sessions()?)
-    } else {
-        lister.clone()
-    };
-    let stack = serve::Stack::new(&config, first, exposure, routed, redis.as_ref())?;
-    let policy = Arc::new(Policy {
-        source: RwLock::new(source),
-        offered: RwLock::new(offered),
-        backends,
-        catalog: Arc::clone(&catalog),
-        keyring,
-        principal: principal.clone(),
-        spent,
-        labels: labels.clone(),
-        stack: stack.clone(),
-        mode: Arc::clone(&mode),
-        max_body_bytes,
-        body_timeout,
-        rate_limits: RwLock::new(rate_limits.map(Arc::new)),
-        upstreams: lister.clone(),
-        path: options.config.clone(),
-        shape: shape(&config.upstreams),
-        building: tokio::sync::Mutex::new(()),
-    });
-    let reload = {
-        let policy = Arc::clone(&policy);
-        move || {
-            let policy = Arc::clone(&policy);
-            async move { policy.reload().await }
-        }
-    };
-    serve::reload_on_hangup(reload.clone())?;
-    serve::reload_on_change(options.config.clone(), reload);
-    // Callers over HTTP are verified; the host on stdio is the one that spawned the proxy.
+    if let Some(explain) = &options.explain {
+        return explain_call(&built.policy, explain);
+    }
+    println!(
+        "{}: {}, all valid",
+        source.path.display(),
+        gates::summary(config.gates.len(), &built.built)
+    );
+    Ok(())
+}
+
+/// Serves the app on stdio, HTTP or both, as the file and the command line say, until the
+/// host leaves or a signal ends it. Callers over HTTP are verified; the host on stdio is the
+/// one that spawned the proxy.
+async fn serve_app(
+    config: &Config,
+    serving: Serving,
+    policy: &Arc<Policy>,
+    stack: &serve::Stack,
+    metrics: metrics::Metrics,
+) -> Result<(), Error> {
     let guard = if serving.http() {
-        guard_of(&config, &policy).await?
+        guard_of(config, policy).await?
     } else {
         None
     };
@@ -446,9 +590,9 @@ async fn run(
         Some(guard) => approvals::routes(Arc::clone(&policy.backends.approvals), Arc::clone(guard)),
         None => axum::Router::new(),
     };
-    let app = serve::app(&stack, metrics, pages);
+    let app = serve::app(stack, metrics, pages);
     let app = {
-        let policy = Arc::clone(&policy);
+        let policy = Arc::clone(policy);
         app.layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
                 let policy = Arc::clone(&policy);
@@ -471,15 +615,15 @@ async fn run(
         Some(guard) => identity::protect(app.clone(), Arc::clone(guard)),
         None => app.clone(),
     };
-    let served = match serving {
+    match serving {
         Serving::Stdio => stdio::run(on_stdio()).await,
         Serving::Http => {
-            let listener = serve::bind(&config, true).await?;
-            serve::run(&config, listener, on_http(), std::future::pending()).await
+            let listener = serve::bind(config, true).await?;
+            serve::run(config, listener, on_http(), std::future::pending()).await
         }
         Serving::Both => {
             // Bound first: an address in use ends the proxy before the host's first message.
-            let listener = serve::bind(&config, false).await?;
+            let listener = serve::bind(config, false).await?;
             let (host_gone, gone) = tokio::sync::oneshot::channel::<()>();
             let host = async {
                 let served = stdio::run(on_stdio()).await;
@@ -487,16 +631,14 @@ async fn run(
                 let _ = host_gone.send(());
                 served
             };
-            let http = serve::run(&config, listener, on_http(), async {
+            let http = serve::run(config, listener, on_http(), async {
                 let _ = gone.await;
                 tracing::info!("stdin closed: the HTTP listener stops too");
             });
             let (host, http) = tokio::join!(host, http);
             host.and(http)
         }
-    };
-    lister.shutdown().await;
-    served
+    }
 }
 
 /// What a reload may not change while the proxy serves: whether the file names several
@@ -637,7 +779,7 @@ struct Policy {
     spent: Spent,
     labels: decisions::Labels,
     stack: serve::Stack,
-    mode: Arc<RwLock<OnToolChange>>,
+    mode: RwLock<OnToolChange>,
     /// `[listen] max_body_bytes`: the largest request body read.
     max_body_bytes: usize,
     /// `[listen] body_timeout_secs`: how long a request's body may take to arrive.
