@@ -760,15 +760,7 @@ mod tests {
     }
 
     fn policy_of(source: &Source, config: &crate::config::Config) -> Arc<Policy> {
-        let backends = crate::flows::Backends {
-            redis: None,
-            http: reqwest::Client::new(),
-            approvals: Arc::new(crate::approvals::Approvals::new(
-                "http://127.0.0.1:3000",
-                Vec::new(),
-                Some("needs [identity] jwt or api_keys".to_owned()),
-            )),
-        };
+        let backends = crate::flows::Backends::offline();
         let catalog = Arc::new(catalog::Catalog::new(
             None,
             crate::metrics::Metrics::default(),

@@ -977,15 +977,7 @@ mod tests {
             text: format!("[upstream]\ncommand = [\"x\"]\n{text}"),
         };
         let config = source.parse()?;
-        let backends = Backends {
-            redis: None,
-            http: reqwest::Client::new(),
-            approvals: Arc::new(crate::approvals::Approvals::new(
-                "http://127.0.0.1:3000",
-                Vec::new(),
-                Some("needs [identity] jwt or api_keys".to_owned()),
-            )),
-        };
+        let backends = crate::flows::Backends::offline();
         let catalog = Arc::new(Catalog::new(None, crate::metrics::Metrics::default()));
         build(&source, &config, &offered(), &backends, &catalog)
     }
