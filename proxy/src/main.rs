@@ -230,7 +230,7 @@ async fn run(
         settings.max_body_bytes,
         built.built,
     )?;
-    let routed = upstreams.routed(&config, &settings, &stores)?;
+    let routed = upstreams.routed(&config)?;
     let stack = serve::Stack::new(&config, first, exposure, routed, stores.redis.as_ref())?;
     let policy = Arc::new(Policy {
         path: options.config.clone(),
@@ -359,8 +359,8 @@ struct Upstreams {
     /// The first (the only one of a lone `[upstream]`).
     first: Upstream,
     lister: routed::Routed,
-    /// The layer the adapters are built for (the caller's identity, the keyring).
-    base: ElicitationLayer,
+    /// What each adapter is built with (a caller's own too).
+    spawner: Spawner,
 }
 
 impl Upstreams {
@@ -372,11 +372,15 @@ impl Upstreams {
         settings: &Settings,
         stores: &Stores,
     ) -> Result<Self, Error> {
-        let base = identified(
-            ElicitationLayer::new(stores.keyring.clone()),
-            &settings.principal,
-        )
-        .max_body_bytes(settings.max_body_bytes);
+        let spawner = Spawner {
+            base: identified(
+                ElicitationLayer::new(stores.keyring.clone()),
+                &settings.principal,
+            )
+            .max_body_bytes(settings.max_body_bytes),
+            max_body_bytes: settings.max_body_bytes,
+            redis: stores.redis.clone(),
+        };
         let mut spawned = Vec::new();
         for table in &config.upstreams.list {
             let settings_of = table.get_ref();
@@ -392,15 +396,7 @@ impl Upstreams {
             let share = fair_share(config, settings_of, settings.serving)?;
             // One of several whose command cannot be run is down, not the proxy (`--check` says).
             let refuse_unrunnable = options.check || !config.upstreams.several;
-            let upstream = spawn_as(
-                settings_of,
-                share,
-                settings.max_body_bytes,
-                &base,
-                stores.redis.as_ref(),
-                None,
-                refuse_unrunnable,
-            );
+            let upstream = spawner.spawn(settings_of, share, None, refuse_unrunnable);
             spawned.push(match upstream {
                 Err(why) if config.upstreams.several => {
                     return Err(format!("upstream {:?}: {why}", settings_of.name()).into());
@@ -432,7 +428,7 @@ impl Upstreams {
         Ok(Self {
             first,
             lister,
-            base,
+            spawner,
         })
     }
 
@@ -485,12 +481,7 @@ impl Upstreams {
 
     /// What the layer calls: the upstreams, or with `[identity] pass_to_upstream` an adapter of
     /// its own per caller, sending the caller's credential.
-    fn routed(
-        &self,
-        config: &Config,
-        settings: &Settings,
-        stores: &Stores,
-    ) -> Result<routed::Routed, Error> {
+    fn routed(&self, config: &Config) -> Result<routed::Routed, Error> {
         if config.upstreams.several || !config.identity.pass_to_upstream {
             return Ok(self.lister.clone());
         }
@@ -498,22 +489,14 @@ impl Upstreams {
         if first.url.is_none() {
             return Err("[identity] pass_to_upstream needs an [upstream] url".into());
         }
-        let (upstream, base, redis) = (first.clone(), self.base.clone(), stores.redis.clone());
-        let max_body_bytes = settings.max_body_bytes;
+        let (upstream, spawner) = (first.clone(), self.spawner.clone());
         Ok(routed::Routed::per_caller(
             self.first.clone(),
             config.identity.allow_anonymous,
             config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
             Box::new(move |authorization| {
                 // One caller's own adapter: a share of it would only throttle that caller.
-                spawn(
-                    &upstream,
-                    1.0,
-                    max_body_bytes,
-                    &base,
-                    redis.as_ref(),
-                    Some(authorization),
-                )
+                spawner.spawn(&upstream, 1.0, Some(authorization), true)
             }),
         )
         .named(first.name(), first.sessions()?))
@@ -1016,63 +999,55 @@ fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
     }
 }
 
-/// The upstream adapter for `settings` (its timeouts and bounds the file's), reading bodies up
-/// to `max_body_bytes`, sending `authorization` (a caller's, in place of the file's) when
-/// given.
-fn spawn(
-    settings: &config::Upstream,
-    fair_share: f64,
+/// What every upstream adapter is built with: the layer it serves (the caller's identity, the
+/// keyring), the largest body it reads, and the Redis its retries are routed through.
+#[derive(Clone)]
+struct Spawner {
+    base: ElicitationLayer,
     max_body_bytes: usize,
-    base: &ElicitationLayer,
-    redis: Option<&RedisStore>,
-    authorization: Option<&http::HeaderValue>,
-) -> Result<Upstream, Error> {
-    spawn_as(
-        settings,
-        fair_share,
-        max_body_bytes,
-        base,
-        redis,
-        authorization,
-        true,
-    )
+    redis: Option<RedisStore>,
 }
 
-/// [`spawn`], a command that cannot be run refused first only with `refuse_unrunnable`;
-/// without, its adapter starts it (and fails, and tries again) as any other that fails to
-/// start: one of several upstreams that serve without it.
-fn spawn_as(
-    settings: &config::Upstream,
-    fair_share: f64,
-    max_body_bytes: usize,
-    base: &ElicitationLayer,
-    redis: Option<&RedisStore>,
-    authorization: Option<&http::HeaderValue>,
-    refuse_unrunnable: bool,
-) -> Result<Upstream, Error> {
-    let server = server(settings, authorization, refuse_unrunnable)?;
-    let mut builder = Upstream::builder(server).for_layer(base);
-    if let Some(redis) = redis {
-        builder = builder.route_retries(redis.pending_answers());
+impl Spawner {
+    /// The upstream adapter for `settings` (its timeouts and bounds the file's), sending
+    /// `authorization` (a caller's, in place of the file's) when given. A command that cannot
+    /// be run is refused first only with `refuse_unrunnable`; without, its adapter starts it
+    /// (and fails, and tries again) as any other that fails to start: one of several upstreams
+    /// that serve without it.
+    fn spawn(
+        &self,
+        settings: &config::Upstream,
+        fair_share: f64,
+        authorization: Option<&http::HeaderValue>,
+        refuse_unrunnable: bool,
+    ) -> Result<Upstream, Error> {
+        let (base, redis, max_body_bytes) = (&self.base, self.redis.as_ref(), self.max_body_bytes);
+        let server = server(settings, authorization, refuse_unrunnable)?;
+        let mut builder = Upstream::builder(server).for_layer(base);
+        if let Some(redis) = redis {
+            builder = builder.route_retries(redis.pending_answers());
+        }
+        builder = builder
+            .server_questions(settings.server_questions()?)
+            .sessions(settings.sessions()?)
+            .fair_share(fair_share)
+            .max_body_bytes(max_body_bytes)
+            .request_timeout(Bound::REQUEST_TIMEOUT.secs(settings.request_timeout_secs.as_ref())?)
+            .max_parked(Bound::MAX_PARKED.count(settings.max_parked.as_ref())?)
+            .parked_timeout(Bound::PARKED_TIMEOUT.secs(settings.parked_timeout_secs.as_ref())?)
+            .restart_backoff(Bound::RESTART_BACKOFF.secs(settings.restart_backoff_secs.as_ref())?);
+        if let Some(era) = &settings.era {
+            builder = builder.era(match era.as_str() {
+                "detect" => Era::Detect,
+                "2025" => Era::V2025,
+                "2026" => Era::V2026,
+                other => {
+                    return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into());
+                }
+            });
+        }
+        Ok(builder.spawn()?)
     }
-    builder = builder
-        .server_questions(settings.server_questions()?)
-        .sessions(settings.sessions()?)
-        .fair_share(fair_share)
-        .max_body_bytes(max_body_bytes)
-        .request_timeout(Bound::REQUEST_TIMEOUT.secs(settings.request_timeout_secs.as_ref())?)
-        .max_parked(Bound::MAX_PARKED.count(settings.max_parked.as_ref())?)
-        .parked_timeout(Bound::PARKED_TIMEOUT.secs(settings.parked_timeout_secs.as_ref())?)
-        .restart_backoff(Bound::RESTART_BACKOFF.secs(settings.restart_backoff_secs.as_ref())?);
-    if let Some(era) = &settings.era {
-        builder = builder.era(match era.as_str() {
-            "detect" => Era::Detect,
-            "2025" => Era::V2025,
-            "2026" => Era::V2026,
-            other => return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into()),
-        });
-    }
-    Ok(builder.spawn()?)
 }
 
 /// The upstream the file names; `authorization` replaces the file's `Authorization` header. A
