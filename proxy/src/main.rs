@@ -251,18 +251,24 @@ async fn run(
         upstreams: upstreams.lister.clone(),
         building: tokio::sync::Mutex::new(()),
     });
+    reload_on_signals(&policy)?;
+    let served = serve_app(&config, settings.serving, &policy, &stack, metrics).await;
+    upstreams.lister.shutdown().await;
+    served
+}
+
+/// Reloads `policy`'s file on SIGHUP and when it changes, each reload in the task that saw why.
+fn reload_on_signals(policy: &Arc<Policy>) -> Result<(), Error> {
     let reload = {
-        let policy = Arc::clone(&policy);
+        let policy = Arc::clone(policy);
         move || {
             let policy = Arc::clone(&policy);
             async move { policy.reload().await }
         }
     };
     serve::reload_on_hangup(reload.clone())?;
-    serve::reload_on_change(options.config.clone(), reload);
-    let served = serve_app(&config, settings.serving, &policy, &stack, metrics).await;
-    upstreams.lister.shutdown().await;
-    served
+    serve::reload_on_change(policy.path.clone(), reload);
+    Ok(())
 }
 
 /// The file, read and checked, its log output set (unless `--check`).
