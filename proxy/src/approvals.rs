@@ -34,7 +34,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde_json::Value;
@@ -548,15 +548,47 @@ fn field(body: &str, name: &str) -> Option<String> {
     })
 }
 
-async fn decide(
-    State(served): State<Served>,
-    Path(handle): Path<String>,
+/// A `POST` of the page's own: the call's handle, the request's headers and its form body. One
+/// that does not come from the page itself is refused ([`elsewhere`]), after the handle and the
+/// body are read, whatever the handler.
+struct Posted {
+    served: Served,
+    handle: String,
     headers: HeaderMap,
     body: String,
-) -> Response {
-    if let Some(refused) = elsewhere(&headers) {
-        return refused;
+}
+
+impl FromRequest<Served> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, served: &Served) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let Path(handle) = Path::<String>::from_request_parts(&mut parts, served)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let headers = parts.headers.clone();
+        let body = String::from_request(Request::from_parts(parts, body), served)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        if let Some(refused) = elsewhere(&headers) {
+            return Err(refused);
+        }
+        Ok(Self {
+            served: served.clone(),
+            handle,
+            headers,
+            body,
+        })
     }
+}
+
+async fn decide(posted: Posted) -> Response {
+    let Posted {
+        served,
+        handle,
+        headers,
+        body,
+    } = posted;
     let approver = match approver(&served, &headers, &handle).await {
         Ok(approver) => approver,
         Err(page) => return page.into_response(),
@@ -582,15 +614,13 @@ async fn decide(
     }
 }
 
-async fn sign_in(
-    State(served): State<Served>,
-    Path(handle): Path<String>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    if let Some(refused) = elsewhere(&headers) {
-        return refused;
-    }
+async fn sign_in(posted: Posted) -> Response {
+    let Posted {
+        served,
+        handle,
+        body,
+        ..
+    } = posted;
     let Some(token) = field(&body, "token")
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())

@@ -861,7 +861,7 @@ impl Source {
         for (key, entries) in [("expose", exposed), ("hide", upstream.hide.as_slice())] {
             for entry in entries {
                 let (kind, pattern) = crate::targets::split(entry.get_ref());
-                if several && key == "expose" && kind == "resource" {
+                if several && key == "expose" && kind == crate::targets::Kind::Resource {
                     found.push(self.error(
                         at(entry.span()),
                         format!(
@@ -1256,7 +1256,7 @@ impl Source {
             let line = Some(self.line_of(given.span().start));
             if name.trim().is_empty() {
                 found.push(self.error(line, "[limits] per_tool: a tool's name is empty"));
-            } else if let Err(why) = crate::targets::target("tool", name) {
+            } else if let Err(why) = crate::targets::target(crate::targets::Kind::Tool, name) {
                 found.push(self.error(line, format!("[limits] per_tool: {why}")));
             }
         }
@@ -1310,10 +1310,7 @@ impl Source {
 /// Whether `text` may name an upstream or be its prefix: 1 to 64 ASCII letters, digits, `-`
 /// or `_`, so that it is a literal in a name pattern.
 fn is_name(text: &str) -> bool {
-    (1..=64).contains(&text.len())
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    text.len() <= 64 && crate::template::is_name(text)
 }
 
 /// A secret given as `env:NAME` (the variable's value) or `file:PATH` (the file's contents,
@@ -1340,6 +1337,16 @@ mod tests {
             path: PathBuf::from("gates.toml"),
             text: text.to_owned(),
         }
+    }
+
+    /// `text` read and checked, or the mistake as the operator reads it.
+    fn checked(text: &str) -> Result<Config, String> {
+        let source = source(text);
+        let config = source.parse().map_err(|e| e.to_string())?;
+        source
+            .check(&config)
+            .map(|()| config)
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -1438,23 +1445,15 @@ require = { approve = true }
 
     #[test]
     fn sessions_and_the_fair_share_are_in_range_and_a_bad_value_names_its_line() {
-        let read = |text: &str| {
-            let source = source(text);
-            let config = source.parse().map_err(|e| e.to_string())?;
-            source
-                .check(&config)
-                .map(|()| config)
-                .map_err(|e| e.to_string())
-        };
         let command = "[upstream]\ncommand = [\"x\"]\n";
-        let config = read(command).unwrap();
+        let config = checked(command).unwrap();
         assert_eq!(config.upstreams.first().sessions(), Ok(1));
         assert_eq!(config.upstreams.first().fair_share(), Ok(0.25));
-        let config = read(&format!("{command}sessions = 8\nfair_share = 0.5\n")).unwrap();
+        let config = checked(&format!("{command}sessions = 8\nfair_share = 0.5\n")).unwrap();
         assert_eq!(config.upstreams.first().sessions(), Ok(8));
         assert_eq!(config.upstreams.first().fair_share(), Ok(0.5));
         // An integer share reads as a number too.
-        let config = read(&format!("{command}fair_share = 1\n")).unwrap();
+        let config = checked(&format!("{command}fair_share = 1\n")).unwrap();
         assert_eq!(config.upstreams.first().fair_share(), Ok(1.0));
         for (bad, says) in [
             ("\nsessions = 0\n", "from 1 to 64"),
@@ -1465,41 +1464,33 @@ require = { approve = true }
             ("\nfair_share = 1.5\n", "at most 1"),
             ("\nfair_share = \"half\"\n", "expected f64"),
         ] {
-            let error = read(&format!("{command}{bad}")).unwrap_err();
+            let error = checked(&format!("{command}{bad}")).unwrap_err();
             assert!(error.starts_with("gates.toml:4: "), "{bad}: {error}");
             assert!(error.contains(says), "{bad}: {error}");
         }
         let error =
-            read("[upstream]\nurl = \"http://127.0.0.1:1/mcp\"\nsessions = 2\n").unwrap_err();
+            checked("[upstream]\nurl = \"http://127.0.0.1:1/mcp\"\nsessions = 2\n").unwrap_err();
         assert!(error.starts_with("gates.toml:3: "), "{error}");
         assert!(error.contains("only for a command"), "{error}");
     }
 
     #[test]
     fn exposure_entries_are_patterns_and_expose_names_something() {
-        let read = |text: &str| {
-            let source = source(text);
-            let config = source.parse().map_err(|e| e.to_string())?;
-            source
-                .check(&config)
-                .map(|()| config)
-                .map_err(|e| e.to_string())
-        };
         let command = "[upstream]\ncommand = [\"x\"]\n";
-        let config = read(&format!(
+        let config = checked(&format!(
             "{command}expose = [\"read_*\", \"prompt:echo\", \"resource:file:///srv/**\"]\nhide = [\"read_secret\"]\nhide_when_unanswerable = true\n"
         ))
         .unwrap();
         assert_eq!(config.upstreams.first().hide.len(), 1);
         assert!(config.upstreams.first().hide_when_unanswerable);
-        let error = read(&format!("{command}\nexpose = []\n")).unwrap_err();
+        let error = checked(&format!("{command}\nexpose = []\n")).unwrap_err();
         assert!(
             error.starts_with("gates.toml:4: [upstream] expose = []"),
             "{error}"
         );
         assert!(error.contains("Leave `expose` out"), "{error}");
         // Each bad entry at its own line, with the file's other mistakes.
-        let error = read(&format!(
+        let error = checked(&format!(
             "{command}expose = [\n  \"read_*\",\n  \"read_[ab]\",\n]\nhide = [\"prompt:\"]\nsessions = 0\n"
         ))
         .unwrap_err();

@@ -54,58 +54,8 @@ use crate::catalog;
 use crate::config::{Upstream, Upstreams};
 use crate::gates::Offered;
 use crate::policy::Policy;
-use crate::targets;
+use crate::targets::{self, Kind};
 use toml::Spanned;
-
-/// Every kind, in the order `--check` prints them.
-const KINDS: [Kind; 3] = [Kind::Tool, Kind::Prompt, Kind::Resource];
-
-/// What a name or URI is of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Tool,
-    Prompt,
-    Resource,
-}
-
-impl Kind {
-    fn of(kind: &str) -> Self {
-        match kind {
-            "tool" => Self::Tool,
-            "prompt" => Self::Prompt,
-            _ => Self::Resource,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Tool => "tool",
-            Self::Prompt => "prompt",
-            Self::Resource => "resource",
-        }
-    }
-
-    fn plural(self) -> &'static str {
-        match self {
-            Self::Tool => "tools",
-            Self::Prompt => "prompts",
-            Self::Resource => "resources",
-        }
-    }
-
-    /// The method whose calls name one: what a target of this kind is matched for.
-    fn method(self) -> &'static str {
-        targets::method_of(self.name())
-    }
-
-    fn index(self) -> usize {
-        match self {
-            Self::Tool => 0,
-            Self::Prompt => 1,
-            Self::Resource => 2,
-        }
-    }
-}
 
 /// One kind's entries.
 #[derive(Default)]
@@ -153,7 +103,7 @@ pub fn hidden_resources(upstreams: &Upstreams) -> Result<Vec<Vec<GateTarget>>, S
                 .hide
                 .iter()
                 .filter_map(|entry| match targets::split(entry.get_ref()) {
-                    ("resource", pattern) => Some(targets::target("resource", pattern)),
+                    (Kind::Resource, pattern) => Some(targets::target(Kind::Resource, pattern)),
                     _ => None,
                 })
                 .collect()
@@ -201,14 +151,14 @@ impl Exposure {
         for entry in exposed.unwrap_or_default() {
             let (kind, pattern) = targets::split(entry.get_ref());
             let target = targets::target(kind, pattern)?;
-            kinds[Kind::of(kind).index()]
+            kinds[kind.index()]
                 .expose
                 .get_or_insert_with(Vec::new)
                 .push(target);
         }
         for entry in &upstream.hide {
             let (kind, pattern) = targets::split(entry.get_ref());
-            kinds[Kind::of(kind).index()]
+            kinds[kind.index()]
                 .hide
                 .push(targets::target(kind, pattern)?);
         }
@@ -235,13 +185,13 @@ impl Exposure {
         }
         let spanned = |text: String| Spanned::new(0..0, text);
         let prefixed = |prefix: &str, entry: &str| match targets::split(entry) {
-            ("tool", pattern) => format!("{prefix}{pattern}"),
-            ("prompt", pattern) => format!("prompt:{prefix}{pattern}"),
+            (Kind::Tool, pattern) => format!("{prefix}{pattern}"),
+            (Kind::Prompt, pattern) => format!("prompt:{prefix}{pattern}"),
             _ => entry.to_owned(),
         };
         let mut combined = upstreams.first().clone();
         let mut expose = Vec::new();
-        for kind in ["tool", "prompt"] {
+        for kind in [Kind::Tool, Kind::Prompt] {
             let names_kind = |upstream: &Upstream| {
                 upstream.expose.as_ref().is_some_and(|entries| {
                     entries
@@ -264,7 +214,7 @@ impl Exposure {
                             expose.push(spanned(prefixed(&prefix, entry.get_ref())));
                         }
                     }
-                } else if kind == "tool" {
+                } else if kind == Kind::Tool {
                     expose.push(spanned(format!("{prefix}*")));
                 } else {
                     expose.push(spanned(format!("prompt:{prefix}*")));
@@ -281,7 +231,7 @@ impl Exposure {
                 upstream
                     .hide
                     .iter()
-                    .filter(|entry| targets::split(entry.get_ref()).0 != "resource")
+                    .filter(|entry| targets::split(entry.get_ref()).0 != Kind::Resource)
                     .map(move |entry| spanned(prefixed(&prefix, entry.get_ref())))
             })
             .collect();
@@ -330,7 +280,7 @@ impl Exposure {
     /// `hide_when_unanswerable` what a client without elicitation does not see.
     pub fn summary(&self, offered: &Offered) -> Vec<String> {
         let mut lines = Vec::new();
-        for kind in KINDS {
+        for kind in Kind::ALL {
             if !self.kinds[kind.index()].restricts() {
                 continue;
             }
@@ -350,7 +300,7 @@ impl Exposure {
         }
         if self.unanswerable.is_some() {
             let mut hidden = Vec::new();
-            for kind in KINDS {
+            for kind in Kind::ALL {
                 hidden.extend(listed(offered, kind).into_iter().filter(|name| {
                     self.shows(kind, name) && self.unanswerable(kind, name, Answers::default())
                 }));
@@ -373,11 +323,7 @@ impl Exposure {
         let mut warnings = Vec::new();
         for rule in &policy.rules {
             for (method, target, pattern) in &rule.targets {
-                let kind = match *method {
-                    "tools/call" => Kind::Tool,
-                    "prompts/get" => Kind::Prompt,
-                    _ => Kind::Resource,
-                };
+                let kind = Kind::of_method(method);
                 if !self.kinds[kind.index()].restricts() {
                     continue;
                 }
@@ -489,12 +435,7 @@ fn list_of(method: &str) -> Option<(Kind, &'static str, &'static str)> {
 
 /// What the upstream lists now of `kind`.
 fn listed(offered: &Offered, kind: Kind) -> Vec<&str> {
-    let names = match kind {
-        Kind::Tool => &offered.tools,
-        Kind::Prompt => &offered.prompts,
-        Kind::Resource => &offered.resources,
-    };
-    names.keys().map(String::as_str).collect()
+    offered.names(kind).keys().map(String::as_str).collect()
 }
 
 /// `names` after `lead`, the first 20 of them; nothing when there are none.
@@ -819,15 +760,7 @@ mod tests {
     }
 
     fn policy_of(source: &Source, config: &crate::config::Config) -> Arc<Policy> {
-        let backends = crate::flows::Backends {
-            redis: None,
-            http: reqwest::Client::new(),
-            approvals: Arc::new(crate::approvals::Approvals::new(
-                "http://127.0.0.1:3000",
-                Vec::new(),
-                Some("needs [identity] jwt or api_keys".to_owned()),
-            )),
-        };
+        let backends = crate::flows::Backends::offline();
         let catalog = Arc::new(catalog::Catalog::new(
             None,
             crate::metrics::Metrics::default(),
@@ -860,7 +793,7 @@ mod tests {
         exposure: &Exposure,
         offered: &Offered,
     ) -> std::collections::BTreeMap<&'static str, usize> {
-        KINDS
+        Kind::ALL
             .iter()
             .map(|&kind| {
                 let shown = listed(offered, kind)

@@ -48,6 +48,23 @@ pub struct Backends {
     pub approvals: Arc<crate::approvals::Approvals>,
 }
 
+impl Backends {
+    /// What a test's gates reach: no Redis, a plain client, and approval pages that cannot be
+    /// served.
+    #[cfg(test)]
+    pub fn offline() -> Self {
+        Self {
+            redis: None,
+            http: reqwest::Client::new(),
+            approvals: Arc::new(crate::approvals::Approvals::new(
+                "http://127.0.0.1:3000",
+                Vec::new(),
+                Some("needs [identity] jwt or api_keys".to_owned()),
+            )),
+        }
+    }
+}
+
 /// How long a spent handle is remembered: the layer's token lifetime (600 s) and its clock
 /// skew (60 s), past which no token that carries the handle is accepted.
 const SPENT_FOR: Duration = Duration::from_secs(660);

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use tower_elicitation::{Gate, GateTarget};
+use tower_elicitation::{Gate, GateCall, GateTarget};
 
 use crate::approvals::ApprovalFlow;
 use crate::catalog::{Catalog, Change};
@@ -22,8 +22,8 @@ use crate::config::{Config, ConfigError, GateSpec, OnToolChange, Source};
 use crate::flows::{Backends, Check, ConfiguredFlow};
 use crate::policy::{self, Action, Condition, Policy, Rule};
 use crate::shown;
-use crate::targets;
-use crate::template::{self, is_name};
+use crate::targets::{self, Kind};
+use crate::template;
 
 /// The key of the question a changed tool asks (`on_tool_change = "ask"`), which the file's
 /// gates may not use.
@@ -41,12 +41,22 @@ pub struct Offered {
     pub samples: BTreeMap<String, Value>,
 }
 
+impl Offered {
+    /// What is listed of `kind`: each name (a resource's URI) with the arguments it takes.
+    pub fn names(&self, kind: Kind) -> &BTreeMap<String, Vec<String>> {
+        match kind {
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+            Kind::Resource => &self.resources,
+        }
+    }
+}
+
 /// One gate on one target, as built and as the client will see it.
 pub struct Built {
     pub target: GateTarget,
     pub gate: Gate,
-    /// `tool`, `prompt` or `resource`.
-    pub kind: &'static str,
+    pub kind: Kind,
     /// The tool's or prompt's own name, or the pattern.
     pub target_name: String,
     /// What the upstream lists now that the target matches.
@@ -152,11 +162,7 @@ pub fn build(
 /// lists now they apply to (`3 gates on 5 tools and 1 prompt`).
 pub fn summary(gates: usize, built: &[Built]) -> String {
     let mut counts = Vec::new();
-    for (kind, plural) in [
-        ("tool", "tools"),
-        ("prompt", "prompts"),
-        ("resource", "resources"),
-    ] {
+    for kind in Kind::ALL {
         let names: std::collections::BTreeSet<&str> = built
             .iter()
             .filter(|b| b.kind == kind)
@@ -165,7 +171,7 @@ pub fn summary(gates: usize, built: &[Built]) -> String {
         match names.len() {
             0 => {}
             1 => counts.push(format!("1 {kind}")),
-            n => counts.push(format!("{n} {plural}")),
+            n => counts.push(format!("{n} {}", kind.plural())),
         }
     }
     let gates = match gates {
@@ -188,12 +194,8 @@ fn shadowed(rules: &[Rule], offered: &Offered) -> Vec<String> {
     let mut warnings = Vec::new();
     for (at, rule) in rules.iter().enumerate() {
         for (method, target, pattern) in &rule.targets {
-            let names = match *method {
-                "tools/call" => &offered.tools,
-                "prompts/get" => &offered.prompts,
-                _ => &offered.resources,
-            };
-            let listed: Vec<&String> = names
+            let listed: Vec<&String> = offered
+                .names(Kind::of_method(method))
                 .keys()
                 .filter(|name| target.applies_to(method, name))
                 .collect();
@@ -263,7 +265,7 @@ pub fn changed(catalog: &Arc<Catalog>, mode: OnToolChange) -> Vec<Built> {
         built.push(Built {
             target: GateTarget::tool(change.tool.clone()),
             gate,
-            kind: "tool",
+            kind: Kind::Tool,
             target_name: change.tool.clone(),
             listed: vec![change.tool.clone()],
             label: "on_tool_change".to_owned(),
@@ -308,14 +310,82 @@ fn change_summary(change: &Change) -> String {
     text
 }
 
-type Target = (&'static str, GateTarget, String, Vec<String>, bool);
+/// One target of a gate: what it names, and what the upstream lists now that it matches.
+struct Target {
+    kind: Kind,
+    target: GateTarget,
+    /// The file's name, glob or URI pattern.
+    pattern: String,
+    /// What the upstream lists now that the target matches.
+    listed: Vec<String>,
+    /// A prompt gated because a tool of its name is (`cover_prompts`).
+    covered: bool,
+}
 
+/// What one gate asks, the same on each of its targets.
+struct Question {
+    key: String,
+    /// The URL flow, for a URL gate.
+    flow: Option<ConfiguredFlow>,
+    /// `approvers = "url"`: another person answers, on the approval page.
+    by_approver: bool,
+    show_arguments: bool,
+    message: Option<String>,
+    /// The form's `requestedSchema`, or what stands for it (`--check` prints it).
+    schema: String,
+    rules: Arc<BTreeMap<String, Requirement>>,
+    /// The gate as written, digested: a reload that changes it asks again.
+    digest: String,
+}
+
+/// One `[[gate]]`: its gate on each target it names, what `--check` warns of, and its rule.
 fn one(
     spec: &GateSpec,
     offered: &Offered,
     backends: &Backends,
     catalog: &Arc<Catalog>,
 ) -> Result<(Vec<Built>, Vec<String>, Rule), String> {
+    let action = checked_action(spec)?;
+    let show_arguments = shows_arguments(spec)?;
+    let by_approver = asked_by_approver(spec, backends)?;
+    let flow = flow(spec, backends)?;
+    if action == Action::Ask && spec.form.is_empty() && flow.is_none() && !by_approver {
+        return Err("has no `form` fields and no `url`: it would ask nothing".to_owned());
+    }
+    let (targets, warnings) = targets_of(spec, offered)?;
+    let rules = rules(spec)?;
+    check_arguments(&needed(spec, flow.as_ref(), &rules), &targets, offered)?;
+    let required = required_fields(spec, &rules)?;
+    let schema = match &flow {
+        Some(flow) => format!("a URL: {}", flow.url),
+        None if by_approver => "an approver's decision, on the approval page".to_owned(),
+        // A rule that asks nobody still has a gate: it refuses (`deny`), or fails closed when
+        // a condition cannot say, with no question.
+        None if action != Action::Ask => r#"{"type": "object", "properties": {}}"#.to_owned(),
+        None => schema(&spec.form, &required)?,
+    };
+    let rule = rule_of(spec, action, &targets, offered)?;
+    let question = Question {
+        key: spec.key.clone().unwrap_or_else(|| "approval".to_owned()),
+        flow,
+        by_approver,
+        show_arguments,
+        message: spec.message.clone(),
+        schema,
+        rules: Arc::new(rules),
+        digest: crate::catalog::digest(&serde_json::to_value(spec).map_err(|e| e.to_string())?),
+    };
+    let built = targets
+        .into_iter()
+        .map(|target| question.built(target, spec, backends, catalog))
+        .collect::<Result<_, _>>()?;
+    Ok((built, warnings, rule))
+}
+
+/// The gate's action, once the fields that go with it are checked: it names something, its
+/// approval's lifetime is in range, an action that asks nobody has no question, and its key is
+/// not the proxy's own.
+fn checked_action(spec: &GateSpec) -> Result<Action, String> {
     if spec.tools.is_empty() && spec.prompts.is_empty() && spec.resources.is_empty() {
         return Err("names no `tools`, `prompts` or `resources`".to_owned());
     }
@@ -327,163 +397,210 @@ fn one(
         return Err("approval_ttl_secs: from 1 to 86400 seconds".to_owned());
     }
     if action != Action::Ask {
-        let asks = [
-            ("form", !spec.form.is_empty()),
-            ("url", spec.url.is_some()),
-            ("require", !spec.require.is_empty()),
-            ("message", spec.message.is_some()),
-            ("retry_hint", spec.retry_hint.is_some()),
-            ("inject_as", spec.inject_as.is_some()),
-            ("show", spec.show.is_some()),
-            ("approval_ttl_secs", spec.approval_ttl_secs.is_some()),
-            ("approvers", spec.approvers.is_some()),
-        ];
-        if let Some((field, _)) = asks.iter().find(|(_, given)| *given) {
-            return Err(format!(
-                "action = \"{action}\" asks nobody: `{field}` has no use here"
-            ));
-        }
-        if action == Action::Allow && spec.refusal.is_some() {
-            return Err("action = \"allow\" refuses nothing: `refusal` has no use here".to_owned());
-        }
+        unasked(spec, action)?;
     }
     if spec.key.as_deref() == Some(TOOL_CHANGE_KEY) {
         return Err(format!(
             "key {TOOL_CHANGE_KEY:?} is the proxy's own (on_tool_change)"
         ));
     }
-    let show_arguments = match spec.show.as_deref() {
-        None => false,
-        Some("arguments") => true,
-        Some(other) => return Err(format!("show {other:?}: only \"arguments\"")),
-    };
-    let by_approver = match spec.approvers.as_deref() {
-        None | Some("caller") => false,
-        Some("url") => true,
+    Ok(action)
+}
+
+/// Refuses the fields of a question on a gate whose `action` asks nobody.
+fn unasked(spec: &GateSpec, action: Action) -> Result<(), String> {
+    let asks = [
+        ("form", !spec.form.is_empty()),
+        ("url", spec.url.is_some()),
+        ("require", !spec.require.is_empty()),
+        ("message", spec.message.is_some()),
+        ("retry_hint", spec.retry_hint.is_some()),
+        ("inject_as", spec.inject_as.is_some()),
+        ("show", spec.show.is_some()),
+        ("approval_ttl_secs", spec.approval_ttl_secs.is_some()),
+        ("approvers", spec.approvers.is_some()),
+    ];
+    if let Some((field, _)) = asks.iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "action = \"{action}\" asks nobody: `{field}` has no use here"
+        ));
+    }
+    if action == Action::Allow && spec.refusal.is_some() {
+        return Err("action = \"allow\" refuses nothing: `refusal` has no use here".to_owned());
+    }
+    Ok(())
+}
+
+/// `show = "arguments"`: the question lists the call's arguments.
+fn shows_arguments(spec: &GateSpec) -> Result<bool, String> {
+    match spec.show.as_deref() {
+        None => Ok(false),
+        Some("arguments") => Ok(true),
+        Some(other) => Err(format!("show {other:?}: only \"arguments\"")),
+    }
+}
+
+/// `approvers = "url"`: another person answers on the approval page, which must be served, and
+/// is the whole question.
+fn asked_by_approver(spec: &GateSpec, backends: &Backends) -> Result<bool, String> {
+    match spec.approvers.as_deref() {
+        None | Some("caller") => return Ok(false),
+        Some("url") => {}
         Some(other) => {
             return Err(format!(
                 "approvers {other:?}: \"caller\" (the caller's own client asks) or \"url\" (another person, on the approval page)"
             ));
         }
-    };
-    if by_approver {
-        if let Some(why) = backends.approvals.unavailable() {
-            return Err(format!("approvers = \"url\" {why}"));
-        }
-        if spec.url.is_some()
-            || spec.complete_when.is_some()
-            || !spec.form.is_empty()
-            || !spec.require.is_empty()
-        {
-            return Err("approvers = \"url\": the approval page is the question; no `form`, `require`, `url` or `complete_when`".to_owned());
-        }
     }
-    let flow = flow(spec, backends)?;
-    if action == Action::Ask && spec.form.is_empty() && flow.is_none() && !by_approver {
-        return Err("has no `form` fields and no `url`: it would ask nothing".to_owned());
+    if let Some(why) = backends.approvals.unavailable() {
+        return Err(format!("approvers = \"url\" {why}"));
     }
+    if spec.url.is_some()
+        || spec.complete_when.is_some()
+        || !spec.form.is_empty()
+        || !spec.require.is_empty()
+    {
+        return Err("approvers = \"url\": the approval page is the question; no `form`, `require`, `url` or `complete_when`".to_owned());
+    }
+    Ok(true)
+}
+
+/// Every target `spec` names, in the file's order (a tool's prompt of the same name just before
+/// it), and the warnings of what they match.
+fn targets_of(spec: &GateSpec, offered: &Offered) -> Result<(Vec<Target>, Vec<String>), String> {
     let mut warnings = Vec::new();
-    let mut targets: Vec<Target> = Vec::new();
+    let mut targets = Vec::new();
     let cover_prompts = spec.cover_prompts != Some(false);
-    for (kind, patterns, names) in [
-        ("tool", &spec.tools, &offered.tools),
-        ("prompt", &spec.prompts, &offered.prompts),
-        ("resource", &spec.resources, &offered.resources),
-    ] {
-        for pattern in patterns {
-            let target = targets::target(kind, pattern)?;
-            let method = targets::method_of(kind);
-            let listed: Vec<String> = names
-                .keys()
-                .filter(|name| target.applies_to(method, name))
-                .cloned()
-                .collect();
-            if listed.is_empty() {
-                let known: Vec<&str> = names.keys().map(String::as_str).collect();
-                warnings.push(format!(
-                    "{kind} {pattern:?} matches nothing the upstream lists now ({}); it is matched on each call",
-                    if known.is_empty() {
+    for kind in Kind::ALL {
+        for pattern in patterns(spec, kind) {
+            let target = matched(kind, pattern, offered)?;
+            if target.listed.is_empty() {
+                warnings.push(matches_nothing(kind, pattern, offered));
+            }
+            if kind == Kind::Tool {
+                let mut prompt = matched(Kind::Prompt, pattern, offered)?;
+                if cover_prompts {
+                    prompt.covered = true;
+                    targets.push(prompt);
+                } else {
+                    warnings.extend(prompt.listed.iter().map(|name| format!(
+                        "prompt {name:?} has the name of a gated tool but is not gated (cover_prompts = false)"
+                    )));
+                }
+            }
+            targets.push(target);
+        }
+    }
+    Ok((targets, warnings))
+}
+
+/// The names or patterns of `kind` that `spec` gates (`tools`, `prompts`, `resources`).
+fn patterns(spec: &GateSpec, kind: Kind) -> &[String] {
+    match kind {
+        Kind::Tool => &spec.tools,
+        Kind::Prompt => &spec.prompts,
+        Kind::Resource => &spec.resources,
+    }
+}
+
+/// `pattern` as a target of `kind`, with what the upstream lists now that it matches.
+fn matched(kind: Kind, pattern: &str, offered: &Offered) -> Result<Target, String> {
+    let target = targets::target(kind, pattern)?;
+    let listed = offered
+        .names(kind)
+        .keys()
+        .filter(|name| target.applies_to(kind.method(), name))
+        .cloned()
+        .collect();
+    Ok(Target {
+        kind,
+        target,
+        pattern: pattern.to_owned(),
+        listed,
+        covered: false,
+    })
+}
+
+/// The warning for a pattern that matches nothing listed now.
+fn matches_nothing(kind: Kind, pattern: &str, offered: &Offered) -> String {
+    let known: Vec<&str> = offered.names(kind).keys().map(String::as_str).collect();
+    format!(
+        "{kind} {pattern:?} matches nothing the upstream lists now ({}); it is matched on each call",
+        if known.is_empty() {
+            "none".to_owned()
+        } else {
+            known.join(", ")
+        }
+    )
+}
+
+/// The arguments the gate reads: its message's and URLs' placeholders (but `{handle}`, the
+/// flow's own) and the arguments its `require` compares answers with.
+fn needed(
+    spec: &GateSpec,
+    flow: Option<&ConfiguredFlow>,
+    rules: &BTreeMap<String, Requirement>,
+) -> Vec<String> {
+    let message = spec
+        .message
+        .as_deref()
+        .into_iter()
+        .flat_map(template::names);
+    let urls = flow
+        .into_iter()
+        .flat_map(|flow| template::names(&flow.url).chain(template::names(flow.check.template())))
+        .filter(|name| *name != "handle");
+    let compared = rules.values().filter_map(|rule| match rule {
+        Requirement::SameAs(argument) => Some(argument.as_str()),
+        Requirement::Equals(_) => None,
+    });
+    message
+        .chain(urls)
+        .chain(compared)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Refuses an argument in `needed` that a listed target does not take.
+fn check_arguments(needed: &[String], targets: &[Target], offered: &Offered) -> Result<(), String> {
+    for target in targets.iter().filter(|target| !target.covered) {
+        for (name, arguments) in takes(target, offered) {
+            if let Some(argument) = needed.iter().find(|argument| !arguments.contains(argument)) {
+                return Err(format!(
+                    "{{{argument}}} names an argument {} {name} does not take (it takes {})",
+                    target.kind,
+                    if arguments.is_empty() {
                         "none".to_owned()
                     } else {
-                        known.join(", ")
+                        arguments.join(", ")
                     }
                 ));
             }
-            if kind == "tool" {
-                let prompt = targets::target("prompt", pattern)?;
-                let prompts: Vec<String> = offered
-                    .prompts
-                    .keys()
-                    .filter(|name| prompt.applies_to("prompts/get", name))
-                    .cloned()
-                    .collect();
-                if cover_prompts {
-                    targets.push(("prompt", prompt, pattern.clone(), prompts, true));
-                } else {
-                    for name in prompts {
-                        warnings.push(format!(
-                            "prompt {name:?} has the name of a gated tool but is not gated (cover_prompts = false)"
-                        ));
-                    }
-                }
-            }
-            targets.push((kind, target, pattern.clone(), listed, false));
         }
     }
-    let message = spec.message.clone();
-    let mut placeholders: Vec<String> = message
-        .as_deref()
-        .map(|message| template::names(message).map(str::to_owned).collect())
-        .unwrap_or_default();
-    if let Some(flow) = &flow {
-        let check = flow.check.template();
-        placeholders.extend(
-            template::names(&flow.url)
-                .chain(template::names(check))
-                .filter(|name| *name != "handle")
-                .map(str::to_owned),
-        );
+    Ok(())
+}
+
+/// What each name `target` matches takes: a listed tool's or prompt's arguments; a resource
+/// pattern's one `uri`.
+fn takes<'a>(target: &'a Target, offered: &Offered) -> Vec<(&'a String, Vec<String>)> {
+    if target.kind == Kind::Resource {
+        return vec![(&target.pattern, vec!["uri".to_owned()])];
     }
-    let rules = rules(spec)?;
-    for (kind, _, pattern, listed, covered) in &targets {
-        if *covered {
-            continue;
-        }
-        let needed: Vec<&String> = placeholders
-            .iter()
-            .chain(rules.values().filter_map(|rule| match rule {
-                Requirement::SameAs(argument) => Some(argument),
-                Requirement::Equals(_) => None,
-            }))
-            .collect();
-        let each: Vec<(&String, Vec<String>)> = if *kind == "resource" {
-            vec![(pattern, vec!["uri".to_owned()])]
-        } else {
-            let names = if *kind == "tool" {
-                &offered.tools
-            } else {
-                &offered.prompts
-            };
-            listed
-                .iter()
-                .map(|name| (name, names.get(name).cloned().unwrap_or_default()))
-                .collect()
-        };
-        for (name, arguments) in each {
-            for argument in &needed {
-                if !arguments.contains(argument) {
-                    return Err(format!(
-                        "{{{argument}}} names an argument {kind} {name} does not take (it takes {})",
-                        if arguments.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            arguments.join(", ")
-                        }
-                    ));
-                }
-            }
-        }
-    }
+    let names = offered.names(target.kind);
+    target
+        .listed
+        .iter()
+        .map(|name| (name, names.get(name).cloned().unwrap_or_default()))
+        .collect()
+}
+
+/// The form's required fields (`required`, else those `require` judges), each one of the
+/// form's.
+fn required_fields(
+    spec: &GateSpec,
+    rules: &BTreeMap<String, Requirement>,
+) -> Result<Vec<String>, String> {
     let required = match &spec.required {
         Some(required) => required.clone(),
         None => rules.keys().cloned().collect(),
@@ -493,38 +610,67 @@ fn one(
             return Err(format!("`{field}` is not one of the form's fields"));
         }
     }
-    let schema = match &flow {
-        Some(flow) => format!("a URL: {}", flow.url),
-        None if by_approver => "an approver's decision, on the approval page".to_owned(),
-        // A rule that asks nobody still has a gate: it refuses (`deny`), or fails closed when
-        // a condition cannot say, with no question.
-        None if action != Action::Ask => r#"{"type": "object", "properties": {}}"#.to_owned(),
-        None => schema(&spec.form, &required)?,
-    };
-    let rule = rule_of(spec, action, &targets, offered)?;
-    let key = spec.key.clone().unwrap_or_else(|| "approval".to_owned());
-    // The approval is bound to the gate as written: a reload that changes it asks again.
-    let spec_digest =
-        crate::catalog::digest(&serde_json::to_value(spec).map_err(|e| e.to_string())?);
-    let rules = Arc::new(rules);
-    let mut built = Vec::new();
-    for (kind, target, pattern, listed, covered) in targets {
-        let mut gate = match &flow {
-            Some(flow) => Gate::url(key.clone(), flow.clone()),
-            None if by_approver => Gate::url(
-                key.clone(),
+    Ok(required)
+}
+
+impl Question {
+    /// The gate on `target`, as built and as `--check` shows it.
+    fn built(
+        &self,
+        target: Target,
+        spec: &GateSpec,
+        backends: &Backends,
+        catalog: &Arc<Catalog>,
+    ) -> Result<Built, String> {
+        let gate = self.asking(spec, backends, catalog)?;
+        let gate = gate.message(self.message_on(target.kind));
+        let gate = self.judging(gate, spec);
+        let gate = self.bound(gate, target.kind, catalog);
+        Ok(Built {
+            target: target.target,
+            gate,
+            kind: target.kind,
+            listed: target.listed,
+            label: String::new(),
+            message: self
+                .message
+                .clone()
+                .unwrap_or_else(|| format!("Allow {}?", target.pattern)),
+            target_name: target.pattern,
+            schema: self.schema.clone(),
+            covered_prompt: target.covered,
+        })
+    }
+
+    /// The gate's question: the URL flow, the approval page, or the form.
+    fn asking(
+        &self,
+        spec: &GateSpec,
+        backends: &Backends,
+        catalog: &Arc<Catalog>,
+    ) -> Result<Gate, String> {
+        match &self.flow {
+            Some(flow) => Gate::url(self.key.clone(), flow.clone()),
+            None if self.by_approver => Gate::url(
+                self.key.clone(),
                 ApprovalFlow {
                     approvals: Arc::clone(&backends.approvals),
                     catalog: Arc::clone(catalog),
                     wait: spec.approval_ttl_secs.map(std::time::Duration::from_secs),
                 },
             ),
-            None => Gate::form(key.clone(), schema.clone()),
+            None => Gate::form(self.key.clone(), self.schema.clone()),
         }
-        .map_err(in_the_files_words)?;
-        let resource = kind == "resource";
-        let template = message.clone();
-        gate = gate.message(move |call| {
+        .map_err(in_the_files_words)
+    }
+
+    /// What a call of a target of `kind` is asked: the message with its placeholders filled
+    /// (a resource's `{uri}` its URI), the arguments when `show = "arguments"`, and what an
+    /// approver's gate tells the caller.
+    fn message_on(&self, kind: Kind) -> impl Fn(&GateCall<'_>) -> String + Send + Sync + 'static {
+        let (template, resource) = (self.message.clone(), kind == Kind::Resource);
+        let (show_arguments, by_approver) = (self.show_arguments, self.by_approver);
+        move |call| {
             let mut text = match &template {
                 Some(template) if resource => {
                     interpolate(template, &serde_json::json!({ "uri": call.target() }))
@@ -544,9 +690,14 @@ fn one(
                 text.push_str(crate::approvals::ASK_CALLER);
             }
             text
-        });
-        if !rules.is_empty() {
-            let rules = Arc::clone(&rules);
+        }
+    }
+
+    /// `gate` judging its answers as the file says: `require`, `retry_hint`, `refusal` (with the
+    /// decision id), `inject_as` and `approval_ttl_secs`.
+    fn judging(&self, mut gate: Gate, spec: &GateSpec) -> Gate {
+        if !self.rules.is_empty() {
+            let rules = Arc::clone(&self.rules);
             gate = gate.require(move |answer, call| allows(&rules, answer, call.arguments()));
         }
         if let Some(hint) = &spec.retry_hint {
@@ -573,36 +724,28 @@ fn one(
         if let Some(ttl) = spec.approval_ttl_secs {
             gate = gate.approval_ttl(std::time::Duration::from_secs(ttl));
         }
-        let tool = kind == "tool";
+        gate
+    }
+
+    /// `gate` bound to the gate as written and, on a tool, to the tool's definition as last
+    /// listed (whose `inputSchema` must also accept the call's arguments).
+    fn bound(&self, mut gate: Gate, kind: Kind, catalog: &Arc<Catalog>) -> Gate {
+        let tool = kind == Kind::Tool;
         if tool {
             let checked = Arc::clone(catalog);
             gate = gate
                 .check_call(move |call| checked.check_arguments(call.target(), call.arguments()));
         }
-        let (bound, digest) = (Arc::clone(catalog), spec_digest.clone());
-        gate = gate.bound_to(move |call| {
+        let (bound, digest) = (Arc::clone(catalog), self.digest.clone());
+        gate.bound_to(move |call| {
             let definition = if tool {
                 bound.digest_of(call.target())
             } else {
                 String::new()
             };
             format!("{digest}\0{definition}")
-        });
-        built.push(Built {
-            target,
-            gate,
-            kind,
-            target_name: pattern.clone(),
-            listed,
-            label: String::new(),
-            message: message
-                .clone()
-                .unwrap_or_else(|| format!("Allow {pattern}?")),
-            schema: schema.clone(),
-            covered_prompt: covered,
-        });
+        })
     }
-    Ok((built, warnings, rule))
 }
 
 /// The rule `spec` is in the file's order: its action, what it names, and its condition,
@@ -617,26 +760,31 @@ fn rule_of(
     let mut samples = Vec::new();
     let mut named = Vec::new();
     let mut covered = Vec::new();
-    for (kind, target, pattern, listed, is_covered) in targets {
-        if *is_covered {
-            covered.push((target.clone(), pattern.clone()));
+    for target in targets {
+        if target.covered {
+            covered.push((target.target.clone(), target.pattern.clone()));
             continue;
         }
-        let method = targets::method_of(kind);
-        named.push((method, target.clone(), pattern.clone()));
-        if *kind == "resource" {
-            arguments.push((pattern.clone(), vec!["uri".to_owned()]));
-            samples.push((pattern.clone(), serde_json::json!({"uri": ""})));
+        named.push((
+            target.kind.method(),
+            target.target.clone(),
+            target.pattern.clone(),
+        ));
+        if target.kind == Kind::Resource {
+            arguments.push((target.pattern.clone(), vec!["uri".to_owned()]));
+            samples.push((target.pattern.clone(), serde_json::json!({"uri": ""})));
             continue;
         }
-        for name in listed {
-            let (names, sample) = if *kind == "tool" {
-                let sample = offered.samples.get(name).cloned();
-                (&offered.tools, sample)
-            } else {
-                (&offered.prompts, None)
+        for name in &target.listed {
+            let taken = offered
+                .names(target.kind)
+                .get(name)
+                .cloned()
+                .unwrap_or_default();
+            let sample = match target.kind {
+                Kind::Tool => offered.samples.get(name).cloned(),
+                _ => None,
             };
-            let taken = names.get(name).cloned().unwrap_or_default();
             let sample = sample.unwrap_or_else(|| {
                 // A prompt's arguments are strings.
                 Value::Object(taken.iter().map(|a| (a.clone(), Value::from(""))).collect())
@@ -718,10 +866,9 @@ fn rules(spec: &GateSpec) -> Result<BTreeMap<String, Requirement>, String> {
     for (field, value) in &spec.require {
         let rule = match value {
             toml::Value::String(text) if text.starts_with('{') && text.ends_with('}') => {
-                let argument = &text[1..text.len() - 1];
-                if !is_name(argument) {
+                let Some(argument) = template::sole_name(text) else {
                     return Err(format!("require.{field}: {text:?} is not an {{argument}}"));
-                }
+                };
                 Requirement::SameAs(argument.to_owned())
             }
             other => Requirement::Equals(
@@ -830,15 +977,7 @@ mod tests {
             text: format!("[upstream]\ncommand = [\"x\"]\n{text}"),
         };
         let config = source.parse()?;
-        let backends = Backends {
-            redis: None,
-            http: reqwest::Client::new(),
-            approvals: Arc::new(crate::approvals::Approvals::new(
-                "http://127.0.0.1:3000",
-                Vec::new(),
-                Some("needs [identity] jwt or api_keys".to_owned()),
-            )),
-        };
+        let backends = crate::flows::Backends::offline();
         let catalog = Arc::new(Catalog::new(None, crate::metrics::Metrics::default()));
         build(&source, &config, &offered(), &backends, &catalog)
     }

@@ -135,7 +135,7 @@ impl RateLimits {
         let max_callers = Bound::MAX_CALLERS.count(limits.max_callers.as_ref())?;
         let patterns = per_tool
             .keys()
-            .map(|entry| crate::targets::target("tool", entry))
+            .map(|entry| crate::targets::target(crate::targets::Kind::Tool, entry))
             .collect::<Result<_, _>>()?;
         Ok(Some(Self {
             per_caller,
@@ -188,7 +188,7 @@ impl RateLimits {
         let call = Call::read(body)?;
         let (caller, shown) = self.caller_of(parts);
         let tools: Vec<usize> = call.tool().map_or_else(Vec::new, |name| {
-            let method = crate::targets::method_of("tool");
+            let method = crate::targets::Kind::Tool.method();
             (0..self.patterns.len())
                 .filter(|&index| self.patterns[index].applies_to(method, name))
                 .collect()

@@ -195,6 +195,87 @@ async fn run(
     labels: decisions::Labels,
     output: decisions::Output,
 ) -> Result<(), Error> {
+    let (source, config) = read(&options, &output)?;
+    let stores = Stores::open(&options, &config).await?;
+    let settings = Settings::of(&options, &config)?;
+    let upstreams = Upstreams::start(&options, &config, &settings, &stores).await?;
+    let backends = flows::Backends {
+        redis: stores.flows.clone(),
+        http: flows::http_client()?,
+        approvals: Arc::new(approvals_of(&source, &config, settings.serving)?),
+    };
+    let catalog = catalog_of(&config, &backends, &metrics).await?;
+    let offered = upstreams
+        .ready(&options, &source, &config, &catalog)
+        .await?;
+    let mut built = assemble(&source, &config, &offered, &backends, &catalog)?;
+    let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
+    built
+        .warnings
+        .extend(exposure.warnings(&built.policy, &offered));
+    if options.check {
+        let checked = check(&options, &source, &config, &built, &exposure, &offered);
+        upstreams.lister.shutdown().await;
+        return checked;
+    }
+    for line in exposure.summary(&offered) {
+        tracing::info!("{line}");
+    }
+    for warning in &built.warnings {
+        tracing::warn!("{warning}");
+    }
+    let spent = Spent::new(stores.redis.clone());
+    labels.set(labels_of(&built.built));
+    let first = layer(
+        &stores.keyring,
+        &settings.principal,
+        &spent,
+        settings.max_body_bytes,
+        built.built,
+    )?;
+    let routed = upstreams.routed(&config)?;
+    let stack = serve::Stack::new(&config, first, exposure, routed, stores.redis.as_ref())?;
+    let policy = Arc::new(Policy {
+        path: options.config.clone(),
+        shape: shape(&config.upstreams),
+        source: RwLock::new(source),
+        offered: RwLock::new(offered),
+        backends,
+        catalog,
+        keyring: stores.keyring,
+        principal: settings.principal.clone(),
+        spent,
+        labels,
+        stack: stack.clone(),
+        mode: RwLock::new(config.upstreams.first().on_tool_change()?),
+        max_body_bytes: settings.max_body_bytes,
+        body_timeout: settings.body_timeout,
+        rate_limits: RwLock::new(settings.rate_limits.map(Arc::new)),
+        upstreams: upstreams.lister.clone(),
+        building: tokio::sync::Mutex::new(()),
+    });
+    reload_on_signals(&policy)?;
+    let served = serve_app(&config, settings.serving, &policy, &stack, metrics).await;
+    upstreams.lister.shutdown().await;
+    served
+}
+
+/// Reloads `policy`'s file on SIGHUP and when it changes, each reload in the task that saw why.
+fn reload_on_signals(policy: &Arc<Policy>) -> Result<(), Error> {
+    let reload = {
+        let policy = Arc::clone(policy);
+        move || {
+            let policy = Arc::clone(&policy);
+            async move { policy.reload().await }
+        }
+    };
+    serve::reload_on_hangup(reload.clone())?;
+    serve::reload_on_change(policy.path.clone(), reload);
+    Ok(())
+}
+
+/// The file, read and checked, its log output set (unless `--check`).
+fn read(options: &Options, output: &decisions::Output) -> Result<(Source, Config), Error> {
     let source = Source::read(&options.config)?;
     let config = source.parse()?;
     source.check(&config)?;
@@ -212,94 +293,232 @@ async fn run(
     if !options.check {
         output.set(&config.log, log_to)?;
     }
-    // `--check` seals nothing: it needs no keys.
-    let keyring = if options.check {
-        Keyring::ephemeral()
-    } else {
-        keyring(
-            &config,
-            options.ephemeral_keys || config.state.ephemeral_keys,
-        )?
-    };
-    let redis = match &config.state.redis {
-        Some(url) => {
-            let store = RedisStore::builder(secret(url)?).build()?;
-            store.ping().await?;
-            Some(store)
-        }
-        None => None,
-    };
-    let principal = config.identity.principal()?;
-    let mode = Arc::new(RwLock::new(config.upstreams.first().on_tool_change()?));
-    let max_body_bytes = Bound::MAX_BODY_BYTES.count(config.listen.max_body_bytes.as_ref())?;
-    let body_timeout = Bound::BODY_TIMEOUT.secs(config.listen.body_timeout_secs.as_ref())?;
-    let rate_limits = limits::RateLimits::new(&config.limits, principal.clone())?;
-    let base = identified(ElicitationLayer::new(keyring.clone()), &principal)
-        .max_body_bytes(max_body_bytes);
-    let mut spawned = Vec::new();
-    for table in &config.upstreams.list {
-        let settings = table.get_ref();
-        if config.upstreams.several {
-            tracing::info!(
-                "starting upstream {:?}: {}",
-                settings.name(),
-                starting(settings)
-            );
+    Ok((source, config))
+}
+
+/// The keys that seal, and the Redis every replica shares when the file names one.
+struct Stores {
+    keyring: Keyring,
+    /// `[state] redis`: the layer's single-use tokens and tasks, the bridge's sessions and
+    /// answers, the adapter's routed retries.
+    redis: Option<RedisStore>,
+    /// The same Redis (its URL read once), for the URL gates' checks and the tools' definitions.
+    flows: Option<redis::aio::ConnectionManager>,
+}
+
+impl Stores {
+    /// `[state]`'s keys (none needed by `--check`, which seals nothing) and Redis, reached.
+    async fn open(options: &Options, config: &Config) -> Result<Self, Error> {
+        let keyring = if options.check {
+            Keyring::ephemeral()
         } else {
-            tracing::info!("starting upstream: {}", starting(settings));
-        }
-        let share = fair_share(&config, settings, serving)?;
-        // One of several whose command cannot be run is down, not the proxy (`--check` says).
-        let refuse_unrunnable = options.check || !config.upstreams.several;
-        let upstream = spawn_as(
-            settings,
-            share,
-            max_body_bytes,
-            &base,
-            redis.as_ref(),
-            None,
-            refuse_unrunnable,
-        );
-        spawned.push(match upstream {
-            Err(why) if config.upstreams.several => {
-                return Err(format!("upstream {:?}: {why}", settings.name()).into());
-            }
-            upstream => upstream?,
-        });
+            keyring(
+                config,
+                options.ephemeral_keys || config.state.ephemeral_keys,
+            )?
+        };
+        let Some(url) = &config.state.redis else {
+            return Ok(Self {
+                keyring,
+                redis: None,
+                flows: None,
+            });
+        };
+        let url = secret(url)?;
+        let store = RedisStore::builder(url.as_str()).build()?;
+        store.ping().await?;
+        let flows = redis::Client::open(url)?.get_connection_manager().await?;
+        Ok(Self {
+            keyring,
+            redis: Some(store),
+            flows: Some(flows),
+        })
     }
-    let upstream = spawned[0].clone();
-    let lister = if config.upstreams.several {
-        let mut members = Vec::new();
-        for (table, upstream) in config.upstreams.list.iter().zip(spawned) {
-            let settings = table.get_ref();
-            members.push(fanout::Member {
-                name: settings.name().to_owned(),
-                prefix: settings.exposed_prefix(),
-                upstream,
-                sessions: settings.sessions()?,
-                hidden: RwLock::default(),
+}
+
+/// What the file says that every step reads: how the proxy is served, whose the calls are, and
+/// the bounds.
+struct Settings {
+    serving: Serving,
+    principal: PrincipalFrom,
+    /// `[listen] max_body_bytes`.
+    max_body_bytes: usize,
+    /// `[listen] body_timeout_secs`.
+    body_timeout: Duration,
+    /// `[limits]`, when the file sets any.
+    rate_limits: Option<limits::RateLimits>,
+}
+
+impl Settings {
+    fn of(options: &Options, config: &Config) -> Result<Self, Error> {
+        let principal = config.identity.principal()?;
+        Ok(Self {
+            serving: config.listen.serves(options.stdio),
+            max_body_bytes: Bound::MAX_BODY_BYTES.count(config.listen.max_body_bytes.as_ref())?,
+            body_timeout: Bound::BODY_TIMEOUT.secs(config.listen.body_timeout_secs.as_ref())?,
+            rate_limits: limits::RateLimits::new(&config.limits, principal.clone())?,
+            principal,
+        })
+    }
+}
+
+/// The upstreams the file names, started: each one's adapter, and the one service that lists
+/// and routes to them (the fan-out of several).
+struct Upstreams {
+    /// The first (the only one of a lone `[upstream]`).
+    first: Upstream,
+    lister: routed::Routed,
+    /// What each adapter is built with (a caller's own too).
+    spawner: Spawner,
+}
+
+impl Upstreams {
+    /// Starts an adapter for each `[upstream]`; with several, waits for each to start (one that
+    /// does not is down, unless `--check`).
+    async fn start(
+        options: &Options,
+        config: &Config,
+        settings: &Settings,
+        stores: &Stores,
+    ) -> Result<Self, Error> {
+        let spawner = Spawner {
+            base: identified(
+                ElicitationLayer::new(stores.keyring.clone()),
+                &settings.principal,
+            )
+            .max_body_bytes(settings.max_body_bytes),
+            max_body_bytes: settings.max_body_bytes,
+            redis: stores.redis.clone(),
+        };
+        let mut spawned = Vec::new();
+        for table in &config.upstreams.list {
+            let settings_of = table.get_ref();
+            if config.upstreams.several {
+                tracing::info!(
+                    "starting upstream {:?}: {}",
+                    settings_of.name(),
+                    starting(settings_of)
+                );
+            } else {
+                tracing::info!("starting upstream: {}", starting(settings_of));
+            }
+            let share = fair_share(config, settings_of, settings.serving)?;
+            // One of several whose command cannot be run is down, not the proxy (`--check` says).
+            let refuse_unrunnable = options.check || !config.upstreams.several;
+            let upstream = spawner.spawn(settings_of, share, None, refuse_unrunnable);
+            spawned.push(match upstream {
+                Err(why) if config.upstreams.several => {
+                    return Err(format!("upstream {:?}: {why}", settings_of.name()).into());
+                }
+                upstream => upstream?,
             });
         }
-        started(&members, options.check).await?;
-        let fanout = fanout::Fanout::new(members, max_body_bytes);
-        fanout.hide_resources(exposure::hidden_resources(&config.upstreams)?);
-        routed::Routed::fanout(fanout)
-    } else {
+        let first = spawned[0].clone();
+        let lister = if config.upstreams.several {
+            let mut members = Vec::new();
+            for (table, upstream) in config.upstreams.list.iter().zip(spawned) {
+                let settings = table.get_ref();
+                members.push(fanout::Member {
+                    name: settings.name().to_owned(),
+                    prefix: settings.exposed_prefix(),
+                    upstream,
+                    sessions: settings.sessions()?,
+                    hidden: RwLock::default(),
+                });
+            }
+            started(&members, options.check).await?;
+            let fanout = fanout::Fanout::new(members, settings.max_body_bytes);
+            fanout.hide_resources(exposure::hidden_resources(&config.upstreams)?);
+            routed::Routed::fanout(fanout)
+        } else {
+            let first_table = config.upstreams.first();
+            routed::Routed::single(first.clone()).named(first_table.name(), first_table.sessions()?)
+        };
+        Ok(Self {
+            first,
+            lister,
+            spawner,
+        })
+    }
+
+    /// What the upstreams offer once started (the catalog learns their tools), with every
+    /// session of each up or given up on; several that list one name for the client are refused.
+    async fn ready(
+        &self,
+        options: &Options,
+        source: &Source,
+        config: &Config,
+        catalog: &Catalog,
+    ) -> Result<Offered, Error> {
+        let offered = offered(&self.lister, catalog, options.check).await?;
+        if let Some(fanout) = self.lister.several() {
+            let collisions = fanout.collisions();
+            if !collisions.is_empty() {
+                self.lister.shutdown().await;
+                return Err(format!(
+                    "{}: several upstreams list the same name for the client: {}",
+                    source.path.display(),
+                    collisions.join("; ")
+                )
+                .into());
+            }
+        }
+        let mut sessions = 0;
+        match self.lister.several() {
+            Some(fanout) => {
+                for member in fanout.members() {
+                    // One that did not start is restarted in the background; nobody waits for it.
+                    if member.upstream.live_sessions() > 0 {
+                        sessions += all_sessions_live(&member.upstream, member.sessions).await;
+                    }
+                }
+            }
+            None => {
+                sessions =
+                    all_sessions_live(&self.first, config.upstreams.first().sessions()?).await;
+            }
+        }
+        tracing::info!(
+            sessions,
+            tools = offered.tools.len(),
+            prompts = offered.prompts.len(),
+            resources = offered.resources.len(),
+            "upstream ready"
+        );
+        Ok(offered)
+    }
+
+    /// What the layer calls: the upstreams, or with `[identity] pass_to_upstream` an adapter of
+    /// its own per caller, sending the caller's credential.
+    fn routed(&self, config: &Config) -> Result<routed::Routed, Error> {
+        if config.upstreams.several || !config.identity.pass_to_upstream {
+            return Ok(self.lister.clone());
+        }
         let first = config.upstreams.first();
-        routed::Routed::single(upstream.clone()).named(first.name(), first.sessions()?)
-    };
-    let backends = flows::Backends {
-        redis: match &config.state.redis {
-            Some(url) => Some(
-                redis::Client::open(secret(url)?)?
-                    .get_connection_manager()
-                    .await?,
-            ),
-            None => None,
-        },
-        http: flows::http_client()?,
-        approvals: Arc::new(approvals_of(&source, &config, serving)?),
-    };
+        if first.url.is_none() {
+            return Err("[identity] pass_to_upstream needs an [upstream] url".into());
+        }
+        let (upstream, spawner) = (first.clone(), self.spawner.clone());
+        Ok(routed::Routed::per_caller(
+            self.first.clone(),
+            config.identity.allow_anonymous,
+            config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
+            Box::new(move |authorization| {
+                // One caller's own adapter: a share of it would only throttle that caller.
+                spawner.spawn(&upstream, 1.0, Some(authorization), true)
+            }),
+        )
+        .named(first.name(), first.sessions()?))
+    }
+}
+
+/// The tools' definitions as first listed: remembered in Redis (per set of upstreams) when the
+/// file names one, so that a restart still sees what changed.
+async fn catalog_of(
+    config: &Config,
+    backends: &flows::Backends,
+    metrics: &metrics::Metrics,
+) -> Result<Arc<Catalog>, Error> {
     let remembered = backends.redis.clone().map(|redis| {
         let upstream: String = config
             .upstreams
@@ -312,171 +531,49 @@ async fn run(
     });
     let catalog = Arc::new(Catalog::new(remembered, metrics.clone()));
     catalog.load().await?;
-    let offered = offered(&lister, &catalog, options.check).await?;
-    if let Some(fanout) = lister.several() {
-        let collisions = fanout.collisions();
-        if !collisions.is_empty() {
-            lister.shutdown().await;
-            return Err(format!(
-                "{}: several upstreams list the same name for the client: {}",
-                source.path.display(),
-                collisions.join("; ")
-            )
-            .into());
-        }
-    }
-    let mut sessions = 0;
-    match lister.several() {
-        Some(fanout) => {
-            for member in fanout.members() {
-                // One that did not start is restarted in the background; nobody waits for it.
-                if member.upstream.live_sessions() > 0 {
-                    sessions += all_sessions_live(&member.upstream, member.sessions).await;
-                }
-            }
-        }
-        None => {
-            sessions = all_sessions_live(&upstream, config.upstreams.first().sessions()?).await;
-        }
-    }
-    tracing::info!(
-        sessions,
-        tools = offered.tools.len(),
-        prompts = offered.prompts.len(),
-        resources = offered.resources.len(),
-        "upstream ready"
-    );
-    let mut built = assemble(&source, &config, &offered, &backends, &catalog)?;
-    let exposure = exposure::Exposure::of(&config.upstreams, &built.policy)?;
-    built
-        .warnings
-        .extend(exposure.warnings(&built.policy, &offered));
-    if options.check {
-        print_rules(&built);
-        for line in exposure.summary(&offered) {
-            println!("{line}");
-        }
-        for warning in &built.warnings {
-            println!("warning: {warning}");
-        }
-        if let Some(explain) = &options.explain {
-            let explained = explain_call(&built.policy, explain);
-            lister.shutdown().await;
-            return explained;
-        }
-        println!(
-            "{}: {}, all valid",
-            source.path.display(),
-            gates::summary(config.gates.len(), &built.built)
-        );
-        lister.shutdown().await;
-        return Ok(());
-    }
-    for line in exposure.summary(&offered) {
-        tracing::info!("{line}");
+    Ok(catalog)
+}
+
+/// `--check`: the rules in order, what is exposed, the warnings, and either `--explain`'s
+/// answer or the summary.
+fn check(
+    options: &Options,
+    source: &Source,
+    config: &Config,
+    built: &gates::Gates,
+    exposure: &exposure::Exposure,
+    offered: &Offered,
+) -> Result<(), Error> {
+    print_rules(built);
+    for line in exposure.summary(offered) {
+        println!("{line}");
     }
     for warning in &built.warnings {
-        tracing::warn!("{warning}");
+        println!("warning: {warning}");
     }
-    let spent = Spent::new(redis.clone());
-    labels.set(labels_of(&built.built));
-    let first = layer(&keyring, &principal, &spent, max_body_bytes, built.built)?;
-    let routed = if config.upstreams.several {
-        lister.clone()
-    } else if config.identity.pass_to_upstream {
-        let first = config.upstreams.first();
-        if first.url.is_none() {
-            return Err("[identity] pass_to_upstream needs an [upstream] url".into());
-        }
-        let (settings, base, redis) = (first.clone(), base.clone(), redis.clone());
-        routed::Routed::per_caller(
-            upstream.clone(),
-            config.identity.allow_anonymous,
-            config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
-            Box::new(move |authorization| {
-                // One caller's own adapter: a share of it would only throttle that caller.
-                spawn(
-                    &settings,
-                    1.0,
-                    max_body_bytes,
-                    &base,
-                    redis.as_ref(),
-                    Some(authorization),
-                )
-            }),
-        )
-        .named(first.name(), first.sessions()?)
-    } else {
-        lister.clone()
-    };
-    let stack = serve::Stack::new(&config, first, exposure, routed, redis.as_ref())?;
-    let policy = Arc::new(Policy {
-        source: RwLock::new(source),
-        offered: RwLock::new(offered),
-        backends,
-        catalog: Arc::clone(&catalog),
-        keyring,
-        principal: principal.clone(),
-        spent,
-        labels: labels.clone(),
-        stack: stack.clone(),
-        mode: Arc::clone(&mode),
-        max_body_bytes,
-        body_timeout,
-        rate_limits: RwLock::new(rate_limits.map(Arc::new)),
-        upstreams: lister.clone(),
-    });
-    let reload = {
-        let policy = Arc::clone(&policy);
-        let lister = lister.clone();
-        let path = options.config.clone();
-        let serving_upstreams = shape(&config.upstreams);
-        move || -> Result<usize, Error> {
-            let source = Source::read(&path)?;
-            let config = source.parse()?;
-            source.check(&config)?;
-            config::ConfigError::gather(telemetry::check(&source, &config))?;
-            if shape(&config.upstreams) != serving_upstreams {
-                return Err(format!(
-                    "{}: the upstreams' tables, names or prefixes changed: restart the proxy to change them",
-                    source.path.display()
-                )
-                .into());
-            }
-            let mode = config.upstreams.first().on_tool_change()?;
-            let rate_limits = limits::RateLimits::new(&config.limits, policy.principal.clone())?;
-            let offered = futures_block(offered_now(&lister, &policy.catalog))?;
-            // Checked before anything is accepted: a file with a mistake changes nothing.
-            gates::build(
-                &source,
-                &config,
-                &offered,
-                &policy.backends,
-                &policy.catalog,
-            )?;
-            // A reload accepts the tools' definitions as listed now.
-            policy.catalog.accept();
-            *policy.mode.write().unwrap_or_else(|e| e.into_inner()) = mode;
-            *policy.source.write().unwrap_or_else(|e| e.into_inner()) = source;
-            *policy.offered.write().unwrap_or_else(|e| e.into_inner()) = offered;
-            let mut serving_limits = policy
-                .rate_limits
-                .write()
-                .unwrap_or_else(|e| e.into_inner());
-            *serving_limits = rate_limits.map(|limits| match serving_limits.as_deref() {
-                Some(old) => Arc::new(limits.carrying(old)),
-                None => Arc::new(limits),
-            });
-            drop(serving_limits);
-            policy.rebuild()
-        }
-    };
-    let reload = std::sync::Arc::new(reload);
-    serve::reload_on_hangup(std::sync::Arc::clone(&reload))?;
-    serve::reload_on_change(options.config.clone(), reload);
-    // Callers over HTTP are verified; the host on stdio is the one that spawned the proxy.
+    if let Some(explain) = &options.explain {
+        return explain_call(&built.policy, explain);
+    }
+    println!(
+        "{}: {}, all valid",
+        source.path.display(),
+        gates::summary(config.gates.len(), &built.built)
+    );
+    Ok(())
+}
+
+/// Serves the app on stdio, HTTP or both, as the file and the command line say, until the
+/// host leaves or a signal ends it. Callers over HTTP are verified; the host on stdio is the
+/// one that spawned the proxy.
+async fn serve_app(
+    config: &Config,
+    serving: Serving,
+    policy: &Arc<Policy>,
+    stack: &serve::Stack,
+    metrics: metrics::Metrics,
+) -> Result<(), Error> {
     let guard = if serving.http() {
-        guard_of(&config, &policy).await?
+        guard_of(config, policy).await?
     } else {
         None
     };
@@ -485,9 +582,9 @@ async fn run(
         Some(guard) => approvals::routes(Arc::clone(&policy.backends.approvals), Arc::clone(guard)),
         None => axum::Router::new(),
     };
-    let app = serve::app(&stack, metrics, pages);
+    let app = serve::app(stack, metrics, pages);
     let app = {
-        let policy = Arc::clone(&policy);
+        let policy = Arc::clone(policy);
         app.layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
                 let policy = Arc::clone(&policy);
@@ -510,15 +607,15 @@ async fn run(
         Some(guard) => identity::protect(app.clone(), Arc::clone(guard)),
         None => app.clone(),
     };
-    let served = match serving {
+    match serving {
         Serving::Stdio => stdio::run(on_stdio()).await,
         Serving::Http => {
-            let listener = serve::bind(&config, true).await?;
-            serve::run(&config, listener, on_http(), std::future::pending()).await
+            let listener = serve::bind(config, true).await?;
+            serve::run(config, listener, on_http(), std::future::pending()).await
         }
         Serving::Both => {
             // Bound first: an address in use ends the proxy before the host's first message.
-            let listener = serve::bind(&config, false).await?;
+            let listener = serve::bind(config, false).await?;
             let (host_gone, gone) = tokio::sync::oneshot::channel::<()>();
             let host = async {
                 let served = stdio::run(on_stdio()).await;
@@ -526,16 +623,14 @@ async fn run(
                 let _ = host_gone.send(());
                 served
             };
-            let http = serve::run(&config, listener, on_http(), async {
+            let http = serve::run(config, listener, on_http(), async {
                 let _ = gone.await;
                 tracing::info!("stdin closed: the HTTP listener stops too");
             });
             let (host, http) = tokio::join!(host, http);
             host.and(http)
         }
-    };
-    lister.shutdown().await;
-    served
+    }
 }
 
 /// What a reload may not change while the proxy serves: whether the file names several
@@ -676,7 +771,7 @@ struct Policy {
     spent: Spent,
     labels: decisions::Labels,
     stack: serve::Stack,
-    mode: Arc<RwLock<OnToolChange>>,
+    mode: RwLock<OnToolChange>,
     /// `[listen] max_body_bytes`: the largest request body read.
     max_body_bytes: usize,
     /// `[listen] body_timeout_secs`: how long a request's body may take to arrive.
@@ -686,12 +781,60 @@ struct Policy {
     rate_limits: RwLock<Option<Arc<limits::RateLimits>>>,
     /// The upstreams, for the resources each of several hides.
     upstreams: routed::Routed,
+    /// The file a reload reads.
+    path: PathBuf,
+    /// What a reload may not change ([`shape`]).
+    shape: Vec<(String, String)>,
+    /// Held while the gates are built again (a reload, or a tool that changed): two builds
+    /// never interleave.
+    building: tokio::sync::Mutex<()>,
 }
 
 impl Policy {
+    /// Reads the file again (SIGHUP, or a change to it) and, when it has no mistake, puts its
+    /// gates in front of every request from now on; how many gates there are. A file with a
+    /// mistake changes nothing. One reload at a time.
+    async fn reload(&self) -> Result<usize, Error> {
+        let _building = self.building.lock().await;
+        let source = Source::read(&self.path)?;
+        let config = source.parse()?;
+        source.check(&config)?;
+        config::ConfigError::gather(telemetry::check(&source, &config))?;
+        if shape(&config.upstreams) != self.shape {
+            return Err(format!(
+                "{}: the upstreams' tables, names or prefixes changed: restart the proxy to change them",
+                source.path.display()
+            )
+            .into());
+        }
+        let mode = config.upstreams.first().on_tool_change()?;
+        let rate_limits = limits::RateLimits::new(&config.limits, self.principal.clone())?;
+        let offered = offered_now(&self.upstreams, &self.catalog).await?;
+        // Checked before anything is accepted: a file with a mistake changes nothing.
+        gates::build(&source, &config, &offered, &self.backends, &self.catalog)?;
+        // A reload accepts the tools' definitions as listed now.
+        self.catalog.accept();
+        *self.mode.write().unwrap_or_else(|e| e.into_inner()) = mode;
+        *self.source.write().unwrap_or_else(|e| e.into_inner()) = source;
+        *self.offered.write().unwrap_or_else(|e| e.into_inner()) = offered;
+        let mut serving_limits = self.rate_limits.write().unwrap_or_else(|e| e.into_inner());
+        *serving_limits = rate_limits.map(|limits| match serving_limits.as_deref() {
+            Some(old) => Arc::new(limits.carrying(old)),
+            None => Arc::new(limits),
+        });
+        drop(serving_limits);
+        self.rebuild()
+    }
+
+    /// [`rebuild`](Self::rebuild), once no other build runs: for a tool that changed.
+    async fn rebuild_now(&self) -> Result<usize, Error> {
+        let _building = self.building.lock().await;
+        self.rebuild()
+    }
+
     /// Builds the gates (and the exposure) again from the file as last read and the tools as
     /// known now, and puts them in front of every request from now on; how many gates there
-    /// are.
+    /// are. The caller holds `building`.
     fn rebuild(&self) -> Result<usize, Error> {
         let source = self
             .source
@@ -793,7 +936,7 @@ async fn observe(
     let (rewritten, changes) =
         catalog::read_listing(&policy.catalog, &bytes, event_stream, policy.hides());
     if !changes.is_empty()
-        && let Err(error) = policy.rebuild()
+        && let Err(error) = policy.rebuild_now().await
     {
         tracing::error!(%error, "a tool changed, and the gates could not be built again");
         let error = json!({"jsonrpc": "2.0", "id": null,
@@ -865,63 +1008,55 @@ fn keyring(config: &Config, ephemeral: bool) -> Result<Keyring, Error> {
     }
 }
 
-/// The upstream adapter for `settings` (its timeouts and bounds the file's), reading bodies up
-/// to `max_body_bytes`, sending `authorization` (a caller's, in place of the file's) when
-/// given.
-fn spawn(
-    settings: &config::Upstream,
-    fair_share: f64,
+/// What every upstream adapter is built with: the layer it serves (the caller's identity, the
+/// keyring), the largest body it reads, and the Redis its retries are routed through.
+#[derive(Clone)]
+struct Spawner {
+    base: ElicitationLayer,
     max_body_bytes: usize,
-    base: &ElicitationLayer,
-    redis: Option<&RedisStore>,
-    authorization: Option<&http::HeaderValue>,
-) -> Result<Upstream, Error> {
-    spawn_as(
-        settings,
-        fair_share,
-        max_body_bytes,
-        base,
-        redis,
-        authorization,
-        true,
-    )
+    redis: Option<RedisStore>,
 }
 
-/// [`spawn`], a command that cannot be run refused first only with `refuse_unrunnable`;
-/// without, its adapter starts it (and fails, and tries again) as any other that fails to
-/// start: one of several upstreams that serve without it.
-fn spawn_as(
-    settings: &config::Upstream,
-    fair_share: f64,
-    max_body_bytes: usize,
-    base: &ElicitationLayer,
-    redis: Option<&RedisStore>,
-    authorization: Option<&http::HeaderValue>,
-    refuse_unrunnable: bool,
-) -> Result<Upstream, Error> {
-    let server = server(settings, authorization, refuse_unrunnable)?;
-    let mut builder = Upstream::builder(server).for_layer(base);
-    if let Some(redis) = redis {
-        builder = builder.route_retries(redis.pending_answers());
+impl Spawner {
+    /// The upstream adapter for `settings` (its timeouts and bounds the file's), sending
+    /// `authorization` (a caller's, in place of the file's) when given. A command that cannot
+    /// be run is refused first only with `refuse_unrunnable`; without, its adapter starts it
+    /// (and fails, and tries again) as any other that fails to start: one of several upstreams
+    /// that serve without it.
+    fn spawn(
+        &self,
+        settings: &config::Upstream,
+        fair_share: f64,
+        authorization: Option<&http::HeaderValue>,
+        refuse_unrunnable: bool,
+    ) -> Result<Upstream, Error> {
+        let (base, redis, max_body_bytes) = (&self.base, self.redis.as_ref(), self.max_body_bytes);
+        let server = server(settings, authorization, refuse_unrunnable)?;
+        let mut builder = Upstream::builder(server).for_layer(base);
+        if let Some(redis) = redis {
+            builder = builder.route_retries(redis.pending_answers());
+        }
+        builder = builder
+            .server_questions(settings.server_questions()?)
+            .sessions(settings.sessions()?)
+            .fair_share(fair_share)
+            .max_body_bytes(max_body_bytes)
+            .request_timeout(Bound::REQUEST_TIMEOUT.secs(settings.request_timeout_secs.as_ref())?)
+            .max_parked(Bound::MAX_PARKED.count(settings.max_parked.as_ref())?)
+            .parked_timeout(Bound::PARKED_TIMEOUT.secs(settings.parked_timeout_secs.as_ref())?)
+            .restart_backoff(Bound::RESTART_BACKOFF.secs(settings.restart_backoff_secs.as_ref())?);
+        if let Some(era) = &settings.era {
+            builder = builder.era(match era.as_str() {
+                "detect" => Era::Detect,
+                "2025" => Era::V2025,
+                "2026" => Era::V2026,
+                other => {
+                    return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into());
+                }
+            });
+        }
+        Ok(builder.spawn()?)
     }
-    builder = builder
-        .server_questions(settings.server_questions()?)
-        .sessions(settings.sessions()?)
-        .fair_share(fair_share)
-        .max_body_bytes(max_body_bytes)
-        .request_timeout(Bound::REQUEST_TIMEOUT.secs(settings.request_timeout_secs.as_ref())?)
-        .max_parked(Bound::MAX_PARKED.count(settings.max_parked.as_ref())?)
-        .parked_timeout(Bound::PARKED_TIMEOUT.secs(settings.parked_timeout_secs.as_ref())?)
-        .restart_backoff(Bound::RESTART_BACKOFF.secs(settings.restart_backoff_secs.as_ref())?);
-    if let Some(era) = &settings.era {
-        builder = builder.era(match era.as_str() {
-            "detect" => Era::Detect,
-            "2025" => Era::V2025,
-            "2026" => Era::V2026,
-            other => return Err(format!("[upstream] era {other:?}: detect, 2025 or 2026").into()),
-        });
-    }
-    Ok(builder.spawn()?)
 }
 
 /// The upstream the file names; `authorization` replaces the file's `Authorization` header. A
@@ -1045,7 +1180,7 @@ fn print_rules(built: &gates::Gates) {
         let names: Vec<String> = rule
             .targets
             .iter()
-            .map(|(method, _, pattern)| format!("{} {pattern}", policy::kind_of_method(method)))
+            .map(|(method, _, pattern)| format!("{} {pattern}", targets::Kind::of_method(method)))
             .collect();
         let when = rule
             .when
@@ -1084,7 +1219,7 @@ fn print_rules(built: &gates::Gates) {
 /// `--explain TOOL [ARGS]`: which rule decides that call, and why.
 fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error> {
     let (kind, target) = targets::split(&explain[0]);
-    let method = targets::method_of(kind);
+    let method = kind.method();
     let arguments: Value = match explain.get(1) {
         Some(text) => serde_json::from_str(text)
             .map_err(|error| format!("--explain: the arguments are not JSON: {error}"))?,
@@ -1094,10 +1229,7 @@ fn explain_call(policy: &policy::Policy, explain: &[String]) -> Result<(), Error
         return Err("--explain: the arguments must be a JSON object".into());
     }
     let vars = policy::Vars::new(method, target, &arguments, None);
-    println!(
-        "A call of {} {target} with {arguments}, from an unverified caller:",
-        policy::kind_of_method(method)
-    );
+    println!("A call of {kind} {target} with {arguments}, from an unverified caller:");
     let verdict = policy.decide_traced(method, target, &vars, |step| {
         let rule = step.rule;
         let condition = rule.when.as_ref().map_or("no `when`".to_owned(), |when| {
@@ -1165,11 +1297,6 @@ fn identified(layer: ElicitationLayer, principal: &PrincipalFrom) -> Elicitation
         }),
         PrincipalFrom::Nobody => layer.principal_from(|_: &http::request::Parts| None),
     }
-}
-
-/// Runs `future` to its end from a synchronous reload (on the runtime's blocking pool).
-fn futures_block<F: std::future::Future>(future: F) -> F::Output {
-    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
 }
 
 /// The upstream as the start-up line names it: the command (and that a package runner's first

@@ -72,53 +72,59 @@ impl Metrics {
     pub fn render(&self, parked: usize, upstreams: &[Health]) -> String {
         let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();
-        out.push_str("# HELP elicitation_proxy_decisions_total Decisions of the elicitation layer, by outcome.\n");
-        out.push_str("# TYPE elicitation_proxy_decisions_total counter\n");
+        family(
+            &mut out,
+            "decisions_total counter",
+            "Decisions of the elicitation layer, by outcome.",
+        );
         for (outcome, count) in &counts.decisions {
-            let _ = writeln!(
-                out,
-                "elicitation_proxy_decisions_total{{outcome=\"{outcome}\"}} {count}"
-            );
+            sample(&mut out, "decisions_total", ("outcome", outcome), count);
         }
-        out.push_str("# HELP elicitation_proxy_gates_total The file's gates, by outcome.\n");
-        out.push_str("# TYPE elicitation_proxy_gates_total counter\n");
+        family(
+            &mut out,
+            "gates_total counter",
+            "The file's gates, by outcome.",
+        );
         for outcome in ["asked", "accepted", "declined", "cancelled", "refused"] {
             let count = counts.gates.get(outcome).copied().unwrap_or(0);
-            let _ = writeln!(
-                out,
-                "elicitation_proxy_gates_total{{outcome=\"{outcome}\"}} {count}"
-            );
+            sample(&mut out, "gates_total", ("outcome", outcome), count);
         }
-        out.push_str("# HELP elicitation_proxy_reasks_total Questions asked again.\n");
-        out.push_str("# TYPE elicitation_proxy_reasks_total counter\n");
+        family(&mut out, "reasks_total counter", "Questions asked again.");
         let _ = writeln!(out, "elicitation_proxy_reasks_total {}", counts.reasks);
-        out.push_str("# HELP elicitation_proxy_replays_refused_total Retries with an approval already spent.\n");
-        out.push_str("# TYPE elicitation_proxy_replays_refused_total counter\n");
+        family(
+            &mut out,
+            "replays_refused_total counter",
+            "Retries with an approval already spent.",
+        );
         let _ = writeln!(
             out,
             "elicitation_proxy_replays_refused_total {}",
             counts.replays
         );
-        out.push_str("# HELP elicitation_proxy_tool_changes_total Tools whose definition changed since first listed.\n");
-        out.push_str("# TYPE elicitation_proxy_tool_changes_total counter\n");
+        family(
+            &mut out,
+            "tool_changes_total counter",
+            "Tools whose definition changed since first listed.",
+        );
         let _ = writeln!(
             out,
             "elicitation_proxy_tool_changes_total {}",
             counts.tool_changes
         );
-        out.push_str(
-            "# HELP elicitation_proxy_refusals_total Calls refused before the gates, by why.\n",
+        family(
+            &mut out,
+            "refusals_total counter",
+            "Calls refused before the gates, by why.",
         );
-        out.push_str("# TYPE elicitation_proxy_refusals_total counter\n");
         for why in REFUSALS {
             let count = counts.refusals.get(why).copied().unwrap_or(0);
-            let _ = writeln!(
-                out,
-                "elicitation_proxy_refusals_total{{why=\"{why}\"}} {count}"
-            );
+            sample(&mut out, "refusals_total", ("why", why), count);
         }
-        out.push_str("# HELP elicitation_proxy_upstream_requests_total Requests sent to each upstream, by outcome.\n");
-        out.push_str("# TYPE elicitation_proxy_upstream_requests_total counter\n");
+        family(
+            &mut out,
+            "upstream_requests_total counter",
+            "Requests sent to each upstream, by outcome.",
+        );
         for (upstream, [answered, failed]) in &counts.upstream_requests {
             for (outcome, count) in [("answered", answered), ("failed", failed)] {
                 let _ = writeln!(
@@ -127,28 +133,54 @@ impl Metrics {
                 );
             }
         }
-        out.push_str("# HELP elicitation_proxy_upstream_restarts_total Times the upstream server was started again.\n");
-        out.push_str("# TYPE elicitation_proxy_upstream_restarts_total counter\n");
+        family(
+            &mut out,
+            "upstream_restarts_total counter",
+            "Times the upstream server was started again.",
+        );
         let _ = writeln!(
             out,
             "elicitation_proxy_upstream_restarts_total {}",
             counts.restarts
         );
-        out.push_str("# HELP elicitation_proxy_parked_calls Upstream calls held while the client answers the server's questions.\n");
-        out.push_str("# TYPE elicitation_proxy_parked_calls gauge\n");
+        family(
+            &mut out,
+            "parked_calls gauge",
+            "Upstream calls held while the client answers the server's questions.",
+        );
         let _ = writeln!(out, "elicitation_proxy_parked_calls {parked}");
-        out.push_str("# HELP elicitation_proxy_upstream_up Whether a session of the upstream is up (1) or not (0).\n");
-        out.push_str("# TYPE elicitation_proxy_upstream_up gauge\n");
+        family(
+            &mut out,
+            "upstream_up gauge",
+            "Whether a session of the upstream is up (1) or not (0).",
+        );
         for upstream in upstreams {
-            let _ = writeln!(
-                out,
-                "elicitation_proxy_upstream_up{{upstream=\"{}\"}} {}",
-                upstream.name,
-                u8::from(upstream.up)
-            );
+            let up = u8::from(upstream.up);
+            sample(&mut out, "upstream_up", ("upstream", &upstream.name), up);
         }
         out
     }
+}
+
+/// A metric's `# HELP` and `# TYPE` lines: `name_and_type` is its name after
+/// `elicitation_proxy_` and its type (`gates_total counter`).
+fn family(out: &mut String, name_and_type: &str, help: &str) {
+    let name = name_and_type.split(' ').next().unwrap_or_default();
+    let _ = writeln!(out, "# HELP elicitation_proxy_{name} {help}");
+    let _ = writeln!(out, "# TYPE elicitation_proxy_{name_and_type}");
+}
+
+/// One sample of the metric `name` (after `elicitation_proxy_`) with one label.
+fn sample(
+    out: &mut String,
+    name: &str,
+    (label, value): (&str, &str),
+    count: impl std::fmt::Display,
+) {
+    let _ = writeln!(
+        out,
+        "elicitation_proxy_{name}{{{label}=\"{value}\"}} {count}"
+    );
 }
 
 /// What one event says, of the fields counted.

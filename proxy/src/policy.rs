@@ -389,15 +389,6 @@ impl Vars {
     }
 }
 
-/// `tool`, `prompt` or `resource`: what a call of `method` is of.
-pub fn kind_of_method(method: &str) -> &'static str {
-    match method {
-        "tools/call" => "tool",
-        "prompts/get" => "prompt",
-        _ => "resource",
-    }
-}
-
 /// One rule: a `[[gate]]` as the chain reads it.
 pub struct Rule {
     /// `gate 2 (line 14)`.

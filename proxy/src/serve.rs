@@ -5,6 +5,7 @@
 //! `axum::serve` bounds neither how long a request's head may take nor how many connections
 //! are served.
 
+use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -215,33 +216,36 @@ fn request_head(request: &axum::extract::Request) -> http::request::Parts {
     head.into_parts().0
 }
 
-/// Runs `reload` on each SIGHUP, logging what it did.
+/// Runs `reload` on each SIGHUP, in a task of its own, logging what it did.
 ///
 /// # Errors
 ///
 /// When the signal handler cannot be installed.
-pub fn reload_on_hangup<F>(reload: Arc<F>) -> Result<(), Error>
+pub fn reload_on_hangup<F, R>(reload: F) -> Result<(), Error>
 where
-    F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
+    F: Fn() -> R + Send + 'static,
+    R: Future<Output = Result<usize, Error>> + Send,
 {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangup = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
-            report_reload("SIGHUP", reload());
+            report_reload("SIGHUP", reload().await);
         }
     });
     Ok(())
 }
 
-/// Runs `reload` when the file at `path` changes, as it does on SIGHUP.
+/// Runs `reload` when the file at `path` changes, as it does on SIGHUP (in a task of its own;
+/// the reload itself waits for any other to end).
 ///
 /// The file is polled (its modification time and length, each [`WATCH_EVERY`]) rather than
 /// watched with `notify`: a poll of one file is a few lines, sees an editor's rename-over-save
 /// as well as an in-place write or a ConfigMap's symlink swap, and needs no inotify limits.
-pub fn reload_on_change<F>(path: std::path::PathBuf, reload: Arc<F>)
+pub fn reload_on_change<F, R>(path: std::path::PathBuf, reload: F)
 where
-    F: Fn() -> Result<usize, Error> + Send + Sync + 'static,
+    F: Fn() -> R + Send + 'static,
+    R: Future<Output = Result<usize, Error>> + Send,
 {
     let stamp = |path: &std::path::Path| {
         std::fs::metadata(path)
@@ -255,7 +259,7 @@ where
             let now = stamp(&path);
             if now != seen && now.is_some() {
                 seen = now;
-                report_reload("file changed", reload());
+                report_reload("file changed", reload().await);
             }
         }
     });

@@ -11,22 +11,78 @@
 
 use tower_elicitation::GateTarget;
 
-/// The method whose calls a target of `kind` (`tool`, `prompt` or `resource`) matches.
-pub fn method_of(kind: &str) -> &'static str {
-    match kind {
-        "tool" => "tools/call",
-        "prompt" => "prompts/get",
-        _ => "resources/read",
+/// What a name or URI is of: a tool, a prompt or a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Tool,
+    Prompt,
+    Resource,
+}
+
+impl Kind {
+    /// Every kind, in the order `--check` prints them.
+    pub const ALL: [Kind; 3] = [Kind::Tool, Kind::Prompt, Kind::Resource];
+
+    /// The kind as the file and the messages name it: `tool`, `prompt`, `resource`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+            Self::Resource => "resource",
+        }
+    }
+
+    /// Its plural, as `[[gate]]` keys and `--check` name it.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Self::Tool => "tools",
+            Self::Prompt => "prompts",
+            Self::Resource => "resources",
+        }
+    }
+
+    /// The method whose calls a target of this kind matches.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::Tool => "tools/call",
+            Self::Prompt => "prompts/get",
+            Self::Resource => "resources/read",
+        }
+    }
+
+    /// What a call of `method` is of: `tools/call` a tool, `prompts/get` a prompt, anything
+    /// else a resource.
+    pub fn of_method(method: &str) -> Self {
+        match method {
+            "tools/call" => Self::Tool,
+            "prompts/get" => Self::Prompt,
+            _ => Self::Resource,
+        }
+    }
+
+    /// Its place in [`ALL`](Self::ALL), for a table per kind.
+    pub fn index(self) -> usize {
+        match self {
+            Self::Tool => 0,
+            Self::Prompt => 1,
+            Self::Resource => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
 /// The kind an entry of a list naming all three kinds is, and the pattern after its prefix:
 /// `prompt:NAME` a prompt, `resource:URI` a resource, anything else a tool.
-pub fn split(entry: &str) -> (&'static str, &str) {
+pub fn split(entry: &str) -> (Kind, &str) {
     match entry.split_once(':') {
-        Some(("prompt", name)) => ("prompt", name),
-        Some(("resource", uri)) => ("resource", uri),
-        _ => ("tool", entry),
+        Some(("prompt", name)) => (Kind::Prompt, name),
+        Some(("resource", uri)) => (Kind::Resource, uri),
+        _ => (Kind::Tool, entry),
     }
 }
 
@@ -36,12 +92,12 @@ pub fn split(entry: &str) -> (&'static str, &str) {
 /// # Errors
 ///
 /// What the pattern's syntax refuses, naming the kind (`tool pattern "delete_[ab]": …`).
-pub fn target(kind: &str, pattern: &str) -> Result<GateTarget, String> {
+pub fn target(kind: Kind, pattern: &str) -> Result<GateTarget, String> {
     match kind {
-        "tool" => GateTarget::tool_glob(pattern),
-        "prompt" => GateTarget::prompt_glob(pattern),
-        _ if pattern.contains(['*', '?']) => GateTarget::resource_pattern(pattern),
-        _ => Ok(GateTarget::resource(pattern.to_owned())),
+        Kind::Tool => GateTarget::tool_glob(pattern),
+        Kind::Prompt => GateTarget::prompt_glob(pattern),
+        Kind::Resource if pattern.contains(['*', '?']) => GateTarget::resource_pattern(pattern),
+        Kind::Resource => Ok(GateTarget::resource(pattern.to_owned())),
     }
     .map_err(|error| format!("{kind} {error}"))
 }
@@ -52,26 +108,26 @@ mod tests {
 
     #[test]
     fn an_entry_is_a_tool_unless_its_prefix_names_a_prompt_or_a_resource() {
-        assert_eq!(split("read_*"), ("tool", "read_*"));
-        assert_eq!(split("prompt:echo"), ("prompt", "echo"));
+        assert_eq!(split("read_*"), (Kind::Tool, "read_*"));
+        assert_eq!(split("prompt:echo"), (Kind::Prompt, "echo"));
         assert_eq!(
             split("resource:file:///srv/**"),
-            ("resource", "file:///srv/**")
+            (Kind::Resource, "file:///srv/**")
         );
-        assert_eq!(split("ns:tool"), ("tool", "ns:tool"));
+        assert_eq!(split("ns:tool"), (Kind::Tool, "ns:tool"));
     }
 
     #[test]
     fn patterns_match_as_the_layers_gates_do() {
-        let tools = target("tool", "read_*").unwrap();
-        assert!(tools.applies_to(method_of("tool"), "read_file"));
-        assert!(!tools.applies_to(method_of("prompt"), "read_file"));
-        let uris = target("resource", "file:///srv/secret/**").unwrap();
-        assert!(uris.applies_to(method_of("resource"), "file:///srv/./secret/a/b"));
-        let uri = target("resource", "file:///srv/a.txt").unwrap();
-        assert!(uri.applies_to(method_of("resource"), "FILE:///srv/a.txt"));
-        let error = target("tool", "read_[ab]").unwrap_err();
+        let tools = target(Kind::Tool, "read_*").unwrap();
+        assert!(tools.applies_to(Kind::Tool.method(), "read_file"));
+        assert!(!tools.applies_to(Kind::Prompt.method(), "read_file"));
+        let uris = target(Kind::Resource, "file:///srv/secret/**").unwrap();
+        assert!(uris.applies_to(Kind::Resource.method(), "file:///srv/./secret/a/b"));
+        let uri = target(Kind::Resource, "file:///srv/a.txt").unwrap();
+        assert!(uri.applies_to(Kind::Resource.method(), "FILE:///srv/a.txt"));
+        let error = target(Kind::Tool, "read_[ab]").unwrap_err();
         assert!(error.starts_with("tool pattern \"read_[ab]\""), "{error}");
-        assert!(target("prompt", "").is_err());
+        assert!(target(Kind::Prompt, "").is_err());
     }
 }

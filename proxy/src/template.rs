@@ -1,5 +1,6 @@
-//! The file's `{placeholder}`s, for the gates' messages and the URL flows' templates alike: the
-//! one parser both use, a floor both import, so that neither imports the other.
+//! The file's `{placeholder}`s, for the gates' messages, `require` entries and the URL flows'
+//! templates alike: the one parser all use, a floor they import, so that none imports another.
+//! (The upstream's own RFC 6570 resource templates, a grammar of their own, are the fan-out's.)
 //!
 //! A placeholder is `{name}` where the name is ASCII letters, digits, `_` and `-` ([`is_name`]);
 //! any other `{` is text, kept as written (`{ not a name }`, a lone `{`).
@@ -61,6 +62,16 @@ pub(crate) fn names(template: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The name of the one placeholder `text` is, with nothing around it (`{path}`): what a
+/// `require` entry compares an answer with.
+pub(crate) fn sole_name(text: &str) -> Option<&str> {
+    let mut pieces = pieces(text);
+    match (pieces.next(), pieces.next()) {
+        (Some(Piece::Name(name)), None) => Some(name),
+        _ => None,
+    }
+}
+
 /// `template` with each placeholder replaced by what `value` writes for its name.
 pub(crate) fn render(template: &str, mut value: impl FnMut(&str, &mut String)) -> String {
     let mut out = String::with_capacity(template.len());
@@ -95,6 +106,16 @@ mod tests {
         );
         assert_eq!(names("{a} {} {b}").collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(pieces("").count(), 0);
+    }
+
+    #[test]
+    fn a_sole_name_is_one_placeholder_and_nothing_else() {
+        assert_eq!(sole_name("{path}"), Some("path"));
+        for other in [
+            "", "path", "{a}{b}", " {a}", "{a} ", "{ a }", "{a", "{}", "{{a}}",
+        ] {
+            assert_eq!(sole_name(other), None, "{other:?}");
+        }
     }
 
     #[test]

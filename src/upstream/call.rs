@@ -469,18 +469,7 @@ async fn reverse_bridge(
         let call = InFlight::start(core, link, downstream);
         core.hold_floor(Some(call.id));
         call.send(method.as_str(), legacy_params(params)).await;
-        let parked = Parked {
-            caller: tag.clone(),
-            method,
-            target,
-            upstream_id: call.id,
-            events: mpsc::channel(1).1,
-            asked: IndexMap::new(),
-            seq: 0,
-            timer: None,
-            floor: Arc::default(),
-            ticket: None,
-        };
+        let parked = Parked::new(tag.clone(), method, target, call.id);
         return run(core, call, parked, floor).await;
     };
     let is_callers = |bound_to: Option<&str>| caller.owns(core, bound_to);

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
@@ -225,14 +225,8 @@ async fn log_lines(stderr: impl AsyncRead + Unpin, recent: Recent) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match (&mut reader)
-            .take(MAX_STDERR_LINE as u64)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        if read_piece(&mut reader, &mut line).await == 0 {
+            return;
         }
         let whole = line.ends_with(b"\n");
         let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
@@ -254,18 +248,25 @@ async fn log_lines(stderr: impl AsyncRead + Unpin, recent: Recent) {
         }
         // Skip the rest of that line, a bounded piece at a time.
         loop {
-            line.clear();
-            match (&mut reader)
-                .take(MAX_STDERR_LINE as u64)
-                .read_until(b'\n', &mut line)
-                .await
-            {
-                Ok(0) | Err(_) => return,
-                Ok(_) if line.ends_with(b"\n") => break,
-                Ok(_) => {}
+            if read_piece(&mut reader, &mut line).await == 0 {
+                return;
+            }
+            if line.ends_with(b"\n") {
+                break;
             }
         }
     }
+}
+
+/// Reads into `line` (cleared first) up to and with the next newline, at most
+/// [`MAX_STDERR_LINE`] bytes; how many, 0 at the end of the stream or on an error.
+async fn read_piece(reader: &mut (impl AsyncBufRead + Unpin), line: &mut Vec<u8>) -> usize {
+    line.clear();
+    reader
+        .take(MAX_STDERR_LINE as u64)
+        .read_until(b'\n', line)
+        .await
+        .unwrap_or(0)
 }
 
 /// Why a server that exited before its handshake did not start: its last stderr line first

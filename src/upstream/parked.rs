@@ -53,6 +53,30 @@ pub(crate) struct Parked {
     pub(crate) ticket: Option<Ticket>,
 }
 
+impl Parked {
+    /// A call of `caller`'s, `upstream_id` in the session, not parked yet: nothing asked, no
+    /// events, no timer, no ticket.
+    pub(crate) fn new(
+        caller: Option<String>,
+        method: Method,
+        target: Value,
+        upstream_id: u64,
+    ) -> Self {
+        Self {
+            caller,
+            method,
+            target,
+            upstream_id,
+            events: mpsc::channel(1).1,
+            asked: IndexMap::new(),
+            seq: 0,
+            timer: None,
+            floor: Arc::default(),
+            ticket: None,
+        }
+    }
+}
+
 /// The parked calls of one session.
 #[derive(Debug, Default)]
 pub(crate) struct ParkedCalls {
@@ -106,18 +130,12 @@ mod tests {
     }
 
     fn call(caller: u8) -> Box<Parked> {
-        Box::new(Parked {
-            caller: Some(format!("k.{caller}")),
-            method: Method::ToolsCall,
-            target: json!("t"),
-            upstream_id: 1,
-            events: mpsc::channel(1).1,
-            asked: IndexMap::new(),
-            seq: 0,
-            timer: None,
-            floor: Arc::default(),
-            ticket: None,
-        })
+        Box::new(Parked::new(
+            Some(format!("k.{caller}")),
+            Method::ToolsCall,
+            json!("t"),
+            1,
+        ))
     }
 
     #[test]
