@@ -631,15 +631,45 @@ pub struct Identity {
     /// Over stdio, the caller of every request (default: the OS user).
     pub stdio_principal: Option<Spanned<String>>,
     /// Send each caller's `Authorization` to a URL upstream (in place of `[upstream] headers`'
-    /// own), on an upstream connection of the caller's own.
-    #[serde(default)]
-    pub pass_to_upstream: bool,
+    /// own), on an upstream connection of the caller's own: `true` for a lone `[upstream]`, the
+    /// names of the `[[upstream]]`s it goes to with several.
+    pub pass_to_upstream: Option<Spanned<PassTo>>,
     /// With `pass_to_upstream`: let a call without `Authorization` through, on the upstream
     /// connection of the file's own `[upstream] headers` (default: refused, HTTP 401).
     #[serde(default)]
     pub allow_anonymous: bool,
     /// With `pass_to_upstream`: how many callers' upstream connections are kept (default 256).
     pub max_callers: Option<usize>,
+}
+
+/// `[identity] pass_to_upstream`: `true` or `false` (a lone `[upstream]`), or the names of the
+/// `[[upstream]]`s that get each caller's `Authorization` (several).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum PassTo {
+    All(bool),
+    Named(Vec<String>),
+}
+
+impl Identity {
+    /// Whether `pass_to_upstream` sends any caller's credentials anywhere.
+    pub fn passes_any(&self) -> bool {
+        match self.pass_to_upstream.as_ref().map(Spanned::get_ref) {
+            Some(PassTo::All(all)) => *all,
+            Some(PassTo::Named(names)) => !names.is_empty(),
+            None => false,
+        }
+    }
+
+    /// Whether each caller's credentials go to the upstream `name`: the lone one's with
+    /// `true`, one of several that the list names.
+    pub fn passes_to(&self, name: &str, several: bool) -> bool {
+        match self.pass_to_upstream.as_ref().map(Spanned::get_ref) {
+            Some(PassTo::All(all)) => *all && !several,
+            Some(PassTo::Named(names)) => several && names.iter().any(|named| named == name),
+            None => false,
+        }
+    }
 }
 
 /// Where the caller's identity comes from.
@@ -812,7 +842,7 @@ impl Source {
             }
         }
         for (name, span) in verifying[..2].iter().flatten() {
-            if identity.pass_to_upstream {
+            if identity.passes_any() {
                 return Err(self.error(
                     at(span.clone()),
                     format!(
@@ -969,13 +999,43 @@ impl Source {
                     }
                 }
             }
-            if config.identity.pass_to_upstream {
-                found.push(self.error(
-                    None,
-                    "[identity] pass_to_upstream is not supported with several [[upstream]] yet: each caller's credentials would go to every upstream",
-                ));
+            if let Some(pass) = &config.identity.pass_to_upstream {
+                let line = at(pass.span());
+                match pass.get_ref() {
+                    PassTo::All(true) => found.push(self.error(
+                        line,
+                        "[identity] pass_to_upstream = true with several [[upstream]]: name the upstreams each caller's credentials go to (pass_to_upstream = [\"NAME\"]), so that none reaches a server it is not for",
+                    )),
+                    PassTo::All(false) => {}
+                    PassTo::Named(names) => {
+                        for named in names {
+                            let upstream = upstreams
+                                .list
+                                .iter()
+                                .map(Spanned::get_ref)
+                                .find(|upstream| upstream.name() == named);
+                            let why = match upstream {
+                                None => format!("names no [[upstream]] (they are {:?})", upstreams.names()),
+                                Some(upstream) if upstream.url.is_none() => "is a command: credentials go to a URL upstream only".to_owned(),
+                                Some(_) => continue,
+                            };
+                            found.push(self.error(
+                                line,
+                                format!("[identity] pass_to_upstream: {named:?} {why}"),
+                            ));
+                        }
+                    }
+                }
             }
-        } else {
+        } else if let Some(pass) = &config.identity.pass_to_upstream
+            && let PassTo::Named(_) = pass.get_ref()
+        {
+            found.push(self.error(
+                at(pass.span()),
+                "[identity] pass_to_upstream: a list names several [[upstream]]; with a lone [upstream] it is true or false",
+            ));
+        }
+        if !upstreams.several {
             let upstream = upstreams.first();
             for (key, given) in [
                 ("prefix", &upstream.prefix),

@@ -65,7 +65,7 @@ use std::sync::{Mutex, RwLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 use http_body_util::{BodyExt as _, Either, Full, Limited};
@@ -74,6 +74,9 @@ use tokio::sync::mpsc;
 use tower::ServiceExt as _;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
 use tower_elicitation::{BoxError, GateTarget};
+
+use crate::callers::{self, Held, PerCaller};
+use crate::metrics::Health;
 
 /// Pages of one upstream's list followed at most, for one list.
 pub const MAX_PAGES: usize = 100;
@@ -110,9 +113,23 @@ pub struct Member {
     /// Its `hide`'s `resource:` entries: URIs (and templates) of its own left out of the
     /// lists and never routed to it; replaced at each reload ([`Fanout::hide_resources`]).
     pub hidden: RwLock<Vec<GateTarget>>,
+    /// With `[identity] pass_to_upstream` naming it: its adapters of each caller's own
+    /// credentials, which its calls and lists go through ([`crate::callers`]). Its listen goes
+    /// through `upstream` (the file's own headers): list changes are the server's, not a
+    /// caller's.
+    pub callers: Option<PerCaller>,
 }
 
 impl Member {
+    /// The adapter for a request bearing `headers`: the caller's own where its credentials go
+    /// to this upstream, else the file's.
+    fn route(&self, headers: &HeaderMap) -> callers::Route {
+        match &self.callers {
+            Some(callers) => callers.route(&self.upstream, headers.get(AUTHORIZATION)),
+            None => callers::Route::To(self.upstream.clone(), None),
+        }
+    }
+
     /// Whether a session of it is up (handshaken, not restarting).
     fn up(&self) -> bool {
         self.upstream.live_sessions() > 0
@@ -126,15 +143,6 @@ impl Member {
             .iter()
             .any(|target| target.applies_to("resources/read", uri))
     }
-}
-
-/// An upstream's state, for `/healthz` and `/metrics`.
-#[derive(Debug, Clone)]
-pub struct Health {
-    pub name: String,
-    pub up: bool,
-    pub live_sessions: usize,
-    pub sessions: usize,
 }
 
 /// A list the fan-out merges: its method, the result's field, the key naming an item, and
@@ -193,7 +201,7 @@ pub struct Fanout {
 }
 
 /// A response of the fan-out: an upstream's, or one of its own.
-pub type FanoutResponse = Response<Either<ResponseBody, OwnBody>>;
+pub type FanoutResponse = Response<Either<Held, OwnBody>>;
 
 /// The body of an answer of the fan-out's own: one message, or (a listen) the events as they
 /// come.
@@ -576,16 +584,32 @@ impl Fanout {
         if let Some(extensions) = extensions {
             extensions.remove(TASKS);
         }
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
         let body = Bytes::from(Value::Object(message).to_string());
+        let member = &self.members[index];
+        let (upstream, busy) = match member.route(&headers) {
+            callers::Route::To(upstream, busy) => (upstream, busy),
+            callers::Route::Refused(status, why) => {
+                return own(status, Some(&error_response(&id, -32603, why)));
+            }
+            callers::Route::Failed(why) => {
+                crate::metrics::upstream_answered(&member.name, None);
+                tracing::error!(upstream = %member.name, %why, "cannot reach the upstream with the caller's credentials");
+                let why = "The proxy cannot reach the server with your credentials.";
+                return own(
+                    StatusCode::BAD_GATEWAY,
+                    Some(&error_response(&id, -32603, why)),
+                );
+            }
+        };
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = http::Uri::from_static("/mcp");
         *request.headers_mut() = headers;
         request.headers_mut().remove(CONTENT_LENGTH);
-        let member = &self.members[index];
-        let Ok(response) = member.upstream.clone().oneshot(request).await;
+        let Ok(response) = upstream.oneshot(request).await;
         crate::metrics::upstream_answered(&member.name, Some(response.status()));
-        response.map(Either::Left)
+        response.map(|body| Either::Left(Held::new(body, busy)))
     }
 
     /// Upstream `index`'s answer to `message`, read whole as JSON.
@@ -604,7 +628,17 @@ impl Fanout {
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let member = &self.members[index];
-        let Ok(response) = member.upstream.clone().oneshot(request).await;
+        let upstream = match member.route(request.headers()) {
+            callers::Route::To(upstream, _) => upstream,
+            callers::Route::Refused(_, why) => return Err(why.to_owned()),
+            callers::Route::Failed(why) => {
+                crate::metrics::upstream_answered(&member.name, None);
+                return Err(format!(
+                    "cannot reach it with the caller's credentials: {why}"
+                ));
+            }
+        };
+        let Ok(response) = upstream.oneshot(request).await;
         crate::metrics::upstream_answered(&member.name, Some(response.status()));
         let bytes = Limited::new(response.into_body(), MAX_PAGE_BYTES)
             .collect()

@@ -23,6 +23,7 @@
 //! program can compose from the library's layers.
 
 mod approvals;
+mod callers;
 mod catalog;
 mod config;
 mod decisions;
@@ -424,6 +425,7 @@ impl Upstreams {
                     upstream,
                     sessions: settings.sessions()?,
                     hidden: RwLock::default(),
+                    callers: per_caller(config, settings, &spawner),
                 });
             }
             started(&members, options.check).await?;
@@ -491,25 +493,42 @@ impl Upstreams {
     /// What the layer calls: the upstreams, or with `[identity] pass_to_upstream` an adapter of
     /// its own per caller, sending the caller's credential.
     fn routed(&self, config: &Config) -> Result<routed::Routed, Error> {
-        if config.upstreams.several || !config.identity.pass_to_upstream {
+        let first = config.upstreams.first();
+        if config.upstreams.several || !config.identity.passes_to(first.name(), false) {
             return Ok(self.lister.clone());
         }
-        let first = config.upstreams.first();
         if first.url.is_none() {
             return Err("[identity] pass_to_upstream needs an [upstream] url".into());
         }
-        let (upstream, spawner) = (first.clone(), self.spawner.clone());
-        Ok(routed::Routed::per_caller(
-            self.first.clone(),
-            config.identity.allow_anonymous,
-            config.identity.max_callers.unwrap_or(routed::MAX_CALLERS),
-            Box::new(move |authorization| {
-                // One caller's own adapter: a share of it would only throttle that caller.
-                spawner.spawn(&upstream, 1.0, Some(authorization), true)
-            }),
-        )
-        .named(first.name(), first.sessions()?))
+        let per_caller = per_caller(config, first, &self.spawner);
+        Ok(routed::Routed::single(self.first.clone())
+            .with_callers(per_caller)
+            .named(first.name(), first.sessions()?))
     }
+}
+
+/// With `[identity] pass_to_upstream` naming the upstream of `settings`: its adapters of each
+/// caller's own credentials.
+fn per_caller(
+    config: &Config,
+    settings: &config::Upstream,
+    spawner: &Spawner,
+) -> Option<callers::PerCaller> {
+    if !config
+        .identity
+        .passes_to(settings.name(), config.upstreams.several)
+    {
+        return None;
+    }
+    let (upstream, spawner) = (settings.clone(), spawner.clone());
+    Some(callers::PerCaller::new(
+        config.identity.allow_anonymous,
+        config.identity.max_callers.unwrap_or(callers::MAX_CALLERS),
+        Box::new(move |authorization| {
+            // One caller's own adapter: a share of it would only throttle that caller.
+            spawner.spawn(&upstream, 1.0, Some(authorization), true)
+        }),
+    ))
 }
 
 /// The tools' definitions as first listed: remembered in Redis (per set of upstreams) when the

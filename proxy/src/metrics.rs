@@ -23,7 +23,14 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 
-use crate::fanout::Health;
+/// An upstream's state, for `/healthz` and `/metrics`.
+#[derive(Debug, Clone)]
+pub struct Health {
+    pub name: String,
+    pub up: bool,
+    pub live_sessions: usize,
+    pub sessions: usize,
+}
 
 /// The counters, shared by the layer that counts and the endpoint that shows them.
 #[derive(Clone, Default)]

@@ -1072,6 +1072,60 @@ async fn each_callers_authorization_reaches_an_http_upstream_when_passed_and_non
     let not_passing = Proxy::start(&seen(port, false), port).await;
     assert_eq!(header(&not_passing, alice).await, "Bearer the-proxys-own");
     drop(not_passing);
+
+    // Several upstreams (the same server twice): the caller's credentials go to the one the
+    // file names, and the other keeps the file's own headers.
+    let port = free_port();
+    let config = dir.join("several.toml");
+    let upstream = |name: &str| {
+        format!(
+            "[[upstream]]\nname = \"{name}\"\nurl = \"http://127.0.0.1:{server_port}/mcp\"\nheaders = {{ Authorization = \"Bearer the-proxys-own\" }}\n\n"
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "{}{}[listen]\nhttp = \"127.0.0.1:{port}\"\n\n[identity]\npass_to_upstream = [\"mine\"]\n",
+            upstream("mine"),
+            upstream("theirs"),
+        ),
+    )
+    .unwrap();
+    let several = Proxy::start(&config, port).await;
+    let header_of = async |tool: &str, caller: Option<(&str, &str)>| {
+        let reply = several
+            .call_as(caller, tool, json!({"name": "authorization"}), json!({}))
+            .await;
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{reply:#}"))
+            .to_owned()
+    };
+    assert_eq!(header_of("mine_header", alice).await, "Bearer alice");
+    assert_eq!(header_of("mine_header", bob).await, "Bearer bob");
+    assert_eq!(
+        header_of("theirs_header", alice).await,
+        "Bearer the-proxys-own"
+    );
+    // Not allow_anonymous: a call without credentials to the named upstream is refused; the
+    // other still serves it.
+    let refused = several
+        .call_as(
+            None,
+            "mine_header",
+            json!({"name": "authorization"}),
+            json!({}),
+        )
+        .await;
+    assert!(
+        refused.to_string().contains("send an Authorization header"),
+        "{refused:#}"
+    );
+    assert_eq!(
+        header_of("theirs_header", None).await,
+        "Bearer the-proxys-own"
+    );
+    drop(several);
     let _ = server.kill();
     let _ = server.wait();
     let _ = std::fs::remove_dir_all(&dir);

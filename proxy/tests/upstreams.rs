@@ -566,11 +566,18 @@ fn mistakes_with_several_upstreams_name_their_line() {
     assert!(stderr.contains("team.toml:6:"), "{stderr}");
     assert!(stderr.contains("is taken"), "{stderr}");
     // What is not per upstream yet, refused at its line rather than ignored.
+    // Each caller's credentials go only to the upstreams named, each a URL one.
     let stderr = check(&format!("{two}\n[identity]\npass_to_upstream = true\n"));
+    assert!(stderr.contains("team.toml:10:"), "{stderr}");
     assert!(
-        stderr.contains("pass_to_upstream is not supported"),
+        stderr.contains("name the upstreams each caller's credentials go to"),
         "{stderr}"
     );
+    let stderr = check(&format!(
+        "{two}\n[identity]\npass_to_upstream = [\"a\", \"x\"]\n"
+    ));
+    assert!(stderr.contains("\"a\" is a command"), "{stderr}");
+    assert!(stderr.contains("\"x\" names no [[upstream]]"), "{stderr}");
     let stderr = check(&format!("{two}expose = [\"resource:file:///x\"]\n"));
     assert!(stderr.contains("team.toml:8:"), "{stderr}");
     assert!(stderr.contains("not per upstream yet"), "{stderr}");
