@@ -59,13 +59,7 @@ where
         Intake::Call(call) => call,
         Intake::Respond(reply) => return Ok(reply_response(reply)),
         Intake::Task(call) => {
-            let span = tracing::debug_span!(
-                target: "tower_elicitation",
-                "elicitation",
-                method = call.method.as_str(),
-                caller = tracing::field::Empty,
-            );
-            record_caller(&span, &shared, &parts);
+            let span = call_span(call.method.as_str(), &shared, &parts);
             return call_task(inner, shared, parts, &bytes, framed, call)
                 .instrument(span)
                 .await;
@@ -75,16 +69,22 @@ where
             return Ok(response.map(ResponseBody::inner));
         }
     };
-    let span = tracing::debug_span!(
-        target: "tower_elicitation",
-        "elicitation",
-        method = call.method.as_str(),
-        caller = tracing::field::Empty,
-    );
-    record_caller(&span, &shared, &parts);
+    let span = call_span(call.method.as_str(), &shared, &parts);
     call_mrtr(inner, shared, parts, &bytes, framed, call)
         .instrument(span)
         .await
+}
+
+/// The span a call's decision runs in: its `method`, and the caller as [`record_caller`] says.
+fn call_span(method: &str, shared: &Shared, parts: &http::request::Parts) -> tracing::Span {
+    let span = tracing::debug_span!(
+        target: "tower_elicitation",
+        "elicitation",
+        method,
+        caller = tracing::field::Empty,
+    );
+    record_caller(&span, shared, parts);
+    span
 }
 
 /// Records on the call's span who the caller is, as the layer tells callers apart: the keyed tag

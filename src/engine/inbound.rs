@@ -14,7 +14,7 @@ use super::decision::{
 use super::gates::GateRound;
 use super::outbound::{Outbound, ProbeVerdict, judge_probe};
 use super::policy::{AnswersWithoutState, Config, MAX_KEPT_META_LEN};
-use super::reply::{log_outcome, log_rejected, reask, refuse};
+use super::reply::{log_outcome, log_rejected, reask, refuse, round_event};
 use crate::store::Consumed;
 use crate::token::claims::{Arguments, Binding, Claims};
 use crate::token::{self, Clock};
@@ -93,11 +93,9 @@ async fn consume<E: Effects>(
     match spent {
         Ok(None) => Ok(()),
         Ok(Some(reason)) => {
-            tracing::info!(
-                target: "tower_elicitation",
-                method = round.method.as_str(),
-                target = %round.target,
-                round = round.number,
+            round_event!(
+                info,
+                round,
                 outcome = "refused",
                 why = "single_use",
                 reason,
@@ -198,11 +196,9 @@ async fn decide_once<E: Effects>(
         && gated.forget_changed(&claims)
     {
         // What was approved is not what would run: nothing is forwarded on that approval.
-        tracing::info!(
-            target: "tower_elicitation",
-            method = round.method.as_str(),
-            target = %round.target,
-            round = round.number,
+        round_event!(
+            info,
+            round,
             outcome = "binding_changed",
             why = "changed",
             "a gate's binding changed since it was asked: asking again"
@@ -654,8 +650,8 @@ mod tests {
         )
     }
 
-    async fn run(body: &str, answer: Option<&'static str>) -> (Decided<&'static str>, Vec<String>) {
-        let config = Config::new(Keyring::new("k1", [7u8; 32]).unwrap());
+    /// `body` read as an MRTR call, and an anonymous caller's context at `now`.
+    fn call_at(body: &str, now: u64) -> (Call<'_>, Context<'static>) {
         let Peek::Call(call) = peek(body.as_bytes()) else {
             panic!("an MRTR call: {body}")
         };
@@ -663,8 +659,14 @@ mod tests {
             principal: None,
             caller: None,
             header_version: None,
-            now: 1_000,
+            now,
         };
+        (call, cx)
+    }
+
+    async fn run(body: &str, answer: Option<&'static str>) -> (Decided<&'static str>, Vec<String>) {
+        let config = Config::new(Keyring::new("k1", [7u8; 32]).unwrap());
+        let (call, cx) = call_at(body, 1_000);
         let mut inner = Scripted {
             answer,
             calls: Vec::new(),
@@ -827,15 +829,7 @@ mod tests {
             crate::gate::Target::new(crate::GateTarget::tool("deploy")),
             gate,
         ));
-        let Peek::Call(call) = peek(body.as_bytes()) else {
-            panic!("an MRTR call: {body}")
-        };
-        let cx = Context {
-            principal: None,
-            caller: None,
-            header_version: None,
-            now,
-        };
+        let (call, cx) = call_at(body, now);
         decide(&call, cx, &config, effects).await.unwrap()
     }
 

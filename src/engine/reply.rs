@@ -216,28 +216,31 @@ pub(super) fn cannot_vouch(round: &Round, why: &str) -> Reply {
     refuse(round, INTERNAL_ERROR, "Internal error", None)
 }
 
+/// A `tracing` event at `level` (`debug`, `info`, …) about `round`: target `tower_elicitation`
+/// and the call's `method`, `target` and `round` (the fields the proxy's decision log and
+/// metrics read), then the fields and message given.
+macro_rules! round_event {
+    ($level:ident, $round:expr, $($fields:tt)+) => {
+        tracing::$level!(
+            target: "tower_elicitation",
+            method = $round.method.as_str(),
+            target = %$round.target,
+            round = $round.number,
+            $($fields)+
+        )
+    };
+}
+pub(super) use round_event;
+
 /// The debug event every decision leaves.
 pub(super) fn log_outcome(round: &Round, outcome: &'static str) {
-    tracing::debug!(
-        target: "tower_elicitation",
-        method = round.method.as_str(),
-        target = %round.target,
-        round = round.number,
-        outcome,
-    );
+    round_event!(debug, round, outcome);
 }
 
 /// The event of a gate's refusal (outcome `gate_refused`), with why: `declined`, `cancelled` or
 /// `not_allowed`.
 pub(super) fn log_gate_refused(round: &Round, why: &'static str) {
-    tracing::debug!(
-        target: "tower_elicitation",
-        method = round.method.as_str(),
-        target = %round.target,
-        round = round.number,
-        outcome = "gate_refused",
-        why,
-    );
+    round_event!(debug, round, outcome = "gate_refused", why);
 }
 
 /// The event of a `requestState` refused: `why` a short code (the decision log's), `reason`
