@@ -190,7 +190,8 @@ fn unreadable(round: &Round) -> Outbound {
     ))
 }
 
-fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
+/// Whether two JSON-RPC ids are the same id: the same text, or the same value spelled apart.
+pub(super) fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => {
             a.get() == b.get()

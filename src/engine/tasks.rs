@@ -56,6 +56,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
+use super::outbound::same_id;
 use super::policy::{Config, UnrecordedTasks};
 use crate::token::claims::{Questions, is_session_tag, session_tag};
 use crate::wire::jsonrpc::{
@@ -319,17 +320,6 @@ fn result_of(message: &[u8], id: Option<&RawValue>) -> Option<TaskResult> {
         return None;
     }
     serde_json::from_str(response.result?.get()).ok()
-}
-
-fn same_id(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => {
-            a.get() == b.get()
-                || serde_json::from_str::<Value>(a.get()).ok()
-                    == serde_json::from_str::<Value>(b.get()).ok()
-        }
-        _ => false,
-    }
 }
 
 /// How long to remember a task from now, in seconds: its `ttlMs` when it has one, at most

@@ -121,6 +121,33 @@ pub(crate) fn questions(requests: &Map<String, Value>) -> Questions {
         .collect()
 }
 
+/// The claims of a `tools/call` of `deploy` with no arguments, sealed at 1 and expiring at 2,
+/// round `round`, asking nothing: a test's base, its own fields set over it.
+#[cfg(test)]
+pub(crate) fn fixture(round: u32) -> Claims {
+    Claims {
+        version: VERSION,
+        issued_at: 1,
+        expires_at: 2,
+        method: "tools/call".into(),
+        target: "deploy".into(),
+        arguments: args_digest_of(&serde_json::json!({})),
+        exact_arguments: None,
+        principal: None,
+        audience: None,
+        round,
+        inner_state: None,
+        questions: Questions::default(),
+        accepted: Map::new(),
+        gate_answers: Map::new(),
+        bindings: BTreeMap::default(),
+        flow_handles: Default::default(),
+        token_id: None,
+        nonce: None,
+        epoch: None,
+    }
+}
+
 /// What a request must match for its token to be accepted.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Binding<'a> {

@@ -259,25 +259,13 @@ mod tests {
                 "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}),
         );
         Claims {
-            version: VERSION,
             issued_at: NOW,
             expires_at: NOW + 600,
-            method: "tools/call".into(),
-            target: "deploy".into(),
             arguments: args_digest_of(&json!({"environment": "staging"})),
-            exact_arguments: None,
-            principal: None,
             audience: Some("api".into()),
-            round: 1,
             inner_state: Some("inner-state".into()),
             questions: crate::token::claims::questions(&q),
-            accepted: Map::new(),
-            gate_answers: Map::new(),
-            bindings: Default::default(),
-            flow_handles: Default::default(),
-            token_id: None,
-            nonce: None,
-            epoch: None,
+            ..crate::token::claims::fixture(1)
         }
     }
 

@@ -68,31 +68,9 @@ impl Sealed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::token::claims::{VERSION, args_digest_of};
-    use serde_json::{Map, json};
 
     fn claims(r: u32) -> Arc<Claims> {
-        Arc::new(Claims {
-            version: VERSION,
-            issued_at: 1,
-            expires_at: 2,
-            method: "tools/call".into(),
-            target: "deploy".into(),
-            arguments: args_digest_of(&json!({})),
-            exact_arguments: None,
-            principal: None,
-            audience: None,
-            round: r,
-            inner_state: None,
-            questions: Default::default(),
-            accepted: Map::new(),
-            gate_answers: Map::new(),
-            bindings: Default::default(),
-            flow_handles: Default::default(),
-            token_id: None,
-            nonce: None,
-            epoch: None,
-        })
+        Arc::new(crate::token::claims::fixture(r))
     }
 
     #[test]
