@@ -133,7 +133,8 @@ pub(crate) fn open(
     if prefix != PREFIX {
         return Err(Reject::Malformed("unknown prefix"));
     }
-    if body.contains('.') {
+    // The claims' base64 is most of the token: memchr's vector search, not `str::contains`.
+    if memchr::memchr(b'.', body.as_bytes()).is_some() {
         return Err(Reject::Malformed("too many parts"));
     }
     let key = keyring.get(kid).ok_or(Reject::UnknownKid)?;
