@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, HeaderValue, TRANSFER_ENCODING};
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{Request, Response};
 use http_body::Body;
 use http_body_util::Limited;
@@ -88,19 +88,29 @@ where
             return ResponseFuture::forwarding(inner.call(request.map(RequestBody::untouched)));
         }
         let (parts, body) = request.into_parts();
-        let mut lengths = parts.headers.get_all(CONTENT_LENGTH).iter();
-        let content_length = lengths
-            .next()
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        // The three headers the layer reads, in one pass over them all (a lookup hashes its name):
+        // the first `Content-Length` and whether there is another, any `Transfer-Encoding`, the
+        // first `Content-Encoding`.
+        let mut content_length = None;
+        let mut lengths = 0_usize;
+        let mut transfer_encoding = false;
+        let mut content_encoding = None;
+        for (name, value) in &parts.headers {
+            if name == CONTENT_LENGTH {
+                if lengths == 0 {
+                    content_length = value.to_str().ok().and_then(|v| v.parse::<u64>().ok());
+                }
+                lengths += 1;
+            } else if name == TRANSFER_ENCODING {
+                transfer_encoding = true;
+            } else if name == CONTENT_ENCODING && content_encoding.is_none() {
+                content_encoding = Some(value.as_bytes());
+            }
+        }
         // The length the headers give the body, if they give exactly one and no other framing.
-        let framed = content_length
-            .filter(|_| lengths.next().is_none() && !parts.headers.contains_key(TRANSFER_ENCODING));
+        let framed = content_length.filter(|_| lengths == 1 && !transfer_encoding);
         let head = engine::Head {
-            content_encoding: parts
-                .headers
-                .get(CONTENT_ENCODING)
-                .map(HeaderValue::as_bytes),
+            content_encoding,
             content_length,
         };
         if let Some(reply) = engine::refuse_unread(head, self.shared.max_body_bytes) {

@@ -115,7 +115,14 @@ struct Message<'a>(Object<'a>);
 
 impl<'a> Message<'a> {
     fn read(message: &'a [u8]) -> Option<Self> {
-        match Object::read_slice(message, &["result", "inputRequests"]) {
+        const PATH: &[&str] = &["result", "inputRequests"];
+        // Checked as UTF-8 once, the text is read without checking each string and raw member
+        // again; what is not UTF-8 is read as bytes, as before, to fail the same way.
+        let read = match std::str::from_utf8(message) {
+            Ok(text) => Object::read(text, PATH),
+            Err(_) => Object::read_slice(message, PATH),
+        };
+        match read {
             Ok(ObjectOr::Object(object)) => Some(Self(object)),
             _ => None,
         }

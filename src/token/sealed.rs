@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use super::claims::Claims;
+use super::format::split_tag;
 use crate::util::memo::{Bounded, Weight};
 
 /// How many sealed tokens are kept at most.
@@ -42,7 +43,7 @@ impl Weight for SealedToken {
 impl Sealed {
     /// Remembers that `token` was sealed from `claims`.
     pub(crate) fn insert(&self, token: &str, claims: Arc<Claims>) {
-        let Some((_, tag)) = token.rsplit_once('.') else {
+        let Some((_, tag)) = split_tag(token) else {
             return;
         };
         if token.len() > MAX_TOKEN_LEN {
@@ -57,7 +58,7 @@ impl Sealed {
 
     /// The claims `token` was sealed from, if this is a token this cache holds, byte for byte.
     pub(crate) fn get(&self, token: &str) -> Option<Arc<Claims>> {
-        let (_, tag) = token.rsplit_once('.')?;
+        let (_, tag) = split_tag(token)?;
         let sealed = self.0.get(tag)?;
         // Constant time, so a near miss does not tell how much of a kept token it matched.
         constant_time_eq::constant_time_eq(sealed.token.as_bytes(), token.as_bytes())

@@ -4,8 +4,10 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::LazyLock;
 
 use http::StatusCode;
+use memchr::memmem::Finder;
 use serde::Serialize;
 use serde::de;
 use serde_json::value::RawValue;
@@ -373,16 +375,14 @@ pub(crate) fn names_no_mrtr_method(body: &[u8]) -> bool {
 }
 
 /// Whether `tools/call`, `prompts/get`, `resources/read` or a task method the layer judges
-/// (`tasks/get`, `tasks/update`, `tasks/cancel`) occurs in `body`: one pass over its slashes,
+/// (`tasks/get`, `tasks/update`, `tasks/cancel`) occurs in `body`: one pass over its `s/` pairs,
 /// each checked for a method name around it.
 fn spells_an_mrtr_method(body: &[u8]) -> bool {
-    memchr::memchr_iter(b'/', body).any(|at| {
-        // Each of those names ends in `s` before its slash: most slashes (a URL's, a `_meta`
-        // key's `io.modelcontextprotocol/`) go no further than this one byte.
-        if at == 0 || body[at - 1] != b's' {
-            return false;
-        }
-        let (before, after) = body.split_at(at);
+    // Each of those names ends in `s` before its slash: one search for `s/` passes over every
+    // other slash (a URL's, a `_meta` key's `io.modelcontextprotocol/`) without stopping.
+    static S_SLASH: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"s/"));
+    S_SLASH.find_iter(body).any(|s| {
+        let (before, after) = body.split_at(s + 1);
         (before.ends_with(b"tools") && after.starts_with(b"/call"))
             || (before.ends_with(b"prompts") && after.starts_with(b"/get"))
             || (before.ends_with(b"resources") && after.starts_with(b"/read"))
