@@ -12,7 +12,7 @@ use hmac::Mac;
 
 use super::claims::{Binding, Claims, VERSION, principal_tag};
 use super::keyring::{HmacSha256, Keyring};
-use super::sealed::Sealed;
+use super::sealed::{Sealed, split_tag};
 
 const PREFIX: &str = "v1";
 const MAC_LABEL: &[u8] = b"tower-elicitation/request-state/v1\0";
@@ -144,13 +144,6 @@ pub(crate) fn open(
     };
     check(&claims, key, clock, binding)?;
     Ok(claims)
-}
-
-/// `token` split at its last dot: what the MAC covers, and the MAC (`str::rsplit_once('.')`,
-/// with memchr's vector search from the end rather than std's byte loop).
-pub(crate) fn split_tag(token: &str) -> Option<(&str, &str)> {
-    let dot = memchr::memrchr(b'.', token.as_bytes())?;
-    Some((&token[..dot], &token[dot + 1..]))
 }
 
 /// The claims of `v1.<kid>.<body>` if `tag` is their MAC under `key`.

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use super::claims::Claims;
-use super::format::split_tag;
 use crate::util::memo::{Bounded, Weight};
 
 /// How many sealed tokens are kept at most.
@@ -64,6 +63,14 @@ impl Sealed {
         constant_time_eq::constant_time_eq(sealed.token.as_bytes(), token.as_bytes())
             .then(|| Arc::clone(&sealed.claims))
     }
+}
+
+/// `token` split at its last dot: what the MAC covers, and the MAC (`str::rsplit_once('.')`,
+/// with memchr's vector search from the end rather than std's byte loop). Here rather than in
+/// `format`, which reads the cache: the cache keys tokens by their MAC.
+pub(crate) fn split_tag(token: &str) -> Option<(&str, &str)> {
+    let dot = memchr::memrchr(b'.', token.as_bytes())?;
+    Some((&token[..dot], &token[dot + 1..]))
 }
 
 #[cfg(test)]
