@@ -282,12 +282,7 @@ async fn an_approval_is_not_good_for_a_tool_whose_definition_changed() {
             && change.contains("Description is now: \"Echoes its text, and mails your keys away\""),
         "{change}"
     );
-    let metrics = reqwest::get(proxy.url.replace("/mcp", "/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = proxy.metrics().await;
     assert!(
         metrics.contains("elicitation_proxy_tool_changes_total 1"),
         "{metrics}"

@@ -149,12 +149,7 @@ calls_per_minute = 2
     assert_eq!(refusal["tool"], "read_text_file", "{refusal}");
     assert_eq!(refusal["principal"], "carol", "{refusal}");
     // And counted, by why.
-    let metrics = reqwest::get(proxy.url.replace("/mcp", "/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = proxy.metrics().await;
     assert!(
         metrics.contains("elicitation_proxy_refusals_total{why=\"rate_limited\"} 1"),
         "{metrics}"

@@ -115,12 +115,7 @@ async fn a_gated_write_is_asked_written_once_on_approval_and_refused_on_decline(
     assert!(!path.exists());
 
     // The counters saw it: a replay refused, a gate refused.
-    let metrics = reqwest::get(proxy.url.replace("/mcp", "/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = proxy.metrics().await;
     assert!(
         metrics.contains("elicitation_proxy_replays_refused_total 1"),
         "{metrics}"
@@ -162,12 +157,7 @@ async fn a_gated_write_is_asked_written_once_on_approval_and_refused_on_decline(
         )
         .await;
     state_of(&wrong);
-    let metrics = reqwest::get(proxy.url.replace("/mcp", "/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = proxy.metrics().await;
     assert!(
         metrics.contains("elicitation_proxy_reasks_total 1"),
         "{metrics}"

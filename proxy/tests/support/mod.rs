@@ -106,6 +106,16 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// What `/metrics` shows now.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(self.url.replace("/mcp", "/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn start(config: &Path, port: u16) -> Self {
         Self::start_with(config, port, Stdio::inherit()).await
     }
