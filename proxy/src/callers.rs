@@ -27,6 +27,15 @@ use tower_elicitation::upstream::{ResponseBody, Upstream};
 
 use crate::error::Error;
 
+/// Marks a request the proxy makes of its own (its listings at start, at a reload, after a tool
+/// changed): it goes on the file's own adapter, whatever `allow_anonymous` says of callers.
+#[derive(Debug, Clone, Copy)]
+pub struct ProxysOwn;
+
+/// The header the fan-out carries [`ProxysOwn`] in, down to the member that routes it: set only
+/// from the request's extension, and taken off every request that comes from outside.
+pub const PROXYS_OWN: http::HeaderName = http::HeaderName::from_static("x-elicitation-proxy-own");
+
 /// Adapters kept for callers at once, by default.
 pub const MAX_CALLERS: usize = 256;
 
@@ -93,6 +102,19 @@ impl PerCaller {
     /// The adapter for a call bearing `authorization`: the caller's own (made on its first
     /// call), `first` (the file's own) for an anonymous call where allowed, or why not.
     pub fn route(&self, first: &Upstream, authorization: Option<&HeaderValue>) -> Route {
+        self.route_as(first, authorization, false)
+    }
+
+    /// [`route`](Self::route), or the file's own adapter for a request of the proxy's own.
+    pub fn route_as(
+        &self,
+        first: &Upstream,
+        authorization: Option<&HeaderValue>,
+        proxys_own: bool,
+    ) -> Route {
+        if proxys_own {
+            return Route::To(first.clone(), None);
+        }
         let Some(authorization) = authorization else {
             return if self.anonymous {
                 Route::To(first.clone(), None)

@@ -75,7 +75,7 @@ use tower::ServiceExt as _;
 use tower_elicitation::upstream::{ResponseBody, Upstream};
 use tower_elicitation::{BoxError, GateTarget};
 
-use crate::callers::{self, Held, PerCaller};
+use crate::callers::{self, Held, PROXYS_OWN, PerCaller, ProxysOwn};
 use crate::metrics::Health;
 
 /// Pages of one upstream's list followed at most, for one list.
@@ -125,7 +125,11 @@ impl Member {
     /// to this upstream, else the file's.
     fn route(&self, headers: &HeaderMap) -> callers::Route {
         match &self.callers {
-            Some(callers) => callers.route(&self.upstream, headers.get(AUTHORIZATION)),
+            Some(callers) => callers.route_as(
+                &self.upstream,
+                headers.get(AUTHORIZATION),
+                headers.contains_key(PROXYS_OWN),
+            ),
             None => callers::Route::To(self.upstream.clone(), None),
         }
     }
@@ -332,7 +336,13 @@ impl Fanout {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let headers = parts.headers;
+        // Whether the proxy made this request itself: said by its extension alone, never by a
+        // header a caller could send.
+        let mut headers = parts.headers;
+        headers.remove(PROXYS_OWN);
+        if parts.extensions.get::<ProxysOwn>().is_some() {
+            headers.insert(PROXYS_OWN, HeaderValue::from_static("1"));
+        }
         if let Some(index) = LISTS.iter().position(|list| list.method == method) {
             let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
             if params.get("cursor").is_some() {

@@ -1460,12 +1460,14 @@ async fn rpc(upstream: &routed::Routed, method: &str, mut params: Value) -> Resu
         "io.modelcontextprotocol/clientInfo": {"name": "elicitation-proxy", "version": env!("CARGO_PKG_VERSION")},
     });
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let request = http::Request::post("/mcp")
+    let mut request = http::Request::post("/mcp")
         .header("content-type", "application/json")
         .header("accept", "application/json")
         .body(http_body_util::Full::new(bytes::Bytes::from(
             body.to_string(),
         )))?;
+    // On the file's own adapters, not a caller's (`[identity] pass_to_upstream`).
+    request.extensions_mut().insert(callers::ProxysOwn);
     let Ok(response) = upstream.clone().oneshot(request).await;
     let bytes = http_body_util::BodyExt::collect(response.into_body())
         .await?

@@ -1081,6 +1081,29 @@ async fn each_callers_authorization_reaches_an_http_upstream_when_passed_and_non
         ),
     )
     .unwrap();
+    // The proxy's own listing (`--check`, the start, a reload) goes on the file's own
+    // connection, so a gate on the named upstream's tools finds them though no caller is there
+    // (and `allow_anonymous` is off).
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{text}\n[[gate]]\nupstream = \"mine\"\ntools = [\"header\"]\naction = \"allow\"\n"
+        ),
+    )
+    .unwrap();
+    let checked = Command::new(PROXY)
+        .arg("--config")
+        .arg(&config)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success() && printed.contains("1 gate on 1 tool, all valid"),
+        "{printed}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
     let several = Proxy::start(&config, port).await;
     let header_of = async |tool: &str, caller: Option<(&str, &str)>| {
         let reply = several
