@@ -5,15 +5,20 @@
 mod body;
 mod config;
 mod events;
+mod forward;
 mod future;
+mod handshake;
 mod hosts;
 mod inner;
 mod layer;
 mod listen;
 mod listeners;
 mod params;
+mod replies;
 mod rounds;
 mod service;
+mod sessions;
+mod utilities;
 
 pub use body::{RequestBody, ResponseBody};
 pub use future::ResponseFuture;
