@@ -9,6 +9,7 @@ mod call;
 mod child;
 mod config;
 mod core;
+mod front;
 mod listen;
 mod parked;
 mod pool;
@@ -22,4 +23,5 @@ mod trace;
 #[cfg(feature = "upstream-http")]
 pub use config::Http;
 pub use config::{Era, Server, ServerQuestions, Stdio};
-pub use service::{ResponseBody, ResponseFuture, Upstream, UpstreamBuilder};
+pub use front::ResponseBody;
+pub use service::{ResponseFuture, Upstream, UpstreamBuilder};

@@ -8,80 +8,21 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
-use http::{Method as HttpMethod, Request, Response, StatusCode};
-use http_body::{Body, Frame, SizeHint};
-use http_body_util::Full;
-use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use http::{Request, Response};
+use http_body::Body;
+use tokio::sync::watch;
 use tower_service::Service;
 
-use super::call::{Caller, Front};
 use super::child;
 use super::config::{Era, Routes, Server, ServerQuestions, Settings};
-use super::core::{Core, PoolState, QUEUE, State};
+use super::core::{Core, PoolState, State};
+use super::front::{ResponseBody, serve};
 use super::pool::Pool;
 #[cfg(feature = "upstream-http")]
 use super::streamable;
-use super::trace::TraceContext;
 use crate::store::PendingAnswers;
 use crate::util::BoxFuture;
-use crate::util::body::{parse_strict, read_limited};
-use crate::wire::jsonrpc::{self, INVALID_REQUEST, PARSE_ERROR, Reply, ReplyKind, RpcError};
-use crate::wire::sse::message_event as event;
 use crate::{BoxError, ElicitationLayer};
-
-opaque_body! {
-    /// The body of the adapter's responses: one JSON-RPC message, or (for a client that takes
-    /// event streams) an event stream of the call's progress and log notifications and then
-    /// the answer. It cannot fail.
-    #[derive(Debug, Default)]
-    pub struct ResponseBody(inner: Frames) -> Error = Infallible
-}
-
-/// What a response body holds: one message in memory, or events as the call sends them.
-#[derive(Debug)]
-enum Frames {
-    Whole(Full<Bytes>),
-    Events(mpsc::Receiver<Bytes>),
-}
-
-impl Default for Frames {
-    fn default() -> Self {
-        Self::Whole(Full::default())
-    }
-}
-
-impl Body for Frames {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Self::Whole(body) => Pin::new(body).poll_frame(cx),
-            Self::Events(events) => events
-                .poll_recv(cx)
-                .map(|event| event.map(|e| Ok(Frame::data(e)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            Self::Whole(body) => body.is_end_stream(),
-            Self::Events(_) => false,
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            Self::Whole(body) => body.size_hint(),
-            Self::Events(_) => SizeHint::default(),
-        }
-    }
-}
 
 /// The future of [`Upstream`]'s response.
 pub struct ResponseFuture {
@@ -455,147 +396,4 @@ where
             inner: Box::pin(serve(Arc::clone(&self.pool), request)),
         }
     }
-}
-
-async fn serve<B>(pool: Arc<Pool>, request: Request<B>) -> Response<ResponseBody>
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    if request.method() != HttpMethod::POST {
-        let mut response = empty(StatusCode::METHOD_NOT_ALLOWED);
-        response
-            .headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("POST"));
-        return response;
-    }
-    let (parts, body) = request.into_parts();
-    let settings = &pool.first().settings;
-    let caller = settings.callers.principal(&parts);
-    let trace = TraceContext::of(&parts.headers);
-    let bytes = match read_limited(body, settings.max_body_bytes).await {
-        Ok(bytes) => bytes,
-        Err(failed) => return reply(failed.reply()),
-    };
-    let refuse = |code: i64, message: &str| {
-        let body = jsonrpc::response(&Value::Null, Err(RpcError::new(code, message)));
-        reply(Reply::message(ReplyKind::BadRequest, &body))
-    };
-    let message = match parse_strict(&bytes) {
-        Ok(Value::Object(message)) => message,
-        Ok(Value::Array(_)) => {
-            return refuse(
-                INVALID_REQUEST,
-                "Invalid Request: batches are not supported",
-            );
-        }
-        _ => return refuse(PARSE_ERROR, "Parse error"),
-    };
-    let streams = parts
-        .headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("text/event-stream"));
-    if !streams {
-        let front = Front {
-            caller: Caller::Principal(caller),
-            notes: None,
-            trace,
-        };
-        return answer(pool.dispatch(front, message).await);
-    }
-    // An event stream, as rmcp's and the TypeScript SDK's servers answer by default: the call's
-    // notifications as they come, the answer as the last event (all in one piece when they come
-    // together). A front that takes only JSON gets one JSON answer.
-    let (notes, mut noted) = mpsc::channel(QUEUE);
-    let front = Front {
-        caller: Caller::Principal(caller),
-        notes: Some(notes),
-        trace,
-    };
-    let mut handled = Box::pin(async move { pool.dispatch(front, message).await });
-    let first = tokio::select! {
-        biased;
-        response = &mut handled => {
-            // The answer, after the notifications that came with it: one event stream in memory.
-            let Some(response) = response else {
-                return answer(None);
-            };
-            let mut stream = Vec::new();
-            while let Ok(note) = noted.try_recv() {
-                stream.extend_from_slice(&event(&note));
-            }
-            if stream.is_empty() && !ReplyKind::of_response(&response).in_band() {
-                // A capability refusal is HTTP 400, which only a JSON answer can say.
-                return answer(Some(response));
-            }
-            stream.extend_from_slice(&event(&response));
-            return event_stream(Frames::Whole(Full::new(stream.into())));
-        }
-        Some(note) = noted.recv() => note,
-    };
-    let (events, body) = mpsc::channel(QUEUE);
-    tokio::spawn(async move {
-        let mut next = Some(first);
-        loop {
-            // A send fails when the front went away: dropping the call cancels it upstream.
-            if let Some(note) = next.take()
-                && events.send(event(&note)).await.is_err()
-            {
-                return;
-            }
-            tokio::select! {
-                biased;
-                () = events.closed() => return,
-                Some(note) = noted.recv() => next = Some(note),
-                response = &mut handled => {
-                    while let Ok(note) = noted.try_recv() {
-                        let _ = events.send(event(&note)).await;
-                    }
-                    if let Some(response) = response {
-                        let _ = events.send(event(&response)).await;
-                    }
-                    return;
-                }
-            }
-        }
-    });
-    event_stream(Frames::Events(body))
-}
-
-fn event_stream(frames: Frames) -> Response<ResponseBody> {
-    let mut response = Response::new(ResponseBody { inner: frames });
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
-}
-
-/// The answer to a request as one JSON message (`None`: a notification, 202); a refusal for a
-/// capability the client did not declare is HTTP 400, as `ElicitationLayer` answers it.
-fn answer(response: Option<Value>) -> Response<ResponseBody> {
-    match response {
-        Some(response) => reply(Reply::by_code(&response)),
-        None => empty(StatusCode::ACCEPTED),
-    }
-}
-
-/// `reply` as a response: its kind's status, its JSON body.
-fn reply(reply: Reply) -> Response<ResponseBody> {
-    let mut response = empty(reply.kind.status());
-    *response.body_mut() = ResponseBody {
-        inner: Frames::Whole(Full::new(reply.body.into())),
-    };
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
-/// A response of `status` alone, without a body.
-fn empty(status: StatusCode) -> Response<ResponseBody> {
-    let mut response = Response::new(ResponseBody::default());
-    *response.status_mut() = status;
-    response
 }
