@@ -13,8 +13,8 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::body::{RequestBody, ResponseBody};
-use super::pipeline;
 use super::shared::Shared;
+use super::{framing, pipeline};
 use crate::BoxError;
 use crate::engine;
 use crate::util::BoxFuture;
@@ -148,15 +148,15 @@ where
                     };
                     match read {
                         Err(e) if e.is::<LengthLimitError>() => State::Ready {
-                            response: Some(pipeline::reply_response(engine::too_large())),
+                            response: Some(framing::reply_response(engine::too_large())),
                         },
                         Err(_) => State::Ready {
-                            response: Some(pipeline::reply_response(engine::unreadable())),
+                            response: Some(framing::reply_response(engine::unreadable())),
                         },
                         Ok(bytes) => {
                             if engine::passes_unread(&bytes) {
                                 State::Forwarding {
-                                    future: inner.call(pipeline::forward(parts, bytes, framed)),
+                                    future: inner.call(framing::forward(parts, bytes, framed)),
                                 }
                             } else {
                                 State::Boxed {

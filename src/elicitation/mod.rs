@@ -5,9 +5,11 @@
 //! layer's own replies), [`body`] and [`sse_body`] are the bodies it hands on.
 
 pub(crate) mod body;
+pub(crate) mod framing;
 pub(crate) mod future;
 pub(crate) mod layer;
 pub(crate) mod pipeline;
 pub(crate) mod service;
 pub(crate) mod shared;
 pub(crate) mod sse_body;
+pub(crate) mod task_path;

@@ -4,22 +4,21 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::header::{
-    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, TRANSFER_ENCODING,
-};
+use http::header::{ACCEPT_ENCODING, CONTENT_LENGTH, HeaderValue};
 use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 use tracing::Instrument;
 
 use super::body::{RequestBody, ResponseBody};
+use super::framing::{answer, answer_message, forward, rebuild, replace, reply_response};
 use super::shared::Shared;
 use super::sse_body::{ResponseRewrite, SseBody};
 use crate::BoxError;
-use crate::engine::tasks::{self, TaskRecord, TaskVerdict};
+use crate::engine::tasks::{self};
 use crate::engine::{self, Answer, Decided, Intake, Outbound, Probed, Round, SingleUseId};
 use crate::gate::{ErasedFlow, GateCall};
 use crate::store::Consumed;
@@ -29,8 +28,6 @@ use crate::util::body::ReadAll;
 use crate::util::principal::VerifiedCaller;
 use crate::util::time::unix_millis;
 use crate::wire::jsonrpc::{Call, Reply};
-use crate::wire::mcp::TaskMethod;
-use crate::wire::sse;
 
 /// How a body that may name an MRTR method starts down its path: [`handle`], boxed. Chosen in
 /// `Service::call`, where the bounds it needs are known, so the response future needs none.
@@ -60,7 +57,7 @@ where
         Intake::Respond(reply) => return Ok(reply_response(reply)),
         Intake::Task(call) => {
             let span = call_span(call.method.as_str(), &shared, &parts);
-            return call_task(inner, shared, parts, &bytes, framed, call)
+            return super::task_path::call_task(inner, shared, parts, &bytes, framed, call)
                 .instrument(span)
                 .await;
         }
@@ -249,45 +246,6 @@ where
     }
 }
 
-/// The request for the inner service with the original `body`: under its original headers when
-/// they describe it (`framed`: one `Content-Length`, equal to its length, and no
-/// `Transfer-Encoding`), else as [`rebuild`] makes them.
-pub(crate) fn forward<B>(
-    parts: http::request::Parts,
-    body: Bytes,
-    framed: Option<u64>,
-) -> Request<RequestBody<B>> {
-    if framed == Some(body.len() as u64) {
-        Request::from_parts(parts, RequestBody::buffered(body))
-    } else {
-        rebuild(parts, body)
-    }
-}
-
-/// The request for the inner service, with `body` and a matching `Content-Length`.
-fn rebuild<B>(mut parts: http::request::Parts, body: Bytes) -> Request<RequestBody<B>> {
-    // The body is now a buffer of known length: a `Transfer-Encoding` beside the new
-    // `Content-Length` would let a proxying inner service frame it two ways.
-    parts.headers.remove(TRANSFER_ENCODING);
-    parts
-        .headers
-        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    Request::from_parts(parts, RequestBody::buffered(body))
-}
-
-/// The inner service's answer to an MRTR call, as [`engine::answer`] sorts it.
-fn answer<B>(response: &Response<B>) -> Result<Answer, &'static str> {
-    let headers = response.headers();
-    engine::answer(
-        response.status().is_success(),
-        headers
-            .get_all(CONTENT_ENCODING)
-            .iter()
-            .map(HeaderValue::as_bytes),
-        headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()),
-    )
-}
-
 /// The inner service's response to an MRTR call, through [`engine::outbound`](fn@engine::outbound).
 async fn respond<B: Body<Data = Bytes>>(
     response: Response<B>,
@@ -343,109 +301,6 @@ async fn respond<B: Body<Data = Bytes>>(
     }
 }
 
-/// The path of `tasks/get`, `tasks/update` and `tasks/cancel` (the Tasks extension): the task's
-/// record recalled, the request judged by [`engine::tasks`](tasks), the questions of a
-/// `tasks/get` answer remembered.
-async fn call_task<S, ReqBody, ResBody>(
-    mut inner: S,
-    shared: Arc<Shared>,
-    parts: http::request::Parts,
-    bytes: &Bytes,
-    framed: Option<u64>,
-    call: Call<'_, TaskMethod>,
-) -> Result<Response<ResponseBody<ResBody>>, S::Error>
-where
-    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
-    ResBody: Body<Data = Bytes>,
-{
-    let task_id = match tasks::task_id(&call) {
-        Ok(id) => id,
-        Err(reply) => return Ok(reply_response(reply)),
-    };
-    let principal = shared.principal.of(&parts);
-    let principal = principal.as_deref();
-    let record = match shared.tasks.recall(&task_id).await {
-        Ok(record) => record.and_then(|text| TaskRecord::decode(&text)),
-        Err(error) => {
-            tracing::warn!(target: "tower_elicitation", %error, "cannot recall a task's record");
-            return Ok(reply_response(engine::unavailable(call.id)));
-        }
-    };
-    let request = match tasks::judge(&call, &task_id, record.as_ref(), principal, &shared.config) {
-        TaskVerdict::Refuse(reply) => return Ok(reply_response(reply)),
-        TaskVerdict::Forward => forward(parts.clone(), bytes.clone(), framed),
-        TaskVerdict::Update(mut answers) => {
-            let until = SystemTime::now() + Duration::from_secs(tasks::MAX_TASK_MEMORY_SECS);
-            let keys: Vec<String> = answers.keys().cloned().collect();
-            for key in keys {
-                match shared.tasks.spend(&task_id, &key, until).await {
-                    Ok(Consumed::Fresh) => {}
-                    Ok(_) => {
-                        tracing::info!(target: "tower_elicitation", "tasks/update: dropped an answer given before");
-                        answers.remove(&key);
-                    }
-                    Err(error) => {
-                        tracing::warn!(target: "tower_elicitation", %error, "cannot mark a task's question answered");
-                        return Ok(reply_response(engine::unavailable(call.id)));
-                    }
-                }
-            }
-            rebuild(
-                parts.clone(),
-                Bytes::from(tasks::update_body(&call, &answers)),
-            )
-        }
-    };
-    if call.method != TaskMethod::Get || record.is_none() {
-        let response = inner.call(request).await?;
-        return Ok(response.map(ResponseBody::inner));
-    }
-    // The answer to a `tasks/get` of a task the layer knows: read whole, its questions kept.
-    let response = inner.call(request).await?;
-    let id = call.id;
-    let message = |body: &[u8], kind: Answer| -> Option<Vec<u8>> {
-        match kind {
-            Answer::Json => Some(body.to_vec()),
-            Answer::EventStream => sse::events(body)
-                .iter()
-                .filter_map(|event| sse::data(event).map(std::borrow::Cow::into_owned))
-                .find(|data| tasks::asked(data, id, &task_id).is_some()),
-            Answer::PassThrough => None,
-        }
-    };
-    let Ok(kind) = answer(&response) else {
-        return Ok(response.map(ResponseBody::inner));
-    };
-    if kind == Answer::PassThrough {
-        return Ok(response.map(ResponseBody::inner));
-    }
-    let (response_parts, body) = response.into_parts();
-    let Ok(body) = ReadAll::new(body).await else {
-        return Ok(reply_response(engine::inner_failed(
-            id,
-            engine::BODY_FAILED,
-        )));
-    };
-    if let Some((questions, secs)) =
-        message(&body, kind).and_then(|m| tasks::asked(&m, id, &task_id))
-        && let Some(mut record) = record
-    {
-        record.questions = questions;
-        let until = SystemTime::now() + Duration::from_secs(secs);
-        if let Err(error) = shared
-            .tasks
-            .remember(&task_id, &record.encode(), until)
-            .await
-        {
-            tracing::warn!(target: "tower_elicitation", %error, "cannot remember a task's questions");
-        }
-    }
-    Ok(Response::from_parts(
-        response_parts,
-        ResponseBody::full(body),
-    ))
-}
-
 /// Remembers the task the inner service's answer `message` to `round` created, if it created
 /// one, as its caller's.
 async fn remember_created(message: &[u8], round: &Round, shared: &Arc<Shared>) {
@@ -473,34 +328,10 @@ async fn read_probe<B: Body<Data = Bytes>>(
     let body = ReadAll::new(body)
         .await
         .map_err(|_| engine::inner_failed(id, engine::BODY_FAILED))?;
-    let message = match kind {
-        Answer::Json => Some(body.to_vec()),
-        Answer::EventStream => sse::events(&body)
-            .iter()
-            .filter_map(|event| sse::data(event).map(std::borrow::Cow::into_owned))
-            .find(|data| engine::answers_call(data, round)),
-        Answer::PassThrough => None,
-    };
+    let message = answer_message(&body, kind, |data| engine::answers_call(data, round));
     Ok(Probe {
         parts,
         body,
         message,
     })
-}
-
-/// A response made of the layer's own reply, keeping the inner response's other headers.
-fn replace<B>(mut parts: http::response::Parts, reply: Reply) -> Response<ResponseBody<B>> {
-    parts.status = reply.kind.status();
-    parts
-        .headers
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    parts
-        .headers
-        .insert(CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
-    Response::from_parts(parts, ResponseBody::full(reply.body))
-}
-
-pub(crate) fn reply_response<B>(reply: Reply) -> Response<ResponseBody<B>> {
-    let (parts, ()) = Response::new(()).into_parts();
-    replace(parts, reply)
 }

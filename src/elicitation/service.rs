@@ -11,8 +11,9 @@ use http_body_util::Limited;
 use tower_service::Service;
 
 use super::body::{RequestBody, ResponseBody};
+use super::framing::reply_response;
 use super::future::{Pending, ResponseFuture};
-use super::pipeline::{self, reply_response};
+use super::pipeline;
 use super::shared::Shared;
 use crate::BoxError;
 use crate::engine;
