@@ -11,6 +11,8 @@
 #                                                  # bench works, not figures to quote)
 #   scripts/proxy_bench.sh --server-questions relay  # the proxy with the server's questions relayed
 #
+# Then scripts/slow_calls.py: 8 callers at once through the proxy, each calling a 1 s tool.
+#
 # Builds the proxy (release), installs mcp-proxy 0.6.0 with `cargo install --locked` into
 # $CARGO_TARGET_DIR/mcp-proxy-0.6.0 (once), and the server with scripts/upstream-servers.sh.
 # Prints the machine, the commit, the date and the tables. .ci/run runs it `--short`: a report,
@@ -36,3 +38,6 @@ echo "machine: $(nproc) CPUs ($cpu), $(rustc --version), node $(node --version),
 python3 scripts/proxy_bench.py --proxy "$target/release/elicitation-proxy" \
     --mcp-proxy "$mcp_root/bin/mcp-proxy" \
     --filesystem .cache/upstream/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js "$@"
+echo
+# Issue #38: 8 callers at once, each calling a tool that takes 1 s (about 12 s; the same in --short).
+python3 scripts/slow_calls.py --proxy "$target/release/elicitation-proxy"

@@ -208,7 +208,9 @@ pub struct Fanout {
 pub type FanoutResponse = Response<Either<Held, OwnBody>>;
 
 /// The body of an answer of the fan-out's own: one message, or (a listen) the events as they
-/// come.
+/// come. Hand-written, as the library's private `upstream::front::Frames` is: `http-body-util`'s
+/// `Channel` would do, but its sender cannot wait for the receiver to go away
+/// (`mpsc::Sender::closed`), which is how a listen learns that its client left.
 pub enum OwnBody {
     Whole(Full<Bytes>),
     Events(mpsc::Receiver<Bytes>),
