@@ -837,12 +837,25 @@ impl InFlight {
     }
 
     /// The next event but a notification (those are relayed to the front on the way), or
-    /// `None` when `wait` passed first.
+    /// `None` when `wait` passed first. A `wait` of zero takes only what is in the channel
+    /// already: a timer of zero would not fire before the runtime's next millisecond tick, and
+    /// every round that asks would wait that long for nothing.
     async fn next(&mut self, wait: std::time::Duration) -> Option<Event> {
         let deadline = Instant::now() + wait;
         let events = self.events.as_mut()?;
         loop {
-            return match tokio::time::timeout_at(deadline, events.recv()).await {
+            let event = if wait.is_zero() {
+                match events.try_recv() {
+                    Ok(event) => Ok(Some(event)),
+                    Err(mpsc::error::TryRecvError::Disconnected) => Ok(None),
+                    Err(mpsc::error::TryRecvError::Empty) => Err(()),
+                }
+            } else {
+                tokio::time::timeout_at(deadline, events.recv())
+                    .await
+                    .map_err(drop)
+            };
+            return match event {
                 Ok(Some(Event::Notification(note))) => {
                     self.downstream.relay(note);
                     continue;

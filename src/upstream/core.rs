@@ -176,9 +176,13 @@ impl Core {
         })
     }
 
-    /// How many of the front's requests the session serves now.
+    /// How busy the session is, for the pool's choice: the front's requests it serves now, and
+    /// one more while its floor is taken. A call that parked keeps the floor for its retry a
+    /// little while (see `GATHER`) and counts as no request then: without the floor counted, a
+    /// new call would be given to that session and wait there while others stand idle.
     pub(crate) fn load(&self) -> usize {
-        self.load.load(Ordering::Relaxed)
+        let floor_taken = self.floor.available_permits() == 0;
+        self.load.load(Ordering::Relaxed) + usize::from(floor_taken)
     }
 
     /// Counts one request of the front's in this session until the guard is dropped.

@@ -225,26 +225,39 @@ async fn two_pooled_sessions_each_asking_at_once_get_each_answer_to_its_own_call
 async fn a_pooled_session_killed_mid_call_fails_its_calls_and_another_sessions_call_finishes() {
     let upstream = started(builder(2, ServerQuestions::Relay), 2).await;
     let files = scratch("killed");
-    // Parked in session 0 (both idle: the first is taken), then a long call there too.
+    // Session 0's child: both sessions idle, the first is taken (and a call that asks nothing
+    // leaves its floor at once).
+    let first = call(&upstream, "ada", "sleep", json!({"seconds": 0}), json!({})).await;
+    let session_0 = said(&first)["pid"].as_u64().unwrap();
+    // Parked in session 0 (both idle again).
     let parked = call(&upstream, "ada", "ask", json!({"tag": "Ada"}), json!({})).await;
     let (key, _, state) = question(&parked);
     assert_eq!(state.as_str().unwrap().split('.').nth(1), Some("0"));
-    let doomed_file = files.join("doomed");
-    let doomed = tokio::spawn({
+    // Two calls at once go to the two sessions (each the least loaded when it came): the one in
+    // session 0 is killed with its child, the other finishes.
+    let sleeping = |who: &'static str, name: &str| {
         let upstream = upstream.clone();
-        let arguments = json!({"seconds": 30, "pidfile": doomed_file.to_str().unwrap()});
-        async move { call(&upstream, "ada", "sleep", arguments, json!({})).await }
-    });
-    let doomed_pid = pid_in(&doomed_file).await;
-    // Session 0 is busy: the next call runs in session 1.
-    let survivor_file = files.join("survivor");
-    let survivor = tokio::spawn({
-        let upstream = upstream.clone();
-        let arguments = json!({"seconds": 2, "pidfile": survivor_file.to_str().unwrap()});
-        async move { call(&upstream, "bob", "sleep", arguments, json!({})).await }
-    });
-    let survivor_pid = pid_in(&survivor_file).await;
-    assert_ne!(doomed_pid, survivor_pid, "two sessions");
+        let file = files.join(name);
+        let arguments = json!({"seconds": 3, "pidfile": file.to_str().unwrap()});
+        (
+            tokio::spawn(async move { call(&upstream, who, "sleep", arguments, json!({})).await }),
+            file,
+        )
+    };
+    let (one, one_file) = sleeping("ada", "one");
+    let (two, two_file) = sleeping("bob", "two");
+    let pids = (pid_in(&one_file).await, pid_in(&two_file).await);
+    assert_ne!(pids.0, pids.1, "two sessions");
+    let (doomed, doomed_pid, survivor, survivor_pid) = if u64::from(pids.0) == session_0 {
+        (one, pids.0, two, pids.1)
+    } else {
+        assert_eq!(
+            u64::from(pids.1),
+            session_0,
+            "one call in session 0: {pids:?}"
+        );
+        (two, pids.1, one, pids.0)
+    };
 
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &doomed_pid.to_string()])
