@@ -206,6 +206,33 @@ fn is_response(message: &Value) -> bool {
         && (message.get("result").is_some() || message.get("error").is_some())
 }
 
+/// What the bridge asks of the service it wraps (the bounds of its `Service` impl, written once
+/// for the functions behind it): a 2026-07-28 service of buffered bodies, its future sendable.
+pub(super) trait Wrapped<ResBody>:
+    Service<
+        Request<RequestBody>,
+        Response = Response<ResBody>,
+        Future: Send + 'static,
+        Error: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, ResBody> Wrapped<ResBody> for S
+where
+    S: Service<Request<RequestBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+}
+
+/// The value of header `name`, if it is text.
+pub(super) fn header<'a>(parts: &'a Parts, name: &http::header::HeaderName) -> Option<&'a str> {
+    parts.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,31 +265,4 @@ mod tests {
         assert_eq!(headers[MCP_NAME], "deploy");
         assert_eq!(headers[CONTENT_LENGTH], "2");
     }
-}
-
-/// What the bridge asks of the service it wraps (the bounds of its `Service` impl, written once
-/// for the functions behind it): a 2026-07-28 service of buffered bodies, its future sendable.
-pub(super) trait Wrapped<ResBody>:
-    Service<
-        Request<RequestBody>,
-        Response = Response<ResBody>,
-        Future: Send + 'static,
-        Error: Send + 'static,
-    > + Clone
-    + Send
-    + 'static
-{
-}
-
-impl<S, ResBody> Wrapped<ResBody> for S
-where
-    S: Service<Request<RequestBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-{
-}
-
-/// The value of header `name`, if it is text.
-pub(super) fn header<'a>(parts: &'a Parts, name: &http::header::HeaderName) -> Option<&'a str> {
-    parts.headers.get(name).and_then(|v| v.to_str().ok())
 }
