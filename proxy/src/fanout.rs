@@ -60,15 +60,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::{Mutex, RwLock};
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures_util::stream::BoxStream;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use http_body::{Frame, SizeHint};
-use http_body_util::{BodyExt as _, Either, Full, Limited};
+use http_body::Frame;
+use http_body_util::{BodyExt as _, Either, Full, Limited, StreamBody};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tower::ServiceExt as _;
@@ -208,50 +207,26 @@ pub struct Fanout {
 pub type FanoutResponse = Response<Either<Held, OwnBody>>;
 
 /// The body of an answer of the fan-out's own: one message, or (a listen) the events as they
-/// come. Hand-written, as the library's private `upstream::front::Frames` is: `http-body-util`'s
-/// `Channel` would do, but its sender cannot wait for the receiver to go away
-/// (`mpsc::Sender::closed`), which is how a listen learns that its client left.
-pub enum OwnBody {
-    Whole(Full<Bytes>),
-    Events(mpsc::Receiver<Bytes>),
+/// come. The events come on a channel: the listen's task learns that its client left when the
+/// receiver, inside this body, is dropped (`mpsc::Sender::closed`).
+pub type OwnBody = Either<Full<Bytes>, StreamBody<Events>>;
+
+/// The frames of a listen's events.
+pub type Events = BoxStream<'static, Result<Frame<Bytes>, Infallible>>;
+
+/// `bytes`, whole.
+pub fn whole(bytes: Bytes) -> OwnBody {
+    Either::Left(Full::new(bytes))
 }
 
-impl OwnBody {
-    /// `bytes`, whole.
-    pub fn whole(bytes: Bytes) -> Self {
-        Self::Whole(Full::new(bytes))
-    }
-}
-
-impl http_body::Body for OwnBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Self::Whole(body) => Pin::new(body).poll_frame(cx),
-            Self::Events(events) => events
-                .poll_recv(cx)
-                .map(|event| event.map(|e| Ok(Frame::data(e)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            Self::Whole(body) => body.is_end_stream(),
-            Self::Events(_) => false,
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            Self::Whole(body) => body.size_hint(),
-            Self::Events(_) => SizeHint::default(),
-        }
-    }
+/// What `events` receives, an event a frame, as it comes.
+fn event_body(mut events: mpsc::Receiver<Bytes>) -> OwnBody {
+    let frames = futures_util::stream::poll_fn(move |cx| {
+        events
+            .poll_recv(cx)
+            .map(|event| event.map(|e| Ok(Frame::data(e))))
+    });
+    Either::Right(StreamBody::new(Box::pin(frames)))
 }
 
 /// Where a call goes, or the answer refusing it.
@@ -902,7 +877,7 @@ impl Fanout {
                 }
             }
         });
-        let mut response = Response::new(Either::Right(OwnBody::Events(body)));
+        let mut response = Response::new(Either::Right(event_body(body)));
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         headers.insert(
@@ -1221,7 +1196,7 @@ fn result_response(id: &Value, result: Value) -> Value {
 /// A response of the fan-out's own: `message` as JSON, or no body.
 fn own(status: StatusCode, message: Option<&Value>) -> FanoutResponse {
     let body = message.map_or_else(Bytes::new, |message| Bytes::from(message.to_string()));
-    let mut response = Response::new(Either::Right(OwnBody::whole(body)));
+    let mut response = Response::new(Either::Right(whole(body)));
     *response.status_mut() = status;
     if message.is_some() {
         response

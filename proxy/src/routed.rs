@@ -15,7 +15,7 @@ use tower_elicitation::upstream::Upstream;
 use tracing::Instrument as _;
 
 use crate::callers::{Held, PerCaller, Route};
-use crate::fanout::{Fanout, OwnBody};
+use crate::fanout::{self, Fanout, OwnBody};
 use crate::metrics::Health;
 
 /// The upstream for each call: the first, the caller's own, or (several `[[upstream]]`) the
@@ -125,7 +125,7 @@ impl Routed {
 fn error(status: StatusCode, message: &str) -> Response<Either<Held, OwnBody>> {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
         "code": -32603, "message": message}});
-    let mut response = Response::new(Either::Right(OwnBody::whole(Bytes::from(body.to_string()))));
+    let mut response = Response::new(Either::Right(fanout::whole(Bytes::from(body.to_string()))));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
