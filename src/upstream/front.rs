@@ -33,6 +33,8 @@ opaque_body! {
 }
 
 /// What a response body holds: one message in memory, or events as the call sends them.
+/// Hand-written (30 lines): `http-body-util`'s `StreamBody` would need a `Stream` of the
+/// receiver, which takes a futures crate the library does not otherwise depend on.
 #[derive(Debug)]
 enum Frames {
     Whole(Full<Bytes>),
