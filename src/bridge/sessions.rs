@@ -24,11 +24,7 @@ pub(super) async fn legacy_session<B>(
     session: &str,
     version: Option<&str>,
 ) -> Result<SessionRecord, BridgeResponse<B>> {
-    let record = match lookup(settings, parts, session).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return Err(session_not_found()),
-        Err(error) => return Err(store_failed(&error)),
-    };
+    let record = callers_session(settings, parts, session).await?;
     if let Some(version) = version.filter(|v| !LEGACY_VERSIONS.contains(v)) {
         let message = format!("Bad Request: Unsupported protocol version: {version}");
         return Err(refuse(ReplyKind::BadRequest, SERVER_ERROR, &message));
@@ -50,10 +46,8 @@ where
     S: Wrapped<ResBody>,
     ResBody: InnerBody + Send + 'static,
 {
-    match lookup(&settings, &parts, &session).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return session_not_found(),
-        Err(error) => return store_failed(&error),
+    if let Err(response) = callers_session(&settings, &parts, &session).await {
+        return response;
     }
     if parts.method == HttpMethod::DELETE {
         let removed = settings.sessions.remove(&session).await;
@@ -77,8 +71,36 @@ where
     response
 }
 
+/// The record of the caller's own live session `session`; the error response when there is none
+/// (404) or the store cannot say (503).
+pub(super) async fn callers_session<B>(
+    settings: &Settings,
+    parts: &Parts,
+    session: &str,
+) -> Result<SessionRecord, BridgeResponse<B>> {
+    match lookup(settings, parts, session).await {
+        Ok(Some(record)) => Ok(record),
+        Ok(None) => Err(session_not_found()),
+        Err(error) => Err(store_failed(&error)),
+    }
+}
+
+/// Keeps `record` as the session's; the error response when the session is gone (404) or the
+/// store cannot say (503).
+pub(super) async fn keep<B>(
+    settings: &Settings,
+    session: &str,
+    record: SessionRecord,
+) -> Result<(), BridgeResponse<B>> {
+    match settings.sessions.update(session, record).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(session_not_found()),
+        Err(error) => Err(store_failed(&error)),
+    }
+}
+
 /// The live session `id`, if it is the caller's.
-pub(super) async fn lookup(
+async fn lookup(
     settings: &Settings,
     parts: &Parts,
     id: &str,

@@ -5,9 +5,9 @@ use http::request::Parts;
 use serde_json::{Map, Value, json};
 
 use super::config::Settings;
-use super::replies::{BridgeResponse, accepted, answer_to, session_not_found, store_failed};
+use super::replies::{BridgeResponse, accepted, answer_to};
 use super::rounds;
-use super::sessions::lookup;
+use super::sessions::{callers_session, keep};
 use crate::store::{AnswerKey, SessionRecord};
 use crate::wire::jsonrpc::{INVALID_PARAMS, RpcError};
 use crate::wire::legacy::LOG_LEVELS;
@@ -46,10 +46,8 @@ pub(super) async fn set_log_level<B>(
     };
     if let Some(session) = session {
         record.log_level = Some(level.to_owned());
-        match settings.sessions.update(session, record).await {
-            Ok(true) => {}
-            Ok(false) => return session_not_found(),
-            Err(error) => return store_failed(&error),
+        if let Err(response) = keep(settings, session, record).await {
+            return response;
         }
     }
     answer_to(id, Ok(json!({})))
@@ -82,11 +80,10 @@ pub(super) async fn subscription<B>(
         _ => false,
     };
     if changed {
-        match settings.sessions.update(session, record).await {
-            Ok(true) => settings.listeners.changed(session),
-            Ok(false) => return session_not_found(),
-            Err(error) => return store_failed(&error),
+        if let Err(response) = keep(settings, session, record).await {
+            return response;
         }
+        settings.listeners.changed(session);
     }
     answer_to(id, Ok(json!({})))
 }
@@ -99,10 +96,8 @@ pub(super) async fn answer<B>(
     session: &str,
     message: Map<String, Value>,
 ) -> BridgeResponse<B> {
-    match lookup(settings, parts, session).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return session_not_found(),
-        Err(error) => return store_failed(&error),
+    if let Err(response) = callers_session::<B>(settings, parts, session).await {
+        return response;
     }
     let is_leg = message
         .get("id")
