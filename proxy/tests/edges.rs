@@ -434,18 +434,8 @@ async fn pass_to_upstream_refuses_anonymous_callers_and_never_evicts_a_busy_adap
     let gated = dir.join("gated.toml");
     let gate = "\n[[gate]]\ntools = [\"echo\"]\naction = \"allow\"\n";
     std::fs::write(&gated, format!("{}{gate}", front(free_port(), ""))).unwrap();
-    let checked = Command::new(PROXY)
-        .arg("--config")
-        .arg(&gated)
-        .arg("--check")
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&checked.stdout);
-    assert!(
-        checked.status.success() && printed.contains("1 gate on 1 tool, all valid"),
-        "{printed}{}",
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    let printed = check_passes(&gated);
+    assert!(printed.contains("1 gate on 1 tool, all valid"), "{printed}");
     let port = free_port();
     let config = dir.join("front.toml");
     std::fs::write(&config, front(port, "max_callers = 1\n")).unwrap();

@@ -902,18 +902,7 @@ form.approve = { type = "boolean" }
 require = { approve = true }
 "#;
     std::fs::write(&config, format!("{head}{gates}")).unwrap();
-    let out = Command::new(PROXY)
-        .arg("--config")
-        .arg(&config)
-        .arg("--check")
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{printed}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let printed = check_passes(&config);
     assert!(
         printed.contains("1. gate 1 (line 7): ask prompt args-*\n     asks \"Ask about {city}?\""),
         "{printed}"
@@ -1092,18 +1081,8 @@ async fn each_callers_authorization_reaches_an_http_upstream_when_passed_and_non
         ),
     )
     .unwrap();
-    let checked = Command::new(PROXY)
-        .arg("--config")
-        .arg(&config)
-        .arg("--check")
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&checked.stdout);
-    assert!(
-        checked.status.success() && printed.contains("1 gate on 1 tool, all valid"),
-        "{printed}{}",
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    let printed = check_passes(&config);
+    assert!(printed.contains("1 gate on 1 tool, all valid"), "{printed}");
     let several = Proxy::start(&config, port).await;
     let header_of = async |tool: &str, caller: Option<(&str, &str)>| {
         let reply = several

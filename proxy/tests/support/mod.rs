@@ -481,6 +481,23 @@ impl LegacySession {
     }
 }
 
+/// Runs `--check` on `config`, which must pass; what it printed on stdout.
+pub fn check_passes(config: &Path) -> String {
+    let out = Command::new(PROXY)
+        .arg("--config")
+        .arg(config)
+        .arg("--check")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed
+}
+
 /// Runs `--check` on `config`, which must fail (exit 1) saying `expected` on stderr; its stderr.
 pub fn check_fails_with(config: &Path, expected: &str) -> String {
     let out = Command::new(PROXY)
