@@ -19,7 +19,6 @@ use super::framing::{answer, answer_message, forward, rebuild, reply_response};
 use super::shared::Shared;
 use crate::engine::tasks::{self, TaskRecord, TaskVerdict};
 use crate::engine::{self, Answer};
-use crate::store::Consumed;
 use crate::util::body::ReadAll;
 use crate::wire::jsonrpc::{Call, Reply};
 use crate::wire::mcp::TaskMethod;
@@ -42,7 +41,7 @@ where
         Ok(id) => id,
         Err(reply) => return Ok(reply_response(reply)),
     };
-    let record = match recall(&shared, &task_id, call.id).await {
+    let record = match tasks::recalled(shared.tasks.recall(&task_id).await, call.id) {
         Ok(record) => record,
         Err(reply) => return Ok(reply_response(reply)),
     };
@@ -73,45 +72,25 @@ where
     }
 }
 
-/// The task's record, if the layer knows the task; the layer's refusal when the store cannot say.
-async fn recall(
-    shared: &Shared,
-    task_id: &str,
-    id: Option<&RawValue>,
-) -> Result<Option<TaskRecord>, Reply> {
-    match shared.tasks.recall(task_id).await {
-        Ok(record) => Ok(record.and_then(|text| TaskRecord::decode(&text))),
-        Err(error) => {
-            tracing::warn!(target: "tower_elicitation", %error, "cannot recall a task's record");
-            Err(engine::unavailable(id))
-        }
-    }
-}
-
-/// A `tasks/update`'s answers, each spent in the store: an answer given before is dropped, and
-/// the store failing refuses the update.
+/// Spends each of a `tasks/update`'s answers in the store, in order, stopping at the first it
+/// cannot say of; [`tasks::fresh_answers`] decides what is forwarded.
 async fn spend_answers(
     shared: &Shared,
     task_id: &str,
-    mut answers: Map<String, Value>,
+    answers: Map<String, Value>,
     id: Option<&RawValue>,
 ) -> Result<Map<String, Value>, Reply> {
     let until = SystemTime::now() + Duration::from_secs(tasks::MAX_TASK_MEMORY_SECS);
-    let keys: Vec<String> = answers.keys().cloned().collect();
-    for key in keys {
-        match shared.tasks.spend(task_id, &key, until).await {
-            Ok(Consumed::Fresh) => {}
-            Ok(_) => {
-                tracing::info!(target: "tower_elicitation", "tasks/update: dropped an answer given before");
-                answers.remove(&key);
-            }
-            Err(error) => {
-                tracing::warn!(target: "tower_elicitation", %error, "cannot mark a task's question answered");
-                return Err(engine::unavailable(id));
-            }
+    let mut spent = Vec::with_capacity(answers.len());
+    for key in answers.keys() {
+        let outcome = shared.tasks.spend(task_id, key, until).await;
+        let failed = outcome.is_err();
+        spent.push((key.clone(), outcome));
+        if failed {
+            break;
         }
     }
-    Ok(answers)
+    tasks::fresh_answers(answers, spent, id)
 }
 
 /// The answer to a `tasks/get` of a task the layer knows, read whole and passed on; the

@@ -24,7 +24,7 @@ pub(crate) mod policy;
 mod reply;
 pub(crate) mod tasks;
 
-pub(crate) use decision::{Context, Decided, Effects, Probed, Round, SingleUseId, unavailable};
+pub(crate) use decision::{Context, Decided, Effects, Probed, Round, SingleUseId};
 pub(crate) use inbound::decide;
 pub(crate) use intake::{
     Answer, BODY_FAILED, Head, Intake, answer, inner_failed, intake, passes_unread, refuse_unread,

@@ -56,8 +56,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::answers::{self, Checked};
+use super::decision::unavailable;
 use super::outbound::same_id;
 use super::policy::{Config, UnrecordedTasks};
+use crate::store::{Consumed, StoreError};
 use crate::token::claims::{Questions, is_session_tag, session_tag};
 use crate::wire::jsonrpc::{
     Call, Field, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reply, ReplyKind,
@@ -287,6 +289,54 @@ pub(crate) fn update_body(call: &Call<'_, TaskMethod>, answers: &Map<String, Val
     call.rewrite(None, Some(answers), None)
 }
 
+/// The task's record as the store gave it (`None`: the layer does not know the task, or the
+/// text is not a record); the layer's `-32603` (HTTP 503) when the store could not say.
+///
+/// # Errors
+///
+/// The reply refusing the request when the store failed.
+pub(crate) fn recalled(
+    outcome: Result<Option<String>, StoreError>,
+    id: Option<&RawValue>,
+) -> Result<Option<TaskRecord>, Reply> {
+    match outcome {
+        Ok(text) => Ok(text.and_then(|text| TaskRecord::decode(&text))),
+        Err(error) => {
+            tracing::warn!(target: "tower_elicitation", %error, "cannot recall a task's record");
+            Err(unavailable(id))
+        }
+    }
+}
+
+/// What a `tasks/update` forwards once the store said of its answers, in order, whether each
+/// was given before (`spent`, which ends at the first the store could not say of): the answers
+/// given for the first time (one given before is dropped: the server has it already); the layer's
+/// `-32603` (HTTP 503) when the store could not say of one, and nothing is forwarded.
+///
+/// # Errors
+///
+/// The reply refusing the update when the store failed.
+pub(crate) fn fresh_answers(
+    mut answers: Map<String, Value>,
+    spent: Vec<(String, Result<Consumed, StoreError>)>,
+    id: Option<&RawValue>,
+) -> Result<Map<String, Value>, Reply> {
+    for (key, outcome) in spent {
+        match outcome {
+            Ok(Consumed::Fresh) => {}
+            Ok(_) => {
+                tracing::info!(target: "tower_elicitation", "tasks/update: dropped an answer given before");
+                answers.remove(&key);
+            }
+            Err(error) => {
+                tracing::warn!(target: "tower_elicitation", %error, "cannot mark a task's question answered");
+                return Err(unavailable(id));
+            }
+        }
+    }
+    Ok(answers)
+}
+
 #[derive(Deserialize)]
 struct Response<'a> {
     #[serde(borrow, default)]
@@ -368,6 +418,25 @@ mod tests {
 
     fn config() -> Config {
         Config::new(Keyring::new("k1", [7u8; 32]).unwrap())
+    }
+
+    #[test]
+    fn an_update_keeps_fresh_answers_drops_given_ones_and_refuses_when_the_store_cannot_say() {
+        let answers: Map<String, Value> =
+            serde_json::from_value(json!({"a": {"action": "accept"}, "b": {"action": "decline"}}))
+                .unwrap();
+        let spent = vec![
+            ("a".to_owned(), Ok(Consumed::Fresh)),
+            ("b".to_owned(), Ok(Consumed::Replayed)),
+        ];
+        let kept = fresh_answers(answers.clone(), spent, None).unwrap();
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["a"]);
+        let failed = vec![
+            ("a".to_owned(), Ok(Consumed::Fresh)),
+            ("b".to_owned(), Err(StoreError::unavailable("down"))),
+        ];
+        let refused = fresh_answers(answers, failed, None).unwrap_err();
+        assert_eq!(refused.kind, ReplyKind::Unavailable);
     }
 
     fn record(config: &Config, principal: Option<&[u8]>) -> TaskRecord {
