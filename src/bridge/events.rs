@@ -119,21 +119,6 @@ pub(crate) fn event_stream_response<B>(body: ResponseBody<B>) -> Response<Respon
     response
 }
 
-/// Whether the request's `Accept` takes an event stream.
-pub(crate) fn accepts_event_stream(parts: &http::request::Parts) -> bool {
-    parts
-        .headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|kind| {
-            kind.split(';')
-                .next()
-                .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("text/event-stream"))
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,22 +143,5 @@ mod tests {
         assert_eq!(StreamKind::of_event_id(stream), Some(StreamKind::Post));
         assert!(priming.ends_with(&format!("retry: {}\ndata: ", RETRY.as_millis())));
         assert!(message.starts_with(&format!("id: {stream}.1\nevent: message\ndata: {{")));
-    }
-
-    #[test]
-    fn accept_lists_are_read_by_media_type() {
-        let parts = |accept: &str| {
-            http::Request::builder()
-                .header("accept", accept)
-                .body(())
-                .unwrap()
-                .into_parts()
-                .0
-        };
-        assert!(accepts_event_stream(&parts(
-            "application/json, text/event-stream"
-        )));
-        assert!(accepts_event_stream(&parts("Text/Event-Stream;q=0.5")));
-        assert!(!accepts_event_stream(&parts("application/json")));
     }
 }

@@ -7,11 +7,12 @@ use http::request::Parts;
 use serde_json::{Map, Value, json};
 
 use super::config::Settings;
-use super::events::{self, EventSender, StreamKind};
+use super::events::{EventSender, StreamKind};
 use super::inner::{self, InnerBody, Message, Reader, Wrapped};
 use super::replies::{BridgeResponse, answer_to};
 use crate::wire::jsonrpc::{self, INTERNAL_ERROR, RpcError};
 use crate::wire::legacy;
+use crate::wire::sse;
 
 /// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape, as
 /// an event stream when the client takes one (with the inner's log messages and progress before
@@ -43,7 +44,7 @@ where
     );
     // The tools' `x-mcp-header` arguments are learnt from every list relayed.
     let is_tools_list = method == "tools/list";
-    if !events::accepts_event_stream(parts) {
+    if !sse::accepts(&parts.headers) {
         let response = inner::call(&mut inner, request).await?;
         let mut reader = Reader::new(response);
         let outcome = loop {

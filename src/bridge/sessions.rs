@@ -9,13 +9,14 @@ use http::{Method as HttpMethod, StatusCode};
 use serde_json::json;
 
 use super::config::Settings;
-use super::events::{self, StreamKind};
+use super::events::StreamKind;
 use super::inner::{InnerBody, Wrapped, header};
 use super::listen;
 use super::replies::{BridgeResponse, refuse, session_not_found, status, store_failed};
 use crate::store::{SessionRecord, StoreError};
 use crate::wire::jsonrpc::{ReplyKind, SERVER_ERROR};
 use crate::wire::legacy::LEGACY_VERSIONS;
+use crate::wire::sse;
 
 /// The record of the caller's live session, for a 2025 request; the error response otherwise.
 pub(super) async fn legacy_session<B>(
@@ -61,7 +62,7 @@ where
     // Only a GET stream can be taken up again (as a fresh one): a POST's cannot be resumed.
     let resumes_a_post = header(&parts, &LAST_EVENT_ID)
         .is_some_and(|id| StreamKind::of_event_id(id) != Some(StreamKind::Get));
-    if parts.method == HttpMethod::GET && events::accepts_event_stream(&parts) && !resumes_a_post {
+    if parts.method == HttpMethod::GET && sse::accepts(&parts.headers) && !resumes_a_post {
         return listen::open(inner, settings, parts, session);
     }
     let mut response = status(StatusCode::METHOD_NOT_ALLOWED);

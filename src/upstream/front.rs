@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{ACCEPT, ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use http::{Method as HttpMethod, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
@@ -22,7 +22,7 @@ use crate::BoxError;
 use crate::util::BoxFuture;
 use crate::util::body::{parse_strict, read_limited};
 use crate::wire::jsonrpc::{self, INVALID_REQUEST, PARSE_ERROR, Reply, ReplyKind, RpcError};
-use crate::wire::sse::message_event as event;
+use crate::wire::sse::{self, message_event as event};
 
 opaque_body! {
     /// The body of the adapter's responses: one JSON-RPC message, or (for a client that takes
@@ -141,12 +141,7 @@ impl Incoming {
             }
             _ => return Err(refuse(PARSE_ERROR, "Parse error")),
         };
-        let streams = parts
-            .headers
-            .get_all(ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| v.contains("text/event-stream"));
+        let streams = sse::accepts(&parts.headers);
         Ok(Self {
             caller: settings.callers.principal(&parts),
             trace: TraceContext::of(&parts.headers),

@@ -115,6 +115,21 @@ pub(crate) fn replace_data(event: &[u8], json: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// Whether a request's `Accept` headers take an event stream (`text/event-stream`, by media
+/// type: any case, any parameters).
+pub(crate) fn accepts(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|kind| {
+            kind.split(';')
+                .next()
+                .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
 /// One JSON-RPC message as an event of a stream (`event: message`), as the upstream adapter sends
 /// them (the bridge numbers its events: `bridge::events`).
 #[cfg_attr(not(feature = "upstream"), allow(dead_code))]
@@ -219,5 +234,21 @@ mod tests {
             b"event: message\nid: 7\ndata: {}\n\n"
         );
         assert_eq!(events(b"data: a\n\ndata: b").len(), 2);
+    }
+
+    #[test]
+    fn accept_lists_are_read_by_media_type() {
+        let parts = |accept: &str| {
+            http::Request::builder()
+                .header("accept", accept)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0
+                .headers
+        };
+        assert!(accepts(&parts("application/json, text/event-stream")));
+        assert!(accepts(&parts("Text/Event-Stream;q=0.5")));
+        assert!(!accepts(&parts("application/json")));
     }
 }
