@@ -481,14 +481,19 @@ impl LegacySession {
     }
 }
 
-/// Runs `--check` on `config`, which must pass; what it printed on stdout.
-pub fn check_passes(config: &Path) -> String {
-    let out = Command::new(PROXY)
+/// Runs `--check` on `config`; what it printed and how it exited.
+fn check(config: &Path) -> std::process::Output {
+    Command::new(PROXY)
         .arg("--config")
         .arg(config)
         .arg("--check")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs `--check` on `config`, which must pass; what it printed on stdout.
+pub fn check_passes(config: &Path) -> String {
+    let out = check(config);
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -500,12 +505,7 @@ pub fn check_passes(config: &Path) -> String {
 
 /// Runs `--check` on `config`, which must fail (exit 1) saying `expected` on stderr; its stderr.
 pub fn check_fails_with(config: &Path, expected: &str) -> String {
-    let out = Command::new(PROXY)
-        .arg("--config")
-        .arg(config)
-        .arg("--check")
-        .output()
-        .unwrap();
+    let out = check(config);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains(expected), "{expected}: {err}");
