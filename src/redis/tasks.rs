@@ -66,14 +66,9 @@ impl RedisTaskStore {
 }
 
 impl TaskStore for RedisTaskStore {
-    async fn remember(
-        &self,
-        task_id: &str,
-        record: &str,
-        until: SystemTime,
-    ) -> Result<(), StoreError> {
+    async fn remember(&self, id: &str, record: &str, until: SystemTime) -> Result<(), StoreError> {
         let mut cmd = ::redis::cmd("SET");
-        cmd.arg(self.store.key("task:", task_id))
+        cmd.arg(self.store.key("task:", id))
             .arg(record)
             .arg("PXAT")
             .arg(unix_millis(until).max(1));
@@ -81,21 +76,16 @@ impl TaskStore for RedisTaskStore {
         Ok(())
     }
 
-    async fn recall(&self, task_id: &str) -> Result<Option<String>, StoreError> {
+    async fn recall(&self, id: &str) -> Result<Option<String>, StoreError> {
         let mut cmd = ::redis::cmd("GET");
-        cmd.arg(self.store.key("task:", task_id));
+        cmd.arg(self.store.key("task:", id));
         self.store.query(cmd).await
     }
 
-    async fn spend(
-        &self,
-        task_id: &str,
-        key: &str,
-        until: SystemTime,
-    ) -> Result<Consumed, StoreError> {
+    async fn spend(&self, id: &str, key: &str, until: SystemTime) -> Result<Consumed, StoreError> {
         self.store.check_policy().await?;
         let mut cmd = ::redis::cmd("SET");
-        cmd.arg(self.answered_key(task_id, key))
+        cmd.arg(self.answered_key(id, key))
             .arg(1)
             .arg("NX")
             .arg("PXAT")

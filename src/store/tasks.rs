@@ -285,31 +285,16 @@ impl fmt::Debug for MemoryTaskStore {
 }
 
 impl TaskStore for MemoryTaskStore {
-    async fn remember(
-        &self,
-        task_id: &str,
-        record: &str,
-        until: SystemTime,
-    ) -> Result<(), StoreError> {
-        self.remember_at(
-            task_id,
-            record,
-            unix_secs(until),
-            unix_secs(SystemTime::now()),
-        )
+    async fn remember(&self, id: &str, record: &str, until: SystemTime) -> Result<(), StoreError> {
+        self.remember_at(id, record, unix_secs(until), unix_secs(SystemTime::now()))
     }
 
-    async fn recall(&self, task_id: &str) -> Result<Option<String>, StoreError> {
-        Ok(self.recall_at(task_id, unix_secs(SystemTime::now())))
+    async fn recall(&self, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.recall_at(id, unix_secs(SystemTime::now())))
     }
 
-    async fn spend(
-        &self,
-        task_id: &str,
-        key: &str,
-        until: SystemTime,
-    ) -> Result<Consumed, StoreError> {
-        self.spend_at(task_id, key, unix_secs(until), unix_secs(SystemTime::now()))
+    async fn spend(&self, id: &str, key: &str, until: SystemTime) -> Result<Consumed, StoreError> {
+        self.spend_at(id, key, unix_secs(until), unix_secs(SystemTime::now()))
     }
 }
 
