@@ -328,13 +328,32 @@ impl Stores {
         let url = secret(url)?;
         let store = RedisStore::builder(url.as_str()).build()?;
         store.ping().await?;
-        let flows = redis::Client::open(url)?.get_connection_manager().await?;
+        let flows = redis::Client::open(url)?
+            .get_connection_manager_with_config(own_connection())
+            .await?;
         Ok(Self {
             keyring,
             redis: Some(store),
             flows: Some(flows),
         })
     }
+}
+
+/// The bounds of the proxy's own connection to `[state] redis`: the library's store's defaults
+/// (the proxy builds its store with them), written out, so that a stalled Redis fails a URL
+/// gate's check or the catalog's write as promptly as the layer's spend, and a change of either
+/// default shows here.
+///
+/// Why a second connection at all: the store keeps its connections private, since its public API
+/// names no `redis` type (`scripts/external_types.py`), and the proxy's commands (the completion
+/// taken once, a Lua script; the tools' definitions, a hash) are its own. Both are opened here,
+/// from the one URL read once.
+fn own_connection() -> redis::aio::ConnectionManagerConfig {
+    use tower_elicitation::redis::RedisStoreBuilder as Store;
+    redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Store::DEFAULT_CONNECT_TIMEOUT))
+        .set_response_timeout(Some(Store::DEFAULT_RESPONSE_TIMEOUT))
+        .set_number_of_retries(1)
 }
 
 /// What the file says that every step reads: how the proxy is served, whose the calls are, and
