@@ -179,7 +179,8 @@ pub fn cache_weight(layer: &ElicitationLayer) -> CacheWeight {
 }
 
 /// Feeds `chunks` to the layer's incremental SSE splitter: the complete events in order, and
-/// what is left after the last one.
+/// what is left after the last one. Panics when what the splitter noted of an event (where its
+/// `data` line is) reads or rewrites it otherwise than its lines do.
 pub fn sse_split(chunks: &[&[u8]]) -> (Vec<Bytes>, Bytes) {
     crate::wire::sse::split_all(chunks)
 }

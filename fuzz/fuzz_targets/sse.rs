@@ -6,7 +6,8 @@
 //! (a chunk of that many bytes plus one); the rest is the stream.
 //!
 //! Checked: nothing panics or hangs; what the client receives does not depend on where the
-//! stream was cut; the splitter loses and adds no byte; a stream with nothing the layer could
+//! stream was cut; the splitter loses and adds no byte, and what it notes of an event reads and
+//! rewrites it as its lines do; a stream with nothing the layer could
 //! seal (no `required` and no `\u` escape anywhere) reaches the client event for event, but
 //! for a repeated or unterminated response, which is dropped.
 

@@ -17,7 +17,7 @@ use crate::BoxError;
 use crate::util::body::ReadAll;
 use crate::wire::json::StrictValue;
 use crate::wire::mcp::{MRTR_VERSION, header};
-use crate::wire::sse::{Splitter, data};
+use crate::wire::sse::Splitter;
 
 /// `Mcp-Session-Id`: a 2025 session, never sent to the inner service.
 pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static(header::SESSION_ID);
@@ -168,7 +168,7 @@ where
         }
         loop {
             while let Some(event) = self.splitter.next_event() {
-                let Some(text) = data(&event) else { continue };
+                let Some(text) = event.data() else { continue };
                 let Ok(message) = serde_json::from_slice::<StrictValue>(&text).map(|s| s.0) else {
                     continue;
                 };
@@ -183,7 +183,7 @@ where
             match self.body.as_mut().frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(chunk) = frame.into_data() {
-                        self.splitter.push(&chunk);
+                        self.splitter.push(chunk);
                     }
                 }
                 Some(Err(error)) => {

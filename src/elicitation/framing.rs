@@ -63,7 +63,7 @@ pub(crate) fn answer_message(
         Answer::Json => Some(body.to_vec()),
         Answer::EventStream => sse::events(body)
             .iter()
-            .filter_map(|event| sse::data(event).map(std::borrow::Cow::into_owned))
+            .filter_map(|event| event.data().map(std::borrow::Cow::into_owned))
             .find(|data| is_answer(data)),
         Answer::PassThrough => None,
     }

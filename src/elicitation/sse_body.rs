@@ -126,7 +126,7 @@ impl<B: Body<Data = Bytes>> Body for SseBody<B> {
             match ready!(this.inner.as_mut().poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => {
-                        this.splitter.push(&data);
+                        this.splitter.push(data);
                         while let Some(event) = this.splitter.next_event() {
                             events.complete(event);
                         }
@@ -162,8 +162,8 @@ struct Events<'a> {
 
 impl Events<'_> {
     /// One complete event: as the engine decides.
-    fn complete(&mut self, event: Bytes) {
-        let data = parse::data(&event);
+    fn complete(&mut self, event: parse::Event) {
+        let data = event.data();
         let scan = self.scan;
         let event = match engine::event(
             data.as_deref(),
@@ -185,10 +185,10 @@ impl Events<'_> {
                         secs,
                     ));
                 }
-                event
+                event.bytes().clone()
             }
             Event::Replace(reply) => {
-                let rewritten = parse::replace_data(&event, &reply.body);
+                let rewritten = event.with_data(&reply.body);
                 if !*self.emitted_event {
                     *self.first_reply = Some(reply);
                 }

@@ -544,9 +544,9 @@ async fn read_events(
             Err(_) => continue,
         };
         heard = tokio::time::Instant::now();
-        splitter.push(&chunk);
+        splitter.push(chunk);
         while let Some(event) = splitter.next_event() {
-            if let Some(data) = sse::data(&event)
+            if let Some(data) = event.data()
                 && !data.trim_ascii().is_empty()
             {
                 connection

@@ -9,6 +9,11 @@ use bytes::{Bytes, BytesMut};
 
 /// Splits a byte stream into complete events, remembering how far it has looked so that a large
 /// event arriving in many small chunks is scanned once.
+///
+/// While it looks for the event's end it notes where the event's `data` line is, so that an
+/// event with one `data` line and `\n` line endings (what servers write) is read and rewritten
+/// without being scanned again ([`Event::data`], [`Event::with_data`]); any other event is read
+/// line by line ([`data`], [`replace_data`]), with the same result.
 #[derive(Debug, Default)]
 pub(crate) struct Splitter {
     buf: BytesMut,
@@ -16,15 +21,85 @@ pub(crate) struct Splitter {
     scanned: usize,
     /// Where the current line starts.
     line_start: usize,
+    /// The current event's `data` lines, as far as scanned.
+    data: DataLines,
+}
+
+/// Where an event's `data` is, as the splitter saw its lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum DataLines {
+    /// No `data` line (so far).
+    #[default]
+    None,
+    /// One `data` line ending in `\n`: its value at `value`, the line with its `\n` at `line`.
+    One {
+        value: (usize, usize),
+        line: (usize, usize),
+    },
+    /// Several `data` lines, or a line ending in `\r`: read line by line.
+    Other,
+}
+
+/// One complete event, terminator included, and what the splitter learned of its lines.
+#[derive(Debug, Clone)]
+pub(crate) struct Event {
+    bytes: Bytes,
+    lines: DataLines,
+}
+
+impl Event {
+    /// The event's bytes, as they came.
+    pub(crate) fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// The event's `data`: [`data`] of its bytes.
+    pub(crate) fn data(&self) -> Option<Cow<'_, [u8]>> {
+        match self.lines {
+            DataLines::None => None,
+            DataLines::One { value, .. } => Some(Cow::Borrowed(&self.bytes[value.0..value.1])),
+            DataLines::Other => data(&self.bytes),
+        }
+    }
+
+    /// The event with its `data` replaced by `json`: [`replace_data`] of its bytes. With one
+    /// `data` line and only `\n` endings, the other lines are already as `replace_data` writes
+    /// them: the ones before the data line, then the ones after it but the closing empty line.
+    pub(crate) fn with_data(&self, json: &[u8]) -> Bytes {
+        let DataLines::One { line, .. } = self.lines else {
+            return replace_data(&self.bytes, json);
+        };
+        let (before, after) = (&self.bytes[..line.0], &self.bytes[line.1..]);
+        // The closing empty line (a `\n`: any `\r` makes the event `Other`).
+        let after = after.strip_suffix(b"\n").unwrap_or(after);
+        let mut out = Vec::with_capacity(before.len() + after.len() + json.len() + 8);
+        out.extend_from_slice(before);
+        out.extend_from_slice(after);
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(json);
+        out.extend_from_slice(b"\n\n");
+        Bytes::from(out)
+    }
 }
 
 impl Splitter {
-    pub(crate) fn push(&mut self, chunk: &[u8]) {
-        self.buf.extend_from_slice(chunk);
+    /// Adds a chunk of the stream. When nothing waits, the chunk's own buffer is taken as it is
+    /// (no copy) if this is its only handle, as a body's frame usually is; the events split from
+    /// it then share it.
+    pub(crate) fn push(&mut self, chunk: Bytes) {
+        if !self.buf.is_empty() {
+            self.buf.extend_from_slice(&chunk);
+            return;
+        }
+        // Empty: nothing scanned (`scanned` and `line_start` are 0 whenever `buf` is empty).
+        match chunk.try_into_mut() {
+            Ok(owned) => self.buf = owned,
+            Err(shared) => self.buf.extend_from_slice(&shared),
+        }
     }
 
     /// The next complete event, terminator included.
-    pub(crate) fn next_event(&mut self) -> Option<Bytes> {
+    pub(crate) fn next_event(&mut self) -> Option<Event> {
         let buf = &self.buf[..];
         let mut i = self.scanned;
         while i < buf.len() {
@@ -43,14 +118,21 @@ impl Splitter {
                 },
                 _ => 1,
             };
-            let empty_line = i == self.line_start;
+            let start = self.line_start;
+            let empty_line = i == start;
+            if buf[i] == b'\r' {
+                self.data = DataLines::Other;
+            } else if !empty_line && buf[start] == b'd' {
+                self.data = with_line(self.data, &buf[start..i], start);
+            }
             i += terminator;
             self.line_start = i;
             if empty_line {
-                let event = self.buf.split_to(i).freeze();
+                let bytes = self.buf.split_to(i).freeze();
+                let lines = std::mem::take(&mut self.data);
                 self.scanned = 0;
                 self.line_start = 0;
-                return Some(event);
+                return Some(Event { bytes, lines });
             }
         }
         self.scanned = i;
@@ -61,6 +143,7 @@ impl Splitter {
     pub(crate) fn take_rest(&mut self) -> Bytes {
         self.scanned = 0;
         self.line_start = 0;
+        self.data = DataLines::None;
         self.buf.split().freeze()
     }
 
@@ -72,6 +155,24 @@ impl Splitter {
     #[cfg_attr(not(feature = "upstream-http"), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         self.buf.len()
+    }
+}
+
+/// What the event's `data` lines are once `line` (without its `\n`, at `start`) is read.
+fn with_line(seen: DataLines, line: &[u8], start: usize) -> DataLines {
+    let value = if line == b"data" {
+        line.len()
+    } else if line.starts_with(b"data:") {
+        if line.get(5) == Some(&b' ') { 6 } else { 5 }
+    } else {
+        return seen;
+    };
+    match seen {
+        DataLines::None => DataLines::One {
+            value: (start + value, start + line.len()),
+            line: (start, start + line.len() + 1),
+        },
+        _ => DataLines::Other,
     }
 }
 
@@ -139,15 +240,18 @@ pub(crate) fn message_event(message: &serde_json::Value) -> Bytes {
 
 /// The events of a complete stream, with anything after the last complete event as a final,
 /// unterminated piece.
-pub(crate) fn events(stream: &[u8]) -> Vec<Bytes> {
+pub(crate) fn events(stream: &[u8]) -> Vec<Event> {
     let mut splitter = Splitter::default();
-    splitter.push(stream);
+    splitter.push(Bytes::copy_from_slice(stream));
     let mut events = Vec::new();
     while let Some(event) = splitter.next_event() {
         events.push(event);
     }
     if !splitter.is_empty() {
-        events.push(splitter.take_rest());
+        events.push(Event {
+            bytes: splitter.take_rest(),
+            lines: DataLines::Other,
+        });
     }
     events
 }
@@ -178,9 +282,17 @@ pub(crate) fn split_all(chunks: &[&[u8]]) -> (Vec<Bytes>, Bytes) {
     let mut splitter = Splitter::default();
     let mut events = Vec::new();
     for chunk in chunks {
-        splitter.push(chunk);
+        splitter.push(Bytes::copy_from_slice(chunk));
         while let Some(event) = splitter.next_event() {
-            events.push(event);
+            // What the splitter noted reads and rewrites the event as its lines do.
+            assert_eq!(event.data(), data(event.bytes()), "{event:?}");
+            let json = br#"{"jsonrpc":"2.0"}"#;
+            assert_eq!(
+                event.with_data(json),
+                replace_data(event.bytes(), json),
+                "{event:?}"
+            );
+            events.push(event.bytes().clone());
         }
     }
     (events, splitter.take_rest())
@@ -219,6 +331,33 @@ mod tests {
         // A `\r` then `\n` in the next chunk is one line ending, not two.
         let (events, _) = split_all(&[b"data: a\r", b"\n\r", b"\n"]);
         assert_eq!(events, [&b"data: a\r\n\r\n"[..]]);
+    }
+
+    #[test]
+    fn what_the_splitter_notes_reads_as_the_lines_do() {
+        // `split_all` checks every event's `data` and rewrite against the line-by-line reading.
+        let stream: &[u8] =
+            b"data: {}\n\ndata:{}\n\ndata\n\nevent: message\ndata:  x\nid: 7\n: c\n\n\
+            id: 1\ndata: a\ndata: b\n\nid: 2\r\ndata: c\n\ndata: d\r\n\r\ndatum: e\n\n: only\n\n\
+            data: f\nretry: 5\n\r\n";
+        let (events, rest) = split_all(&[stream]);
+        assert_eq!(events.len(), 10);
+        assert!(rest.is_empty());
+        for size in 1..stream.len() {
+            let chunks: Vec<&[u8]> = stream.chunks(size).collect();
+            assert_eq!(split_all(&chunks).0, events, "chunk size {size}");
+        }
+        let event = |text: &'static [u8]| {
+            let mut splitter = Splitter::default();
+            splitter.push(Bytes::from_static(text));
+            splitter.next_event().unwrap()
+        };
+        let one = event(b"event: message\ndata: {\"a\":1}\nid: 7\n\n");
+        assert_eq!(one.data().as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(
+            &one.with_data(b"{}")[..],
+            b"event: message\nid: 7\ndata: {}\n\n"
+        );
     }
 
     #[test]
