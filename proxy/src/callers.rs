@@ -47,7 +47,7 @@ pub struct PerCaller {
     make: Box<Make>,
     anonymous: bool,
     max: usize,
-    made: Mutex<Made>,
+    made: Mutex<Adapters>,
 }
 
 /// One caller's adapter; `busy` is cloned into each of its calls until its response ends.
@@ -63,8 +63,9 @@ impl Entry {
     }
 }
 
+/// The adapters made so far, one for each caller's credentials, and when each was last used.
 #[derive(Default)]
-struct Made {
+struct Adapters {
     upstreams: HashMap<HeaderValue, Entry>,
     /// A counter of uses: an entry's `used` is its last.
     clock: u64,

@@ -253,7 +253,7 @@ impl Catalog {
                 Err(format!(
                     "Refused before asking: the arguments do not match the inputSchema of {}: {}",
                     shown::quoted(tool, 128),
-                    shown::plain(&text, 500)
+                    shown::unquoted(&text, 500)
                 ))
             }
         }
@@ -336,7 +336,7 @@ fn compile(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
     }
     jsonschema::validator_for(schema)
         .map(Arc::new)
-        .map_err(|error| shown::plain(&error.to_string(), 300))
+        .map_err(|error| shown::unquoted(&error.to_string(), 300))
 }
 
 /// Reads a response to `tools/list` (JSON, or an event stream), tells `catalog` what it lists,

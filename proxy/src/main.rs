@@ -225,7 +225,7 @@ async fn run(
     for warning in &built.warnings {
         tracing::warn!("{warning}");
     }
-    let spent = Spent::new(stores.redis.clone());
+    let spent = LayerStores::new(stores.redis.clone());
     labels.set(labels_of(&built.built));
     let first = layer(
         &stores.keyring,
@@ -806,7 +806,7 @@ struct Policy {
     catalog: Arc<Catalog>,
     keyring: Keyring,
     principal: PrincipalFrom,
-    spent: Spent,
+    spent: LayerStores,
     labels: decisions::Labels,
     stack: serve::Stack,
     mode: RwLock<OnToolChange>,
@@ -1154,12 +1154,12 @@ fn server(
 /// The stores every layer built shares, so that spent approvals stay spent, and tasks stay known,
 /// across reloads: in process (single-use tokens and task records), or in Redis.
 #[derive(Clone)]
-enum Spent {
+enum LayerStores {
     Memory(MemoryTokenStore, MemoryTaskStore),
     Redis(RedisStore),
 }
 
-impl Spent {
+impl LayerStores {
     fn new(redis: Option<RedisStore>) -> Self {
         match redis {
             Some(redis) => Self::Redis(redis),
@@ -1168,7 +1168,7 @@ impl Spent {
     }
 
     /// The layer spending its approvals here, and keeping its tasks' records beside them: in
-    /// process, or in Redis where replicas share it. Every layer built from one `Spent` shares
+    /// process, or in Redis where replicas share it. Every layer built from one `LayerStores` shares
     /// one task store, so a reload forgets no task.
     fn keep(&self, layer: ElicitationLayer) -> ElicitationLayer {
         match self {
@@ -1185,7 +1185,7 @@ impl Spent {
 fn layer(
     keyring: &Keyring,
     principal: &PrincipalFrom,
-    spent: &Spent,
+    spent: &LayerStores,
     max_body_bytes: usize,
     built: Vec<gates::Built>,
 ) -> Result<ElicitationLayer, Error> {

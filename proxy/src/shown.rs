@@ -23,7 +23,7 @@ pub const MAX_ARGUMENTS: usize = 50;
 pub fn value(value: &Value, cap: usize) -> String {
     match value {
         Value::String(text) => quoted(text, cap),
-        other => plain(&other.to_string(), cap),
+        other => unquoted(&other.to_string(), cap),
     }
 }
 
@@ -94,7 +94,7 @@ pub fn quoted(text: &str, cap: usize) -> String {
 }
 
 /// `text` made safe as [`quoted`] makes it, without the quotes.
-pub fn plain(text: &str, cap: usize) -> String {
+pub fn unquoted(text: &str, cap: usize) -> String {
     let mut out = String::with_capacity(text.len().min(cap) + 16);
     let total = escape_into(&mut out, text, cap, false);
     if total > cap {
