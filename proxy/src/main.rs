@@ -214,6 +214,9 @@ async fn run(
     built
         .warnings
         .extend(exposure.warnings(&built.policy, &offered));
+    built
+        .warnings
+        .extend(anonymous_share(&config, settings.serving)?);
     if options.check {
         let checked = check(&options, &source, &config, &built, &exposure, &offered);
         upstreams.lister.shutdown().await;
@@ -1005,6 +1008,41 @@ fn fair_share(
         None if one_caller => 1.0,
         _ => upstream.fair_share()?,
     })
+}
+
+/// A warning when the callers over HTTP cannot be told apart and share one caller's fair share:
+/// no `[identity]` names them (no `jwt`, `api_keys` or `principal`), so every call over HTTP is
+/// one anonymous caller's, and all of them together may hold only `fair_share` of an upstream's
+/// requests in flight and parked calls (a quarter by default): a team's hosts would be refused
+/// from the 17th call in flight at once, with the default bounds. Only where the proxy listens
+/// beyond loopback: on `127.0.0.1` (the shipped examples) the callers are one person's hosts.
+fn anonymous_share(config: &Config, serving: Serving) -> Result<Option<String>, Error> {
+    let identity = &config.identity;
+    let address = config.listen.http();
+    let loopback = address.starts_with("localhost:")
+        || address
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|address| address.ip().is_loopback());
+    let anonymous = serving.http()
+        && !loopback
+        && identity.principal()? == PrincipalFrom::Verified
+        && identity.jwt.is_none()
+        && identity.api_keys.is_none();
+    if !anonymous {
+        return Ok(None);
+    }
+    for table in &config.upstreams.list {
+        let share = fair_share(config, table.get_ref(), serving)?;
+        if share < 1.0 {
+            return Ok(Some(format!(
+                "every caller over HTTP is anonymous (no [identity] jwt, api_keys or principal): \
+                 together they are one caller, who may hold {share} of each upstream's requests \
+                 in flight and parked calls; tell callers apart with [identity], or set \
+                 [upstream] fair_share = 1"
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// Waits (30 s at most) until each of a pool's `sessions` is up, so that the first callers

@@ -624,6 +624,45 @@ async fn the_stdio_downstream_refuses_duplicate_keys_as_http_does() {
     );
 }
 
+/// `--check` warns when callers over HTTP, beyond loopback, cannot be told apart: all of them
+/// are one anonymous caller to the fair share. Not on loopback (one person's hosts), not when
+/// `[identity]` names callers, not with `fair_share = 1`.
+fn anonymous_callers_sharing_one_fair_share_are_warned_of_beyond_loopback() {
+    let entry = everything();
+    let config = |listen: &str, extra: &str| {
+        format!(
+            "[upstream]\ncommand = [\"node\", \"{}\", \"stdio\"]\n{extra}\n[listen]\nhttp = \"{listen}\"\n",
+            entry.display()
+        )
+    };
+    let warning = "every caller over HTTP is anonymous";
+    let (dir, everywhere) = setup("anonymous", &config("0.0.0.0:1", ""));
+    let printed = check_passes(&everywhere);
+    assert!(
+        printed.contains(&format!("warning: {warning}")) && printed.contains("0.25"),
+        "{printed}"
+    );
+    for (name, text) in [
+        ("loopback", config("127.0.0.1:1", "")),
+        ("localhost", config("localhost:1", "")),
+        (
+            "nobody",
+            config("0.0.0.0:1", "\n[identity]\nprincipal = \"none\"\n"),
+        ),
+        ("whole", config("0.0.0.0:1", "fair_share = 1\n")),
+        (
+            "header",
+            config("0.0.0.0:1", "\n[identity]\nprincipal = \"authorization\"\n"),
+        ),
+    ] {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let printed = check_passes(&path);
+        assert!(!printed.contains(warning), "{name}: {printed}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 crate::trials! {
     [Upstreams] current_thread the_upstream_child_never_sees_the_keys_variable,
     [] sync a_secret_variable_in_env_passthrough_is_a_config_error_with_its_line,
@@ -635,4 +674,5 @@ crate::trials! {
     [Upstreams] current_thread pass_to_upstream_refuses_anonymous_callers_and_never_evicts_a_busy_adapter,
     [Upstreams] current_thread the_childs_stderr_lines_are_bounded,
     [Upstreams] current_thread the_stdio_downstream_refuses_duplicate_keys_as_http_does,
+    [Upstreams] sync anonymous_callers_sharing_one_fair_share_are_warned_of_beyond_loopback,
 }
