@@ -29,6 +29,11 @@
 //!   `input_required`; the retry with `inputResponses` and `requestState`; the result).
 //!   *layer + upstream, N sessions*: the same through a pool of `UPSTREAM_BENCH_SESSIONS`
 //!   children (`UpstreamBuilder::sessions`, default 8), the bench's fair share the whole.
+//!   *direct, over HTTP*: the same server over Streamable HTTP (`upstream-rmcp --http`, a child
+//!   of its own, rmcp's session mode), the bench a 2025 client in one session: each call a POST
+//!   whose event stream carries the server's `elicitation/create`, answered with a POST, then
+//!   the result. *layer + upstream, over HTTP*: the 2026 flow through `Upstream` over
+//!   `upstream::Http` to that server (no floor: each question comes on its call's stream).
 //!
 //! A hand-rolled timing loop, not criterion: the parts need every request's latency (for p50
 //! and p99, which criterion's per-batch estimates do not give), the paths alternated in rounds
@@ -240,6 +245,145 @@ impl Direct {
 }
 
 // --- The front: a 2026-07-28 POST through a service in process. ---
+
+/// The bench as a 2025 client of `upstream-rmcp --http` (its own child): one `initialize`
+/// session (`Mcp-Session-Id`), each call a POST whose event stream it reads as it comes,
+/// answering the server's `elicitation/create` on that stream with a POST of its own, until the
+/// call's response: the least a Streamable HTTP client of that era does.
+struct DirectHttp {
+    client: reqwest::Client,
+    url: String,
+    session: String,
+    next_id: AtomicU64,
+}
+
+impl DirectHttp {
+    async fn start(binary: &PathBuf) -> (Arc<Self>, Child) {
+        let mut child = Command::new(binary)
+            .args(["--http", "127.0.0.1:0"])
+            .stdin(Pipe::null())
+            .stdout(Pipe::piped())
+            .stderr(Pipe::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("upstream-rmcp --http starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let line = BufReader::new(stdout)
+            .lines()
+            .next_line()
+            .await
+            .expect("upstream-rmcp --http writes its address")
+            .expect("a line");
+        let url = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("upstream-rmcp --http said {line:?}"))
+            .to_owned();
+        let client = reqwest::Client::new();
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "upstream-bench", "version": "0"},
+        }});
+        let response = Self::post(&client, &url, None, &initialize).await;
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .expect("a session id")
+            .to_owned();
+        let direct = Self {
+            client,
+            url,
+            session,
+            next_id: AtomicU64::new(1),
+        };
+        let initialized = direct.read_until(response, 0).await;
+        assert!(initialized.get("result").is_some(), "{initialized}");
+        let notified = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        direct.send(&notified).await;
+        (Arc::new(direct), child)
+    }
+
+    async fn post(
+        client: &reqwest::Client,
+        url: &str,
+        session: Option<&str>,
+        message: &Value,
+    ) -> reqwest::Response {
+        let mut request = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(serde_json::to_vec(message).expect("JSON"));
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let response = request.send().await.expect("the server answers");
+        assert!(response.status().is_success(), "{}", response.status());
+        response
+    }
+
+    /// POSTs a notification or a response (answered 202, nothing to read).
+    async fn send(&self, message: &Value) {
+        Self::post(&self.client, &self.url, Some(&self.session), message).await;
+    }
+
+    /// The whole response to `method` with `params`.
+    async fn request(&self, method: &str, params: Value) -> Value {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let response = Self::post(&self.client, &self.url, Some(&self.session), &request).await;
+        self.read_until(response, id).await
+    }
+
+    /// Reads `response` (JSON, or an event stream) until the response with `id`, answering the
+    /// server's requests on the way.
+    async fn read_until(&self, mut response: reqwest::Response, id: u64) -> Value {
+        let json = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+        if json {
+            let body = response.bytes().await.expect("a body");
+            return serde_json::from_slice(&body).expect("JSON");
+        }
+        let mut buffer: Vec<u8> = Vec::new();
+        loop {
+            while let Some(end) = memchr::memmem::find(&buffer, b"\n\n") {
+                let event: Vec<u8> = buffer.drain(..end + 2).collect();
+                let Some(data) = event
+                    .split(|&b| b == b'\n')
+                    .find_map(|line| line.strip_prefix(b"data: "))
+                    .filter(|data| !data.is_empty())
+                else {
+                    continue;
+                };
+                let message: Value = serde_json::from_slice(data).expect("JSON data");
+                match (message.get("method"), message.get("id")) {
+                    (Some(method), Some(asked)) => {
+                        let result = if method == "elicitation/create" {
+                            json!({"action": "accept", "content": {"seats": 2}})
+                        } else {
+                            json!({})
+                        };
+                        self.send(&json!({"jsonrpc": "2.0", "id": asked, "result": result}))
+                            .await;
+                    }
+                    (None, Some(answered)) if answered.as_u64() == Some(id) => return message,
+                    _ => {}
+                }
+            }
+            let chunk = response
+                .chunk()
+                .await
+                .expect("the stream")
+                .unwrap_or_else(|| panic!("the stream ended without a response to {id}"));
+            buffer.extend_from_slice(&chunk);
+        }
+    }
+}
 
 /// `body` POSTed to `service` (`oneshot` on a clone), the answer collected and parsed.
 async fn via<S, B>(service: &S, body: &Bytes, method: &str, name: Option<&str>) -> Value
@@ -570,13 +714,19 @@ enum FlowPath {
     Upstream,
     Layered,
     Pooled,
+    /// The same server over Streamable HTTP (`upstream-rmcp --http`), reached directly.
+    DirectHttp,
+    /// The layer in front of `Upstream` over `upstream::Http` to that server.
+    LayeredHttp,
 }
 
-const FLOW_PATHS: [FlowPath; 4] = [
+const FLOW_PATHS: [FlowPath; 6] = [
     FlowPath::Direct,
     FlowPath::Upstream,
     FlowPath::Layered,
     FlowPath::Pooled,
+    FlowPath::DirectHttp,
+    FlowPath::LayeredHttp,
 ];
 
 impl FlowPath {
@@ -586,12 +736,14 @@ impl FlowPath {
             FlowPath::Upstream => Path::Upstream.label().to_owned(),
             FlowPath::Layered => Path::Layered.label().to_owned(),
             FlowPath::Pooled => format!("`ElicitationLayer` + `Upstream`, {sessions} sessions"),
+            FlowPath::DirectHttp => "direct, over HTTP".to_owned(),
+            FlowPath::LayeredHttp => "`ElicitationLayer` + `Upstream`, over HTTP".to_owned(),
         }
     }
 }
 
 /// The flow paths in the order round `round` takes them (each goes first in turn).
-fn flow_order(round: usize) -> [FlowPath; 4] {
+fn flow_order(round: usize) -> [FlowPath; 6] {
     let mut paths = FLOW_PATHS;
     paths.rotate_left(round % FLOW_PATHS.len());
     paths
@@ -603,6 +755,8 @@ struct FlowFronts<S> {
     upstream: Upstream,
     layered: S,
     pooled: S,
+    direct_http: Arc<DirectHttp>,
+    layered_http: S,
 }
 
 async fn flows_run<S, B>(
@@ -631,6 +785,8 @@ where
             fronts.layered.clone(),
             fronts.pooled.clone(),
         );
+        let (direct_http, layered_http) =
+            (Arc::clone(&fronts.direct_http), fronts.layered_http.clone());
         running.spawn(async move {
             let mut run = FlowRun::default();
             while left
@@ -645,6 +801,18 @@ where
                         run.flows.push(flow.elapsed());
                         assert_eq!(text(&reply), "booked 2 at Bench", "{reply:#}");
                         continue;
+                    }
+                    FlowPath::DirectHttp => {
+                        let params = json!({"name": "book", "arguments": {"restaurant": "Bench"}});
+                        let reply = direct_http.request("tools/call", params).await;
+                        run.flows.push(flow.elapsed());
+                        assert_eq!(text(&reply), "booked 2 at Bench", "{reply:#}");
+                        continue;
+                    }
+                    FlowPath::LayeredHttp => {
+                        let (first, retry) = front_flow(&layered_http).await;
+                        run.first.push(first);
+                        run.retry.push(retry);
                     }
                     FlowPath::Upstream => {
                         let (first, retry) = front_flow(&upstream).await;
@@ -700,13 +868,24 @@ async fn flows(
         .fair_share(1.0)
         .spawn()
         .expect("the pool starts");
+    let (direct_http, _http_child) = DirectHttp::start(binary).await;
+    let over_http = Upstream::builder(Http::new(direct_http.url.clone()))
+        .for_layer(&layer)
+        .spawn()
+        .expect("the HTTP upstream starts");
     let fronts = FlowFronts {
         direct,
         upstream: upstream.clone(),
         layered: ServiceBuilder::new()
             .layer(layer.clone())
             .service(upstream.clone()),
-        pooled: ServiceBuilder::new().layer(layer).service(pool.clone()),
+        pooled: ServiceBuilder::new()
+            .layer(layer.clone())
+            .service(pool.clone()),
+        direct_http,
+        layered_http: ServiceBuilder::new()
+            .layer(layer)
+            .service(over_http.clone()),
     };
 
     // Warm-up.
@@ -771,6 +950,7 @@ async fn flows(
     }
     upstream.shutdown().await;
     pool.shutdown().await;
+    over_http.shutdown().await;
 }
 
 fn main() {

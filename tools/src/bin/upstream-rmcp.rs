@@ -14,7 +14,14 @@
 //!
 //! ```text
 //! cargo build -p tower-elicitation-tools --bin upstream-rmcp
+//! upstream-rmcp                 # over stdio
+//! upstream-rmcp --http [ADDR]   # over Streamable HTTP at /mcp (default 127.0.0.1:0, a free port)
 //! ```
+//!
+//! `--http` serves the same server over Streamable HTTP in rmcp's session mode (a session per
+//! `initialize`, `Mcp-Session-Id`), its `elicitation/create` on the stream of the call that asks;
+//! the first line on stdout is `listening on http://ADDR/mcp`. For `benches/upstream.rs`'s flows
+//! over HTTP.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -142,7 +149,7 @@ impl ServerHandler for Upstream {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // stdout carries the protocol: logs go to stderr.
+    // stdout carries the protocol (or the listening line): logs go to stderr.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -150,9 +157,51 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
-    let service = Upstream
-        .serve((tokio::io::stdin(), tokio::io::stdout()))
-        .await?;
-    service.waiting().await?;
+    let mut args = std::env::args().skip(1);
+    match args.next().as_deref() {
+        None => {
+            let service = Upstream
+                .serve((tokio::io::stdin(), tokio::io::stdout()))
+                .await?;
+            service.waiting().await?;
+            Ok(())
+        }
+        Some("--http") => http(args.next().as_deref().unwrap_or("127.0.0.1:0")).await,
+        Some(other) => Err(format!("unknown argument {other:?}: [--http [ADDR]]").into()),
+    }
+}
+
+/// Serves the server over Streamable HTTP at `/mcp` on `listen`, in rmcp's session mode, until
+/// SIGTERM or Ctrl-C.
+async fn http(listen: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    use std::io::Write as _;
+    let config = StreamableHttpServerConfig::default().with_legacy_session_mode(true);
+    let service = StreamableHttpService::new(
+        || Ok(Upstream),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "listening on http://{}/mcp", listener.local_addr()?)?;
+    stdout.flush()?;
+    let shutdown = async {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match terminate.as_mut() {
+                    Some(terminate) => { terminate.recv().await; }
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+    };
+    serve::serve(listener, app, serve::Limits::default(), shutdown).await;
     Ok(())
 }
