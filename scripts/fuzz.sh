@@ -19,6 +19,9 @@
 # fuzz/artifacts/<target>/; reproduce it with
 #   RUSTC_BOOTSTRAP=1 cargo fuzz run <target> fuzz/artifacts/<target>/<crash-file>
 #
+# The fuzz build goes to FUZZ_TARGET_DIR (default fuzz/target); .ci/run points it at a directory
+# kept per machine, so that a clean checkout does not build the sanitized dependencies again.
+#
 # Needs cargo-fuzz (installed from crates.io when absent) and libFuzzer's nightly-only
 # sanitizer flags, which the stable toolchain accepts with RUSTC_BOOTSTRAP=1.
 # Prints one line per target (time, executions, executions per second, corpus size) and exits
@@ -43,10 +46,11 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 export RUSTC_BOOTSTRAP=1
+target_dir="${FUZZ_TARGET_DIR:-$root/fuzz/target}"
 
 log "building ${targets[*]}"
 for target in "${targets[@]}"; do
-    cargo fuzz build "$target"
+    cargo fuzz build --target-dir "$target_dir" "$target"
 done
 
 logs="$root/fuzz/logs"
@@ -61,7 +65,7 @@ for target in "${targets[@]}"; do
     if [ "${CI:-}" = "true" ]; then
         rm -rf "$corpus" && mkdir -p "$corpus"
     fi
-    cargo fuzz run "$target" "$corpus" "fuzz/seeds/$target" -- ${seed:+-seed="$seed"} \
+    cargo fuzz run --target-dir "$target_dir" "$target" "$corpus" "fuzz/seeds/$target" -- ${seed:+-seed="$seed"} \
         -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
         >"$logs/$target.log" 2>&1 || status=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$logs/$target.log" | tail -1)

@@ -13,8 +13,10 @@
 #
 # Then scripts/slow_calls.py: 8 callers at once through the proxy, each calling a 1 s tool.
 #
-# Builds the proxy (release), installs mcp-proxy 0.6.0 with `cargo install --locked` into
-# $CARGO_TARGET_DIR/mcp-proxy-0.6.0 (once), and the server with scripts/upstream-servers.sh.
+# Builds the proxy (release), installs mcp-proxy 0.6.0 with `cargo install --locked` once per
+# machine (into $MCP_PROXY_ROOT, else ~/.cache/tower-elicitation/mcp-proxy-0.6.0: it is the
+# comparison's binary, not this project's, so a clean checkout such as CI's does not build it
+# again), and the server with scripts/upstream-servers.sh.
 # Prints the machine, the commit, the date and the tables. .ci/run runs it `--short`: a report,
 # not a gate (it fails only when the bench itself breaks).
 set -euo pipefail
@@ -23,7 +25,7 @@ target=${CARGO_TARGET_DIR:-target}
 case $target in /*) ;; *) target=$PWD/$target ;; esac
 
 cargo build --quiet --release -p elicitation-proxy
-mcp_root=$target/mcp-proxy-0.6.0
+mcp_root=${MCP_PROXY_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/tower-elicitation/mcp-proxy-0.6.0}
 # (it has no --version: cargo install's own record says what is installed)
 if [[ ! -x $mcp_root/bin/mcp-proxy ]] || ! grep -qF '"mcp-proxy 0.6.0 ' "$mcp_root/.crates.toml" 2>/dev/null; then
     cargo install --quiet --locked mcp-proxy@0.6.0 --root "$mcp_root"
