@@ -3,11 +3,12 @@
 
 Reads .cache/peers/results/runs.tsv (one tools/src/bin/load.rs line per server and run, with the
 server's peak RSS), prints a Markdown table of medians over the runs, writes docs/peers.svg and,
-with --check, PASS or MISS for each end-to-end target of issue 29, in each machine state measured
-(quiet, and busy with `peers.sh --busy`):
+with --check, PASS or MISS for each end-to-end target (issue 29's, with issue 41's bound on CPU),
+in each machine state measured (quiet, and busy with `peers.sh --busy`):
 
-- examples/deploy uses at most 1.0x the server CPU per flow of the hand-written rmcp server in the
-  same response mode (event streams, and JSON), and does at least 1.0x its flows/s;
+- examples/deploy uses at most 1.15x the server CPU per flow of the hand-written rmcp server in
+  the same response mode (event streams, and JSON): issue 41's target, on the way to issue 29's
+  1.0x. Its flows/s against that server is printed as INFO (issue 41 dropped that target);
 - examples/deploy (as shipped: event streams) does at least 5x the flows/s of every JS and
   Python peer, with a p99 under a fifth of theirs;
 - a 2025-era client's flow through deploy's bridge does at least 0.85x the flows/s of the 2026
@@ -170,6 +171,10 @@ def ratio(a: Summary, b: Summary, field: str) -> float:
     return a.median(field) / max(b.median(field), 1e-9)
 
 
+# Issue 41: deploy's server CPU per flow against the hand-written server's, "on the way to 1.0x".
+CPU_BOUND = 1.15
+
+
 def checks(by_name: dict[str, Summary]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     states = [""] + ([BUSY] if any(n.endswith(BUSY) for n in by_name) else [])
@@ -190,14 +195,14 @@ def checks(by_name: dict[str, Summary]) -> list[tuple[str, str]]:
             a, b = both
             cpu = ratio(a, b, "server_us_per_flow")
             out.append((
-                "PASS" if cpu <= 1.0 else "MISS",
-                f"[{where}] {ours} server CPU / flow ≤ 1.0× {theirs}: {cpu:.3f}× "
+                "PASS" if cpu <= CPU_BOUND else "MISS",
+                f"[{where}] {ours} server CPU / flow ≤ {CPU_BOUND}× {theirs}: {cpu:.3f}× "
                 f"({a.median('server_us_per_flow'):,.0f} vs {b.median('server_us_per_flow'):,.0f} µs)",
             ))
             speed = ratio(a, b, "flows_per_s")
             out.append((
-                "PASS" if speed >= 1.0 else "MISS",
-                f"[{where}] {ours} flows/s ≥ 1.0× {theirs}: {speed:.3f}×",
+                "INFO",
+                f"[{where}] {ours} flows/s against {theirs}: {speed:.3f}× (issue 29 wanted ≥ 1.0×)",
             ))
         for peer in PEERS:
             both = pair(SHIPPED + suffix, peer + suffix)
