@@ -457,6 +457,16 @@ impl Listen {
         self.http.as_deref().unwrap_or(Self::DEFAULT_HTTP)
     }
 
+    /// Whether HTTP is served on a loopback address only (`127.0.0.1`, `::1`, `localhost`): no
+    /// other machine reaches it.
+    pub fn on_loopback(&self) -> bool {
+        let address = self.http();
+        address.starts_with("localhost:")
+            || address
+                .parse::<std::net::SocketAddr>()
+                .is_ok_and(|address| address.ip().is_loopback())
+    }
+
     /// What the proxy serves: `--stdio` (`flag`) is stdio alone, whatever the file says (the
     /// host that spawned it with that flag wants no listener); `stdio = true` is stdio alone
     /// too, unless the file names `http` as well, which serves both.
@@ -652,6 +662,12 @@ pub enum PassTo {
 }
 
 impl Identity {
+    /// Whether callers over HTTP are verified (`jwt` or `api_keys`): a call without valid
+    /// credentials is refused.
+    pub fn verifies(&self) -> bool {
+        self.jwt.is_some() || self.api_keys.is_some()
+    }
+
     /// Whether `pass_to_upstream` sends any caller's credentials anywhere.
     pub fn passes_any(&self) -> bool {
         match self.pass_to_upstream.as_ref().map(Spanned::get_ref) {

@@ -770,7 +770,7 @@ fn approvals_of(
     };
     let unavailable = if !serving.http() {
         Some("serves its page over HTTP: not with stdio alone (name [listen] http too)".to_owned())
-    } else if config.identity.jwt.is_none() && config.identity.api_keys.is_none() {
+    } else if !config.identity.verifies() {
         Some("needs [identity] jwt or api_keys: approvers sign in with them".to_owned())
     } else if config.state.redis.is_some() {
         Some("keeps the calls waiting for approval in this process: not with [state] redis (several replicas) yet".to_owned())
@@ -1010,35 +1010,37 @@ fn fair_share(
     })
 }
 
-/// A warning when the callers over HTTP cannot be told apart and share one caller's fair share:
-/// no `[identity]` names them (no `jwt`, `api_keys` or `principal`), so every call over HTTP is
-/// one anonymous caller's, and all of them together may hold only `fair_share` of an upstream's
-/// requests in flight and parked calls (a quarter by default): a team's hosts would be refused
-/// from the 17th call in flight at once, with the default bounds. Only where the proxy listens
-/// beyond loopback: on `127.0.0.1` (the shipped examples) the callers are one person's hosts.
+/// A warning when the file says nothing of who the callers over HTTP are (no `[identity]` `jwt`,
+/// `api_keys` or `principal`): the layer's default then tells them apart only by the
+/// `Authorization` header each sends, unverified, and every call without one is the same
+/// anonymous caller's, so all of those together may hold only `fair_share` of an upstream's
+/// requests in flight and parked calls (a quarter by default): a team's hosts that send no
+/// credentials would be refused from the 17th call in flight at once, with the default bounds.
+/// Only where the proxy listens beyond loopback (on `127.0.0.1`, as the shipped examples do, the
+/// callers are one person's hosts), and for an upstream that shares its bounds (with
+/// `pass_to_upstream` each caller has an adapter of its own).
 fn anonymous_share(config: &Config, serving: Serving) -> Result<Option<String>, Error> {
     let identity = &config.identity;
-    let address = config.listen.http();
-    let loopback = address.starts_with("localhost:")
-        || address
-            .parse::<std::net::SocketAddr>()
-            .is_ok_and(|address| address.ip().is_loopback());
-    let anonymous = serving.http()
-        && !loopback
+    let unsaid = serving.http()
+        && !config.listen.on_loopback()
         && identity.principal()? == PrincipalFrom::Verified
-        && identity.jwt.is_none()
-        && identity.api_keys.is_none();
-    if !anonymous {
+        && !identity.verifies();
+    if !unsaid {
         return Ok(None);
     }
     for table in &config.upstreams.list {
-        let share = fair_share(config, table.get_ref(), serving)?;
+        let upstream = table.get_ref();
+        if identity.passes_to(upstream.name(), config.upstreams.several) {
+            continue;
+        }
+        let share = fair_share(config, upstream, serving)?;
         if share < 1.0 {
             return Ok(Some(format!(
-                "every caller over HTTP is anonymous (no [identity] jwt, api_keys or principal): \
-                 together they are one caller, who may hold {share} of each upstream's requests \
-                 in flight and parked calls; tell callers apart with [identity], or set \
-                 [upstream] fair_share = 1"
+                "no [identity] says who the callers over HTTP are (no jwt, api_keys or \
+                 principal): they are told apart only by the Authorization header each sends, \
+                 unverified, and the calls without one are one anonymous caller's, who may hold \
+                 {share} of each upstream's requests in flight and parked calls; verify callers \
+                 with [identity], or set [upstream] fair_share = 1"
             )));
         }
     }
@@ -1566,5 +1568,17 @@ mod tests {
         assert_eq!(share(&config(&nobody), Serving::Http), 1.0);
         let given = format!("{command}fair_share = 0.5\n\n[identity]\nprincipal = \"none\"\n");
         assert_eq!(share(&config(&given), Serving::Stdio), 0.5);
+    }
+
+    #[test]
+    fn the_anonymous_share_is_not_warned_of_for_an_upstream_passed_to_each_caller() {
+        let url = "[upstream]\nurl = \"http://127.0.0.1:1/mcp\"\n";
+        let everywhere = "\n[listen]\nhttp = \"0.0.0.0:1\"\n";
+        let shared = config(&format!("{url}{everywhere}"));
+        assert!(anonymous_share(&shared, Serving::Http).unwrap().is_some());
+        let passed = config(&format!(
+            "{url}\n[identity]\npass_to_upstream = true\n{everywhere}"
+        ));
+        assert_eq!(anonymous_share(&passed, Serving::Http).unwrap(), None);
     }
 }

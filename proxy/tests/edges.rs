@@ -624,9 +624,10 @@ async fn the_stdio_downstream_refuses_duplicate_keys_as_http_does() {
     );
 }
 
-/// `--check` warns when callers over HTTP, beyond loopback, cannot be told apart: all of them
-/// are one anonymous caller to the fair share. Not on loopback (one person's hosts), not when
-/// `[identity]` names callers, not with `fair_share = 1`.
+/// `--check` warns when the file says nothing of who the callers over HTTP are, beyond loopback:
+/// the calls without `Authorization` are one anonymous caller to the fair share. Not on
+/// loopback (one person's hosts), not when `[identity]` says who callers are, not with
+/// `fair_share = 1`.
 fn anonymous_callers_sharing_one_fair_share_are_warned_of_beyond_loopback() {
     let entry = everything();
     let config = |listen: &str, extra: &str| {
@@ -635,7 +636,7 @@ fn anonymous_callers_sharing_one_fair_share_are_warned_of_beyond_loopback() {
             entry.display()
         )
     };
-    let warning = "every caller over HTTP is anonymous";
+    let warning = "no [identity] says who the callers over HTTP are";
     let (dir, everywhere) = setup("anonymous", &config("0.0.0.0:1", ""));
     let printed = check_passes(&everywhere);
     assert!(
