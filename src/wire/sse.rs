@@ -31,10 +31,12 @@ enum DataLines {
     /// No `data` line (so far).
     #[default]
     None,
-    /// One `data` line ending in `\n`: its value at `value`, the line with its `\n` at `line`.
+    /// One `data` line ending in `\n`: it starts at `line`, its value at `value`, and its `\n`
+    /// is at `end`.
     One {
-        value: (usize, usize),
-        line: (usize, usize),
+        line: usize,
+        value: usize,
+        end: usize,
     },
     /// Several `data` lines, or a line ending in `\r`: read line by line.
     Other,
@@ -57,7 +59,7 @@ impl Event {
     pub(crate) fn data(&self) -> Option<Cow<'_, [u8]>> {
         match self.lines {
             DataLines::None => None,
-            DataLines::One { value, .. } => Some(Cow::Borrowed(&self.bytes[value.0..value.1])),
+            DataLines::One { value, end, .. } => Some(Cow::Borrowed(&self.bytes[value..end])),
             DataLines::Other => data(&self.bytes),
         }
     }
@@ -66,10 +68,10 @@ impl Event {
     /// `data` line and only `\n` endings, the other lines are already as `replace_data` writes
     /// them: the ones before the data line, then the ones after it but the closing empty line.
     pub(crate) fn with_data(&self, json: &[u8]) -> Bytes {
-        let DataLines::One { line, .. } = self.lines else {
+        let DataLines::One { line, end, .. } = self.lines else {
             return replace_data(&self.bytes, json);
         };
-        let (before, after) = (&self.bytes[..line.0], &self.bytes[line.1..]);
+        let (before, after) = (&self.bytes[..line], &self.bytes[end + 1..]);
         // The closing empty line (a `\n`: any `\r` makes the event `Other`).
         let after = after.strip_suffix(b"\n").unwrap_or(after);
         let mut out = Vec::with_capacity(before.len() + after.len() + json.len() + 8);
@@ -169,8 +171,9 @@ fn with_line(seen: DataLines, line: &[u8], start: usize) -> DataLines {
     };
     match seen {
         DataLines::None => DataLines::One {
-            value: (start + value, start + line.len()),
-            line: (start, start + line.len() + 1),
+            line: start,
+            value: start + value,
+            end: start + line.len(),
         },
         _ => DataLines::Other,
     }
