@@ -151,6 +151,24 @@ fn upstream_rmcp() -> PathBuf {
 
 // --- The direct 2025 client over stdio. ---
 
+/// What the bench says of itself in `initialize`, as a 2025 client that answers forms.
+fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {"form": {}}},
+        "clientInfo": {"name": "upstream-bench", "version": "0"},
+    })
+}
+
+/// The direct clients' result for the server's request `method`: `book`'s question accepted
+/// with two seats, anything else answered empty.
+fn answer(method: &str) -> Value {
+    match method {
+        "elicitation/create" => json!({"action": "accept", "content": {"seats": 2}}),
+        _ => json!({}),
+    }
+}
+
 /// A 2025-era client of one child: one `initialize` session, requests written one a line,
 /// responses routed to their callers by id by one reader task, and the server's
 /// `elicitation/create` answered `{"seats": 2}` at once (a user who always says two).
@@ -177,16 +195,7 @@ impl Direct {
             next_id: AtomicU64::new(1),
         });
         tokio::spawn(Arc::clone(&direct).read(stdout));
-        let initialized = direct
-            .request(
-                "initialize",
-                json!({
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {"elicitation": {"form": {}}},
-                    "clientInfo": {"name": "upstream-bench", "version": "0"},
-                }),
-            )
-            .await;
+        let initialized = direct.request("initialize", initialize_params()).await;
         assert!(initialized.get("result").is_some(), "{initialized}");
         direct
             .write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
@@ -221,13 +230,7 @@ impl Direct {
             let method = message.get("method").and_then(Value::as_str);
             match (method, message.get("id")) {
                 (Some(method), Some(id)) => {
-                    let result = match method {
-                        "elicitation/create" => {
-                            json!({"action": "accept", "content": {"seats": 2}})
-                        }
-                        _ => json!({}),
-                    };
-                    let response = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                    let response = json!({"jsonrpc": "2.0", "id": id, "result": answer(method)});
                     self.write(&response).await;
                 }
                 (None, Some(id)) => {
@@ -279,11 +282,7 @@ impl DirectHttp {
             .unwrap_or_else(|| panic!("upstream-rmcp --http said {line:?}"))
             .to_owned();
         let client = reqwest::Client::new();
-        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "upstream-bench", "version": "0"},
-        }});
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()});
         let response = Self::post(&client, &url, None, &initialize).await;
         let session = response
             .headers()
@@ -363,13 +362,10 @@ impl DirectHttp {
                 let message: Value = serde_json::from_slice(data).expect("JSON data");
                 match (message.get("method"), message.get("id")) {
                     (Some(method), Some(asked)) => {
-                        let result = if method == "elicitation/create" {
-                            json!({"action": "accept", "content": {"seats": 2}})
-                        } else {
-                            json!({})
-                        };
-                        self.send(&json!({"jsonrpc": "2.0", "id": asked, "result": result}))
-                            .await;
+                        let method = method.as_str().unwrap_or_default();
+                        let response =
+                            json!({"jsonrpc": "2.0", "id": asked, "result": answer(method)});
+                        self.send(&response).await;
                     }
                     (None, Some(answered)) if answered.as_u64() == Some(id) => return message,
                     _ => {}
@@ -778,15 +774,15 @@ where
     let started = Instant::now();
     let mut running = tokio::task::JoinSet::new();
     for _ in 0..tasks {
-        let (left, direct, upstream, layered, pooled) = (
+        let (left, direct, upstream, layered, pooled, direct_http, layered_http) = (
             Arc::clone(&left),
             Arc::clone(&fronts.direct),
             fronts.upstream.clone(),
             fronts.layered.clone(),
             fronts.pooled.clone(),
+            Arc::clone(&fronts.direct_http),
+            fronts.layered_http.clone(),
         );
-        let (direct_http, layered_http) =
-            (Arc::clone(&fronts.direct_http), fronts.layered_http.clone());
         running.spawn(async move {
             let mut run = FlowRun::default();
             while left
@@ -794,41 +790,25 @@ where
                 .is_ok()
             {
                 let flow = Instant::now();
-                match path {
-                    FlowPath::Direct => {
+                let rounds = match path {
+                    FlowPath::Direct | FlowPath::DirectHttp => {
                         let params = json!({"name": "book", "arguments": {"restaurant": "Bench"}});
-                        let reply = direct.request("tools/call", params).await;
-                        run.flows.push(flow.elapsed());
+                        let reply = if path == FlowPath::Direct {
+                            direct.request("tools/call", params).await
+                        } else {
+                            direct_http.request("tools/call", params).await
+                        };
                         assert_eq!(text(&reply), "booked 2 at Bench", "{reply:#}");
-                        continue;
+                        None
                     }
-                    FlowPath::DirectHttp => {
-                        let params = json!({"name": "book", "arguments": {"restaurant": "Bench"}});
-                        let reply = direct_http.request("tools/call", params).await;
-                        run.flows.push(flow.elapsed());
-                        assert_eq!(text(&reply), "booked 2 at Bench", "{reply:#}");
-                        continue;
-                    }
-                    FlowPath::LayeredHttp => {
-                        let (first, retry) = front_flow(&layered_http).await;
-                        run.first.push(first);
-                        run.retry.push(retry);
-                    }
-                    FlowPath::Upstream => {
-                        let (first, retry) = front_flow(&upstream).await;
-                        run.first.push(first);
-                        run.retry.push(retry);
-                    }
-                    FlowPath::Layered => {
-                        let (first, retry) = front_flow(&layered).await;
-                        run.first.push(first);
-                        run.retry.push(retry);
-                    }
-                    FlowPath::Pooled => {
-                        let (first, retry) = front_flow(&pooled).await;
-                        run.first.push(first);
-                        run.retry.push(retry);
-                    }
+                    FlowPath::Upstream => Some(front_flow(&upstream).await),
+                    FlowPath::Layered => Some(front_flow(&layered).await),
+                    FlowPath::Pooled => Some(front_flow(&pooled).await),
+                    FlowPath::LayeredHttp => Some(front_flow(&layered_http).await),
+                };
+                if let Some((first, retry)) = rounds {
+                    run.first.push(first);
+                    run.retry.push(retry);
                 }
                 run.flows.push(flow.elapsed());
             }
