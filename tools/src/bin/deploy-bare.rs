@@ -17,6 +17,8 @@
 #[path = "../../../examples/deploy/server.rs"]
 #[allow(dead_code)]
 mod server;
+#[path = "../shutdown.rs"]
+mod shutdown;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -73,20 +75,12 @@ async fn run(listen: &str, json_response: bool) -> Result<(), Box<dyn std::error
         server::MCP_PATH
     )?;
     stdout.flush()?;
-    let shutdown = async {
-        let interrupt = tokio::signal::ctrl_c();
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                tokio::select! {
-                    _ = interrupt => {}
-                    _ = terminate.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = interrupt.await;
-            }
-        }
-    };
-    serve::serve(listener, app, serve::Limits::default(), shutdown).await;
+    serve::serve(
+        listener,
+        app,
+        serve::Limits::default(),
+        shutdown::signalled(),
+    )
+    .await;
     Ok(())
 }

@@ -19,6 +19,8 @@
 #[path = "../../../examples/deploy/server.rs"]
 #[allow(dead_code)]
 mod server;
+#[path = "../shutdown.rs"]
+mod shutdown;
 
 use std::process::ExitCode;
 
@@ -151,23 +153,12 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error + Send + 
         listener.local_addr()?,
         server::MCP_PATH
     );
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    serve::serve(listener, app, serve::Limits::default(), async {
-        tokio::select! {
-            () = shutdown => {}
-            () = terminate => {}
-        }
-    })
+    serve::serve(
+        listener,
+        app,
+        serve::Limits::default(),
+        shutdown::signalled(),
+    )
     .await;
     upstream.shutdown().await;
     Ok(())

@@ -23,6 +23,9 @@
 //! the first line on stdout is `listening on http://ADDR/mcp`. For `benches/upstream.rs`'s flows
 //! over HTTP.
 
+#[path = "../shutdown.rs"]
+mod shutdown;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -189,19 +192,12 @@ async fn http(listen: &str) -> Result<(), Box<dyn std::error::Error + Send + Syn
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{}/mcp", listener.local_addr()?)?;
     stdout.flush()?;
-    let shutdown = async {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async {
-                match terminate.as_mut() {
-                    Some(terminate) => { terminate.recv().await; }
-                    None => std::future::pending().await,
-                }
-            } => {}
-        }
-    };
-    serve::serve(listener, app, serve::Limits::default(), shutdown).await;
+    serve::serve(
+        listener,
+        app,
+        serve::Limits::default(),
+        shutdown::signalled(),
+    )
+    .await;
     Ok(())
 }
