@@ -14,13 +14,12 @@
 //! Its `deploy` tool asks its own question (`deployment-approval`, an `input_required` result)
 //! and deploys once `approve` is `true`. Environment: `RUST_LOG` (logs on stderr).
 
+#[path = "../listening.rs"]
+mod listening;
 #[path = "../../../examples/deploy/server.rs"]
 #[allow(dead_code)]
 mod server;
-#[path = "../shutdown.rs"]
-mod shutdown;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: deploy-bare [--listen ADDR] [--json]";
@@ -66,21 +65,6 @@ async fn main() -> ExitCode {
 async fn run(listen: &str, json_response: bool) -> Result<(), Box<dyn std::error::Error>> {
     let bare = server::mcp_service(server::DeployState::new(), json_response);
     let app = axum::Router::new().nest_service(server::MCP_PATH, bare);
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    let mut stdout = std::io::stdout();
-    writeln!(
-        stdout,
-        "listening on http://{}{}",
-        listener.local_addr()?,
-        server::MCP_PATH
-    )?;
-    stdout.flush()?;
-    serve::serve(
-        listener,
-        app,
-        serve::Limits::default(),
-        shutdown::signalled(),
-    )
-    .await;
+    listening::serve(listen, server::MCP_PATH, app).await?;
     Ok(())
 }

@@ -16,11 +16,11 @@
 //!
 //! Environment: `MCP_REQUEST_STATE_KEYS` (else a random key for this process), `RUST_LOG`.
 
+#[path = "../listening.rs"]
+mod listening;
 #[path = "../../../examples/deploy/server.rs"]
 #[allow(dead_code)]
 mod server;
-#[path = "../shutdown.rs"]
-mod shutdown;
 
 use std::process::ExitCode;
 
@@ -147,19 +147,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error + Send + 
         let mcp = ServiceBuilder::new().layer(layer).service(upstream.clone());
         app.nest_service(server::MCP_PATH, mcp)
     };
-    let listener = tokio::net::TcpListener::bind(&options.listen).await?;
-    println!(
-        "listening on http://{}{}",
-        listener.local_addr()?,
-        server::MCP_PATH
-    );
-    serve::serve(
-        listener,
-        app,
-        serve::Limits::default(),
-        shutdown::signalled(),
-    )
-    .await;
+    listening::serve(&options.listen, server::MCP_PATH, app).await?;
     upstream.shutdown().await;
     Ok(())
 }

@@ -23,8 +23,8 @@
 //! the first line on stdout is `listening on http://ADDR/mcp`. For `benches/upstream.rs`'s flows
 //! over HTTP.
 
-#[path = "../shutdown.rs"]
-mod shutdown;
+#[path = "../listening.rs"]
+mod listening;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -180,7 +180,6 @@ async fn http(listen: &str) -> Result<(), Box<dyn std::error::Error + Send + Syn
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
-    use std::io::Write as _;
     let config = StreamableHttpServerConfig::default().with_legacy_session_mode(true);
     let service = StreamableHttpService::new(
         || Ok(Upstream),
@@ -188,16 +187,6 @@ async fn http(listen: &str) -> Result<(), Box<dyn std::error::Error + Send + Syn
         config,
     );
     let app = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    let mut stdout = std::io::stdout();
-    writeln!(stdout, "listening on http://{}/mcp", listener.local_addr()?)?;
-    stdout.flush()?;
-    serve::serve(
-        listener,
-        app,
-        serve::Limits::default(),
-        shutdown::signalled(),
-    )
-    .await;
+    listening::serve(listen, "/mcp", app).await?;
     Ok(())
 }
