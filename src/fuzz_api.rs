@@ -56,6 +56,16 @@ pub fn args_digest_json(text: &str) -> Option<String> {
     claims::args_digest(Some(&raw)).ok()
 }
 
+/// Whether the layer's one-pass JSON reader and serde_json read `text` alike, along each path
+/// the layer reads (the message alone, `params`, `result.inputRequests`): wherever the fast
+/// reader reads an object, serde_json reads the same members. `true` when the fast reader leaves
+/// the text to serde_json.
+pub fn json_reads_agree(text: &str) -> bool {
+    [&[][..], &["params"], &["result", "inputRequests"]]
+        .iter()
+        .all(|path| crate::wire::json::skim_agrees(text, path))
+}
+
 /// Seals claims given as JSON (the token's claims object, field names as in the token) with the
 /// keyring's active key, tagging `principal`. `None` when the JSON is not claims.
 pub fn seal_claims_json(

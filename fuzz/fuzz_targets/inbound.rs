@@ -17,7 +17,8 @@
 //!   `Transfer-Encoding`;
 //! - when the layer answers itself, it answers one JSON-RPC message as `application/json` with
 //!   a matching `Content-Length`;
-//! - every `input_required` the client gets carries a sealed `requestState`.
+//! - every `input_required` the client gets carries a sealed `requestState`;
+//! - the layer's one-pass JSON reader reads the body as serde_json does, wherever it reads it.
 
 #![no_main]
 
@@ -28,7 +29,7 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value, json};
-use tower_elicitation::__fuzz::{Chunks, Exchange, Received, exchange};
+use tower_elicitation::__fuzz::{Chunks, Exchange, Received, exchange, json_reads_agree};
 use tower_elicitation::{ElicitationLayer, Gate, GateTarget, Keyring};
 
 const MRTR: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -64,6 +65,9 @@ fuzz_target!(|data: &[u8]| {
         Some(at) => (&rest[..at], &rest[at + 2..]),
         None => (&b""[..], rest),
     };
+    if let Ok(text) = std::str::from_utf8(body) {
+        assert!(json_reads_agree(text), "the fast reader and serde_json disagree");
+    }
     let mut request = Request::post("/mcp")
         .header(CONTENT_TYPE, "application/json")
         .body(match chunk {

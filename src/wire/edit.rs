@@ -5,6 +5,8 @@
 //! `Value` and back: the text shown to a person keeps its order and spelling, numbers stay as
 //! written, and nothing is parsed twice.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -144,27 +146,27 @@ pub(crate) fn edit_object(
     let ObjectOr::Object(members) = Object::read(text, &[]).ok()? else {
         return None;
     };
-    let mut out = Vec::with_capacity(text.len() + 64);
-    out.push(b'{');
+    let mut out = String::with_capacity(text.len() + 64);
+    out.push('{');
     let mut first = true;
     let mut present = false;
-    for (key, value) in members.raw() {
+    for (key, value) in members.members() {
+        let Some(value) = value else { continue };
         comma(&mut out, &mut first);
-        write_key(&mut out, key);
+        write_read_key(&mut out, key);
         present |= add.is_some_and(|(name, _)| name == key);
         match edit(key, value) {
-            Some(new) => out.extend_from_slice(new.as_bytes()),
-            None => out.extend_from_slice(value.get().as_bytes()),
+            Some(new) => out.push_str(&new),
+            None => out.push_str(value.get()),
         }
     }
     if let Some((name, value)) = add.filter(|_| !present) {
         comma(&mut out, &mut first);
         write_key(&mut out, name);
-        out.extend_from_slice(value.as_bytes());
+        out.push_str(value);
     }
-    out.push(b'}');
-    // Keys written by serde_json, the rest copied from UTF-8 text: always UTF-8.
-    String::from_utf8(out).ok()
+    out.push('}');
+    Some(out)
 }
 
 /// An object read once along a path of member names (a question's `params`, its
@@ -217,44 +219,43 @@ impl<'a> NestedObjects<'a> {
         edit: &mut impl FnMut(usize, &str, &RawValue) -> Option<String>,
         add: &impl Fn(usize) -> Option<(&'static str, String)>,
     ) -> String {
-        let mut out = Vec::with_capacity(1024);
+        let mut out = String::with_capacity(1024);
         write_level(&mut out, &self.object, 0, edit, add);
-        // Keys written by serde_json, the rest copied from UTF-8 text or made by `edit`.
-        String::from_utf8(out).unwrap_or_default()
+        out
     }
 }
 
 fn write_level(
-    out: &mut Vec<u8>,
+    out: &mut String,
     object: &Object<'_>,
     depth: usize,
     edit: &mut impl FnMut(usize, &str, &RawValue) -> Option<String>,
     add: &impl Fn(usize) -> Option<(&'static str, String)>,
 ) {
     let added = add(depth);
-    out.push(b'{');
+    out.push('{');
     let mut first = true;
     let mut present = false;
     for (key, value) in object.members() {
         comma(out, &mut first);
-        write_key(out, key);
+        write_read_key(out, key);
         present |= added.as_ref().is_some_and(|(name, _)| name == key);
         match (value, object.nested()) {
             (Some(value), _) => match edit(depth, key, value) {
-                Some(new) => out.extend_from_slice(new.as_bytes()),
-                None => out.extend_from_slice(value.get().as_bytes()),
+                Some(new) => out.push_str(&new),
+                None => out.push_str(value.get()),
             },
             (None, ObjectOr::Object(next)) => write_level(out, next, depth + 1, edit, add),
             // `NestedObjects::read` refuses a path member that is not an object.
-            (None, _) => out.extend_from_slice(b"null"),
+            (None, _) => out.push_str("null"),
         }
     }
     if let Some((name, value)) = added.filter(|_| !present) {
         comma(out, &mut first);
         write_key(out, name);
-        out.extend_from_slice(value.as_bytes());
+        out.push_str(&value);
     }
-    out.push(b'}');
+    out.push('}');
 }
 
 /// The object `members` (read from a text of `len` bytes) written with each member of `set`
@@ -265,48 +266,95 @@ pub(crate) fn with_set(members: &Object<'_>, len: usize, set: &[(&str, &str)]) -
         .iter()
         .map(|(name, value)| name.len() + value.len() + 4)
         .sum();
-    let mut out = Vec::with_capacity(len + extra + 2);
-    out.push(b'{');
+    let mut out = String::with_capacity(len + extra + 2);
+    out.push('{');
     let mut first = true;
-    for (key, value) in members.raw() {
+    for (key, value) in members.members() {
+        let Some(value) = value else { continue };
         comma(&mut out, &mut first);
-        write_key(&mut out, key);
+        write_read_key(&mut out, key);
         match set.iter().find(|(name, _)| *name == key) {
-            Some((_, new)) => out.extend_from_slice(new.as_bytes()),
-            None => out.extend_from_slice(value.get().as_bytes()),
+            Some((_, new)) => out.push_str(new),
+            None => out.push_str(value.get()),
         }
     }
     for (name, value) in set {
         if !members.raw().any(|(key, _)| key == *name) {
             comma(&mut out, &mut first);
             write_key(&mut out, name);
-            out.extend_from_slice(value.as_bytes());
+            out.push_str(value);
         }
     }
-    out.push(b'}');
-    // Keys written by serde_json, the rest copied from UTF-8 text: always UTF-8.
-    String::from_utf8(out).unwrap_or_default()
+    out.push('}');
+    out
+}
+
+/// Where the editor writes JSON text: the bytes of a body, or a `String` kept as text (written
+/// as text, so that it needs no UTF-8 check at the end).
+pub(crate) trait Text {
+    /// Makes room for `more` bytes.
+    fn reserve(&mut self, more: usize);
+    /// Appends `text`.
+    fn put(&mut self, text: &str);
+}
+
+impl Text for Vec<u8> {
+    #[inline]
+    fn reserve(&mut self, more: usize) {
+        Vec::reserve(self, more);
+    }
+    #[inline]
+    fn put(&mut self, text: &str) {
+        self.extend_from_slice(text.as_bytes());
+    }
+}
+
+impl Text for String {
+    #[inline]
+    fn reserve(&mut self, more: usize) {
+        String::reserve(self, more);
+    }
+    #[inline]
+    fn put(&mut self, text: &str) {
+        self.push_str(text);
+    }
 }
 
 /// A comma before every member but the first.
-pub(crate) fn comma(out: &mut Vec<u8>, first: &mut bool) {
+pub(crate) fn comma(out: &mut impl Text, first: &mut bool) {
     if !std::mem::take(first) {
-        out.push(b',');
+        out.put(",");
     }
 }
 
 /// `"key":`, the key escaped as JSON.
-pub(crate) fn write_key(out: &mut Vec<u8>, key: &str) {
+pub(crate) fn write_key(out: &mut impl Text, key: &str) {
     // A key with nothing to escape is written as serde_json writes it, without its machinery
     // (a call per key was a good part of an edit's work).
     if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         out.reserve(key.len() + 3);
-        out.push(b'"');
-        out.extend_from_slice(key.as_bytes());
-        out.extend_from_slice(b"\":");
+        out.put("\"");
+        out.put(key);
+        out.put("\":");
     } else {
-        write_json(out, key);
-        out.push(b':');
+        // A string always serializes.
+        out.put(&serde_json::to_string(key).unwrap_or_default());
+        out.put(":");
+    }
+}
+
+/// `"key":` for a key [`Object`] read: one borrowed from the text had no escape, so it holds no
+/// quote, backslash or control character (the reader refuses those) and is written as it came.
+#[allow(clippy::ptr_arg)] // Borrowed or owned is the point: it says whether it was escaped.
+fn write_read_key(out: &mut impl Text, key: &Cow<'_, str>) {
+    match key {
+        Cow::Borrowed(key) => {
+            out.reserve(key.len() + 3);
+            out.put("\"");
+            out.put(key);
+            out.put("\":");
+        }
+        Cow::Owned(key) => write_key(out, key),
     }
 }
 
@@ -338,6 +386,18 @@ mod tests {
             write_key(&mut out, key);
             let expected = format!("{}:", serde_json::to_string(key).unwrap());
             assert_eq!(String::from_utf8(out).unwrap(), expected, "{key:?}");
+            // The same key read from JSON text, escaped or not, is written the same.
+            let mut text = String::new();
+            write_key(&mut text, key);
+            for spelled in [text.clone(), text.replace('a', "\\u0061")] {
+                let object = format!("{{{spelled}1}}");
+                let Ok(ObjectOr::Object(read)) = Object::read(&object, &[]) else {
+                    panic!("{object}")
+                };
+                let mut written = String::new();
+                write_read_key(&mut written, &read.members()[0].0);
+                assert_eq!(written, expected, "{object}");
+            }
         }
     }
 

@@ -47,7 +47,17 @@ impl<'a> Object<'a> {
     ///
     /// serde_json's, when `text` is not one JSON value.
     pub(crate) fn read(text: &'a str, path: &[&str]) -> Result<ObjectOr<Self>, serde_json::Error> {
+        // The skimmer reads what it recognizes in one pass; serde_json reads (and names the
+        // error of) everything else.
+        if let Some(object) = super::skim::object(text, path) {
+            return Ok(ObjectOr::Object(object));
+        }
         end(serde_json::Deserializer::from_str(text), path)
+    }
+
+    /// The object of `members`, with `nested` the member on the path.
+    pub(super) fn from_parts(members: Members<'a>, nested: ObjectOr<Box<Object<'a>>>) -> Self {
+        Self { members, nested }
     }
 
     /// [`Self::read`] over bytes (which must be UTF-8, as JSON is).
@@ -98,6 +108,46 @@ impl<'a> Object<'a> {
     /// A key this object gives twice (its own members only; see [`Self::nested`] for the next).
     pub(crate) fn repeated(&self) -> Option<&str> {
         duplicate(self.members.iter().map(|(key, _)| key.as_ref()))
+    }
+}
+
+/// `text` as a borrowed `RawValue`, checked as serde_json's `from_str::<&RawValue>` checks it
+/// (the skimmer's one pass where it can; serde_json's otherwise, which names the error).
+///
+/// # Errors
+///
+/// serde_json's, when `text` is not one JSON value.
+pub(crate) fn raw_value(text: &str) -> Result<&RawValue, serde_json::Error> {
+    match super::skim::raw_value(text) {
+        Some(raw) => Ok(raw),
+        None => serde_json::from_str(text),
+    }
+}
+
+/// [`raw_value`], owned, as serde_json's `RawValue::from_string` makes it.
+///
+/// # Errors
+///
+/// serde_json's, when `text` is not one JSON value.
+pub(crate) fn boxed_raw_value(text: String) -> Result<Box<RawValue>, serde_json::Error> {
+    match super::skim::boxed_raw_value(&text) {
+        Some(raw) => Ok(raw),
+        None => RawValue::from_string(text),
+    }
+}
+
+/// Whether the skimmer ([`super::skim`]) and serde_json read `text` alike along `path`: where
+/// the skimmer reads an object, serde_json reads the same members and nested objects; `false`
+/// only on a disagreement (the skimmer answering `None` is no disagreement). For the tests and
+/// the `inbound` fuzz target.
+#[cfg(any(test, feature = "__fuzz"))]
+pub(crate) fn skim_agrees(text: &str, path: &[&str]) -> bool {
+    match super::skim::object(text, path) {
+        None => true,
+        Some(skimmed) => match end(serde_json::Deserializer::from_str(text), path) {
+            Ok(ObjectOr::Object(read)) => format!("{skimmed:?}") == format!("{read:?}"),
+            _ => false,
+        },
     }
 }
 
@@ -321,6 +371,94 @@ mod tests {
         assert!(matches!(o.nested(), ObjectOr::NotObject));
         assert!(Object::read(r#"{"a":1} x"#, &[]).is_err());
         assert!(Object::read(r#"{"a":1"#, &[]).is_err());
+    }
+
+    /// Texts the layer reads every day, and corners of the grammar.
+    const CORPUS: &[&str] = &[
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"deploy","arguments":{"env":"prod","n":[1,-2.5e+3,0,0.0,1E9],"ok":true,"no":false,"x":null},"requestState":"abc.def","inputResponses":{"q":{"action":"accept","content":{"a":"b"}}},"_meta":{"k":{}}}}"#,
+        " { \"a\" : [ ] , \"b\" : { } , \"c\" :\t[ [ ] , { \"d\" : [ 1 , 2 ] } ] }\r\n",
+        r#"{"esc\u00e9ape":"a\"b\\c\/d\be\ff\ng\rh\ti\ud800j","\n":1}"#,
+        r#"{"params":null,"id":"x"}"#,
+        r#"{"params":{"a":1,"a":2},"params":{"b":3}}"#,
+        r#"{"result":{"inputRequests":{"q":{"method":"elicitation/create"}},"resultType":"input_required"}}"#,
+        r#"{"u":"é€😀 text longer than eight bytes","deep":[[[[[[[[{"a":[[[[]]]]}]]]]]]]]}"#,
+        r#"{"params":[1,2],"id":1}"#,
+        r#"{"params":"s","z":-0}"#,
+        "{}",
+    ];
+
+    /// A small deterministic generator (xorshift), so a failure replays.
+    struct Mutator(u64);
+
+    impl Mutator {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+
+        /// `text` with a few characters replaced, inserted or removed, from JSON's alphabet.
+        fn mutate(&mut self, text: &str) -> String {
+            const ALPHABET: &[char] = &[
+                '{', '}', '[', ']', '"', ':', ',', '\\', 'u', 'a', 'e', 'E', '0', '1', '9', '.',
+                '-', '+', ' ', '\n', 't', 'r', 'f', 'n', 'l', 's', '/', '\u{1}', '\u{1f}', 'é',
+            ];
+            let mut chars: Vec<char> = text.chars().collect();
+            for _ in 0..=self.below(3) {
+                let at = self.below(chars.len() + 1);
+                let c = ALPHABET[self.below(ALPHABET.len())];
+                match self.below(3) {
+                    0 if at < chars.len() => chars[at] = c,
+                    1 if at < chars.len() => {
+                        chars.remove(at);
+                    }
+                    _ => chars.insert(at, c),
+                }
+            }
+            chars.into_iter().collect()
+        }
+    }
+
+    const PATHS: &[&[&str]] = &[&[], &["params"], &["result", "inputRequests"]];
+
+    #[test]
+    fn the_skimmer_reads_the_corpus_as_serde_json_does() {
+        for text in CORPUS {
+            for path in PATHS {
+                assert!(skim_agrees(text, path), "{text} along {path:?}");
+            }
+            // It takes the fast path where it can: every corpus text but the ones whose path
+            // member is not an object.
+            let skimmed = super::super::skim::object(text, &["params"]).is_some();
+            assert_eq!(
+                skimmed,
+                !text.contains(r#""params":[1"#) && !text.contains(r#""params":"s""#),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_skimmer_never_accepts_what_serde_json_reads_otherwise() {
+        let mut mutator = Mutator(0x9e37_79b9_7f4a_7c15);
+        let (mut skimmed, mut tried) = (0, 0);
+        for round in 0..40_000 {
+            let text = mutator.mutate(CORPUS[round % CORPUS.len()]);
+            for path in PATHS {
+                tried += 1;
+                if super::super::skim::object(&text, path).is_some() {
+                    skimmed += 1;
+                }
+                assert!(skim_agrees(&text, path), "{text:?} along {path:?}");
+            }
+        }
+        // The mutations leave enough texts valid for the comparison to mean something.
+        assert!(skimmed * 10 > tried, "{skimmed} of {tried} skimmed");
     }
 
     #[test]

@@ -191,8 +191,7 @@ impl ValidatorCache {
         made: &mut NewEntries,
     ) -> Result<Arc<Question>, QuestionError> {
         read(&self.questions, made, text, |made| {
-            let raw =
-                serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::UnknownKind)?;
+            let raw = crate::wire::json::raw_value(text).map_err(|_| QuestionError::UnknownKind)?;
             let (kind, schema) = InputKind::of_raw(raw).ok_or(QuestionError::UnknownKind)?;
             let form = match kind {
                 InputKind::Form => {
@@ -225,8 +224,7 @@ impl ValidatorCache {
         made: &mut NewEntries,
     ) -> Result<Arc<ShownQuestion>, QuestionError> {
         read(&self.spellings, made, text, |made| {
-            let raw =
-                serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
+            let raw = crate::wire::json::raw_value(text).map_err(|_| QuestionError::Unreadable)?;
             let canonical = crate::wire::canonical::canonical_raw(raw)
                 .map_err(|_| QuestionError::Unreadable)?;
             let shown =
@@ -324,7 +322,7 @@ impl ReadQuestion for Reading<'_> {
         }
         // Another spelling of a question this reading made (the text shown, say): found through
         // its canonical form, compiled at most once.
-        let raw = serde_json::from_str::<&RawValue>(text).map_err(|_| QuestionError::Unreadable)?;
+        let raw = crate::wire::json::raw_value(text).map_err(|_| QuestionError::Unreadable)?;
         let canonical =
             crate::wire::canonical::canonical_raw(raw).map_err(|_| QuestionError::Unreadable)?;
         let shown =
