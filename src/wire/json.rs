@@ -462,6 +462,31 @@ mod tests {
     }
 
     #[test]
+    fn what_the_skimmer_leaves_serde_json_reads() {
+        // Nesting deeper than the skimmer keeps track of.
+        let deep = format!(r#"{{"a":{}1{}}}"#, "[".repeat(100), "]".repeat(100));
+        assert!(super::super::skim::object(&deep, &[]).is_none());
+        let Ok(ObjectOr::Object(read)) = Object::read(&deep, &[]) else {
+            panic!("serde_json reads it")
+        };
+        assert_eq!(read.get("a").map(|raw| raw.get().len()), Some(201));
+        // An escaped key is decoded; one serde_json refuses is refused.
+        let Ok(ObjectOr::Object(read)) = Object::read(r#"{"\u0061b":1}"#, &[]) else {
+            panic!("an escaped key")
+        };
+        assert_eq!(read.get("ab").map(RawValue::get), Some("1"));
+        assert!(Object::read(r#"{"\ud800":1}"#, &[]).is_err());
+        // A lone surrogate in a value is skipped, as serde_json skips it.
+        assert!(skim_agrees(r#"{"a":"\ud800"}"#, &[]));
+        assert!(super::super::skim::object(r#"{"a":"\ud800"}"#, &[]).is_some());
+        // Texts the layer made: checked, then handed over.
+        assert_eq!(raw_value(" [1, {}] ").unwrap().get(), "[1, {}]");
+        assert!(raw_value("[1,]").is_err());
+        assert_eq!(boxed_raw_value("{}".to_owned()).unwrap().get(), "{}");
+        assert!(boxed_raw_value("{} {}".to_owned()).is_err());
+    }
+
+    #[test]
     fn repeated_keys_are_kept_and_found_and_the_last_one_counts() {
         let Ok(ObjectOr::Object(o)) = Object::read(r#"{"a":1,"b":2,"a":3}"#, &[]) else {
             panic!()

@@ -1,32 +1,39 @@
-//! The fast path of [`Object::read`](super::json::Object::read): one hand-written pass that
-//! finds where each member's value starts and ends, checking the JSON grammar as serde_json
-//! checks a value it skips, without serde's call per token.
+//! The fast path of the strict reader ([`Object::read`](super::json::Object::read),
+//! [`raw_value`](super::json::raw_value), [`boxed_raw_value`](super::json::boxed_raw_value)):
+//! one hand-written pass that finds where each value starts and ends, checking the JSON grammar
+//! as serde_json checks a value it skips, without serde's call per token.
 //!
-//! Why hand-written: serde_json's `RawValue` is found by walking every token of the value
-//! through its deserializer, and a `tools/call` retry carries its arguments, however large, in
-//! every round. That walk was most of what the layer added to a retry with 64 KiB of arguments
-//! (issue #41): about 16 instructions a byte. No JSON crate offers a strict skip that yields
+//! Why hand-written: serde_json finds a `RawValue` by walking every token of the value through
+//! its deserializer, and a `tools/call` retry carries its arguments, however large, in every
+//! round. That walk was most of what the layer added to a retry with 64 KiB of arguments
+//! (issue #41, ~16 instructions a byte; this pass takes about half), and, over the questions the
+//! layer edits, a good part of a re-ask. No JSON crate offers a strict skip that yields
 //! serde_json's borrowed `RawValue`, which the rest of the layer reads.
 //!
 //! How it stays exactly as strict as serde_json: it only ever *accepts*. Whatever it does not
-//! recognize (a grammar error, a path member that is neither an object nor `null`, a key with an
-//! escape serde_json refuses, nesting deeper than [`MAX_DEPTH`], a serde_json that no longer takes
-//! the raw-value hand-off below) makes it answer `None`, and the caller reads the text with
-//! serde_json, which gives the authoritative result and error. So an input it accepts is one
-//! serde_json accepts, read into the very same members (the unit tests and the `inbound` fuzz
-//! target compare the two on every input); an input it refuses costs one wasted pass.
+//! recognize (a grammar error, a path member that is neither an object nor `null`, a key whose
+//! escapes serde_json refuses (it decodes every escaped key), nesting deeper than
+//! [`MAX_DEPTH`], a serde_json that no longer takes the raw-value hand-off below) makes it
+//! answer `None`, and the caller reads the text with serde_json, which gives the authoritative
+//! result and error. So an input it accepts is one serde_json accepts, read into the very same
+//! members (unit tests compare the two over mutated texts, and the `inbound` fuzz target on
+//! every body); an input it refuses costs one wasted pass.
 //!
 //! What it checks, as serde_json's `ignore_value` does: strings end, hold no control character
-//! and only the escapes JSON defines (`\u` takes any four hex digits); numbers follow the
-//! grammar (no leading zero, digits after `.` and `e`); `true`, `false` and `null` are spelled
-//! out; arrays and objects close in order, keys are strings, commas and colons sit where they
-//! must, and nothing follows the last `}` but whitespace. UTF-8 is the caller's (`&str`).
+//! and only the escapes JSON defines (`\u` takes any four hex digits, as serde_json's skip does);
+//! numbers follow the grammar (no leading zero, digits after `.` and `e`); `true`, `false` and
+//! `null` are spelled out; arrays and objects close in order, keys are strings, commas and colons
+//! sit where they must, and nothing follows the end but whitespace. UTF-8 is the caller's
+//! (`&str`).
 //!
-//! The borrowed `&RawValue` is made through the hand-off serde_json's own deserializer uses
-//! (a newtype named `$serde_json::private::RawValue` holding a map with that key and the text
-//! as its value): safe code, no second walk. Should a serde_json release drop that hand-off, the
-//! reader answers `None` and everything is read by serde_json again (correct, only slower);
-//! the test `the_raw_value_hand_off_still_works` fails first.
+//! The `RawValue` is made through the hand-off serde_json's own deserializer uses (a newtype
+//! named `$serde_json::private::RawValue` holding a map with that key and the text as its
+//! value): safe code, no second walk. It is not serde_json's public API, which is why an earlier
+//! measurement (`6fafbb1`, BENCHMARKS.md) was kept out: that one handed over text no parser had
+//! checked. Here every text handed over has just been read by this reader, and the hand-off is
+//! only a speed: should a serde_json release drop it, the reader answers `None` and serde_json
+//! reads everything again (correct, only slower), and the test
+//! `the_raw_value_hand_off_still_works` fails to say so.
 
 use std::borrow::Cow;
 
