@@ -15,6 +15,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 
+use super::skim::{Nested, Skimmed};
+
 /// A JSON value read where an object is expected, or what stands in its place.
 #[derive(Debug)]
 pub(crate) enum ObjectOr<O> {
@@ -50,14 +52,21 @@ impl<'a> Object<'a> {
         // The skimmer reads what it recognizes in one pass; serde_json reads (and names the
         // error of) everything else.
         if let Some(object) = super::skim::object(text, path) {
-            return Ok(ObjectOr::Object(object));
+            return Ok(ObjectOr::Object(Self::skimmed(object)));
         }
         end(serde_json::Deserializer::from_str(text), path)
     }
 
-    /// The object of `members`, with `nested` the member on the path.
-    pub(super) fn from_parts(members: Members<'a>, nested: ObjectOr<Box<Object<'a>>>) -> Self {
-        Self { members, nested }
+    /// The object the skimmer read, moved over.
+    fn skimmed(object: Skimmed<'a>) -> Self {
+        Self {
+            members: object.members,
+            nested: match object.nested {
+                Nested::Absent => ObjectOr::Absent,
+                Nested::Null => ObjectOr::Null,
+                Nested::Object(next) => ObjectOr::Object(Box::new(Self::skimmed(*next))),
+            },
+        }
     }
 
     /// [`Self::read`] over bytes (which must be UTF-8, as JSON is).
@@ -145,7 +154,9 @@ pub(crate) fn skim_agrees(text: &str, path: &[&str]) -> bool {
     match super::skim::object(text, path) {
         None => true,
         Some(skimmed) => match end(serde_json::Deserializer::from_str(text), path) {
-            Ok(ObjectOr::Object(read)) => format!("{skimmed:?}") == format!("{read:?}"),
+            Ok(ObjectOr::Object(read)) => {
+                format!("{:?}", Object::skimmed(skimmed)) == format!("{read:?}")
+            }
             _ => false,
         },
     }

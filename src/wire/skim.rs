@@ -42,14 +42,29 @@ use serde::de::value::{BorrowedStrDeserializer, Error as HandOffError};
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::json::{Members, Object, ObjectOr};
-
 /// The deepest nesting skimmed (a bit per level says array or object); deeper values are left to
 /// serde_json.
 const MAX_DEPTH: u32 = 64;
 
-/// Reads `text` as [`Object::read`] does, or `None` where only serde_json can say.
-pub(super) fn object<'a>(text: &'a str, path: &[&str]) -> Option<Object<'a>> {
+/// An object as [`Object::read`](super::json::Object::read) reads it: its members in order, each
+/// key with its raw value (`None` for the member on the path), and that member's object.
+#[derive(Debug)]
+pub(super) struct Skimmed<'a> {
+    pub(super) members: Vec<(Cow<'a, str>, Option<&'a RawValue>)>,
+    pub(super) nested: Nested<'a>,
+}
+
+/// The member on the path, as the skimmer reads it (anything else is serde_json's to read).
+#[derive(Debug)]
+pub(super) enum Nested<'a> {
+    Absent,
+    Null,
+    Object(Box<Skimmed<'a>>),
+}
+
+/// Reads `text` as [`Object::read`](super::json::Object::read) does, or `None` where only
+/// serde_json can say.
+pub(super) fn object<'a>(text: &'a str, path: &[&str]) -> Option<Skimmed<'a>> {
     let mut skim = Skim {
         text,
         bytes: text.as_bytes(),
@@ -82,13 +97,14 @@ impl<'a> Skim<'a> {
         self.at = whitespace(self.bytes, self.at);
     }
 
-    /// An object's members, `{` read; along `path` as [`Object::read`] reads them.
-    fn members(&mut self, path: &[&str]) -> Option<Object<'a>> {
-        let mut members: Members<'a> = Vec::with_capacity(8);
-        let mut nested = ObjectOr::Absent;
+    /// An object's members, `{` read; along `path` as
+    /// [`Object::read`](super::json::Object::read) reads them.
+    fn members(&mut self, path: &[&str]) -> Option<Skimmed<'a>> {
+        let mut members = Vec::with_capacity(8);
+        let mut nested = Nested::Absent;
         self.whitespace();
         if self.eat(b'}').is_some() {
-            return Some(Object::from_parts(members, nested));
+            return Some(Skimmed { members, nested });
         }
         let step = path.split_first();
         loop {
@@ -102,11 +118,11 @@ impl<'a> Skim<'a> {
                     nested = match self.peek()? {
                         b'{' => {
                             self.at += 1;
-                            ObjectOr::Object(Box::new(self.members(rest)?))
+                            Nested::Object(Box::new(self.members(rest)?))
                         }
                         b'n' => {
                             self.at = literal(self.bytes, self.at, b"null")?;
-                            ObjectOr::Null
+                            Nested::Null
                         }
                         // An array or a scalar on the path: rare, and serde_json's to judge.
                         _ => return None,
@@ -124,7 +140,7 @@ impl<'a> Skim<'a> {
                 b',' => self.at += 1,
                 b'}' => {
                     self.at += 1;
-                    return Some(Object::from_parts(members, nested));
+                    return Some(Skimmed { members, nested });
                 }
                 _ => return None,
             }
