@@ -66,6 +66,12 @@ pub fn json_reads_agree(text: &str) -> bool {
         .all(|path| crate::wire::json::skim_agrees(text, path))
 }
 
+/// Whether the layer's one-pass JSON reader reads `text` (an object) itself, rather than leaving
+/// it to serde_json: it should, for every JSON object nested no deeper than 64.
+pub fn json_skims(text: &str) -> bool {
+    crate::wire::json::skims(text, &[])
+}
+
 /// Seals claims given as JSON (the token's claims object, field names as in the token) with the
 /// keyring's active key, tagging `principal`. `None` when the JSON is not claims.
 pub fn seal_claims_json(

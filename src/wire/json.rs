@@ -162,6 +162,12 @@ pub(crate) fn skim_agrees(text: &str, path: &[&str]) -> bool {
     }
 }
 
+/// Whether the skimmer reads `text` along `path` itself (rather than leaving it to serde_json).
+#[cfg(any(test, feature = "__fuzz"))]
+pub(crate) fn skims(text: &str, path: &[&str]) -> bool {
+    super::skim::object(text, path).is_some()
+}
+
 fn end<'a, R: serde_json::de::Read<'a>>(
     mut de: serde_json::Deserializer<R>,
     path: &[&str],

@@ -11,6 +11,8 @@
 //!   an independent check written here), and every answer the form accepts does reach it.
 //! - Through the whole layer, however the inner service spells its answer: an `input_required`
 //!   reaches the client only sealed, and any other answer byte for byte.
+//! - The layer's one-pass JSON reader takes every JSON object, compact or pretty, and reads it as
+//!   serde_json does; on arbitrary text it never reads otherwise than serde_json.
 //!
 //! The number of cases per property is set below; `PROPTEST_CASES` overrides them all.
 
@@ -24,8 +26,8 @@ use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
 use serde_json::{Map, Number, Value, json};
 use tower_elicitation::__fuzz::{
-    Binding, Chunks, Opening, SealedTokens, args_digest, args_digest_json, exchange, open_token,
-    seal_claims_json, sse_split,
+    Binding, Chunks, Opening, SealedTokens, args_digest, args_digest_json, exchange,
+    json_reads_agree, json_skims, open_token, seal_claims_json, sse_split,
 };
 use tower_elicitation::{ElicitationLayer, Keyring};
 
@@ -1241,4 +1243,51 @@ fn the_fuzz_seed_retries_reach_the_inner_service() {
         call["params"]["inputResponses"],
         json!({"confirm-delete": {"action": "accept", "content": {"confirm": "dev"}}})
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The strict reader's fast path against serde_json.
+
+proptest! {
+    #![proptest_config(cases(512))]
+
+    /// Every object serde_json writes, compact or pretty, alone or as a request's `params`, is
+    /// read by the fast path, and read as serde_json reads it.
+    #[test]
+    fn the_fast_reader_takes_every_object_and_reads_it_as_serde_json(members in json_map()) {
+        let object = Value::Object(members);
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": object});
+        for text in [
+            object.to_string(),
+            serde_json::to_string_pretty(&object).unwrap(),
+            request.to_string(),
+            serde_json::to_string_pretty(&request).unwrap(),
+        ] {
+            prop_assert!(json_skims(&text), "{}", text);
+            prop_assert!(json_reads_agree(&text), "{}", text);
+        }
+    }
+
+    /// On arbitrary text, and on objects with a few characters replaced by arbitrary text, the
+    /// fast path never reads otherwise than serde_json.
+    #[test]
+    fn the_fast_reader_never_reads_otherwise_than_serde_json(
+        members in json_map(),
+        noise in "\\PC{0,6}|[\\\\\"{}\\[\\],:0-9eE.+-]{1,4}",
+        at in any::<prop::sample::Index>(),
+        cut in 0usize..3,
+    ) {
+        let text = Value::Object(members).to_string();
+        let floor = |mut at: usize| {
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            at
+        };
+        let start = floor(at.index(text.len() + 1));
+        let end = floor((start + cut).min(text.len()));
+        let spliced = format!("{}{noise}{}", &text[..start], &text[end..]);
+        prop_assert!(json_reads_agree(&spliced), "{}", spliced);
+        prop_assert!(json_reads_agree(&noise), "{}", noise);
+    }
 }
