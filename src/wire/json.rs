@@ -6,6 +6,10 @@
 //! `inputRequests` of a response. [`StrictValue`] reads a value as a tree where the layer needs one
 //! (answers, arguments as gates see them, `_meta` entries). A key given twice is found by one
 //! detector, [`duplicate`], which the canonical writer uses too.
+//!
+//! Text is read first by [`skim`](super::skim), a hand-written pass that takes what it can
+//! check as serde_json would; serde_json reads the rest, and gives every error. [`raw_value`] and
+//! [`boxed_raw_value`] make the `RawValue`s of texts the layer wrote the same way.
 
 use std::borrow::Cow;
 use std::fmt;
