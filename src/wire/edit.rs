@@ -332,10 +332,7 @@ pub(crate) fn write_key(out: &mut impl Text, key: &str) {
     // A key with nothing to escape is written as serde_json writes it, without its machinery
     // (a call per key was a good part of an edit's work).
     if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.reserve(key.len() + 3);
-        out.put("\"");
-        out.put(key);
-        out.put("\":");
+        write_plain_key(out, key);
     } else {
         // A string always serializes.
         out.put(&serde_json::to_string(key).unwrap_or_default());
@@ -348,14 +345,17 @@ pub(crate) fn write_key(out: &mut impl Text, key: &str) {
 #[allow(clippy::ptr_arg)] // Borrowed or owned is the point: it says whether it was escaped.
 fn write_read_key(out: &mut impl Text, key: &Cow<'_, str>) {
     match key {
-        Cow::Borrowed(key) => {
-            out.reserve(key.len() + 3);
-            out.put("\"");
-            out.put(key);
-            out.put("\":");
-        }
+        Cow::Borrowed(key) => write_plain_key(out, key),
         Cow::Owned(key) => write_key(out, key),
     }
+}
+
+/// `"key":` for a key with nothing to escape, as serde_json writes it.
+fn write_plain_key(out: &mut impl Text, key: &str) {
+    out.reserve(key.len() + 3);
+    out.put("\"");
+    out.put(key);
+    out.put("\":");
 }
 
 /// `value` as JSON text.
