@@ -61,7 +61,7 @@ pub fn args_digest_json(text: &str) -> Option<String> {
 /// reader reads an object, serde_json reads the same members. `true` when the fast reader leaves
 /// the text to serde_json.
 pub fn json_reads_agree(text: &str) -> bool {
-    [&[][..], &["params"], &["result", "inputRequests"]]
+    crate::wire::json::READ_PATHS
         .iter()
         .all(|path| crate::wire::json::skim_agrees(text, path))
 }

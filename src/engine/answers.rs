@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::form::validate::{FieldProblem, QuestionError, ReadQuestion, Rejection};
 use crate::token::claims::Questions;
 use crate::wire::edit::{NestedObjects, edit_member, edit_object, member, with_set};
-use crate::wire::json::{Object, ObjectOr};
+use crate::wire::json::{Object, ObjectOr, boxed_raw_value};
 use crate::wire::mcp::InputKind;
 
 /// How many bytes of JSON a re-asked form pre-fills at most, its fields in the order answered: a
@@ -240,7 +240,7 @@ fn reasked(question: &RawValue, rejection: &Rejection) -> Option<(Box<RawValue>,
             },
             &|_| None,
         );
-        crate::wire::json::boxed_raw_value(text).ok()?
+        boxed_raw_value(&text).ok()?
     };
     let shown = form.write(
         &mut |depth, key, value| match depth {
@@ -269,14 +269,14 @@ fn reasked(question: &RawValue, rejection: &Rejection) -> Option<(Box<RawValue>,
         },
         &|depth| (depth == PARAMS).then(|| ("message", message.clone())),
     );
-    Some((prefilled, crate::wire::json::boxed_raw_value(shown).ok()?))
+    Some((prefilled, boxed_raw_value(&shown).ok()?))
 }
 
 /// The question again, its message followed by `lines` after a blank line: the text as it was
 /// shown, but for the message (added at the end of `params` if it had none).
 pub(super) fn with_hint(question: &RawValue, lines: &[String]) -> Box<RawValue> {
     hinted(question, lines)
-        .and_then(|text| crate::wire::json::boxed_raw_value(text).ok())
+        .and_then(|text| boxed_raw_value(&text).ok())
         .unwrap_or_else(|| question.to_owned())
 }
 
@@ -350,7 +350,7 @@ fn on_fields_shown(
         lines.push(crate::texts::correct_fields(names));
     }
     let described = with_descriptions(question.get(), described)
-        .and_then(|text| crate::wire::json::boxed_raw_value(text).ok())
+        .and_then(|text| boxed_raw_value(&text).ok())
         .unwrap_or_else(|| question.to_owned());
     with_hint(&described, lines)
 }
@@ -410,7 +410,7 @@ fn prefilled(question: &RawValue, valid: &Map<String, Value>) -> Box<RawValue> {
         return question.to_owned();
     }
     with_defaults(question.get(), &defaults)
-        .and_then(|text| crate::wire::json::boxed_raw_value(text).ok())
+        .and_then(|text| boxed_raw_value(&text).ok())
         .unwrap_or_else(|| question.to_owned())
 }
 

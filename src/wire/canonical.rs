@@ -48,7 +48,7 @@ pub(crate) fn canonical_raw(raw: &RawValue) -> Result<Box<RawValue>, Error> {
     write_canonical(raw.get(), &mut out)?;
     // The writer only emits JSON it read, re-spelled: this never fails on its output.
     let text = String::from_utf8(out).map_err(|_| Error::Syntax)?;
-    super::json::boxed_raw_value(text).map_err(|_| Error::Syntax)
+    super::json::boxed_raw_value(&text).map_err(|_| Error::Syntax)
 }
 
 /// JSON `raw` minified: members in the order written, no whitespace, one spelling per string,
@@ -58,7 +58,7 @@ pub(crate) fn minified_raw(raw: &RawValue) -> Result<Box<RawValue>, Error> {
     let mut out = Vec::with_capacity(raw.get().len());
     write_json(raw.get(), &mut out, false)?;
     let text = String::from_utf8(out).map_err(|_| Error::Syntax)?;
-    super::json::boxed_raw_value(text).map_err(|_| Error::Syntax)
+    super::json::boxed_raw_value(&text).map_err(|_| Error::Syntax)
 }
 
 /// Why a text has no canonical form.

@@ -137,17 +137,19 @@ pub(crate) fn raw_value(text: &str) -> Result<&RawValue, serde_json::Error> {
     }
 }
 
-/// [`raw_value`], owned, as serde_json's `RawValue::from_string` makes it.
+/// [`raw_value`], owned, as serde_json's `RawValue::from_string` makes it (the text copied once).
 ///
 /// # Errors
 ///
 /// serde_json's, when `text` is not one JSON value.
-pub(crate) fn boxed_raw_value(text: String) -> Result<Box<RawValue>, serde_json::Error> {
-    match super::skim::boxed_raw_value(&text) {
-        Some(raw) => Ok(raw),
-        None => RawValue::from_string(text),
-    }
+pub(crate) fn boxed_raw_value(text: &str) -> Result<Box<RawValue>, serde_json::Error> {
+    raw_value(text).map(ToOwned::to_owned)
 }
+
+/// The paths the layer reads objects along: a message alone, a request's `params`, a response's
+/// `result.inputRequests`. For the tests and the fuzz targets.
+#[cfg(any(test, feature = "__fuzz"))]
+pub(crate) const READ_PATHS: &[&[&str]] = &[&[], &["params"], &["result", "inputRequests"]];
 
 /// Whether the skimmer ([`super::skim`]) and serde_json read `text` alike along `path`: where
 /// the skimmer reads an object, serde_json reads the same members and nested objects; `false`
@@ -445,12 +447,10 @@ mod tests {
         }
     }
 
-    const PATHS: &[&[&str]] = &[&[], &["params"], &["result", "inputRequests"]];
-
     #[test]
     fn the_skimmer_reads_the_corpus_as_serde_json_does() {
         for text in CORPUS {
-            for path in PATHS {
+            for path in READ_PATHS {
                 assert!(skim_agrees(text, path), "{text} along {path:?}");
             }
             // It takes the fast path where it can: every corpus text but the ones whose path
@@ -470,7 +470,7 @@ mod tests {
         let (mut skimmed, mut tried) = (0, 0);
         for round in 0..40_000 {
             let text = mutator.mutate(CORPUS[round % CORPUS.len()]);
-            for path in PATHS {
+            for path in READ_PATHS {
                 tried += 1;
                 if super::super::skim::object(&text, path).is_some() {
                     skimmed += 1;
@@ -503,8 +503,8 @@ mod tests {
         // Texts the layer made: checked, then handed over.
         assert_eq!(raw_value(" [1, {}] ").unwrap().get(), "[1, {}]");
         assert!(raw_value("[1,]").is_err());
-        assert_eq!(boxed_raw_value("{}".to_owned()).unwrap().get(), "{}");
-        assert!(boxed_raw_value("{} {}".to_owned()).is_err());
+        assert_eq!(boxed_raw_value("{}").unwrap().get(), "{}");
+        assert!(boxed_raw_value("{} {}").is_err());
     }
 
     #[test]

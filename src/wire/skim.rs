@@ -1,5 +1,5 @@
-//! The fast path of the strict reader ([`Object::read`](super::json::Object::read),
-//! [`raw_value`](super::json::raw_value), [`boxed_raw_value`](super::json::boxed_raw_value)):
+//! The fast path of the strict reader ([`Object::read`](super::json::Object::read) and
+//! [`raw_value`](super::json::raw_value)):
 //! one hand-written pass that finds where each value starts and ends, checking the JSON grammar
 //! as serde_json checks a value it skips, without serde's call per token.
 //!
@@ -65,28 +65,27 @@ pub(super) enum Nested<'a> {
 /// Reads `text` as [`Object::read`](super::json::Object::read) does, or `None` where only
 /// serde_json can say.
 pub(super) fn object<'a>(text: &'a str, path: &[&str]) -> Option<Skimmed<'a>> {
-    let mut skim = Skim {
-        text,
-        bytes: text.as_bytes(),
-        at: 0,
-    };
+    let mut skim = Skim { text, at: 0 };
     skim.whitespace();
     skim.eat(b'{')?;
     let object = skim.members(path)?;
     skim.whitespace();
-    (skim.at == skim.bytes.len()).then_some(object)
+    (skim.at == text.len()).then_some(object)
 }
 
 struct Skim<'a> {
     text: &'a str,
-    bytes: &'a [u8],
     /// The next byte to read; always on an ASCII byte or at the end, so a char boundary.
     at: usize,
 }
 
 impl<'a> Skim<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
+        self.bytes().get(self.at).copied()
     }
 
     fn eat(&mut self, byte: u8) -> Option<()> {
@@ -94,7 +93,7 @@ impl<'a> Skim<'a> {
     }
 
     fn whitespace(&mut self) {
-        self.at = whitespace(self.bytes, self.at);
+        self.at = whitespace(self.bytes(), self.at);
     }
 
     /// An object's members, `{` read; along `path` as
@@ -110,9 +109,7 @@ impl<'a> Skim<'a> {
         loop {
             self.whitespace();
             let key = self.key()?;
-            self.whitespace();
-            self.eat(b':')?;
-            self.whitespace();
+            self.at = colon(self.bytes(), self.at)?;
             match step {
                 Some((name, rest)) if key == *name => {
                     nested = match self.peek()? {
@@ -121,7 +118,7 @@ impl<'a> Skim<'a> {
                             Nested::Object(Box::new(self.members(rest)?))
                         }
                         b'n' => {
-                            self.at = literal(self.bytes, self.at, b"null")?;
+                            self.at = literal(self.bytes(), self.at, b"null")?;
                             Nested::Null
                         }
                         // An array or a scalar on the path: rare, and serde_json's to judge.
@@ -131,7 +128,7 @@ impl<'a> Skim<'a> {
                 }
                 _ => {
                     let start = self.at;
-                    self.at = value(self.bytes, start)?;
+                    self.at = value(self.bytes(), start)?;
                     members.push((key, Some(raw(&self.text[start..self.at])?)));
                 }
             }
@@ -151,7 +148,7 @@ impl<'a> Skim<'a> {
     fn key(&mut self) -> Option<Cow<'a, str>> {
         let open = self.at;
         self.eat(b'"')?;
-        let (end, escaped) = string(self.bytes, self.at)?;
+        let (end, escaped) = string(self.bytes(), self.at)?;
         self.at = end;
         let literal = &self.text[open..end];
         if escaped {
@@ -237,7 +234,14 @@ fn entry(bytes: &[u8], at: usize) -> Option<usize> {
     if *bytes.get(at)? != b'"' {
         return None;
     }
-    let at = whitespace(bytes, string(bytes, at + 1)?.0);
+    colon(bytes, string(bytes, at + 1)?.0)
+}
+
+/// The colon after a key that ends before `at`, with the whitespace around it; the position of
+/// the member's value.
+#[inline(always)]
+fn colon(bytes: &[u8], at: usize) -> Option<usize> {
+    let at = whitespace(bytes, at);
     if *bytes.get(at)? != b':' {
         return None;
     }
@@ -372,17 +376,10 @@ pub(super) fn raw_value(text: &str) -> Option<&RawValue> {
     let bytes = text.as_bytes();
     let start = whitespace(bytes, 0);
     let end = value(bytes, start)?;
-    (whitespace(bytes, end) == bytes.len()).then_some(())?;
+    if whitespace(bytes, end) != bytes.len() {
+        return None;
+    }
     raw(&text[start..end])
-}
-
-/// [`raw_value`], owned: the text copied once into the box serde_json's `Box<RawValue>` is.
-pub(super) fn boxed_raw_value(text: &str) -> Option<Box<RawValue>> {
-    let bytes = text.as_bytes();
-    let start = whitespace(bytes, 0);
-    let end = value(bytes, start)?;
-    (whitespace(bytes, end) == bytes.len()).then_some(())?;
-    <Box<RawValue>>::deserialize(HandOff(&text[start..end])).ok()
 }
 
 /// `text` (one JSON value, checked) as serde_json's borrowed `RawValue`, through the hand-off its
@@ -459,8 +456,11 @@ mod tests {
     fn the_raw_value_hand_off_still_works() {
         let raw = raw(r#"{"a": [1, "x"]}"#).expect("serde_json takes the hand-off");
         assert_eq!(raw.get(), r#"{"a": [1, "x"]}"#);
-        let boxed = boxed_raw_value(" [true] ").expect("serde_json takes the boxed hand-off");
-        assert_eq!(boxed.get(), "[true]");
+        let boxed = raw_value(" [true] ").map(ToOwned::to_owned);
+        assert_eq!(
+            boxed.expect("serde_json takes the hand-off").get(),
+            "[true]"
+        );
     }
 
     #[test]
