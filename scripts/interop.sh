@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Interop tests against the `deploy` example (legacy bridge on): the Python `mcp==2.3.0`
 # client speaking 2026-07-28 (tests/interop), then the Python `mcp==1.30.0` client speaking
-# 2025-11-25 through the bridge (tests/interop/legacy), each in a virtualenv of its own.
+# 2025-11-25 through the bridge (tests/interop/legacy), then the Python `mcp==1.10.0` client
+# speaking 2025-06-18 through it (tests/interop_2025_06_18), each in a virtualenv of its own.
 #
 #   scripts/interop.sh [extra pytest args...]
 #
-# 1. creates (or reuses) the virtualenvs .venv/interop (tests/interop/requirements.txt) and
-#    .venv/interop-legacy (tests/interop/legacy/requirements.txt);
+# 1. creates (or reuses) the virtualenvs .venv/interop (tests/interop/requirements.txt),
+#    .venv/interop-legacy (tests/interop/legacy/requirements.txt) and .venv/interop-2025-06-18
+#    (tests/interop_2025_06_18/requirements.txt);
 # 2. builds `cargo build --example deploy` and starts it on a free loopback port with a
 #    fresh random MCP_REQUEST_STATE_KEYS;
-# 3. waits until it answers, runs pytest on tests/interop (2026) and on
-#    tests/interop/legacy (2025) with MCP_INTEROP_URL set;
-# 4. stops the server and prints `interop (2026-07-28): …`, `interop (2025-11-25): …` and one
-#    line `interop: N passed, N failed` for both.
+# 3. waits until it answers, runs pytest on tests/interop (2026), tests/interop/legacy
+#    (2025-11-25) and tests/interop_2025_06_18 with MCP_INTEROP_URL set;
+# 4. stops the server and prints `interop (2026-07-28): …`, `interop (2025-11-25): …`,
+#    `interop (2025-06-18): …` and one line `interop: N passed, N failed` for all three.
 #
 # Exits non-zero when any test failed, when no test ran, or when a step before the tests
 # failed. Environment: INTEROP_PYTHON (interpreter for the venv; default python3.11, else
@@ -25,6 +27,8 @@ VENV=$ROOT/.venv/interop
 REQUIREMENTS=$ROOT/tests/interop/requirements.txt
 LEGACY_VENV=$ROOT/.venv/interop-legacy
 LEGACY_REQUIREMENTS=$ROOT/tests/interop/legacy/requirements.txt
+V0618_VENV=$ROOT/.venv/interop-2025-06-18
+V0618_REQUIREMENTS=$ROOT/tests/interop_2025_06_18/requirements.txt
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 case $TARGET_DIR in /*) ;; *) TARGET_DIR=$ROOT/$TARGET_DIR ;; esac
 SERVER_BIN=$TARGET_DIR/debug/examples/deploy
@@ -86,8 +90,10 @@ source "$ROOT/scripts/lib/venvs.sh"
 
 ensure_venv "$VENV" "$REQUIREMENTS" "mcp, pytest, anyio, httpx2"
 ensure_venv "$LEGACY_VENV" "$LEGACY_REQUIREMENTS" "mcp, pytest, anyio"
+ensure_venv "$V0618_VENV" "$V0618_REQUIREMENTS" "mcp, pytest, anyio"
 VPY=$VENV/bin/python
 LEGACY_VPY=$LEGACY_VENV/bin/python
+V0618_VPY=$V0618_VENV/bin/python
 
 # --- build and start the deploy example -----------------------------------------------
 
@@ -201,6 +207,7 @@ PY
 
 run_pytest "$VPY" "$ROOT/tests/interop" 2026-07-28 --ignore="$ROOT/tests/interop/legacy" "$@"
 run_pytest "$LEGACY_VPY" "$ROOT/tests/interop/legacy" 2025-11-25 "$@"
+run_pytest "$V0618_VPY" "$ROOT/tests/interop_2025_06_18" 2025-06-18 "$@"
 
 stop_server
 

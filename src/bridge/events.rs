@@ -1,6 +1,9 @@
 //! The event streams the bridge serves a 2025-era client: a call's stream, a plain request's
-//! answer, the session's GET stream. Each event carries an id, and each stream opens with a
-//! priming event (an id, a `retry` and empty `data`), as 2025-11-25 servers SHOULD (SEP-1699).
+//! answer, the session's GET stream. Each event carries an id. A stream to a 2025-11-25 client
+//! opens with a priming event (an id, a `retry` and empty `data`), as 2025-11-25 servers SHOULD
+//! (SEP-1699); one to an older client does not, as the TypeScript SDK's server does: those
+//! versions have no priming, and their clients read an empty `data` as a broken message (Python
+//! `mcp` 1.10, speaking 2025-06-18, logs "Error parsing SSE message" for each).
 //!
 //! An id is `<kind><stream>.<n>`: `g` for a session's GET stream or `p` for a POST's, the stream's
 //! 64 random bits in hex, then the event's number in it, so a `Last-Event-ID` names the kind of
@@ -28,6 +31,15 @@ use crate::util::ids::random_hex_64;
 
 /// The reconnection delay the bridge asks for in its priming events.
 pub(crate) const RETRY: Duration = Duration::from_secs(3);
+
+/// The first version whose clients expect a priming event (SEP-1699).
+const PRIMING_SINCE: &str = "2025-11-25";
+
+/// Whether a client at protocol `version` is sent priming events: 2025-11-25 and later (the
+/// versions are dates, so they order as text).
+pub(crate) fn primes(version: &str) -> bool {
+    version >= PRIMING_SINCE
+}
 
 /// The sending half of one event stream toward the client.
 #[derive(Debug)]
@@ -65,22 +77,24 @@ impl StreamKind {
 }
 
 impl EventSender {
-    /// A new stream of `kind` with its priming event already queued, and the response that
-    /// carries it.
-    pub(crate) fn open<B>(kind: StreamKind) -> (Self, Response<ResponseBody<B>>) {
+    /// A new stream of `kind` to a client at protocol `version`, and the response that carries
+    /// it; its priming event already queued when the version has them ([`primes`]).
+    pub(crate) fn open<B>(kind: StreamKind, version: &str) -> (Self, Response<ResponseBody<B>>) {
         let (events, stream) = mpsc::channel(16);
         let sender = Self {
             events,
             stream: format!("{}{}", kind.prefix(), random_hex_64()),
             next: AtomicU64::new(0),
         };
-        let priming = format!(
-            "id: {}\nretry: {}\ndata: \n\n",
-            sender.next_id(),
-            RETRY.as_millis()
-        );
-        // The channel is new and empty: the first event always fits.
-        let _ = sender.events.try_send(Bytes::from(priming));
+        if primes(version) {
+            let priming = format!(
+                "id: {}\nretry: {}\ndata: \n\n",
+                sender.next_id(),
+                RETRY.as_millis()
+            );
+            // The channel is new and empty: the first event always fits.
+            let _ = sender.events.try_send(Bytes::from(priming));
+        }
         (sender, event_stream_response(ResponseBody::stream(stream)))
     }
 
@@ -127,7 +141,7 @@ mod tests {
     #[tokio::test]
     async fn a_stream_opens_with_a_priming_event_and_numbers_its_events() {
         let (sender, response) =
-            EventSender::open::<http_body_util::Empty<Bytes>>(StreamKind::Post);
+            EventSender::open::<http_body_util::Empty<Bytes>>(StreamKind::Post, "2025-11-25");
         sender.send(&serde_json::json!({"jsonrpc": "2.0"})).await;
         drop(sender);
         let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -143,5 +157,24 @@ mod tests {
         assert_eq!(StreamKind::of_event_id(stream), Some(StreamKind::Post));
         assert!(priming.ends_with(&format!("retry: {}\ndata: ", RETRY.as_millis())));
         assert!(message.starts_with(&format!("id: {stream}.1\nevent: message\ndata: {{")));
+    }
+
+    #[tokio::test]
+    async fn a_stream_to_an_older_client_has_no_priming_event() {
+        for version in ["2025-06-18", "2025-03-26"] {
+            let (sender, response) =
+                EventSender::open::<http_body_util::Empty<Bytes>>(StreamKind::Get, version);
+            sender.send(&serde_json::json!({"jsonrpc": "2.0"})).await;
+            drop(sender);
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let text = std::str::from_utf8(&body).unwrap();
+            let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+            assert_eq!(events.len(), 1, "{version}: {text}");
+            assert!(events[0].starts_with("id: g"), "{text}");
+            assert!(events[0].contains(".0\nevent: message\ndata: {"), "{text}");
+            assert!(!text.contains("retry:"), "{text}");
+        }
+        assert!(primes("2025-11-25") && primes("2026-07-28"));
+        assert!(!primes("2025-06-18") && !primes("2025-03-26"));
     }
 }

@@ -16,11 +16,12 @@ use crate::wire::sse;
 
 /// Forwards a request that is not an MRTR method once; the inner's answer in its 2025 shape, as
 /// an event stream when the client takes one (with the inner's log messages and progress before
-/// it), as JSON otherwise.
+/// it), as JSON otherwise. `version` is the client's protocol version.
 pub(super) async fn forward_once<S, ResBody>(
     mut inner: S,
     settings: &Settings,
     parts: &Parts,
+    version: &str,
     method: &str,
     id: &Value,
     modern: Map<String, Value>,
@@ -59,7 +60,7 @@ where
         }
         return Ok(answer_to(id, outcome));
     }
-    let (events, stream) = EventSender::open(StreamKind::Post);
+    let (events, stream) = EventSender::open(StreamKind::Post, version);
     let id = id.clone();
     let tool_headers = Arc::clone(&settings.tool_headers);
     tokio::spawn(async move {

@@ -37,12 +37,14 @@ const LISTEN: &str = "subscriptions/listen";
 /// The notification that acknowledges a listen: the bridge's business, not the client's.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 
-/// Answers a GET of a live session with its event stream, relayed in a task of its own.
+/// Answers a GET of a live session, whose client speaks protocol `version`, with its event
+/// stream, relayed in a task of its own.
 pub(crate) fn open<S, ResBody>(
     inner: S,
     settings: Arc<Settings>,
     parts: Parts,
     session: String,
+    version: &str,
 ) -> Response<ResponseBody<ResBody>>
 where
     S: tower_service::Service<
@@ -54,7 +56,7 @@ where
         + 'static,
     ResBody: InnerBody + Send + 'static,
 {
-    let (events, response) = EventSender::open(StreamKind::Get);
+    let (events, response) = EventSender::open(StreamKind::Get, version);
     let changes = settings.listeners.watch(&session);
     tokio::spawn(async move {
         relay(inner, &settings, &parts, &session, &events, changes).await;

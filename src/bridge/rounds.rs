@@ -62,7 +62,7 @@ where
     S::Error: Send + 'static,
     ResBody: InnerBody + Send + 'static,
 {
-    let (events, response) = EventSender::open(StreamKind::Post);
+    let (events, response) = EventSender::open(StreamKind::Post, &call.record.protocol_version);
     tokio::spawn(run(inner, call, events).in_current_span());
     response
 }

@@ -261,7 +261,8 @@ impl<S> Incoming<S> {
             };
             return Ok(rounds::start(inner, call));
         }
-        forward_once(inner, &settings, &parts, method, &id, modern).await
+        let version = &record.protocol_version;
+        forward_once(inner, &settings, &parts, version, method, &id, modern).await
     }
 
     /// Forwards the message as it came: it is not the bridge's to answer.

@@ -47,9 +47,10 @@ where
     S: Wrapped<ResBody>,
     ResBody: InnerBody + Send + 'static,
 {
-    if let Err(response) = callers_session(&settings, &parts, &session).await {
-        return response;
-    }
+    let record = match callers_session(&settings, &parts, &session).await {
+        Ok(record) => record,
+        Err(response) => return response,
+    };
     if parts.method == HttpMethod::DELETE {
         let removed = settings.sessions.remove(&session).await;
         // Its GET streams in this process end now.
@@ -63,7 +64,8 @@ where
     let resumes_a_post = header(&parts, &LAST_EVENT_ID)
         .is_some_and(|id| StreamKind::of_event_id(id) != Some(StreamKind::Get));
     if parts.method == HttpMethod::GET && sse::accepts(&parts.headers) && !resumes_a_post {
-        return listen::open(inner, settings, parts, session);
+        let version = &record.protocol_version;
+        return listen::open(inner, settings, parts, session, version);
     }
     let mut response = status(StatusCode::METHOD_NOT_ALLOWED);
     response

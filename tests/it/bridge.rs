@@ -1325,6 +1325,92 @@ async fn a_2025_06_18_client_gets_forms_it_can_read() {
     assert_eq!(result_text(&events.next().await.unwrap()), "picked");
 }
 
+/// A stream opens with a priming event (an id, a `retry`, empty `data`) only for a client at
+/// 2025-11-25: older clients have no priming and read an empty `data` as a broken message.
+#[tokio::test]
+async fn only_a_2025_11_25_client_gets_priming_events() {
+    let server = serve(bridge()).await;
+    for (version, primed) in [
+        ("2025-11-25", true),
+        ("2025-06-18", false),
+        ("2025-03-26", false),
+    ] {
+        let session = server.initialize(version, caps(), None).await;
+        // A plain request answered as an event stream, whole.
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        let response = server
+            .post(Some(&session), None, &list)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        let text = response.text().await.unwrap();
+        let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+        assert_eq!(
+            events.len(),
+            if primed { 2 } else { 1 },
+            "{version}: {text}"
+        );
+        assert_eq!(text.contains("retry: "), primed, "{version}: {text}");
+        assert_eq!(events[0].ends_with("\ndata: "), primed, "{version}: {text}");
+        assert!(events.last().unwrap().contains(r#""tools":"#), "{text}");
+        // A call's stream: its first event is the priming event, or at once the question.
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "ask", "arguments": {}}});
+        let mut response = server
+            .post(Some(&session), None, &call)
+            .send()
+            .await
+            .unwrap();
+        let mut first = String::new();
+        while !first.contains("\n\n") {
+            let chunk = tokio::time::timeout(WAIT, response.chunk())
+                .await
+                .expect("in time")
+                .unwrap()
+                .expect("the stream goes on");
+            first.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+        let first = first.split("\n\n").next().unwrap();
+        assert_eq!(first.ends_with("\ndata: "), primed, "{version}: {first}");
+        assert_eq!(
+            first.contains("elicitation/create"),
+            !primed,
+            "{version}: {first}"
+        );
+        drop(response);
+        server.until_nothing_waits().await;
+        // The session's GET stream (the inner's listen says at once that the tools changed).
+        let mut get = server
+            .http
+            .get(&server.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", version)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(get.status(), 200);
+        let mut opened = String::new();
+        while !opened.contains("\n\n") {
+            let chunk = tokio::time::timeout(WAIT, get.chunk())
+                .await
+                .expect("in time")
+                .unwrap()
+                .expect("the stream goes on");
+            opened.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+        let first = opened.split("\n\n").next().unwrap();
+        assert!(first.starts_with("id: g"), "{first}");
+        assert_eq!(first.ends_with("\ndata: "), primed, "{version}: {first}");
+        assert_eq!(
+            first.contains("list_changed"),
+            !primed,
+            "{version}: {first}"
+        );
+    }
+}
+
 // ---- 2026 traffic ----
 
 #[tokio::test]
