@@ -21,7 +21,7 @@ pub(crate) fn after_message(message: &str, lines: &[String]) -> String {
 }
 
 /// The `description` of a field answered wrongly when it is asked again: `problem`, the sentence
-/// that says what to do ([`problem`] without a field), then the field's own description, if any.
+/// that says what to do ([`sentence`] without a field), then the field's own description, if any.
 /// The problem comes first: forms show a description in small print under the field's name, or
 /// as the placeholder of an empty input, where the first words are the ones read (and the last
 /// ones may be cut off).
@@ -244,7 +244,7 @@ pub(crate) fn problem(field: Option<&str>, problem: &Problem<'_>) -> String {
     sentence(field, &what_to_do(problem))
 }
 
-/// The sentence of [`problem`] from what to do (`what_to_do`): after the field's name, or
+/// The sentence of a problem from what to do (`what_to_do`): after the field's name, or
 /// capitalized alone.
 pub(crate) fn sentence(field: Option<&str>, what: &str) -> String {
     match field {

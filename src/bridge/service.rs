@@ -1,7 +1,7 @@
 //! [`LegacyBridge`]: tells the eras apart and routes each request: the 2025 handshake
 //! ([`handshake`](super::handshake)), sessions ([`sessions`](super::sessions)) and utilities
 //! ([`utilities`](super::utilities)) are answered by the bridge, the three MRTR methods go through
-//! the [`rounds`](super::rounds), the rest is forwarded ([`forward`](super::forward)).
+//! the [`rounds`], the rest is forwarded ([`forward`](super::forward)).
 
 use std::sync::Arc;
 use std::task::{Context, Poll};

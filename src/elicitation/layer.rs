@@ -206,7 +206,7 @@ impl ElicitationLayer {
     ///
     /// # Errors
     ///
-    /// [`GateError::DuplicateKey`](crate::GateError::DuplicateKey) when a gate that can apply to
+    /// [`GateError::DuplicateKey`] when a gate that can apply to
     /// the same calls already uses the key, and neither has a [`Gate::when`] condition.
     /// See [`Gate`] for an example.
     pub fn gate(self, target: GateTarget, gate: Gate) -> Result<Self, GateError> {

@@ -1,6 +1,6 @@
 //! The path of `tasks/get`, `tasks/update` and `tasks/cancel` (the Tasks extension) through the
 //! HTTP adapter: the task's record recalled from the [`TaskStore`](crate::store::TaskStore), the
-//! request judged by [`engine::tasks`](tasks), a `tasks/update`'s answers spent once each, and
+//! request judged by [`engine::tasks`], a `tasks/update`'s answers spent once each, and
 //! the questions of a `tasks/get` answer remembered. The store I/O is here, in the adapter; every
 //! decision is the engine's.
 

@@ -121,7 +121,7 @@ pub(crate) enum Intake<'a> {
     Forward,
     /// Answer this instead.
     Respond(Reply),
-    /// One of the three MRTR methods, read: on to [`inbound`](fn@super::inbound).
+    /// One of the three MRTR methods, read: on to [`inbound::decide`](super::inbound::decide).
     Call(Call<'a>),
     /// A task method the layer judges, read: on to [`tasks`](super::tasks).
     Task(Call<'a, TaskMethod>),

@@ -45,7 +45,7 @@ impl Future for ResponseFuture {
 
 /// Makes an MCP server (a child process, or a Streamable HTTP endpoint) look like a 2026-07-28
 /// multi round-trip server behind HTTP: a leaf Tower service to put
-/// [`ElicitationLayer`](crate::ElicitationLayer) in front of. Cheap to clone; the child is
+/// [`ElicitationLayer`] in front of. Cheap to clone; the child is
 /// killed (an HTTP session ended) when the last clone is dropped, or at
 /// [`shutdown`](Self::shutdown). Built with [`Upstream::builder`]. See the [module](super).
 #[derive(Clone, Debug)]

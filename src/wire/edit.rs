@@ -1,7 +1,7 @@
 //! The one JSON text editor: objects edited as text, every byte that is not changed kept as it
 //! came (a client's arguments, an inner service's question), keys written by serde_json.
 //!
-//! Hand-written over [`Object`](super::json::Object)'s borrowed members rather than a parse into
+//! Hand-written over [`Object`]'s borrowed members rather than a parse into
 //! `Value` and back: the text shown to a person keeps its order and spelling, numbers stay as
 //! written, and nothing is parsed twice.
 

@@ -184,7 +184,8 @@ impl ValidatorCache {
         Ok(question)
     }
 
-    /// [`question`](Self::question), adding what it reads to `made` rather than keeping it.
+    /// The question whose canonical JSON text is `text`, as the tests' `question` reads it, adding
+    /// what it reads to `made` rather than keeping it.
     pub(super) fn read_question(
         &self,
         text: &str,
@@ -216,7 +217,7 @@ impl ValidatorCache {
     ///
     /// # Errors
     ///
-    /// As [`question`](Self::question), and for text that has no canonical form. Failures are
+    /// As [`read_question`](Self::read_question), and for text that has no canonical form. Failures are
     /// not cached.
     pub(crate) fn spelled(
         &self,
