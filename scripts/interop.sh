@@ -2,17 +2,17 @@
 # Interop tests against the `deploy` example (legacy bridge on): the Python `mcp==2.3.0`
 # client speaking 2026-07-28 (tests/interop), then the Python `mcp==1.30.0` client speaking
 # 2025-11-25 through the bridge (tests/interop/legacy), then the Python `mcp==1.10.0` client
-# speaking 2025-06-18 through it (tests/interop_2025_06_18), each in a virtualenv of its own.
+# speaking 2025-06-18 through it (tests/interop/v2025_06_18), each in a virtualenv of its own.
 #
 #   scripts/interop.sh [extra pytest args...]
 #
 # 1. creates (or reuses) the virtualenvs .venv/interop (tests/interop/requirements.txt),
 #    .venv/interop-legacy (tests/interop/legacy/requirements.txt) and .venv/interop-2025-06-18
-#    (tests/interop_2025_06_18/requirements.txt);
+#    (tests/interop/v2025_06_18/requirements.txt);
 # 2. builds `cargo build --example deploy` and starts it on a free loopback port with a
 #    fresh random MCP_REQUEST_STATE_KEYS;
 # 3. waits until it answers, runs pytest on tests/interop (2026), tests/interop/legacy
-#    (2025-11-25) and tests/interop_2025_06_18 with MCP_INTEROP_URL set;
+#    (2025-11-25) and tests/interop/v2025_06_18 with MCP_INTEROP_URL set;
 # 4. stops the server and prints `interop (2026-07-28): …`, `interop (2025-11-25): …`,
 #    `interop (2025-06-18): …` and one line `interop: N passed, N failed` for all three.
 #
@@ -28,7 +28,7 @@ REQUIREMENTS=$ROOT/tests/interop/requirements.txt
 LEGACY_VENV=$ROOT/.venv/interop-legacy
 LEGACY_REQUIREMENTS=$ROOT/tests/interop/legacy/requirements.txt
 V0618_VENV=$ROOT/.venv/interop-2025-06-18
-V0618_REQUIREMENTS=$ROOT/tests/interop_2025_06_18/requirements.txt
+V0618_REQUIREMENTS=$ROOT/tests/interop/v2025_06_18/requirements.txt
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 case $TARGET_DIR in /*) ;; *) TARGET_DIR=$ROOT/$TARGET_DIR ;; esac
 SERVER_BIN=$TARGET_DIR/debug/examples/deploy
@@ -205,9 +205,10 @@ PY
     FAILED=$((FAILED + failed))
 }
 
-run_pytest "$VPY" "$ROOT/tests/interop" 2026-07-28 --ignore="$ROOT/tests/interop/legacy" "$@"
+run_pytest "$VPY" "$ROOT/tests/interop" 2026-07-28 --ignore="$ROOT/tests/interop/legacy" \
+    --ignore="$ROOT/tests/interop/v2025_06_18" "$@"
 run_pytest "$LEGACY_VPY" "$ROOT/tests/interop/legacy" 2025-11-25 "$@"
-run_pytest "$V0618_VPY" "$ROOT/tests/interop_2025_06_18" 2025-06-18 "$@"
+run_pytest "$V0618_VPY" "$ROOT/tests/interop/v2025_06_18" 2025-06-18 "$@"
 
 stop_server
 

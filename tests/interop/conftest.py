@@ -1,4 +1,5 @@
-"""Fixtures shared by the interop tests (`test_deploy.py`, `test_gates.py`).
+"""Fixtures shared by the interop tests (`test_deploy.py`, `test_gates.py`, and those in `legacy/`
+and `v2025_06_18/`, each run by its own client).
 
 The `deploy` example server must be running; its endpoint is read from `MCP_INTEROP_URL`
 (`scripts/interop.sh` starts it and sets it).

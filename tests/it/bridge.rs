@@ -1362,16 +1362,7 @@ async fn only_a_2025_11_25_client_gets_priming_events() {
             .send()
             .await
             .unwrap();
-        let mut first = String::new();
-        while !first.contains("\n\n") {
-            let chunk = tokio::time::timeout(WAIT, response.chunk())
-                .await
-                .expect("in time")
-                .unwrap()
-                .expect("the stream goes on");
-            first.push_str(std::str::from_utf8(&chunk).unwrap());
-        }
-        let first = first.split("\n\n").next().unwrap();
+        let first = first_event(&mut response).await;
         assert_eq!(first.ends_with("\ndata: "), primed, "{version}: {first}");
         assert_eq!(
             first.contains("elicitation/create"),
@@ -1391,16 +1382,7 @@ async fn only_a_2025_11_25_client_gets_priming_events() {
             .await
             .unwrap();
         assert_eq!(get.status(), 200);
-        let mut opened = String::new();
-        while !opened.contains("\n\n") {
-            let chunk = tokio::time::timeout(WAIT, get.chunk())
-                .await
-                .expect("in time")
-                .unwrap()
-                .expect("the stream goes on");
-            opened.push_str(std::str::from_utf8(&chunk).unwrap());
-        }
-        let first = opened.split("\n\n").next().unwrap();
+        let first = first_event(&mut get).await;
         assert!(first.starts_with("id: g"), "{first}");
         assert_eq!(first.ends_with("\ndata: "), primed, "{version}: {first}");
         assert_eq!(
@@ -1409,6 +1391,20 @@ async fn only_a_2025_11_25_client_gets_priming_events() {
             "{version}: {first}"
         );
     }
+}
+
+/// The first event of an event stream, read as it comes (the stream stays open).
+async fn first_event(response: &mut reqwest::Response) -> String {
+    let mut read = String::new();
+    while !read.contains("\n\n") {
+        let chunk = tokio::time::timeout(WAIT, response.chunk())
+            .await
+            .expect("in time")
+            .unwrap()
+            .expect("the stream goes on");
+        read.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    read.split("\n\n").next().unwrap_or_default().to_owned()
 }
 
 // ---- 2026 traffic ----
