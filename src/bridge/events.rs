@@ -28,18 +28,10 @@ use tokio::sync::mpsc;
 
 use super::body::ResponseBody;
 use crate::util::ids::random_hex_64;
+use crate::wire::legacy::before_2025_11_25;
 
 /// The reconnection delay the bridge asks for in its priming events.
 pub(crate) const RETRY: Duration = Duration::from_secs(3);
-
-/// The first version whose clients expect a priming event (SEP-1699).
-const PRIMING_SINCE: &str = "2025-11-25";
-
-/// Whether a client at protocol `version` is sent priming events: 2025-11-25 and later (the
-/// versions are dates, so they order as text).
-pub(crate) fn primes(version: &str) -> bool {
-    version >= PRIMING_SINCE
-}
 
 /// The sending half of one event stream toward the client.
 #[derive(Debug)]
@@ -78,7 +70,8 @@ impl StreamKind {
 
 impl EventSender {
     /// A new stream of `kind` to a client at protocol `version`, and the response that carries
-    /// it; its priming event already queued when the version has them ([`primes`]).
+    /// it; its priming event already queued unless the client predates them
+    /// ([`before_2025_11_25`]).
     pub(crate) fn open<B>(kind: StreamKind, version: &str) -> (Self, Response<ResponseBody<B>>) {
         let (events, stream) = mpsc::channel(16);
         let sender = Self {
@@ -86,7 +79,7 @@ impl EventSender {
             stream: format!("{}{}", kind.prefix(), random_hex_64()),
             next: AtomicU64::new(0),
         };
-        if primes(version) {
+        if !before_2025_11_25(version) {
             let priming = format!(
                 "id: {}\nretry: {}\ndata: \n\n",
                 sender.next_id(),
@@ -138,14 +131,18 @@ mod tests {
     use super::*;
     use http_body_util::BodyExt;
 
-    #[tokio::test]
-    async fn a_stream_opens_with_a_priming_event_and_numbers_its_events() {
-        let (sender, response) =
-            EventSender::open::<http_body_util::Empty<Bytes>>(StreamKind::Post, "2025-11-25");
+    /// The whole text of a stream of `kind` to a client at `version` that carried one message.
+    async fn one_message_stream(kind: StreamKind, version: &str) -> String {
+        let (sender, response) = EventSender::open::<http_body_util::Empty<Bytes>>(kind, version);
         sender.send(&serde_json::json!({"jsonrpc": "2.0"})).await;
         drop(sender);
         let body = response.into_body().collect().await.unwrap().to_bytes();
-        let text = std::str::from_utf8(&body).unwrap();
+        String::from_utf8(body.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stream_opens_with_a_priming_event_and_numbers_its_events() {
+        let text = one_message_stream(StreamKind::Post, "2025-11-25").await;
         let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
         assert_eq!(events.len(), 2, "{text}");
         let (priming, message) = (events[0], events[1]);
@@ -162,19 +159,12 @@ mod tests {
     #[tokio::test]
     async fn a_stream_to_an_older_client_has_no_priming_event() {
         for version in ["2025-06-18", "2025-03-26"] {
-            let (sender, response) =
-                EventSender::open::<http_body_util::Empty<Bytes>>(StreamKind::Get, version);
-            sender.send(&serde_json::json!({"jsonrpc": "2.0"})).await;
-            drop(sender);
-            let body = response.into_body().collect().await.unwrap().to_bytes();
-            let text = std::str::from_utf8(&body).unwrap();
+            let text = one_message_stream(StreamKind::Get, version).await;
             let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
             assert_eq!(events.len(), 1, "{version}: {text}");
             assert!(events[0].starts_with("id: g"), "{text}");
             assert!(events[0].contains(".0\nevent: message\ndata: {"), "{text}");
             assert!(!text.contains("retry:"), "{text}");
         }
-        assert!(primes("2025-11-25") && primes("2026-07-28"));
-        assert!(!primes("2025-06-18") && !primes("2025-03-26"));
     }
 }

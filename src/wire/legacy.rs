@@ -10,6 +10,13 @@ pub(crate) const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025
 /// The version without `mode`, `oneOf` enums, URL elicitation or sampling tools.
 pub(crate) const V_2025_06_18: &str = "2025-06-18";
 
+/// Whether a client at `version` predates 2025-11-25 (it speaks 2025-06-18 or 2025-03-26): no
+/// form `mode`, `oneOf` enums, URL elicitation or sampling tools, and no SSE priming events
+/// (SEP-1699), whose empty `data` such a client reads as a broken message.
+pub(crate) fn before_2025_11_25(version: &str) -> bool {
+    version == V_2025_06_18 || version == LEGACY_VERSIONS[2]
+}
+
 use crate::wire::mcp::meta::{
     CLIENT_CAPABILITIES as META_CAPABILITIES, CLIENT_INFO as META_INFO,
     LOG_LEVEL as META_LOG_LEVEL, PREFIX as META_PREFIX, PROTOCOL_VERSION as META_VERSION,
@@ -223,7 +230,7 @@ pub(crate) fn is_url(request: &Value) -> bool {
 /// single-select `oneOf` as `enum` + `enumNames`; what it cannot express (URL mode, multi-select,
 /// content arrays, tools in sampling) is refused with the reason.
 pub(crate) fn down_level(mut request: Value, version: &str) -> Result<Value, String> {
-    if version != V_2025_06_18 && version != LEGACY_VERSIONS[2] {
+    if !before_2025_11_25(version) {
         return Ok(request);
     }
     let method = request.get("method").and_then(Value::as_str).unwrap_or("");
@@ -325,6 +332,12 @@ mod tests {
             modern_capabilities(&legacy),
             json!({"elicitation": {}, "sampling": {"tools": {}}, "roots": {}})
         );
+    }
+
+    #[test]
+    fn only_2025_06_18_and_2025_03_26_predate_2025_11_25() {
+        assert!(!before_2025_11_25("2025-11-25") && !before_2025_11_25("2026-07-28"));
+        assert!(before_2025_11_25("2025-06-18") && before_2025_11_25("2025-03-26"));
     }
 
     #[test]

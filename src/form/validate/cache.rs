@@ -217,8 +217,8 @@ impl ValidatorCache {
     ///
     /// # Errors
     ///
-    /// As [`read_question`](Self::read_question), and for text that has no canonical form. Failures are
-    /// not cached.
+    /// As [`read_question`](Self::read_question), and for text that has no canonical form.
+    /// Failures are not cached.
     pub(crate) fn spelled(
         &self,
         text: &str,
