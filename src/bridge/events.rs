@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use super::body::ResponseBody;
 use crate::util::ids::random_hex_64;
 use crate::wire::legacy::before_2025_11_25;
+use crate::wire::sse::message_event;
 
 /// The reconnection delay the bridge asks for in its priming events.
 pub(crate) const RETRY: Duration = Duration::from_secs(3);
@@ -98,11 +99,8 @@ impl EventSender {
 
     /// Sends one JSON-RPC message as an event with the next id; a client gone is not an error.
     pub(crate) async fn send(&self, message: &Value) {
-        let event = format!(
-            "id: {}\nevent: message\ndata: {message}\n\n",
-            self.next_id()
-        );
-        let _ = self.events.send(Bytes::from(event)).await;
+        let event = message_event(Some(&self.next_id()), message);
+        let _ = self.events.send(event).await;
     }
 
     /// Sends a comment, which keeps idle connections open.

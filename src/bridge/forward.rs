@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use http::request::Parts;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::config::Settings;
 use super::events::{EventSender, StreamKind};
@@ -31,18 +31,13 @@ where
     ResBody: InnerBody + Send + 'static,
 {
     let inner_id = settings.inner_id();
-    let body = json!({"jsonrpc": "2.0", "id": inner_id, "method": method, "params": modern});
     // The 2026 headers of what it names (`Mcp-Name` for `resources/subscribe`, …), as the inner
     // service requires them.
     let name = crate::wire::mcp::name_param(method)
-        .and_then(|field| body["params"][field].as_str())
-        .map(str::to_owned);
-    let request = inner::request(
-        parts,
-        method,
-        name.as_deref(),
-        body.to_string().into_bytes(),
-    );
+        .and_then(|field| modern.get(field))
+        .and_then(Value::as_str);
+    let body = inner::message(&inner_id, method, &modern);
+    let request = inner::request(parts, method, name, body);
     // The tools' `x-mcp-header` arguments are learnt from every list relayed.
     let is_tools_list = method == "tools/list";
     if !sse::accepts(&parts.headers) {

@@ -102,14 +102,8 @@ where
         log_level: None,
     };
     let params = legacy::modern_params(None, &client);
-    let body = json!({"jsonrpc": "2.0", "id": settings.inner_id(), "method": "server/discover",
-        "params": params});
-    let request = inner::request(
-        parts,
-        "server/discover",
-        None,
-        body.to_string().into_bytes(),
-    );
+    let body = inner::message(&settings.inner_id(), "server/discover", &params);
+    let request = inner::request(parts, "server/discover", None, body);
     let response = inner::call(inner, request).await?;
     let mut reader = Reader::new(response);
     let result = loop {

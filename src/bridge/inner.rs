@@ -9,7 +9,8 @@ use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use http_body_util::BodyExt;
-use serde_json::Value;
+use serde::Serialize;
+use serde_json::{Map, Value};
 use tower_service::Service;
 
 use super::body::RequestBody;
@@ -55,6 +56,27 @@ fn is_dropped(name: &HeaderName) -> bool {
     .contains(&name)
         || dropped.iter().any(|header| header.as_str() == name)
         || name.starts_with(header::PARAM_PREFIX)
+}
+
+/// The JSON-RPC request `method` with `params`, as the body of a request to the inner service.
+/// It is serialized from borrowed parts: the params (a retry's `requestState` and answers among
+/// them) are not copied into a `Value` first.
+pub(crate) fn message(id: &str, method: &str, params: &Map<String, Value>) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Message<'a> {
+        jsonrpc: &'static str,
+        id: &'a str,
+        method: &'a str,
+        params: &'a Map<String, Value>,
+    }
+    let message = Message {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    };
+    // Strings and a map of `Value`s always serialize into a `Vec`.
+    serde_json::to_vec(&message).unwrap_or_default()
 }
 
 /// The 2026 request for one round: the caller's own headers (`Authorization`, `Host`, …) and

@@ -23,8 +23,8 @@ use crate::texts;
 use crate::util::BoxFuture;
 use crate::util::ids::{random_hex_64, uuid_v4};
 use crate::wire::jsonrpc::{self, INTERNAL_ERROR, RpcError};
-use crate::wire::legacy::{self, down_level, is_url, missing_capability, tool_error};
-use crate::wire::mcp::Method;
+use crate::wire::legacy::{self, down_level, kind_of, missing_capability, tool_error};
+use crate::wire::mcp::{InputKind, Method};
 
 /// How the bridge's request ids on a call's stream begin.
 pub(crate) const LEG_PREFIX: &str = "leg-";
@@ -289,19 +289,18 @@ where
     let mut url_wait = settings.url_retry;
     loop {
         let response = ask_inner(inner, call, &params, out).await?;
-        let result = match inner_answer(call, &response)? {
+        let mut result = match inner_answer(call, response)? {
             InnerAnswer::Final(response) => {
                 complete_urls(out, &mut urls, |_| true).await;
                 return Ok(response);
             }
             InnerAnswer::InputRequired(result) => result,
         };
-        let requests = result
-            .get("inputRequests")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let state = result.get("requestState").cloned();
+        let requests = match result.remove("inputRequests") {
+            Some(Value::Object(requests)) => requests,
+            _ => Map::new(),
+        };
+        let state = result.remove("requestState");
         // A URL flow the inner no longer asks about has completed.
         complete_urls(out, &mut urls, |key| !requests.contains_key(key)).await;
         let responses = if requests.is_empty() {
@@ -316,7 +315,7 @@ where
                 mut responses,
                 asks,
                 waiting,
-            } = sort_input_requests(call, &requests, &urls)?;
+            } = sort_input_requests(call, requests, &urls)?;
             let asks = if asks.is_empty() {
                 // Only URL flows the person accepted that are not complete yet: the person's
                 // wait, not a round.
@@ -346,7 +345,7 @@ async fn url_wait_step(
     urls: &HashMap<String, UrlLeg>,
     waiting: Vec<(String, Value)>,
     url_wait: &mut Duration,
-) -> Result<Vec<(String, Value)>, String> {
+) -> Result<Vec<Ask>, String> {
     let now = Instant::now();
     let mut next = now + *url_wait;
     let mut due = Vec::new();
@@ -361,7 +360,11 @@ async fn url_wait_step(
         }
         let grace_ends = last + settings.url_grace;
         if now >= grace_ends {
-            due.push((key, not_finished(request, leg)));
+            due.push(Ask {
+                request: not_finished(request, leg),
+                key,
+                url: true,
+            });
         } else {
             next = next.min(grace_ends).min(deadline);
         }
@@ -391,24 +394,24 @@ fn not_finished(mut request: Value, leg: &UrlLeg) -> Value {
 }
 
 /// What the inner service answered a round with.
-enum InnerAnswer<'a> {
+enum InnerAnswer {
     /// The call's end: the JSON-RPC response for the client.
     Final(Value),
-    /// An `input_required` result: the round's input requests.
-    InputRequired(&'a Map<String, Value>),
+    /// An `input_required` result, taken out of the response.
+    InputRequired(Map<String, Value>),
 }
 
 /// Reads the inner's response to a round: the call's end, or its `input_required` result.
-fn inner_answer<'a>(call: &BridgedCall, response: &'a Value) -> Result<InnerAnswer<'a>, String> {
+fn inner_answer(call: &BridgedCall, mut response: Value) -> Result<InnerAnswer, String> {
     if let Some(Value::Object(error)) = response.get("error") {
         return Ok(InnerAnswer::Final(inner_error(call, error)));
     }
-    let Some(Value::Object(result)) = response.get("result") else {
+    let Some(Value::Object(result)) = response.get_mut("result").map(Value::take) else {
         return Err("The inner service's result is not an object".to_owned());
     };
     match result.get("resultType").and_then(Value::as_str) {
         None | Some("complete") => {
-            let result = legacy::legacy_result(result.clone());
+            let result = legacy::legacy_result(result);
             Ok(InnerAnswer::Final(jsonrpc::response(
                 &call.id,
                 Ok(Value::Object(result)),
@@ -421,12 +424,20 @@ fn inner_answer<'a>(call: &BridgedCall, response: &'a Value) -> Result<InnerAnsw
     }
 }
 
+/// A request to put to the client: its `inputRequests` key, the request down-leveled, and
+/// whether it is a URL flow (classified once, when the round's requests are sorted).
+struct Ask {
+    key: String,
+    request: Value,
+    url: bool,
+}
+
 /// A round's input requests, down-leveled and sorted by who answers them.
 struct RoundInputs {
     /// The `inputResponses` of URL flows already consented to, by key.
     responses: Map<String, Value>,
-    /// The requests to ask the client, by key.
-    asks: Vec<(String, Value)>,
+    /// The requests to ask the client.
+    asks: Vec<Ask>,
     /// The URL requests of flows the person accepted, asked again by the inner service, by key.
     waiting: Vec<(String, Value)>,
 }
@@ -434,31 +445,33 @@ struct RoundInputs {
 /// Down-levels a round's input requests: answers from consented URL flows, and the ones to ask.
 fn sort_input_requests(
     call: &BridgedCall,
-    requests: &Map<String, Value>,
+    requests: Map<String, Value>,
     urls: &HashMap<String, UrlLeg>,
 ) -> Result<RoundInputs, String> {
+    let declared = legacy::declared(&call.record.client_capabilities);
     let mut responses = Map::new();
     let mut asks = Vec::new();
     let mut waiting = Vec::new();
     for (key, request) in requests {
-        if let Some(missing) = missing_capability(request, &call.record.client_capabilities) {
+        let kind = kind_of(&request);
+        if let Some(missing) = missing_capability(kind, declared) {
             return Err(format!(
                 "The client did not declare the {missing} capability, which the input request '{key}' needs."
             ));
         }
-        let request = down_level(request.clone(), &call.record.protocol_version)?;
-        let url = request.pointer("/params/url").cloned();
+        let request = down_level(request, &call.record.protocol_version)?;
+        let url = kind == Some(InputKind::Url);
         // Consent already given for this flow: ask the inner again later, not the person.
-        if is_url(&request)
-            && let Some(leg) = urls.get(key)
-            && Some(&leg.url) == url.as_ref()
+        if url
+            && let Some(leg) = urls.get(&key)
+            && request.pointer("/params/url") == Some(&leg.url)
             && let Some(answer) = &leg.answer
         {
             responses.insert(key.clone(), answer.clone());
-            waiting.push((key.clone(), request));
+            waiting.push((key, request));
             continue;
         }
-        asks.push((key.clone(), request));
+        asks.push(Ask { key, request, url });
     }
     Ok(RoundInputs {
         responses,
@@ -556,9 +569,8 @@ where
     }
     let mut relearnt = false;
     loop {
-        let body = json!({"jsonrpc": "2.0", "id": call.settings.inner_id(), "method": method,
-            "params": params});
-        let mut request = inner::request(&call.parts, method, name, body.to_string().into_bytes());
+        let body = inner::message(&call.settings.inner_id(), method, params);
+        let mut request = inner::request(&call.parts, method, name, body);
         if let Some(tool) = tool {
             let arguments = params.get("arguments").unwrap_or(&Value::Null);
             request
@@ -610,9 +622,8 @@ where
         if let Some(cursor) = cursor.take() {
             params.insert("cursor".to_owned(), cursor);
         }
-        let body = json!({"jsonrpc": "2.0", "id": settings.inner_id(), "method": "tools/list",
-            "params": params});
-        let request = inner::request(parts, "tools/list", None, body.to_string().into_bytes());
+        let body = inner::message(&settings.inner_id(), "tools/list", &params);
+        let request = inner::request(parts, "tools/list", None, body);
         let Ok(response) = inner::call(inner, request).await else {
             return;
         };
@@ -640,7 +651,7 @@ async fn ask_client(
     call: &BridgedCall,
     out: &CallStream,
     legs: &Mutex<Vec<AnswerKey>>,
-    asks: Vec<(String, Value)>,
+    asks: Vec<Ask>,
     urls: &mut HashMap<String, UrlLeg>,
 ) -> Result<Map<String, Value>, String> {
     let settings = &call.settings;
@@ -648,12 +659,17 @@ async fn ask_client(
         return Err("The client has no session to answer in.".to_owned());
     };
     let mut waiting: Vec<OpenRequest> = Vec::new();
-    for (key, mut request) in asks {
+    for Ask {
+        key,
+        mut request,
+        url,
+    } in asks
+    {
         let id = format!("{LEG_PREFIX}{}", random_hex_64());
-        if is_url(&request) {
+        if url {
             start_url_flow(&key, &mut request, urls);
         }
-        waiting.push(send_request(settings, session, out, legs, key, id, &request).await?);
+        waiting.push(send_request(settings, session, out, legs, key, id, request).await?);
     }
     let answers = wait_for_answers(settings, session, out, legs, waiting, urls).await;
     if let Err(Unanswered::Timeout(_)) = &answers {
@@ -729,7 +745,7 @@ async fn send_request(
     legs: &Mutex<Vec<AnswerKey>>,
     key: String,
     id: String,
-    request: &Value,
+    mut request: Value,
 ) -> Result<OpenRequest, String> {
     let method = request
         .get("method")
@@ -746,8 +762,8 @@ async fn send_request(
         .unwrap_or_else(|e| e.into_inner())
         .push(leg.clone());
     let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-    if let Some(params) = request.get("params") {
-        message["params"] = params.clone();
+    if let Some(params) = request.get_mut("params") {
+        message["params"] = params.take();
     }
     out.send(&message).await;
     Ok(OpenRequest {

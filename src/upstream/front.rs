@@ -176,13 +176,13 @@ async fn as_events(
             };
             let mut stream = Vec::new();
             while let Ok(note) = noted.try_recv() {
-                stream.extend_from_slice(&event(&note));
+                stream.extend_from_slice(&event(None, &note));
             }
             if stream.is_empty() && !ReplyKind::of_response(&response).in_band() {
                 // A capability refusal is HTTP 400, which only a JSON answer can say.
                 return answer(Some(response));
             }
-            stream.extend_from_slice(&event(&response));
+            stream.extend_from_slice(&event(None, &response));
             return event_stream(Frames::Whole(Full::new(stream.into())));
         }
         Some(note) = noted.recv() => note,
@@ -193,7 +193,7 @@ async fn as_events(
         loop {
             // A send fails when the front went away: dropping the call cancels it upstream.
             if let Some(note) = next.take()
-                && events.send(event(&note)).await.is_err()
+                && events.send(event(None, &note)).await.is_err()
             {
                 return;
             }
@@ -203,10 +203,10 @@ async fn as_events(
                 Some(note) = noted.recv() => next = Some(note),
                 response = &mut handled => {
                     while let Ok(note) = noted.try_recv() {
-                        let _ = events.send(event(&note)).await;
+                        let _ = events.send(event(None, &note)).await;
                     }
                     if let Some(response) = response {
-                        let _ = events.send(event(&response)).await;
+                        let _ = events.send(event(None, &response)).await;
                     }
                     return;
                 }

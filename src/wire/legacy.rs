@@ -199,11 +199,17 @@ pub(crate) fn legacy_error(mut error: Map<String, Value>) -> Map<String, Value> 
     error
 }
 
-/// What a client lacks for an input request, as a capability path (`elicitation.url`); `None`
-/// when it declared it.
-pub(crate) fn missing_capability(request: &Value, capabilities: &Value) -> Option<&'static str> {
-    let declared = Declared::of(&modern_capabilities(capabilities));
-    let kind = kind_of(request);
+/// The kinds of input request a 2025 client's `capabilities` declare, read once for a round.
+pub(crate) fn declared(capabilities: &Value) -> Declared {
+    Declared::of(&modern_capabilities(capabilities))
+}
+
+/// What a client that `declared` lacks for an input request of `kind` ([`kind_of`]), as a
+/// capability path (`elicitation.url`); `None` when it declared it.
+pub(crate) fn missing_capability(
+    kind: Option<InputKind>,
+    declared: Declared,
+) -> Option<&'static str> {
     match kind {
         Some(kind) if declared.has(kind) => None,
         Some(InputKind::Form) => Some("elicitation.form"),
@@ -219,11 +225,6 @@ pub(crate) fn missing_capability(request: &Value, capabilities: &Value) -> Optio
 pub(crate) fn kind_of(request: &Value) -> Option<InputKind> {
     let raw = serde_json::value::to_raw_value(request).ok()?;
     InputKind::of_raw(&raw).map(|(kind, _)| kind)
-}
-
-/// Whether an input request is a URL-mode elicitation.
-pub(crate) fn is_url(request: &Value) -> bool {
-    kind_of(request) == Some(InputKind::Url)
 }
 
 /// An input request in the shape a `version` client takes it. For 2025-06-18: no `mode`, titled
@@ -388,19 +389,23 @@ mod tests {
     fn capability_checks_name_what_is_missing() {
         let url = json!({"method": "elicitation/create", "params": {"mode": "url", "message": "m", "url": "https://x"}});
         let form = json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": {}}});
+        let missing = |request: &Value, capabilities: Value| {
+            missing_capability(kind_of(request), declared(&capabilities))
+        };
         assert_eq!(
-            missing_capability(&url, &json!({"elicitation": {}})),
+            missing(&url, json!({"elicitation": {}})),
             Some("elicitation.url")
         );
-        assert_eq!(missing_capability(&form, &json!({"elicitation": {}})), None);
-        assert_eq!(
-            missing_capability(&form, &json!({})),
-            Some("elicitation.form")
-        );
+        assert_eq!(missing(&form, json!({"elicitation": {}})), None);
+        assert_eq!(missing(&form, json!({})), Some("elicitation.form"));
         let roots = json!({"method": "roots/list"});
         assert_eq!(
-            missing_capability(&roots, &json!({"roots": {"listChanged": true}})),
+            missing(&roots, json!({"roots": {"listChanged": true}})),
             None
+        );
+        assert_eq!(
+            missing(&json!({"method": "ping"}), json!({"elicitation": {}})),
+            Some("a kind of input request the bridge does not know")
         );
     }
 

@@ -234,11 +234,23 @@ pub(crate) fn accepts(headers: &http::HeaderMap) -> bool {
         })
 }
 
-/// One JSON-RPC message as an event of a stream (`event: message`), as the upstream adapter sends
-/// them (the bridge numbers its events: `bridge::events`).
-#[cfg_attr(not(feature = "upstream"), allow(dead_code))]
-pub(crate) fn message_event(message: &serde_json::Value) -> Bytes {
-    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+/// Writes one JSON-RPC message as an event of a stream (`event: message`), with an `id:` line
+/// when the stream numbers its events (the bridge's do, `bridge::events`; the upstream adapter's
+/// do not). The message is serialized straight into the event, not through `Display`.
+pub(crate) fn message_event(id: Option<&str>, message: &serde_json::Value) -> Bytes {
+    const HEAD: &[u8] = b"event: message\ndata: ";
+    let mut event = Vec::with_capacity(256);
+    if let Some(id) = id {
+        event.extend_from_slice(b"id: ");
+        event.extend_from_slice(id.as_bytes());
+        event.push(b'\n');
+    }
+    event.extend_from_slice(HEAD);
+    // A `Value` always serializes: its keys are strings and its numbers finite, and a `Vec`
+    // takes every write.
+    let _ = serde_json::to_writer(&mut event, message);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
 }
 
 /// The events of a complete stream, with anything after the last complete event as a final,
