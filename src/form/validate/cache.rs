@@ -257,7 +257,7 @@ impl ValidatorCache {
     #[cfg(any(test, feature = "__fuzz"))]
     pub(crate) const MAX_WEIGHT: usize = 3 * CACHE_BYTES;
 
-    /// What the three caches weigh together, in bytes: at most [`MAX_WEIGHT`](Self::MAX_WEIGHT).
+    /// What the three caches weigh together, in bytes: at most three times [`CACHE_BYTES`].
     pub(crate) fn weight(&self) -> usize {
         self.entries.weight() + self.questions.weight() + self.spellings.weight()
     }
