@@ -36,8 +36,7 @@ where
     let name = crate::wire::mcp::name_param(method)
         .and_then(|field| modern.get(field))
         .and_then(Value::as_str);
-    let body = inner::message(&inner_id, method, &modern);
-    let request = inner::request(parts, method, name, body);
+    let request = inner::request(parts, &inner_id, method, name, &modern);
     // The tools' `x-mcp-header` arguments are learnt from every list relayed.
     let is_tools_list = method == "tools/list";
     if !sse::accepts(&parts.headers) {

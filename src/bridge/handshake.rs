@@ -102,8 +102,8 @@ where
         log_level: None,
     };
     let params = legacy::modern_params(None, &client);
-    let body = inner::message(&settings.inner_id(), "server/discover", &params);
-    let request = inner::request(parts, "server/discover", None, body);
+    let id = settings.inner_id();
+    let request = inner::request(parts, &id, "server/discover", None, &params);
     let response = inner::call(inner, request).await?;
     let mut reader = Reader::new(response);
     let result = loop {

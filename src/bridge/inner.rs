@@ -61,7 +61,7 @@ fn is_dropped(name: &HeaderName) -> bool {
 /// The JSON-RPC request `method` with `params`, as the body of a request to the inner service.
 /// It is serialized from borrowed parts: the params (a retry's `requestState` and answers among
 /// them) are not copied into a `Value` first.
-pub(crate) fn message(id: &str, method: &str, params: &Map<String, Value>) -> Vec<u8> {
+fn message(id: &str, method: &str, params: &Map<String, Value>) -> Vec<u8> {
     #[derive(Serialize)]
     struct Message<'a> {
         jsonrpc: &'static str,
@@ -80,14 +80,16 @@ pub(crate) fn message(id: &str, method: &str, params: &Map<String, Value>) -> Ve
 }
 
 /// The 2026 request for one round: the caller's own headers (`Authorization`, `Host`, …) and
-/// extensions, the 2026 headers set, `Mcp-Session-Id` removed, `body` as the JSON-RPC message.
+/// extensions, the 2026 headers set, `Mcp-Session-Id` removed, and as its body the JSON-RPC
+/// request `id` of `method` with `params` ([`message`]); `name` is what it names (`Mcp-Name`).
 pub(crate) fn request(
     caller: &Parts,
+    id: &str,
     method: &str,
     name: Option<&str>,
-    body: Vec<u8>,
+    params: &Map<String, Value>,
 ) -> Request<RequestBody> {
-    let mut request = Request::new(RequestBody::new(body));
+    let mut request = Request::new(RequestBody::new(message(id, method, params)));
     *request.method_mut() = http::Method::POST;
     *request.uri_mut() = caller.uri.clone();
     *request.version_mut() = caller.version;
@@ -278,13 +280,15 @@ mod tests {
         parts
             .headers
             .insert(PROTOCOL_VERSION, HeaderValue::from_static("2025-11-25"));
-        let request = request(&parts, "tools/call", Some("deploy"), b"{}".to_vec());
+        let params = Map::new();
+        let request = request(&parts, "1", "tools/call", Some("deploy"), &params);
+        let body_length = message("1", "tools/call", &params).len().to_string();
         let headers = request.headers();
         assert!(headers.get(SESSION_ID).is_none());
         assert_eq!(headers["authorization"], "Bearer t");
         assert_eq!(headers[PROTOCOL_VERSION], MRTR_VERSION);
         assert_eq!(headers[MCP_METHOD], "tools/call");
         assert_eq!(headers[MCP_NAME], "deploy");
-        assert_eq!(headers[CONTENT_LENGTH], "2");
+        assert_eq!(headers[CONTENT_LENGTH], body_length.as_str());
     }
 }

@@ -93,8 +93,8 @@ async fn relay<S, ResBody>(
         };
         changes.borrow_and_update();
         let subscribed = record.subscriptions.clone();
-        let body = listen_request(settings, &record);
-        let request = inner::request(parts, LISTEN, None, body.to_string().into_bytes());
+        let id = settings.inner_id();
+        let request = inner::request(parts, &id, LISTEN, None, &listen_params(&record));
         let listening = listen(&mut inner, request, events);
         tokio::pin!(listening);
         let mut ended = None;
@@ -128,9 +128,9 @@ async fn relay<S, ResBody>(
     }
 }
 
-/// The `subscriptions/listen` request for the session: every list-change category, and the
-/// resources it subscribed to.
-fn listen_request(settings: &Settings, record: &SessionRecord) -> Value {
+/// The params of the `subscriptions/listen` request for the session: every list-change category,
+/// and the resources it subscribed to.
+fn listen_params(record: &SessionRecord) -> Map<String, Value> {
     let client = Client {
         capabilities: &record.client_capabilities,
         info: &record.client_info,
@@ -143,7 +143,7 @@ fn listen_request(settings: &Settings, record: &SessionRecord) -> Value {
         filter["resourceSubscriptions"] = json!(record.subscriptions);
     }
     params.insert("notifications".to_owned(), filter);
-    json!({"jsonrpc": "2.0", "id": settings.inner_id(), "method": LISTEN, "params": params})
+    params
 }
 
 /// One listen: its notifications relayed until it ends.

@@ -569,8 +569,8 @@ where
     }
     let mut relearnt = false;
     loop {
-        let body = inner::message(&call.settings.inner_id(), method, params);
-        let mut request = inner::request(&call.parts, method, name, body);
+        let id = call.settings.inner_id();
+        let mut request = inner::request(&call.parts, &id, method, name, params);
         if let Some(tool) = tool {
             let arguments = params.get("arguments").unwrap_or(&Value::Null);
             request
@@ -622,8 +622,8 @@ where
         if let Some(cursor) = cursor.take() {
             params.insert("cursor".to_owned(), cursor);
         }
-        let body = inner::message(&settings.inner_id(), "tools/list", &params);
-        let request = inner::request(parts, "tools/list", None, body);
+        let id = settings.inner_id();
+        let request = inner::request(parts, &id, "tools/list", None, &params);
         let Ok(response) = inner::call(inner, request).await else {
             return;
         };
