@@ -23,7 +23,7 @@ use crate::texts;
 use crate::util::BoxFuture;
 use crate::util::ids::{random_hex_64, uuid_v4};
 use crate::wire::jsonrpc::{self, INTERNAL_ERROR, RpcError};
-use crate::wire::legacy::{self, down_level, kind_of, missing_capability, tool_error};
+use crate::wire::legacy::{self, down_level, missing_capability, tool_error};
 use crate::wire::mcp::{InputKind, Method};
 
 /// How the bridge's request ids on a call's stream begin.
@@ -453,7 +453,7 @@ fn sort_input_requests(
     let mut asks = Vec::new();
     let mut waiting = Vec::new();
     for (key, request) in requests {
-        let kind = kind_of(&request);
+        let kind = InputKind::of(&request);
         if let Some(missing) = missing_capability(kind, declared) {
             return Err(format!(
                 "The client did not declare the {missing} capability, which the input request '{key}' needs."

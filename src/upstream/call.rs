@@ -26,7 +26,6 @@ use crate::util::ids::uuid_v4;
 use crate::wire::jsonrpc::{
     self, INVALID_PARAMS, INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY, RpcError,
 };
-use crate::wire::legacy;
 use crate::wire::mcp::meta::{CLIENT_CAPABILITIES, LOG_LEVEL};
 use crate::wire::mcp::{Declared, InputKind, Method, add_requirement};
 use constant_time_eq::constant_time_eq;
@@ -142,7 +141,7 @@ impl Downstream {
         let mut others = Vec::new();
         let mut required = Map::new();
         for (key, (_, request)) in asked.iter() {
-            match legacy::kind_of(request) {
+            match InputKind::of(request) {
                 Some(kind) if self.declared.has(kind) => {}
                 Some(InputKind::Roots) => roots.push(key.clone()),
                 Some(kind) => {
@@ -544,17 +543,19 @@ async fn run(
                 let method = parked.method.as_str();
                 return call.finished(response, |result| modern_result(method, result));
             }
-            Some(Event::Request(request)) => {
-                let request_id = request.get("id").cloned().unwrap_or(Value::Null);
-                let method = request.get("method").cloned().unwrap_or(Value::Null);
-                let mut asked = json!({"method": method});
-                if let Some(params) = request.get("params") {
-                    asked["params"] = params.clone();
-                }
+            Some(Event::Request(mut asked)) => {
+                // Its id, and the rest as the input request `{method, params}`: moved, not copied.
+                let request_id = asked.remove("id").unwrap_or(Value::Null);
+                asked.retain(|name, _| name == "method" || name == "params");
+                asked.entry("method").or_insert(Value::Null);
+                let asked = Value::Object(asked);
                 parked.seq += 1;
                 let key = match named_key(&asked) {
                     Some(key) if !parked.asked.contains_key(key) => key.to_owned(),
-                    _ => format!("{}-{}", key_kind(method.as_str()), parked.seq),
+                    _ => {
+                        let method = asked.get("method").and_then(Value::as_str);
+                        format!("{}-{}", key_kind(method), parked.seq)
+                    }
                 };
                 parked.asked.insert(key, (request_id, asked));
                 // What the server asks in the same breath joins this round: over stdio, what
@@ -770,7 +771,12 @@ async fn park(
             let _ = routes.unsubscribe(&retry_key).await;
         }
     });
-    Ok(json!({"resultType": "input_required", "inputRequests": requests, "requestState": id}))
+    // Built member by member: `json!` would copy the questions through `to_value`.
+    let mut result = Map::with_capacity(3);
+    result.insert("resultType".to_owned(), Value::from("input_required"));
+    result.insert("inputRequests".to_owned(), Value::Object(requests));
+    result.insert("requestState".to_owned(), Value::String(id));
+    Ok(Value::Object(result))
 }
 
 /// Ends a parked call at the upstream: `notifications/cancelled`, and an error for each of its

@@ -208,7 +208,7 @@ async fn stop(core: &Core, mut child: Child, reader: tokio::task::JoinHandle<()>
 
 async fn write_lines(mut stdin: ChildStdin, mut queue: mpsc::Receiver<Value>) {
     while let Some(message) = queue.recv().await {
-        let mut line = message.to_string().into_bytes();
+        let mut line = serde_json::to_vec(&message).unwrap_or_default();
         line.push(b'\n');
         if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
             break;

@@ -380,7 +380,7 @@ async fn exchange(
         .headers(connection.headers.clone())
         .header(CONTENT_TYPE, JSON)
         .header(ACCEPT, ACCEPTS)
-        .body(message.to_string());
+        .body(serde_json::to_vec(message).unwrap_or_default());
     if let Some(id) = &session.id {
         request = request.header(SESSION_ID, id.clone());
     }

@@ -195,10 +195,17 @@ impl fmt::Display for RpcError {
 
 /// A JSON-RPC response to `id`, as a value: its result, or its error.
 pub(crate) fn response(id: &Value, outcome: Result<Value, RpcError>) -> Value {
-    match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.into_value()}),
-    }
+    // Built member by member: `json!` would copy the result (a whole tool result) through
+    // `to_value`, where it can be moved.
+    let (name, member) = match outcome {
+        Ok(result) => ("result", result),
+        Err(error) => ("error", error.into_value()),
+    };
+    let mut message = Map::with_capacity(3);
+    message.insert("jsonrpc".to_owned(), Value::from("2.0"));
+    message.insert("id".to_owned(), id.clone());
+    message.insert(name.to_owned(), member);
+    Value::Object(message)
 }
 
 impl Reply {
@@ -206,7 +213,7 @@ impl Reply {
     pub(crate) fn message(kind: ReplyKind, message: &Value) -> Self {
         Self {
             kind,
-            body: message.to_string().into_bytes(),
+            body: serde_json::to_vec(message).unwrap_or_default(),
         }
     }
 

@@ -204,7 +204,7 @@ pub(crate) fn declared(capabilities: &Value) -> Declared {
     Declared::of(&modern_capabilities(capabilities))
 }
 
-/// What a client that `declared` lacks for an input request of `kind` ([`kind_of`]), as a
+/// What a client that `declared` lacks for an input request of `kind` ([`InputKind::of`]), as a
 /// capability path (`elicitation.url`); `None` when it declared it.
 pub(crate) fn missing_capability(
     kind: Option<InputKind>,
@@ -219,12 +219,6 @@ pub(crate) fn missing_capability(
         Some(InputKind::Roots) => Some("roots"),
         None => Some("a kind of input request the bridge does not know"),
     }
-}
-
-/// The kind of an input request (`{method, params}`), if it is one the protocol names.
-pub(crate) fn kind_of(request: &Value) -> Option<InputKind> {
-    let raw = serde_json::value::to_raw_value(request).ok()?;
-    InputKind::of_raw(&raw).map(|(kind, _)| kind)
 }
 
 /// An input request in the shape a `version` client takes it. For 2025-06-18: no `mode`, titled
@@ -390,7 +384,7 @@ mod tests {
         let url = json!({"method": "elicitation/create", "params": {"mode": "url", "message": "m", "url": "https://x"}});
         let form = json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": {}}});
         let missing = |request: &Value, capabilities: Value| {
-            missing_capability(kind_of(request), declared(&capabilities))
+            missing_capability(InputKind::of(request), declared(&capabilities))
         };
         assert_eq!(
             missing(&url, json!({"elicitation": {}})),

@@ -170,15 +170,21 @@ pub(crate) enum InputKind {
 }
 
 impl InputKind {
-    /// Classifies an input request `{method, params}`; `None` for anything else.
-    #[cfg(test)]
+    /// Classifies an input request `{method, params}`; `None` for anything else. It reads what
+    /// [`InputKind::of_raw`] reads in the same request written as text: a `params`, `mode` or
+    /// `tools` that is `null` counts as absent, and `params` and the request are objects.
     pub(crate) fn of(request: &Value) -> Option<Self> {
         let request = request.as_object()?;
-        let params = request.get("params");
+        let params = match request.get("params") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(params)) => Some(params),
+            Some(_) => return None,
+        };
+        let member = |name: &str| params?.get(name).filter(|value| !value.is_null());
         match request.get("method")?.as_str()? {
             "elicitation/create" => {
-                let params = params?.as_object()?;
-                match params.get("mode") {
+                params?;
+                match member("mode") {
                     None => Some(Self::Form),
                     Some(Value::String(mode)) if mode == "form" => Some(Self::Form),
                     Some(Value::String(mode)) if mode == "url" => Some(Self::Url),
@@ -186,16 +192,12 @@ impl InputKind {
                 }
             }
             "sampling/createMessage" => {
-                let params = params?.as_object()?;
-                let tools = params
-                    .get("tools")
-                    .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()));
+                params?;
+                let tools =
+                    member("tools").is_some_and(|t| t.as_array().is_none_or(|a| !a.is_empty()));
                 Some(Self::Sampling { tools })
             }
-            "roots/list" => match params {
-                None | Some(Value::Object(_)) => Some(Self::Roots),
-                Some(_) => None,
-            },
+            "roots/list" => Some(Self::Roots),
             _ => None,
         }
     }
@@ -210,7 +212,7 @@ impl InputKind {
             #[serde(borrow)]
             method: Cow<'a, str>,
             #[serde(borrow, default)]
-            params: Option<Params<'a>>,
+            params: Option<Object<Params<'a>>>,
         }
         #[derive(Deserialize)]
         struct Params<'a> {
@@ -221,8 +223,8 @@ impl InputKind {
             #[serde(borrow, default, rename = "requestedSchema")]
             schema: Option<&'a RawValue>,
         }
-        let request: Request<'_> = serde_json::from_str(request.get()).ok()?;
-        let params = request.params;
+        let Object(request): Object<Request<'_>> = serde_json::from_str(request.get()).ok()?;
+        let params = request.params.map(|Object(params)| params);
         let kind = match request.method.as_ref() {
             "elicitation/create" => match params.as_ref()?.mode.map(RawValue::get) {
                 None | Some("\"form\"") => Self::Form,
@@ -289,6 +291,28 @@ impl InputKind {
             Self::Sampling { tools: true } => cap.get("tools").is_some(),
             Self::Sampling { tools: false } | Self::Roots => true,
         }
+    }
+}
+
+/// A `T` read from a JSON object only. serde's derived structs also take an array, member by
+/// member in order, which no MCP request is.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Members<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer
+            .deserialize_map(Members(std::marker::PhantomData))
+            .map(Object)
     }
 }
 
@@ -374,6 +398,49 @@ mod tests {
             Value::Object(required),
             json!({"elicitation": {"url": {}, "form": {}}, "roots": {}})
         );
+    }
+
+    /// The two classifiers read the same kind in a request and in its text, whatever its shape.
+    #[test]
+    fn value_and_text_agree() {
+        let requests = [
+            json!({"method": "elicitation/create", "params": {"message": "m"}}),
+            json!({"method": "elicitation/create", "params": {"mode": null}}),
+            json!({"method": "elicitation/create", "params": {"mode": "form"}}),
+            json!({"method": "elicitation/create", "params": {"mode": "url"}}),
+            json!({"method": "elicitation/create", "params": {"mode": "voice"}}),
+            json!({"method": "elicitation/create", "params": {"mode": 1}}),
+            json!({"method": "elicitation/create", "params": null}),
+            json!({"method": "elicitation/create", "params": []}),
+            json!({"method": "elicitation/create", "params": ["url"]}),
+            json!({"method": "elicitation/create"}),
+            json!(["elicitation/create", {}]),
+            json!({"method": "sampling/createMessage", "params": {}}),
+            json!({"method": "sampling/createMessage", "params": {"tools": null}}),
+            json!({"method": "sampling/createMessage", "params": {"tools": []}}),
+            json!({"method": "sampling/createMessage", "params": {"tools": [{}]}}),
+            json!({"method": "sampling/createMessage", "params": {"tools": {}}}),
+            json!({"method": "sampling/createMessage", "params": []}),
+            json!({"method": "sampling/createMessage"}),
+            json!({"method": "roots/list"}),
+            json!({"method": "roots/list", "params": null}),
+            json!({"method": "roots/list", "params": {}}),
+            json!({"method": "roots/list", "params": []}),
+            json!({"method": "roots/list", "params": "x"}),
+            json!(["roots/list"]),
+            json!({"method": 1}),
+            json!({"method": "ping"}),
+            json!(null),
+        ];
+        for request in requests {
+            let text = serde_json::value::to_raw_value(&request).unwrap();
+            let from_text = InputKind::of_raw(&text).map(|(kind, _)| kind);
+            assert_eq!(InputKind::of(&request), from_text, "{request}");
+        }
+        let roots = json!({"method": "roots/list", "params": null});
+        assert_eq!(InputKind::of(&roots), Some(InputKind::Roots));
+        let array = json!({"method": "elicitation/create", "params": []});
+        assert_eq!(InputKind::of(&array), None);
     }
 
     #[test]
