@@ -211,7 +211,8 @@ pub(crate) async fn handle(
     let outcome = match &link.negotiated {
         Negotiated::V2026 => pass_through(&core, &link, whose, downstream, message).await,
         Negotiated::V2025 { initialized, .. } => {
-            let params = message.get("params").cloned();
+            let mut message = message;
+            let params = message.remove("params");
             if let Some(level) = level.filter(|_| method != "logging/setLevel") {
                 set_log_level(&core, &link, initialized, level).await;
             }

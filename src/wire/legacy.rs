@@ -3,6 +3,11 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::wire::mcp::meta::{
+    CLIENT_CAPABILITIES as META_CAPABILITIES, CLIENT_INFO as META_INFO,
+    LOG_LEVEL as META_LOG_LEVEL, PREFIX as META_PREFIX, PROTOCOL_VERSION as META_VERSION,
+    SERVER_INFO as META_SERVER_INFO,
+};
 use crate::wire::mcp::{Declared, InputKind, MRTR_VERSION};
 
 /// The versions the bridge answers `initialize` with, newest first.
@@ -16,12 +21,6 @@ pub(crate) const V_2025_06_18: &str = "2025-06-18";
 pub(crate) fn before_2025_11_25(version: &str) -> bool {
     version == V_2025_06_18 || version == LEGACY_VERSIONS[2]
 }
-
-use crate::wire::mcp::meta::{
-    CLIENT_CAPABILITIES as META_CAPABILITIES, CLIENT_INFO as META_INFO,
-    LOG_LEVEL as META_LOG_LEVEL, PREFIX as META_PREFIX, PROTOCOL_VERSION as META_VERSION,
-    SERVER_INFO as META_SERVER_INFO,
-};
 
 /// The levels `logging/setLevel` accepts.
 pub(crate) const LOG_LEVELS: [&str; 8] = [
