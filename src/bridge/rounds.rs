@@ -24,7 +24,7 @@ use crate::util::BoxFuture;
 use crate::util::ids::{random_hex_64, uuid_v4};
 use crate::wire::jsonrpc::{self, INTERNAL_ERROR, RpcError};
 use crate::wire::legacy::{self, down_level, missing_capability, tool_error};
-use crate::wire::mcp::{InputKind, Method};
+use crate::wire::mcp::{Declared, InputKind, Method};
 
 /// How the bridge's request ids on a call's stream begin.
 pub(crate) const LEG_PREFIX: &str = "leg-";
@@ -287,6 +287,8 @@ where
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut urls: HashMap<String, UrlLeg> = HashMap::new();
     let mut url_wait = settings.url_retry;
+    // What the client can be asked: its session's capabilities, read once for every round.
+    let declared = legacy::declared(&call.record.client_capabilities);
     loop {
         let response = ask_inner(inner, call, &params, out).await?;
         let mut result = match inner_answer(call, response)? {
@@ -315,7 +317,7 @@ where
                 mut responses,
                 asks,
                 waiting,
-            } = sort_input_requests(call, requests, &urls)?;
+            } = sort_input_requests(call, declared, requests, &urls)?;
             let asks = if asks.is_empty() {
                 // Only URL flows the person accepted that are not complete yet: the person's
                 // wait, not a round.
@@ -442,13 +444,14 @@ struct RoundInputs {
     waiting: Vec<(String, Value)>,
 }
 
-/// Down-levels a round's input requests: answers from consented URL flows, and the ones to ask.
+/// Down-levels a round's input requests: answers from consented URL flows, and the ones to ask;
+/// a request of a kind not in `declared` (the client's, read once a call) ends the call.
 fn sort_input_requests(
     call: &BridgedCall,
+    declared: Declared,
     requests: Map<String, Value>,
     urls: &HashMap<String, UrlLeg>,
 ) -> Result<RoundInputs, String> {
-    let declared = legacy::declared(&call.record.client_capabilities);
     let mut responses = Map::new();
     let mut asks = Vec::new();
     let mut waiting = Vec::new();

@@ -174,7 +174,7 @@ impl Downstream {
 pub(crate) async fn handle(
     core: Arc<Core>,
     front: Front,
-    message: Map<String, Value>,
+    mut message: Map<String, Value>,
 ) -> Option<Value> {
     let id = message.get("id").cloned()?;
     let Some(method) = message
@@ -211,7 +211,6 @@ pub(crate) async fn handle(
     let outcome = match &link.negotiated {
         Negotiated::V2026 => pass_through(&core, &link, whose, downstream, message).await,
         Negotiated::V2025 { initialized, .. } => {
-            let mut message = message;
             let params = message.remove("params");
             if let Some(level) = level.filter(|_| method != "logging/setLevel") {
                 set_log_level(&core, &link, initialized, level).await;

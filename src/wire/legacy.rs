@@ -198,7 +198,7 @@ pub(crate) fn legacy_error(mut error: Map<String, Value>) -> Map<String, Value> 
     error
 }
 
-/// The kinds of input request a 2025 client's `capabilities` declare, read once for a round.
+/// The kinds of input request a 2025 client's `capabilities` declare, read once for a call.
 pub(crate) fn declared(capabilities: &Value) -> Declared {
     Declared::of(&modern_capabilities(capabilities))
 }
